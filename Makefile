@@ -1,0 +1,77 @@
+# kubectl-registry: one binary that is both the `kubectl registry` plugin and the
+# controller it installs (`kubectl registry serve`). `make help` lists the targets.
+
+SHELL := /usr/bin/env bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+GO        ?= go
+MODULE    := github.com/kubectl-registry/kubectl-registry
+BIN       ?= $(CURDIR)/bin
+TESTBIN   ?= $(BIN)/testbin
+GOTEST_FLAGS ?= -count=1 -timeout=40m
+
+# Version stamped into the binary: the nearest v* tag, else a dev version of the commit.
+COMMIT    ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+VERSION   ?= $(shell git describe --tags --match 'v*' --dirty 2>/dev/null || echo v0.1.0-dev+$(COMMIT))
+BUILD_DATE ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+LDFLAGS   := -s -w \
+	-X $(MODULE)/reconciler/buildinfo.Version=$(VERSION) \
+	-X $(MODULE)/reconciler/buildinfo.Commit=$(COMMIT) \
+	-X $(MODULE)/reconciler/buildinfo.Date=$(BUILD_DATE)
+
+# Upstream Kubernetes version the test bed builds (testdata/testbin/go.mod pins it).
+KUBE_VERSION := v1.36.3
+KUBE_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION) \
+	-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=36 \
+	-X k8s.io/client-go/pkg/version.gitVersion=$(KUBE_VERSION)
+KUBE_COMMANDS := kube-apiserver kube-controller-manager kubectl
+TESTBIN_BINARIES := $(addprefix $(TESTBIN)/,$(KUBE_COMMANDS) etcd)
+
+CONTROLLER_GEN := $(GO) run sigs.k8s.io/controller-tools/cmd/controller-gen
+
+##@ General
+
+.PHONY: help
+help: ## Show this help
+	@awk 'BEGIN {FS = ":.*##"; printf "Usage: make <target>\n"} \
+		/^[a-zA-Z0-9_-]+:.*?##/ { printf "  %-10s %s\n", $$1, $$2 } \
+		/^##@/ { printf "\n%s\n", substr($$0, 5) }' $(MAKEFILE_LIST)
+
+##@ Build
+
+.PHONY: build
+build: ## Build bin/kubectl-registry (static, version stamped)
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/kubectl-registry ./cmd/kubectl-registry
+
+.PHONY: generate
+generate: ## Regenerate deepcopy code and CRD manifests with the pinned controller-gen
+	$(CONTROLLER_GEN) object paths=./reconciler/api/... crd output:crd:artifacts:config=manifests/crds
+
+.PHONY: dist
+dist: ## Cross-build release archives (not yet: arrives with the packaging issue)
+	@echo "make dist: release archives arrive with the packaging issue; use 'make build' for now" >&2
+	@exit 2
+
+##@ Test
+
+.PHONY: testbin
+testbin: $(TESTBIN_BINARIES) ## Build kube-apiserver, etcd, kube-controller-manager, kubectl for tests (only when missing)
+
+$(addprefix $(TESTBIN)/,$(KUBE_COMMANDS)): testdata/testbin/go.mod
+	@echo "building $(notdir $@) $(KUBE_VERSION) from the Go module proxy (a cold build takes minutes)" >&2
+	cd testdata/testbin && CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w $(KUBE_LDFLAGS)' -o $@ k8s.io/kubernetes/cmd/$(notdir $@)
+
+$(TESTBIN)/etcd: testdata/testbin/go.mod
+	@echo "building etcd from the Go module proxy" >&2
+	cd testdata/testbin && CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $@ go.etcd.io/etcd/server/v3
+
+.PHONY: test
+test: testbin ## Build what the tests need and run every test on real API servers
+	KUBEBUILDER_ASSETS=$(TESTBIN) $(GO) test $(GOTEST_FLAGS) ./...
+
+.PHONY: lint
+lint: ## Check formatting (gofmt) and run go vet
+	@out=$$(gofmt -l $$($(GO) list -f '{{.Dir}}' ./...)); \
+		if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...

@@ -1,0 +1,309 @@
+package manifests_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+)
+
+// tokenConfig returns a rest.Config authenticating as the ServiceAccount sa of the
+// registry namespace with a token from the TokenRequest API, as peers and the
+// controller get theirs. It waits until the aggregated ClusterRole role has rules
+// (kube-controller-manager fills it).
+func tokenConfig(t *testing.T, c client.Client, sa, aggregatedRole string) *rest.Config {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		var role rbacv1.ClusterRole
+		if err := c.Get(ctx, client.ObjectKey{Name: aggregatedRole}, &role); err != nil {
+			return false, err
+		}
+		return len(role.Rules) > 0, nil
+	})
+	if err != nil {
+		t.Fatalf("ClusterRole %s was never aggregated (is kube-controller-manager running?): %v", aggregatedRole, err)
+	}
+	admin := bed.Clusters[0]
+	cs, err := admin.Clientset()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := cs.CoreV1().ServiceAccounts(v1alpha1.DefaultNamespace).CreateToken(ctx, sa, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("TokenRequest for %s: %v", sa, err)
+	}
+	return &rest.Config{
+		Host:            admin.Host(),
+		BearerToken:     tr.Status.Token,
+		TLSClientConfig: rest.TLSClientConfig{CAData: admin.CAData()},
+	}
+}
+
+type request struct {
+	name string
+	do   func(ctx context.Context, cs kubernetes.Interface, c client.Client) error
+}
+
+// outcomes runs each request and reports "allowed", "forbidden" or the unexpected error.
+func outcomes(t *testing.T, cfg *rest.Config, reqs []request) map[string]string {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scheme, err := v1alpha1.NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, r := range reqs {
+		err := r.do(context.Background(), cs, c)
+		switch {
+		case err == nil:
+			got[r.name] = "allowed"
+		case apierrors.IsForbidden(err):
+			got[r.name] = "forbidden"
+		default:
+			got[r.name] = fmt.Sprintf("error: %v", err)
+		}
+	}
+	return got
+}
+
+func secret(ns, name string) *corev1.Secret {
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, StringData: map[string]string{"k": "v"}}
+}
+
+// TestReaderIdentityIsLeastPrivilege: with a real TokenRequest token of the reader
+// ServiceAccount, peers can read the registry CRs, get namespaces and read Secrets in
+// the registry namespace, and nothing else; they can write nothing. A ClusterRole a
+// user adds with the reader-aggregated label extends what they can read.
+func TestReaderIdentityIsLeastPrivilege(t *testing.T) {
+	c := installed(t)
+	ctx := context.Background()
+	ns := v1alpha1.DefaultNamespace
+	for _, s := range []*corev1.Secret{secret(ns, "reader-test"), secret("default", "reader-test"), secret("kube-system", "reader-test")} {
+		if err := c.Create(ctx, s); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	cfg := tokenConfig(t, c, v1alpha1.ReaderName, v1alpha1.ReaderAggregatedRoleName)
+
+	reqs := []request{
+		{"list clusters", func(ctx context.Context, _ kubernetes.Interface, c client.Client) error {
+			return c.List(ctx, &v1alpha1.ClusterList{})
+		}},
+		{"list clusterfeatures", func(ctx context.Context, _ kubernetes.Interface, c client.Client) error {
+			return c.List(ctx, &v1alpha1.ClusterFeatureList{})
+		}},
+		{"list resourcesyncrules", func(ctx context.Context, _ kubernetes.Interface, c client.Client) error {
+			return c.List(ctx, &v1alpha1.ResourceSyncRuleList{})
+		}},
+		{"watch clusters", func(ctx context.Context, _ kubernetes.Interface, c client.Client) error {
+			w, err := client.NewWithWatch(cfg, client.Options{Scheme: c.Scheme()})
+			if err != nil {
+				return err
+			}
+			wi, err := w.Watch(ctx, &v1alpha1.ClusterList{})
+			if err == nil {
+				wi.Stop()
+			}
+			return err
+		}},
+		{"get namespace kube-system", func(ctx context.Context, cs kubernetes.Interface, _ client.Client) error {
+			_, err := cs.CoreV1().Namespaces().Get(ctx, "kube-system", metav1.GetOptions{})
+			return err
+		}},
+		{"get secret in registry namespace", func(ctx context.Context, cs kubernetes.Interface, _ client.Client) error {
+			_, err := cs.CoreV1().Secrets(ns).Get(ctx, "reader-test", metav1.GetOptions{})
+			return err
+		}},
+		{"list secrets in registry namespace", func(ctx context.Context, cs kubernetes.Interface, _ client.Client) error {
+			_, err := cs.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{})
+			return err
+		}},
+		{"get secret in default", func(ctx context.Context, cs kubernetes.Interface, _ client.Client) error {
+			_, err := cs.CoreV1().Secrets("default").Get(ctx, "reader-test", metav1.GetOptions{})
+			return err
+		}},
+		{"get secret in kube-system", func(ctx context.Context, cs kubernetes.Interface, _ client.Client) error {
+			_, err := cs.CoreV1().Secrets("kube-system").Get(ctx, "reader-test", metav1.GetOptions{})
+			return err
+		}},
+		{"list secrets in all namespaces", func(ctx context.Context, cs kubernetes.Interface, _ client.Client) error {
+			_, err := cs.CoreV1().Secrets("").List(ctx, metav1.ListOptions{})
+			return err
+		}},
+		{"list namespaces", func(ctx context.Context, cs kubernetes.Interface, _ client.Client) error {
+			_, err := cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+			return err
+		}},
+		{"list configmaps in default", func(ctx context.Context, cs kubernetes.Interface, _ client.Client) error {
+			_, err := cs.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
+			return err
+		}},
+		{"create cluster", func(ctx context.Context, _ kubernetes.Interface, c client.Client) error {
+			return c.Create(ctx, &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "intruder"}, Spec: v1alpha1.ClusterSpec{ClusterID: "x"}})
+		}},
+		{"create resourcesyncrule", func(ctx context.Context, _ kubernetes.Interface, c client.Client) error {
+			return c.Create(ctx, &v1alpha1.ResourceSyncRule{ObjectMeta: metav1.ObjectMeta{Name: "intruder"},
+				Spec: v1alpha1.ResourceSyncRuleSpec{GVK: v1alpha1.GroupVersionKind{Version: "v1", Kind: "Secret"}, Rules: []v1alpha1.SyncRule{}}})
+		}},
+		{"create secret in registry namespace", func(ctx context.Context, cs kubernetes.Interface, _ client.Client) error {
+			_, err := cs.CoreV1().Secrets(ns).Create(ctx, secret(ns, "intruder"), metav1.CreateOptions{})
+			return err
+		}},
+		{"update secret in registry namespace", func(ctx context.Context, cs kubernetes.Interface, _ client.Client) error {
+			s, err := cs.CoreV1().Secrets(ns).Get(ctx, "reader-test", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			s.StringData = map[string]string{"k": "changed"}
+			_, err = cs.CoreV1().Secrets(ns).Update(ctx, s, metav1.UpdateOptions{})
+			return err
+		}},
+		{"delete secret in registry namespace", func(ctx context.Context, cs kubernetes.Interface, _ client.Client) error {
+			return cs.CoreV1().Secrets(ns).Delete(ctx, "reader-test", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
+		}},
+		{"create namespace", func(ctx context.Context, cs kubernetes.Interface, _ client.Client) error {
+			_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "intruder"}}, metav1.CreateOptions{})
+			return err
+		}},
+		{"create token for controller", func(ctx context.Context, cs kubernetes.Interface, _ client.Client) error {
+			_, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, v1alpha1.ControllerName, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+			return err
+		}},
+	}
+	want := map[string]string{
+		"list clusters":                       "allowed",
+		"list clusterfeatures":                "allowed",
+		"list resourcesyncrules":              "allowed",
+		"watch clusters":                      "allowed",
+		"get namespace kube-system":           "allowed",
+		"get secret in registry namespace":    "allowed",
+		"list secrets in registry namespace":  "allowed",
+		"get secret in default":               "forbidden",
+		"get secret in kube-system":           "forbidden",
+		"list secrets in all namespaces":      "forbidden",
+		"list namespaces":                     "forbidden",
+		"list configmaps in default":          "forbidden",
+		"create cluster":                      "forbidden",
+		"create resourcesyncrule":             "forbidden",
+		"create secret in registry namespace": "forbidden",
+		"update secret in registry namespace": "forbidden",
+		"delete secret in registry namespace": "forbidden",
+		"create namespace":                    "forbidden",
+		"create token for controller":         "forbidden",
+	}
+	if diff := cmp.Diff(want, outcomes(t, cfg, reqs)); diff != "" {
+		t.Fatalf("reader permissions (-want +got):\n%s", diff)
+	}
+
+	// The seed's "RBAC considerations": a ClusterRole with the reader-aggregated label
+	// extends what peers may read on this cluster.
+	extension := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "reader-test-configmaps", Labels: map[string]string{v1alpha1.ReaderAggregatedLabel: "true"}},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}}},
+	}
+	if err := c.Create(ctx, extension); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), extension) })
+	listConfigMaps := []request{reqs[11]}
+	if listConfigMaps[0].name != "list configmaps in default" {
+		t.Fatal("request table changed: fix the index of 'list configmaps in default'")
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	err := wait.PollUntilContextCancel(wctx, 200*time.Millisecond, true, func(context.Context) (bool, error) {
+		return outcomes(t, cfg, listConfigMaps)["list configmaps in default"] == "allowed", nil
+	})
+	if err != nil {
+		t.Fatalf("a ClusterRole labelled %s=true did not extend the reader: %v", v1alpha1.ReaderAggregatedLabel, err)
+	}
+	// ... and writing stays forbidden.
+	if got := outcomes(t, cfg, reqs[12:13]); got["create cluster"] != "forbidden" {
+		t.Errorf("after the extension, create cluster: %s", got["create cluster"])
+	}
+}
+
+// TestControllerIdentity: the controller may write the registry CRs and its
+// namespace's Secrets, mint reader tokens and hold its Lease, but not write Secrets
+// elsewhere.
+func TestControllerIdentity(t *testing.T) {
+	c := installed(t)
+	ns := v1alpha1.DefaultNamespace
+	cfg := tokenConfig(t, c, v1alpha1.ControllerName, v1alpha1.ControllerAggregatedRoleName)
+	reqs := []request{
+		{"create cluster", func(ctx context.Context, _ kubernetes.Interface, c client.Client) error {
+			return c.Create(ctx, &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "controller-test"}, Spec: v1alpha1.ClusterSpec{ClusterID: "controller-test"}}, client.DryRunAll)
+		}},
+		{"create secret in registry namespace", func(ctx context.Context, cs kubernetes.Interface, _ client.Client) error {
+			_, err := cs.CoreV1().Secrets(ns).Create(ctx, secret(ns, "controller-test"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			return err
+		}},
+		{"create secret in default", func(ctx context.Context, cs kubernetes.Interface, _ client.Client) error {
+			_, err := cs.CoreV1().Secrets("default").Create(ctx, secret("default", "controller-test"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			return err
+		}},
+		{"create reader token", func(ctx context.Context, cs kubernetes.Interface, _ client.Client) error {
+			_, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, v1alpha1.ReaderName, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+			return err
+		}},
+		{"create own token", func(ctx context.Context, cs kubernetes.Interface, _ client.Client) error {
+			_, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, v1alpha1.ControllerName, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+			return err
+		}},
+		{"get namespace kube-system", func(ctx context.Context, cs kubernetes.Interface, _ client.Client) error {
+			_, err := cs.CoreV1().Namespaces().Get(ctx, "kube-system", metav1.GetOptions{})
+			return err
+		}},
+		{"list nodes", func(ctx context.Context, cs kubernetes.Interface, _ client.Client) error {
+			_, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+			return err
+		}},
+		{"list leases in registry namespace", func(ctx context.Context, cs kubernetes.Interface, _ client.Client) error {
+			_, err := cs.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{})
+			return err
+		}},
+		{"delete namespace default", func(ctx context.Context, cs kubernetes.Interface, _ client.Client) error {
+			return cs.CoreV1().Namespaces().Delete(ctx, "default", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
+		}},
+	}
+	want := map[string]string{
+		"create cluster":                      "allowed",
+		"create secret in registry namespace": "allowed",
+		"create secret in default":            "forbidden",
+		"create reader token":                 "allowed",
+		"create own token":                    "forbidden",
+		"get namespace kube-system":           "allowed",
+		"list nodes":                          "allowed",
+		"list leases in registry namespace":   "allowed",
+		"delete namespace default":            "forbidden",
+	}
+	if diff := cmp.Diff(want, outcomes(t, cfg, reqs)); diff != "" {
+		t.Fatalf("controller permissions (-want +got):\n%s", diff)
+	}
+}

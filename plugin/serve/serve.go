@@ -1,0 +1,265 @@
+// Package serve implements "kubectl registry serve": the registry controller. In a pod it
+// uses the in-cluster config; out of a cluster it reads the kubeconfig like kubectl
+// (--kubeconfig, --context, ...).
+package serve
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"runtime"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/cobra"
+	"go.uber.org/zap/zapcore"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/buildinfo"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/manager"
+)
+
+const (
+	serveLong = `
+		Run the registry controller.
+
+		The controller runs in every member cluster, as the Deployment that installs it does
+		with "kubectl registry serve --leader-elect". It also runs out of a cluster against
+		the cluster of a kubeconfig context (--kubeconfig, --context), which is how tests and
+		demos run it; in a pod, with no kubeconfig, it uses the pod's service account.
+
+		It serves /metrics (--metrics-bind-address) and /healthz and /readyz
+		(--health-probe-bind-address) whether or not it holds the leader election Lease, and
+		stops gracefully on SIGINT or SIGTERM.`
+
+	serveExample = `
+		# Run the controller against the cluster of a kubeconfig context
+		kubectl registry serve --context kind-east --cluster-name east
+
+		# Run it as the Deployment does, with leader election
+		kubectl registry serve --leader-elect --cluster-name east`
+)
+
+// Options holds the flags and the state of "kubectl registry serve".
+type Options struct {
+	// Manager holds the manager's options, filled from the flags.
+	Manager manager.Options
+	// Zap holds the logging flags.
+	Zap zap.Options
+	// Verbosity, when positive, logs debug messages up to that level (like -v of kubectl).
+	Verbosity int
+	// APIServerEndpoint is --api-server-endpoint as given (normalised in Complete).
+	APIServerEndpoint string
+	// APIServerCAFile is --api-server-ca-file, read in Run.
+	APIServerCAFile string
+
+	// KubeAPIQPS and KubeAPIBurst limit the requests to the API server on the client side;
+	// a negative QPS leaves flow control to the API server's priority and fairness.
+	KubeAPIQPS   float32
+	KubeAPIBurst int
+
+	restClientGetter genericclioptions.RESTClientGetter
+	genericiooptions.IOStreams
+}
+
+// NewOptions returns Options with the defaults of the flags.
+func NewOptions(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *Options {
+	return &Options{
+		Manager:          manager.DefaultOptions(),
+		KubeAPIQPS:       -1,
+		KubeAPIBurst:     0,
+		restClientGetter: restClientGetter,
+		IOStreams:        streams,
+	}
+}
+
+// NewCmdServe returns the "serve" command. restClientGetter is the root command's
+// kubeconfig flags.
+func NewCmdServe(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *cobra.Command {
+	o := NewOptions(restClientGetter, streams)
+	cmd := &cobra.Command{
+		Use:     "serve [flags]",
+		Short:   "Run the registry controller (in a cluster, or against a kubeconfig context)",
+		Long:    cmdutil.LongDesc(serveLong),
+		Example: cmdutil.Examples(serveExample),
+		Args:    cmdutil.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.Complete(cmd, args); err != nil {
+				return err
+			}
+			if err := o.Validate(); err != nil {
+				return cmdutil.UsageError(cmd, err)
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	o.AddFlags(cmd)
+	return cmd
+}
+
+// AddFlags adds the flags of serve to cmd.
+func (o *Options) AddFlags(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	m := &o.Manager
+	// Shadows the root's --namespace: for serve it is the registry namespace.
+	fs.StringVarP(&m.Namespace, "namespace", "n", m.Namespace,
+		"Registry namespace: where the controller, its Secrets and its Lease live.")
+	fs.StringVar(&m.ClusterName, "cluster-name", m.ClusterName,
+		"Name of this cluster in the group, an RFC 1123 label (lower case alphanumerics and '-').")
+	fs.StringVar(&m.MetricsBindAddress, "metrics-bind-address", m.MetricsBindAddress,
+		`Address /metrics is served on (plain HTTP); "0" disables it.`)
+	fs.StringVar(&m.HealthProbeBindAddress, "health-probe-bind-address", m.HealthProbeBindAddress,
+		`Address /healthz and /readyz are served on; "0" disables them.`)
+	fs.BoolVar(&m.LeaderElection, "leader-elect", m.LeaderElection,
+		"Elect a leader among the replicas in this cluster, so that only one reconciles. The Deployment enables it.")
+	fs.StringVar(&m.LeaderElectionNamespace, "leader-election-namespace", m.LeaderElectionNamespace,
+		"Namespace of the leader election Lease; follows --namespace unless set.")
+	fs.StringVar(&m.LeaderElectionID, "leader-election-id", m.LeaderElectionID,
+		"Name of the leader election Lease.")
+	r := &m.Registry
+	fs.StringVar(&o.APIServerEndpoint, "api-server-endpoint", o.APIServerEndpoint,
+		"Address peers reach this cluster's API server at (host, host:port or https URL), written into the local Cluster's kubernetesApiEndpoints for --network-name and into the reader kubeconfig. Needed in a pod unless the Cluster already lists one: the in-cluster service address is never advertised.")
+	fs.StringVar(&o.APIServerCAFile, "api-server-ca-file", o.APIServerCAFile,
+		"PEM CA bundle peers verify --api-server-endpoint with (default: the CA this controller trusts for its API server).")
+	fs.StringVar(&r.NetworkName, "network-name", r.NetworkName,
+		"Client network of this cluster: selects which of a Cluster's kubernetesApiEndpoints (by clientNetwork) peers are reached at.")
+	fs.DurationVar(&r.TokenLifetime, "reader-token-lifetime", r.TokenLifetime,
+		"Lifetime of the reader tokens peers hold (TokenRequest API); renewed at about half of it.")
+	fs.DurationVar(&r.PeerHealthInterval, "peer-health-interval", r.PeerHealthInterval,
+		"Period of the health check of each peer.")
+	fs.IntVar(&r.PeerFailureThreshold, "peer-failure-threshold", r.PeerFailureThreshold,
+		"Consecutive failed health checks before a peer is reported not Ready.")
+	fs.DurationVar(&r.HeartbeatPeriod, "heartbeat-period", r.HeartbeatPeriod,
+		"How often unchanged Cluster conditions get a new heartbeat time.")
+	fs.DurationVar(&r.MetadataPeriod, "metadata-refresh-period", r.MetadataPeriod,
+		"How often the local cluster's metadata (versions, provider, locality) is recomputed.")
+	fs.DurationVar(&m.GracefulShutdownTimeout, "graceful-shutdown-timeout", manager.DefaultGracefulShutdownTimeout,
+		"How long the controller gets to stop after SIGTERM.")
+	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS,
+		"Requests per second to the API server allowed on the client side; negative leaves flow control to the API server (priority and fairness).")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst,
+		"Burst of requests to the API server allowed on the client side, with a positive --kube-api-qps.")
+	fs.IntVarP(&o.Verbosity, "v", "v", o.Verbosity,
+		"Log verbosity: 0 logs info and errors, higher numbers add debug messages (overrides --zap-log-level).")
+
+	gofs := flag.NewFlagSet("zap", flag.ContinueOnError)
+	o.Zap.BindFlags(gofs)
+	fs.AddGoFlagSet(gofs)
+}
+
+// Complete derives the options that follow other flags.
+func (o *Options) Complete(cmd *cobra.Command, _ []string) error {
+	if !cmd.Flags().Changed("leader-election-namespace") {
+		o.Manager.LeaderElectionNamespace = o.Manager.Namespace
+	}
+	if o.APIServerEndpoint != "" {
+		server, err := kubeconfig.NormalizeServer(o.APIServerEndpoint)
+		if err != nil {
+			return cmdutil.UsageError(cmd, fmt.Errorf("--api-server-endpoint: %w", err))
+		}
+		o.Manager.Registry.APIServerEndpoint = server
+	}
+	return nil
+}
+
+// Validate checks the flags. It does no I/O.
+func (o *Options) Validate() error {
+	if err := o.Manager.Validate(); err != nil {
+		return err
+	}
+	if o.Verbosity < 0 {
+		return fmt.Errorf("-v must not be negative, got %d", o.Verbosity)
+	}
+	if o.KubeAPIQPS > 0 && o.KubeAPIBurst < 1 {
+		return fmt.Errorf("--kube-api-burst must be at least 1 with a positive --kube-api-qps, got %d", o.KubeAPIBurst)
+	}
+	return nil
+}
+
+// Run runs the controller until ctx is cancelled.
+func (o *Options) Run(ctx context.Context) error {
+	logger := o.newLogger()
+	// controller-runtime and client-go (klog) log through process-wide loggers; point
+	// them at ours so every line has the same format and destination.
+	ctrl.SetLogger(logger)
+	klog.SetLogger(logger)
+	ctx = logr.NewContext(ctx, logger)
+
+	cfg, err := o.restClientGetter.ToRESTConfig()
+	if err != nil {
+		return fmt.Errorf("loading the kubeconfig: %w", err)
+	}
+	if err := o.checkConfigFound(cfg); err != nil {
+		return err
+	}
+	if err := o.completeLocalServer(cfg); err != nil {
+		return err
+	}
+	cfg.QPS = o.KubeAPIQPS
+	cfg.Burst = o.KubeAPIBurst
+	info := buildinfo.Get()
+	cfg.UserAgent = fmt.Sprintf("kubectl-registry/%s (%s/%s) serve", info.Version, runtime.GOOS, runtime.GOARCH)
+
+	logger.Info("kubectl-registry serve", "version", info.Version, "commit", info.Commit)
+	o.Manager.Logger = logger
+	return manager.Run(ctx, cfg, o.Manager)
+}
+
+// completeLocalServer fills what the registry advertises about the local API server: the
+// CA peers verify it with, and the controller's own server address, except in a pod
+// (the in-cluster service address is never advertised to peers).
+func (o *Options) completeLocalServer(cfg *rest.Config) error {
+	r := &o.Manager.Registry
+	if o.APIServerCAFile != "" {
+		ca, err := os.ReadFile(o.APIServerCAFile)
+		if err != nil {
+			return fmt.Errorf("--api-server-ca-file: %w", err)
+		}
+		r.APIServerCA = ca
+	}
+	r.LocalCA = cfg.CAData
+	if len(r.LocalCA) == 0 && cfg.CAFile != "" {
+		ca, err := os.ReadFile(cfg.CAFile)
+		if err != nil {
+			return fmt.Errorf("reading the CA of the API server: %w", err)
+		}
+		r.LocalCA = ca
+	}
+	r.LocalServer = cfg.Host
+	if in, err := rest.InClusterConfig(); err == nil && in.Host == cfg.Host {
+		r.LocalServer = ""
+	}
+	return nil
+}
+
+// checkConfigFound reports a missing kubeconfig out of a cluster instead of letting
+// client-go fall back to its legacy default server (http://localhost:8080). In a pod
+// cfg is the in-cluster config, and with --server cfg.Host is that server.
+func (o *Options) checkConfigFound(cfg *rest.Config) error {
+	if cfg.Host != clientcmd.ClusterDefaults.Server {
+		return nil
+	}
+	raw, err := o.restClientGetter.ToRawKubeConfigLoader().RawConfig()
+	if err != nil || len(raw.Clusters) > 0 {
+		return nil
+	}
+	return errors.New("no kubeconfig found and not running in a cluster: pass --kubeconfig (and --context), or set KUBECONFIG")
+}
+
+// newLogger builds the logger from the logging flags; it writes to ErrOut.
+func (o *Options) newLogger() logr.Logger {
+	opts := []zap.Opts{zap.UseFlagOptions(&o.Zap), zap.WriteTo(o.ErrOut)}
+	if o.Verbosity > 0 {
+		opts = append(opts, zap.Level(zapcore.Level(-o.Verbosity)))
+	}
+	return zap.New(opts...)
+}

@@ -1,0 +1,140 @@
+package serve
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/manager"
+)
+
+// parse runs the flag parsing and Complete of serve, not Run.
+func parse(t *testing.T, args ...string) (*Options, error) {
+	t.Helper()
+	streams, _, _, _ := genericiooptions.NewTestIOStreams()
+	o := NewOptions(genericclioptions.NewConfigFlags(false), streams)
+	cmd := &cobra.Command{Use: "serve"}
+	o.AddFlags(cmd)
+	if err := cmd.ParseFlags(args); err != nil {
+		return nil, err
+	}
+	if err := o.Complete(cmd, cmd.Flags().Args()); err != nil {
+		return nil, err
+	}
+	return o, o.Validate()
+}
+
+func TestFlags(t *testing.T) {
+	defaults := manager.Options{
+		Namespace:               "cluster-registry",
+		MetricsBindAddress:      ":8080",
+		HealthProbeBindAddress:  ":8081",
+		LeaderElectionNamespace: "cluster-registry",
+		LeaderElectionID:        "cluster-registry-controller-leader",
+		GracefulShutdownTimeout: 30 * time.Second,
+		Registry: manager.RegistryOptions{
+			TokenLifetime: 24 * time.Hour, PeerHealthInterval: 5 * time.Second, PeerFailureThreshold: 3,
+			HeartbeatPeriod: 5 * time.Minute, MetadataPeriod: 5 * time.Minute,
+		},
+	}
+	tests := []struct {
+		name string
+		args []string
+		want func(*manager.Options)
+	}{
+		{name: "defaults", want: func(*manager.Options) {}},
+		{
+			name: "every flag",
+			args: []string{
+				"--namespace=registry", "--cluster-name=east",
+				"--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:9000",
+				"--leader-elect", "--leader-election-namespace=kube-system", "--leader-election-id=lock",
+				"--graceful-shutdown-timeout=5s",
+				"--api-server-endpoint=203.0.113.7:6443", "--network-name=east-net",
+				"--reader-token-lifetime=1h", "--peer-health-interval=1s", "--peer-failure-threshold=5",
+				"--heartbeat-period=1m", "--metadata-refresh-period=2m",
+			},
+			want: func(o *manager.Options) {
+				o.Namespace, o.ClusterName = "registry", "east"
+				o.MetricsBindAddress, o.HealthProbeBindAddress = "0", "127.0.0.1:9000"
+				o.LeaderElection, o.LeaderElectionNamespace, o.LeaderElectionID = true, "kube-system", "lock"
+				o.GracefulShutdownTimeout = 5 * time.Second
+				o.Registry = manager.RegistryOptions{
+					APIServerEndpoint: "https://203.0.113.7:6443", NetworkName: "east-net",
+					TokenLifetime: time.Hour, PeerHealthInterval: time.Second, PeerFailureThreshold: 5,
+					HeartbeatPeriod: time.Minute, MetadataPeriod: 2 * time.Minute,
+				}
+			},
+		},
+		{
+			name: "leader election namespace follows the registry namespace",
+			args: []string{"-n", "registry"},
+			want: func(o *manager.Options) { o.Namespace, o.LeaderElectionNamespace = "registry", "registry" },
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o, err := parse(t, tt.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := defaults
+			tt.want(&want)
+			if diff := cmp.Diff(want, o.Manager, cmpopts.IgnoreFields(manager.Options{}, "Logger")); diff != "" {
+				t.Errorf("options mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		args    []string
+		wantErr string
+	}{
+		{[]string{"--cluster-name", "Foo_Bar"}, `invalid cluster name "Foo_Bar": a lowercase RFC 1123 label must consist of`},
+		{[]string{"--namespace", "Registry"}, `invalid registry namespace "Registry"`},
+		{[]string{"--metrics-bind-address", "8080"}, `invalid metrics bind address "8080"`},
+		{[]string{"-v", "-1"}, "-v must not be negative"},
+		{[]string{"--kube-api-qps", "10"}, "--kube-api-burst must be at least 1"},
+		{[]string{"--api-server-endpoint", "http://203.0.113.7"}, "--api-server-endpoint"},
+		{[]string{"--reader-token-lifetime", "1m"}, "the reader token lifetime must be at least 10m0s"},
+		{[]string{"--peer-failure-threshold", "0"}, "the peer failure threshold must be at least 1"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			_, err := parse(t, tt.args...)
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("got error %v, want one containing %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+// TestInvalidClusterName runs the command: the error comes before any kubeconfig is
+// read, names the flag value, points at the help and exits with 2.
+func TestInvalidClusterName(t *testing.T) {
+	streams, _, out, errOut := genericiooptions.NewTestIOStreams()
+	cmd := NewCmdServe(genericclioptions.NewConfigFlags(false), streams)
+	cmd.SilenceErrors, cmd.SilenceUsage = true, true
+	cmd.SetArgs([]string{"--cluster-name", "Foo_Bar"})
+	err := cmd.ExecuteContext(t.Context())
+	if code := cmdutil.ExitCode(err); code != 2 {
+		t.Fatalf("exit code %d (error %v), want 2", code, err)
+	}
+	for _, s := range []string{`invalid cluster name "Foo_Bar"`, "RFC 1123 label", "See 'serve --help' for usage."} {
+		if !strings.Contains(err.Error(), s) {
+			t.Errorf("error %q does not contain %q", err, s)
+		}
+	}
+	if out.Len() != 0 || errOut.Len() != 0 {
+		t.Errorf("unexpected output %q, %q", out, errOut)
+	}
+}

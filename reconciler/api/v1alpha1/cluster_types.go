@@ -1,0 +1,231 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// AuthInfo tells a peer how to get credentials for the cluster.
+type AuthInfo struct {
+	// SecretRef names the Secret (type k8s.cisco.com/cluster-registry-secret) whose
+	// "kubeconfig" key holds a reader kubeconfig for the cluster.
+	// +optional
+	SecretRef NamespacedName `json:"secretRef,omitempty"`
+}
+
+// NamespacedName is types.NamespacedName with JSON tags.
+type NamespacedName struct {
+	// +optional
+	Name string `json:"name,omitempty"`
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// KubernetesAPIEndpoint is one address of the cluster's API server.
+type KubernetesAPIEndpoint struct {
+	// ClientNetwork is the name of the network of the clients that should use this
+	// address; empty means any network.
+	// +optional
+	ClientNetwork string `json:"clientNetwork,omitempty"`
+	// ServerAddress is the address of the API server for clients of ClientNetwork: a
+	// hostname, hostname:port, IP, IP:port or https URL.
+	// +optional
+	ServerAddress string `json:"serverAddress,omitempty"`
+	// CABundle holds the PEM certificate authorities to verify the server with.
+	// +optional
+	CABundle []byte `json:"caBundle,omitempty"`
+}
+
+// ClusterSpec defines the desired state of a Cluster.
+type ClusterSpec struct {
+	// ClusterID is the UID of the cluster's kube-system namespace.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	ClusterID types.UID `json:"clusterID"`
+	// AuthInfo tells peers how to get credentials for the cluster.
+	// +optional
+	AuthInfo AuthInfo `json:"authInfo,omitempty"`
+	// KubernetesAPIEndpoints are the addresses of the cluster's API server, per
+	// client network.
+	// +optional
+	KubernetesAPIEndpoints []KubernetesAPIEndpoint `json:"kubernetesApiEndpoints,omitempty"`
+}
+
+// ClusterType says whether a Cluster CR describes the cluster it is stored in.
+// +kubebuilder:validation:Enum=Local;Peer
+type ClusterType string
+
+// The cluster types.
+const (
+	ClusterTypeLocal ClusterType = "Local"
+	ClusterTypePeer  ClusterType = "Peer"
+)
+
+// ClusterState is the summary state of a Cluster.
+// +kubebuilder:validation:Enum=Ready;Failed;Disabled;MissingAuthInfo;InvalidAuthInfo
+type ClusterState string
+
+// The cluster states of the seed API.
+const (
+	ClusterStateReady           ClusterState = "Ready"
+	ClusterStateFailed          ClusterState = "Failed"
+	ClusterStateDisabled        ClusterState = "Disabled"
+	ClusterStateMissingAuthInfo ClusterState = "MissingAuthInfo"
+	ClusterStateInvalidAuthInfo ClusterState = "InvalidAuthInfo"
+)
+
+// ClusterConditionType is the type of a ClusterCondition.
+type ClusterConditionType string
+
+// The cluster condition types of the seed API.
+const (
+	// ClusterConditionLocalCluster is True on the Cluster CR describing the cluster it
+	// is stored in.
+	ClusterConditionLocalCluster ClusterConditionType = "LocalCluster"
+	// ClusterConditionLocalConflict is True when more than one Cluster CR claims the
+	// local cluster ID.
+	ClusterConditionLocalConflict ClusterConditionType = "LocalConflict"
+	// ClusterConditionMetadataSet is True once the cluster's metadata is in the status.
+	ClusterConditionMetadataSet ClusterConditionType = "ClusterMetadataSet"
+	// ClusterConditionReady is True when the cluster is reachable and usable.
+	ClusterConditionReady ClusterConditionType = "Ready"
+	// ClusterConditionClustersSynced is True when this cluster's and the peer's views
+	// of the group agree.
+	ClusterConditionClustersSynced ClusterConditionType = "ClustersSynced"
+)
+
+// Reasons of cluster conditions.
+const (
+	ReasonLocalClusterFound    = "LocalClusterFound"
+	ReasonPeerCluster          = "PeerCluster"
+	ReasonLocalIDConflict      = "LocalClusterIDConflict"
+	ReasonNoConflict           = "NoConflict"
+	ReasonMetadataCollected    = "MetadataCollected"
+	ReasonMetadataFailed       = "MetadataCollectionFailed"
+	ReasonClusterReachable     = "ClusterReachable"
+	ReasonClusterUnreachable   = "ClusterUnreachable"
+	ReasonClusterDisabled      = "ClusterDisabled"
+	ReasonMissingAuthInfo      = "MissingAuthInfo"
+	ReasonInvalidAuthInfo      = "InvalidAuthInfo"
+	ReasonClusterIDMismatch    = "ClusterIDMismatch"
+	ReasonClustersInSync       = "ClustersInSync"
+	ReasonClustersOutOfSync    = "ClustersOutOfSync"
+	ReasonClusterNotConnected  = "ClusterNotConnected"
+	ReasonControllerNotRunning = "ControllerNotRunning"
+)
+
+// ClusterCondition is one condition of a Cluster.
+type ClusterCondition struct {
+	// Type of the condition.
+	Type ClusterConditionType `json:"type"`
+	// Status of the condition: True, False or Unknown.
+	Status corev1.ConditionStatus `json:"status"`
+	// LastHeartbeatTime is the last time the condition was checked.
+	// +optional
+	LastHeartbeatTime metav1.Time `json:"lastHeartbeatTime,omitempty"`
+	// LastTransitionTime is the last time the condition changed status.
+	// +optional
+	LastTransitionTime metav1.Time `json:"lastTransitionTime,omitempty"`
+	// Reason is a brief CamelCase reason for the last status change.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// Message is a human-readable message about the last status change.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// ClusterMetadata describes the cluster, as read from its nodes and API server.
+type ClusterMetadata struct {
+	// Provider is the infrastructure provider, e.g. amazon, google, azure.
+	// +optional
+	Provider string `json:"provider,omitempty"`
+	// Distribution is the Kubernetes distribution, e.g. EKS, GKE, AKS, KIND, K3S, RKE, OPENSHIFT.
+	// +optional
+	Distribution string `json:"distribution,omitempty"`
+	// KubeProxyVersions are the distinct kube-proxy versions of the nodes, sorted.
+	// +optional
+	KubeProxyVersions []string `json:"kubeProxyVersions,omitempty"`
+	// KubeletVersions are the distinct kubelet versions of the nodes, sorted.
+	// +optional
+	KubeletVersions []string `json:"kubeletVersions,omitempty"`
+	// Version is the version of the API server.
+	// +optional
+	Version string `json:"version,omitempty"`
+	// Locality is where the cluster runs.
+	// +optional
+	Locality *Locality `json:"locality,omitempty"`
+}
+
+// Locality is where a cluster runs.
+type Locality struct {
+	// Region is the region of the cluster; the most common node region.
+	// +optional
+	Region string `json:"region,omitempty"`
+	// Regions are the distinct regions of the nodes, sorted.
+	// +optional
+	Regions []string `json:"regions,omitempty"`
+	// Zones are the distinct zones of the nodes, sorted.
+	// +optional
+	Zones []string `json:"zones,omitempty"`
+}
+
+// ClusterStatus is the observed state of a Cluster.
+type ClusterStatus struct {
+	// State summarises the cluster's status.
+	// +optional
+	State ClusterState `json:"state,omitempty"`
+	// Message explains State.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// Type is Local for the CR describing the cluster it is stored in, Peer otherwise.
+	// +optional
+	Type ClusterType `json:"type,omitempty"`
+	// Leader is true while the local controller holds leadership (seed field).
+	// +optional
+	Leader bool `json:"leader,omitempty"`
+
+	ClusterMetadata `json:",inline"`
+
+	// Conditions of the cluster.
+	// +optional
+	Conditions []ClusterCondition `json:"conditions,omitempty"`
+}
+
+// Cluster represents a Kubernetes cluster of the group.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:path=clusters,scope=Cluster,categories=clusterregistry
+// +kubebuilder:printcolumn:name="ID",type="string",JSONPath=".spec.clusterID"
+// +kubebuilder:printcolumn:name="State",type="string",JSONPath=".status.state"
+// +kubebuilder:printcolumn:name="Type",type="string",JSONPath=".status.type"
+// +kubebuilder:printcolumn:name="Synced",type="string",JSONPath=".status.conditions[?(@.type==\"ClustersSynced\")].status"
+// +kubebuilder:printcolumn:name="Version",type="string",JSONPath=".status.version",priority=1
+// +kubebuilder:printcolumn:name="Provider",type="string",JSONPath=".status.provider",priority=1
+// +kubebuilder:printcolumn:name="Distribution",type="string",JSONPath=".status.distribution",priority=1
+// +kubebuilder:printcolumn:name="Region",type="string",JSONPath=".status.locality.region",priority=1
+// +kubebuilder:printcolumn:name="Message",type="string",JSONPath=".status.message",priority=1
+// +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
+type Cluster struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec   ClusterSpec   `json:"spec"`
+	Status ClusterStatus `json:"status,omitempty"`
+}
+
+// ClusterList is a list of Clusters.
+//
+// +kubebuilder:object:root=true
+type ClusterList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Cluster `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Cluster{}, &ClusterList{})
+}

@@ -1,0 +1,41 @@
+// Package v1alpha1 holds the API of kubectl-registry: the Cluster, ClusterFeature and
+// ResourceSyncRule custom resources of group clusterregistry.k8s.cisco.com, drop-in
+// compatible with the cluster-registry-controller API of the same group and version,
+// and every well-known string (labels, annotations, Secret type, condition types and
+// reasons) the controller and the plugin share.
+//
+// +kubebuilder:object:generate=true
+// +groupName=clusterregistry.k8s.cisco.com
+package v1alpha1
+
+import (
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/scheme"
+)
+
+var (
+	// GroupVersion is the group and version of every kind in this package.
+	GroupVersion = schema.GroupVersion{Group: "clusterregistry.k8s.cisco.com", Version: "v1alpha1"}
+
+	// SchemeBuilder registers the kinds of this package with a runtime.Scheme.
+	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+
+	// AddToScheme adds the kinds of this package to a runtime.Scheme.
+	AddToScheme = SchemeBuilder.AddToScheme
+)
+
+// Resource returns the GroupResource of a resource of this group, e.g. "clusters".
+func Resource(resource string) schema.GroupResource {
+	return GroupVersion.WithResource(resource).GroupResource()
+}
+
+// NewScheme returns a new scheme holding this package's kinds only; callers add the
+// built-in kinds they need with their own AddToScheme calls.
+func NewScheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	if err := AddToScheme(s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}

@@ -1,0 +1,244 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// GroupVersionKind names a kind; group is empty for the core group.
+type GroupVersionKind struct {
+	// +optional
+	Group string `json:"group,omitempty"`
+	// +kubebuilder:validation:MinLength=1
+	Version string `json:"version"`
+	// +kubebuilder:validation:MinLength=1
+	Kind string `json:"kind"`
+}
+
+// Schema returns the GVK as apimachinery's schema.GroupVersionKind.
+func (g GroupVersionKind) Schema() schema.GroupVersionKind {
+	return schema.GroupVersionKind{Group: g.Group, Version: g.Version, Kind: g.Kind}
+}
+
+// ObjectKey names one object; an empty field matches any value.
+type ObjectKey struct {
+	// +optional
+	Name string `json:"name,omitempty"`
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// ClusterFeatureMatch selects ClusterFeatures by feature name and labels; a peer is a
+// source of a rule only if, for every entry, it has a ClusterFeature that satisfies it.
+type ClusterFeatureMatch struct {
+	// +optional
+	FeatureName string `json:"featureName,omitempty"`
+	// +optional
+	MatchLabels map[string]string `json:"matchLabels,omitempty"`
+	// +optional
+	MatchExpressions []metav1.LabelSelectorRequirement `json:"matchExpressions,omitempty"`
+}
+
+// AnnotationSelectorOperator is an operator of an AnnotationSelectorRequirement.
+// +kubebuilder:validation:Enum=In;NotIn;Exists;DoesNotExist
+type AnnotationSelectorOperator string
+
+// The annotation selector operators.
+const (
+	AnnotationSelectorOpIn           AnnotationSelectorOperator = "In"
+	AnnotationSelectorOpNotIn        AnnotationSelectorOperator = "NotIn"
+	AnnotationSelectorOpExists       AnnotationSelectorOperator = "Exists"
+	AnnotationSelectorOpDoesNotExist AnnotationSelectorOperator = "DoesNotExist"
+)
+
+// AnnotationValue is a value an annotation selector compares with.
+// +kubebuilder:validation:Pattern=`^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`
+type AnnotationValue string
+
+// AnnotationSelectorRequirement relates an annotation key to a set of values.
+type AnnotationSelectorRequirement struct {
+	// Key is the annotation key the requirement applies to.
+	Key string `json:"key"`
+	// Operator is one of In, NotIn, Exists and DoesNotExist.
+	Operator AnnotationSelectorOperator `json:"operator"`
+	// Values must be non-empty for In and NotIn and empty for Exists and DoesNotExist.
+	// +optional
+	Values []AnnotationValue `json:"values,omitempty"`
+}
+
+// AnnotationSelector matches objects by annotations; its two parts are ANDed.
+type AnnotationSelector struct {
+	// +optional
+	MatchAnnotations map[string]string `json:"matchAnnotations,omitempty"`
+	// +optional
+	MatchExpressions []AnnotationSelectorRequirement `json:"matchExpressions,omitempty"`
+}
+
+// ContentSelector matches objects whose value at a JSON path equals Value.
+type ContentSelector struct {
+	// Key is a JSON path into the object, e.g. "data.mode" or "{.spec.replicas}".
+	// +kubebuilder:validation:MinLength=1
+	Key string `json:"key"`
+	// Value is compared with the value found at Key.
+	Value intstr.IntOrString `json:"value"`
+}
+
+// SyncRuleMatch selects objects. Its non-empty parts are ANDed; within labels and
+// annotations the entries are ORed. An empty SyncRuleMatch matches every object.
+type SyncRuleMatch struct {
+	// +optional
+	Annotations []AnnotationSelector `json:"annotations,omitempty"`
+	// +optional
+	Content []ContentSelector `json:"content,omitempty"`
+	// +optional
+	Labels []metav1.LabelSelector `json:"labels,omitempty"`
+	// +optional
+	Namespaces []string `json:"namespaces,omitempty"`
+	// +optional
+	ObjectKey ObjectKey `json:"objectKey,omitempty"`
+}
+
+// AnnotationMutations adds and removes annotations on the copy.
+type AnnotationMutations struct {
+	// +optional
+	Add map[string]string `json:"add,omitempty"`
+	// +optional
+	Remove []string `json:"remove,omitempty"`
+}
+
+// LabelMutations adds and removes labels on the copy.
+type LabelMutations struct {
+	// +optional
+	Add map[string]string `json:"add,omitempty"`
+	// +optional
+	Remove []string `json:"remove,omitempty"`
+}
+
+// OverlayPatchType is the operation of an OverlayPatch.
+// +kubebuilder:validation:Enum=replace;remove
+type OverlayPatchType string
+
+// The overlay patch operations.
+const (
+	OverlayPatchTypeReplace OverlayPatchType = "replace"
+	OverlayPatchTypeRemove  OverlayPatchType = "remove"
+)
+
+// OverlayPatch replaces or removes the value at a path of the copy.
+type OverlayPatch struct {
+	// Type is replace (the default) or remove.
+	// +optional
+	Type OverlayPatchType `json:"type,omitempty"`
+	// Path is the path of the value, e.g. "data.mode" or "metadata.labels.app".
+	// +optional
+	Path string `json:"path,omitempty"`
+	// Value is a Go template rendered over .Object (the source object), .Cluster (the
+	// source Cluster) and .LocalCluster (this cluster's Cluster).
+	// +optional
+	Value string `json:"value,omitempty"`
+	// ParseValue parses the rendered value as YAML instead of using it as a string.
+	// +optional
+	ParseValue bool `json:"parseValue,omitempty"`
+}
+
+// Mutations change the copy written locally.
+type Mutations struct {
+	// +optional
+	Annotations *AnnotationMutations `json:"annotations,omitempty"`
+	// GVK rewrites the group, version and kind of the copy.
+	// +optional
+	GVK *GroupVersionKind `json:"groupVersionKind,omitempty"`
+	// +optional
+	Labels *LabelMutations `json:"labels,omitempty"`
+	// +optional
+	Overrides []OverlayPatch `json:"overrides,omitempty"`
+	// SyncStatus copies the status of the source too.
+	// +optional
+	SyncStatus bool `json:"syncStatus,omitempty"`
+}
+
+// SyncRule is a set of matches (ORed; none matches everything) and the mutations
+// applied to the objects they match.
+type SyncRule struct {
+	// +optional
+	Matches []SyncRuleMatch `json:"match,omitempty"`
+	// +optional
+	Mutations Mutations `json:"mutations,omitempty"`
+}
+
+// ResourceSyncRuleSpec defines what a rule syncs and from where.
+type ResourceSyncRuleSpec struct {
+	// ClusterFeatureMatch selects the peers to sync from by their ClusterFeatures; all
+	// entries must hold. Empty: every peer is a source.
+	// +optional
+	ClusterFeatureMatches []ClusterFeatureMatch `json:"clusterFeatureMatch,omitempty"`
+	// GVK is the kind of the objects to sync.
+	GVK GroupVersionKind `json:"groupVersionKind"`
+	// Rules select objects of the kind (ORed) and mutate them.
+	Rules []SyncRule `json:"rules"`
+}
+
+// Types and reasons of ResourceSyncRule conditions.
+const (
+	// RuleConditionReady is True when the rule is valid and every source peer syncs.
+	RuleConditionReady = "Ready"
+	// RuleConditionConflict is True when locally created objects are in the way of
+	// copies; its message names them.
+	RuleConditionConflict = "Conflict"
+	// RuleConditionDegraded is True when some sources or objects fail to sync.
+	RuleConditionDegraded = "Degraded"
+
+	ReasonSynced         = "Synced"
+	ReasonInvalidRule    = "InvalidRule"
+	ReasonUnknownKind    = "UnknownKind"
+	ReasonForbidden      = "Forbidden"
+	ReasonObjectConflict = "UnownedObjectsInTheWay"
+	ReasonNoConflicts    = "NoConflicts"
+	ReasonSourceFailing  = "SourceFailing"
+	ReasonAllSourcesOK   = "AllSourcesHealthy"
+)
+
+// ResourceSyncRuleStatus is the observed state of a ResourceSyncRule (an addition to
+// the seed API, which has an empty status).
+type ResourceSyncRuleStatus struct {
+	// ObservedGeneration is the generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Conditions of the rule: Ready, Conflict and Degraded.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// ResourceSyncRule syncs objects of one kind from the group's peers to this cluster.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:path=resourcesyncrules,scope=Cluster,shortName=rsr,categories=clusterregistry
+// +kubebuilder:printcolumn:name="Kind",type="string",JSONPath=".spec.groupVersionKind.kind"
+// +kubebuilder:printcolumn:name="Group",type="string",JSONPath=".spec.groupVersionKind.group",priority=1
+// +kubebuilder:printcolumn:name="Ready",type="string",JSONPath=".status.conditions[?(@.type==\"Ready\")].status"
+// +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
+type ResourceSyncRule struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec   ResourceSyncRuleSpec   `json:"spec"`
+	Status ResourceSyncRuleStatus `json:"status,omitempty"`
+}
+
+// ResourceSyncRuleList is a list of ResourceSyncRules.
+//
+// +kubebuilder:object:root=true
+type ResourceSyncRuleList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ResourceSyncRule `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&ResourceSyncRule{}, &ResourceSyncRuleList{})
+}

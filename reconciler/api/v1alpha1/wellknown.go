@@ -1,0 +1,72 @@
+package v1alpha1
+
+import corev1 "k8s.io/api/core/v1"
+
+// Annotations and labels of the seed API. Their keys are part of the drop-in contract:
+// objects written by the seed's controller carry the same keys.
+const (
+	// OwnershipAnnotation holds the cluster ID (kube-system namespace UID) of the cluster
+	// an object was synced from. An object without it was created locally and is never
+	// overwritten or deleted by the sync engine.
+	OwnershipAnnotation = "cluster-registry.k8s.cisco.com/resource-owner-cluster-id"
+	// OwnershipLabel carries the same cluster ID as OwnershipAnnotation, so copies can
+	// be listed and watched by label selector.
+	OwnershipLabel = OwnershipAnnotation
+	// OriginalGVKAnnotation records the group/version/kind of the source object when a
+	// rule rewrote the GVK of the copy.
+	OriginalGVKAnnotation = "cluster-registry.k8s.cisco.com/original-group-version-kind"
+	// ClusterDisabledAnnotation on a Cluster CR ("true") stops all work with that
+	// cluster and sets its state to Disabled.
+	ClusterDisabledAnnotation = "cluster-registry.k8s.cisco.com/cluster-disabled"
+	// SyncDisabledAnnotation on an object ("true") stops the object itself from being
+	// synced to other clusters; on a ResourceSyncRule it keeps the rule local, so a
+	// member that deleted its copy does not get it back.
+	SyncDisabledAnnotation = "cluster-registry.k8s.cisco.com/resource-sync-disabled"
+
+	// ReaderAggregatedLabel selects the ClusterRoles aggregated into the role that
+	// peers' reader identity holds on this cluster.
+	ReaderAggregatedLabel = "cluster-registry.k8s.cisco.com/reader-aggregated"
+	// ControllerAggregatedLabel selects the ClusterRoles aggregated into the local
+	// controller's role.
+	ControllerAggregatedLabel = "cluster-registry.k8s.cisco.com/controller-aggregated"
+
+	// OriginGenerationAnnotation, written by the origin's controller on its original
+	// when status flows back, holds the generation of the original the copied status
+	// corresponds to.
+	OriginGenerationAnnotation = "cluster-registry.k8s.cisco.com/sync-origin-generation"
+	// CopyGenerationAnnotation, written next to OriginGenerationAnnotation, holds the
+	// generation of the copy whose status was pulled back.
+	CopyGenerationAnnotation = "cluster-registry.k8s.cisco.com/sync-copy-generation"
+	// CreatedByAnnotation marks a namespace created by the sync engine (value: the
+	// name of the rule), so it is deleted only if we created it and it is empty.
+	CreatedByAnnotation = "cluster-registry.k8s.cisco.com/created-by"
+)
+
+// The reader kubeconfig Secret a cluster publishes for its peers.
+const (
+	// SecretTypeClusterRegistry is the type of the Secret referenced by a Cluster's
+	// spec.authInfo.secretRef.
+	SecretTypeClusterRegistry corev1.SecretType = "k8s.cisco.com/cluster-registry-secret"
+	// KubeconfigKey is the data key holding the reader kubeconfig in that Secret.
+	KubeconfigKey = "kubeconfig"
+)
+
+// Defaults of an installation.
+const (
+	// DefaultNamespace is the namespace the controller, its Secrets and its Lease live in.
+	DefaultNamespace = "cluster-registry"
+	// ControllerName is the name of the controller's ServiceAccount, Deployment and
+	// ClusterRoles, and the field manager of its writes.
+	ControllerName = "cluster-registry-controller"
+	// ReaderName is the name of the reader ServiceAccount whose tokens peers hold, and
+	// of its base ClusterRole.
+	ReaderName = "cluster-registry-reader"
+	// ControllerAggregatedRoleName is the ClusterRole bound to the controller; it holds
+	// every ClusterRole labelled ControllerAggregatedLabel.
+	ControllerAggregatedRoleName = "cluster-registry-controller-aggregated"
+	// ReaderAggregatedRoleName is the ClusterRole bound to the reader; it holds every
+	// ClusterRole labelled ReaderAggregatedLabel.
+	ReaderAggregatedRoleName = "cluster-registry-reader-aggregated"
+	// FieldManager is the field manager of every write the plugin and controller make.
+	FieldManager = "kubectl-registry"
+)

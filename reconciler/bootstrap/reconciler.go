@@ -1,0 +1,295 @@
+package bootstrap
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
+)
+
+// Reconciler keeps the local Cluster CR, the reader ServiceAccount and the reader
+// kubeconfig Secret in place, and renews the reader token.
+type Reconciler struct {
+	Client   client.Client
+	Tokens   func(namespace string) TokenMinter
+	Identity Identity
+	Options  Options
+	Recorder record.EventRecorder
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// SetupWithManager registers the reconciler. It runs once at start and again whenever
+// the local Cluster CR or a Secret of the registry namespace changes, and when the token
+// is due for renewal.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	kick := make(chan event.GenericEvent, 1)
+	kick <- event.GenericEvent{Object: &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: r.Identity.Name}}}
+	local := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: r.Identity.Name}}}
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("bootstrap").
+		For(&v1alpha1.Cluster{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+			return o.GetName() == r.Identity.Name
+		}))).
+		Watches(&corev1.Secret{}, local, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+			return o.GetNamespace() == r.Options.Namespace
+		}))).
+		Watches(&corev1.ServiceAccount{}, local, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+			return o.GetNamespace() == r.Options.Namespace && o.GetName() == v1alpha1.ReaderName
+		}))).
+		WatchesRawSource(source.Channel(kick, local)).
+		Complete(r)
+}
+
+// Reconcile ensures the local Cluster CR, the reader ServiceAccount and Secret, and
+// requeues itself for the next token renewal.
+func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
+	log := logf.FromContext(ctx).WithValues("cluster", r.Identity.Name)
+	cluster, err := r.ensureCluster(ctx)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	sa, err := r.ensureServiceAccount(ctx)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	renewAt, err := r.ensureSecret(ctx, cluster, sa.UID)
+	if err != nil {
+		if r.Recorder != nil {
+			r.Recorder.Event(cluster, corev1.EventTypeWarning, "ReaderSecretFailed", err.Error())
+		}
+		return reconcile.Result{}, err
+	}
+	wait := renewAt.Sub(r.now())
+	if wait < time.Second {
+		wait = time.Second
+	}
+	log.V(1).Info("local cluster bootstrapped", "tokenRenewAfter", renewAt.UTC().Format(time.RFC3339))
+	return reconcile.Result{RequeueAfter: wait}, nil
+}
+
+func (r *Reconciler) secretRef(c *v1alpha1.Cluster) types.NamespacedName {
+	ref := types.NamespacedName{Namespace: c.Spec.AuthInfo.SecretRef.Namespace, Name: c.Spec.AuthInfo.SecretRef.Name}
+	if ref.Namespace == "" {
+		ref.Namespace = r.Options.Namespace
+	}
+	if ref.Name == "" {
+		ref.Name = c.Name
+	}
+	return ref
+}
+
+func (r *Reconciler) ensureCluster(ctx context.Context) (*v1alpha1.Cluster, error) {
+	o := r.Options
+	var cluster v1alpha1.Cluster
+	err := r.Client.Get(ctx, client.ObjectKey{Name: r.Identity.Name}, &cluster)
+	if apierrors.IsNotFound(err) {
+		cluster = v1alpha1.Cluster{
+			ObjectMeta: metav1.ObjectMeta{Name: r.Identity.Name},
+			Spec: v1alpha1.ClusterSpec{
+				ClusterID: r.Identity.ID,
+				AuthInfo:  v1alpha1.AuthInfo{SecretRef: v1alpha1.NamespacedName{Name: r.Identity.Name, Namespace: o.Namespace}},
+			},
+		}
+		if o.Endpoint != "" {
+			cluster.Spec.KubernetesAPIEndpoints = endpointsWith(nil, o.NetworkName, o.Endpoint, o.EndpointCA)
+		}
+		if err := r.Client.Create(ctx, &cluster, client.FieldOwner(v1alpha1.FieldManager)); err != nil {
+			return nil, apiError("creating the local Cluster "+r.Identity.Name, err)
+		}
+		logf.FromContext(ctx).Info("created the local Cluster", "cluster", cluster.Name, "clusterID", cluster.Spec.ClusterID)
+		return &cluster, nil
+	}
+	if err != nil {
+		return nil, apiError("reading the local Cluster "+r.Identity.Name, err)
+	}
+	if cluster.Spec.ClusterID != r.Identity.ID {
+		return nil, fmt.Errorf("the Cluster named %s describes cluster %s, not this cluster (%s): choose another --cluster-name", cluster.Name, cluster.Spec.ClusterID, r.Identity.ID)
+	}
+	patched := cluster.DeepCopy()
+	if patched.Spec.AuthInfo.SecretRef.Name == "" {
+		patched.Spec.AuthInfo.SecretRef = v1alpha1.NamespacedName{Name: cluster.Name, Namespace: o.Namespace}
+	}
+	if o.Endpoint != "" {
+		patched.Spec.KubernetesAPIEndpoints = endpointsWith(cluster.Spec.KubernetesAPIEndpoints, o.NetworkName, o.Endpoint, o.EndpointCA)
+	}
+	if !equalSpec(cluster.Spec, patched.Spec) {
+		if err := r.Client.Patch(ctx, patched, client.MergeFrom(&cluster), client.FieldOwner(v1alpha1.FieldManager)); err != nil {
+			return nil, apiError("updating the local Cluster "+cluster.Name, err)
+		}
+	}
+	return patched, nil
+}
+
+func equalSpec(a, b v1alpha1.ClusterSpec) bool {
+	if a.ClusterID != b.ClusterID || a.AuthInfo != b.AuthInfo || len(a.KubernetesAPIEndpoints) != len(b.KubernetesAPIEndpoints) {
+		return false
+	}
+	for i := range a.KubernetesAPIEndpoints {
+		x, y := a.KubernetesAPIEndpoints[i], b.KubernetesAPIEndpoints[i]
+		if x.ClientNetwork != y.ClientNetwork || x.ServerAddress != y.ServerAddress || !bytes.Equal(x.CABundle, y.CABundle) {
+			return false
+		}
+	}
+	return true
+}
+
+func (r *Reconciler) ensureServiceAccount(ctx context.Context) (*corev1.ServiceAccount, error) {
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: r.Options.Namespace, Name: v1alpha1.ReaderName}}
+	err := r.Client.Get(ctx, client.ObjectKeyFromObject(sa), sa)
+	if apierrors.IsNotFound(err) {
+		sa.Labels = map[string]string{"app.kubernetes.io/part-of": "kubectl-registry"}
+		err = r.Client.Create(ctx, sa, client.FieldOwner(v1alpha1.FieldManager))
+		if apierrors.IsAlreadyExists(err) {
+			err = nil
+		}
+	}
+	if err != nil {
+		return nil, apiError("ensuring the reader ServiceAccount "+r.Options.Namespace+"/"+v1alpha1.ReaderName, err)
+	}
+	return sa, nil
+}
+
+// ensureSecret keeps the reader kubeconfig Secret valid and returns when its token is
+// due for renewal.
+func (r *Reconciler) ensureSecret(ctx context.Context, cluster *v1alpha1.Cluster, saUID types.UID) (time.Time, error) {
+	ref := r.secretRef(cluster)
+	server, ca, err := r.Options.desiredServer(cluster)
+	if err != nil {
+		return time.Time{}, err
+	}
+	var existing corev1.Secret
+	err = r.Client.Get(ctx, ref, &existing)
+	found := err == nil
+	if err != nil && !apierrors.IsNotFound(err) {
+		return time.Time{}, apiError("reading the reader Secret "+ref.String(), err)
+	}
+	if found {
+		if renewAt, ok := r.current(&existing, server, ca, saUID); ok {
+			return renewAt, nil
+		}
+	}
+
+	now := r.now()
+	tr, err := r.Tokens(r.Options.Namespace).CreateToken(ctx, v1alpha1.ReaderName, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(r.Options.TokenLifetime / time.Second))},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return time.Time{}, apiError("requesting a reader token for "+r.Options.Namespace+"/"+v1alpha1.ReaderName, err)
+	}
+	expires := tr.Status.ExpirationTimestamp.Time
+	if expires.IsZero() || !expires.After(now) {
+		expires = now.Add(r.Options.TokenLifetime)
+	}
+	renewAt := now.Add(expires.Sub(now) / 2)
+	data, err := kubeconfig.Render(kubeconfig.Reader{ClusterName: cluster.Name, Server: server, CAData: ca, Token: tr.Status.Token})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("rendering the reader kubeconfig: %w", err)
+	}
+
+	desired := corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: ref.Namespace,
+			Name:      ref.Name,
+			Labels:    map[string]string{"app.kubernetes.io/part-of": "kubectl-registry"},
+			Annotations: map[string]string{
+				RenewAfterAnnotation:        renewAt.UTC().Format(time.RFC3339),
+				ExpiresAtAnnotation:         expires.UTC().Format(time.RFC3339),
+				ServiceAccountUIDAnnotation: string(saUID),
+			},
+		},
+		Type: v1alpha1.SecretTypeClusterRegistry,
+		Data: map[string][]byte{v1alpha1.KubeconfigKey: data},
+	}
+	switch {
+	case !found:
+		if err := r.Client.Create(ctx, &desired, client.FieldOwner(v1alpha1.FieldManager)); err != nil {
+			if apierrors.IsAlreadyExists(err) {
+				// The cache has not seen our last write yet: look again shortly.
+				return r.now().Add(time.Second), nil
+			}
+			return time.Time{}, apiError("creating the reader Secret "+ref.String(), err)
+		}
+	case existing.Type != desired.Type:
+		// The type of a Secret is immutable: replace it.
+		if err := r.Client.Delete(ctx, &existing, client.Preconditions{UID: &existing.UID}); err != nil && !apierrors.IsNotFound(err) {
+			return time.Time{}, apiError("replacing the reader Secret "+ref.String()+" of type "+string(existing.Type), err)
+		}
+		if err := r.Client.Create(ctx, &desired, client.FieldOwner(v1alpha1.FieldManager)); err != nil {
+			return time.Time{}, apiError("creating the reader Secret "+ref.String(), err)
+		}
+	default:
+		updated := existing.DeepCopy()
+		if updated.Annotations == nil {
+			updated.Annotations = map[string]string{}
+		}
+		for k, v := range desired.Annotations {
+			updated.Annotations[k] = v
+		}
+		if updated.Labels == nil {
+			updated.Labels = map[string]string{}
+		}
+		for k, v := range desired.Labels {
+			updated.Labels[k] = v
+		}
+		delete(updated.Annotations, v1alpha1.OwnershipAnnotation)
+		delete(updated.Labels, v1alpha1.OwnershipLabel)
+		updated.Data = desired.Data
+		updated.StringData = nil
+		if err := r.Client.Update(ctx, updated, client.FieldOwner(v1alpha1.FieldManager)); err != nil {
+			return time.Time{}, apiError("updating the reader Secret "+ref.String(), err)
+		}
+	}
+	logf.FromContext(ctx).Info("issued a reader token", "secret", ref.String(), "server", server,
+		"expires", expires.UTC().Format(time.RFC3339), "renewAfter", renewAt.UTC().Format(time.RFC3339))
+	if r.Recorder != nil {
+		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "ReaderTokenIssued", "reader token in Secret %s renewed; expires %s", ref, expires.UTC().Format(time.RFC3339))
+	}
+	return renewAt, nil
+}
+
+// current reports whether the existing Secret needs no new token, and when to renew it.
+func (r *Reconciler) current(s *corev1.Secret, server string, ca []byte, saUID types.UID) (time.Time, bool) {
+	if s.Type != v1alpha1.SecretTypeClusterRegistry || s.Annotations[v1alpha1.OwnershipAnnotation] != "" ||
+		s.Annotations[ServiceAccountUIDAnnotation] != string(saUID) {
+		return time.Time{}, false
+	}
+	renewAt, err := time.Parse(time.RFC3339, s.Annotations[RenewAfterAnnotation])
+	if err != nil || !r.now().Before(renewAt) {
+		return time.Time{}, false
+	}
+	cfg, err := kubeconfig.Parse(s.Data[v1alpha1.KubeconfigKey])
+	if err != nil || cfg.Host != server || !bytes.Equal(cfg.CAData, ca) {
+		return time.Time{}, false
+	}
+	return renewAt, true
+}

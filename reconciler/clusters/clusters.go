@@ -1,0 +1,333 @@
+// Package clusters keeps the status of every Cluster CR of the local cluster: whether it
+// is the local cluster or a peer, its state and message, its metadata, and the
+// conditions LocalCluster, LocalConflict, ClusterMetadataSet, Ready and ClustersSynced.
+// For peers it drives the peer connections (package peers) from the Cluster CR and its
+// reader Secret, and reports what the connection found.
+package clusters
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/bootstrap"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/clustermeta"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/conditions"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/peers"
+)
+
+// Defaults of the periods.
+const (
+	// DefaultHeartbeatPeriod is how often an unchanged condition's heartbeat is refreshed.
+	DefaultHeartbeatPeriod = 5 * time.Minute
+	// DefaultMetadataPeriod is how often the local cluster's metadata is recomputed.
+	DefaultMetadataPeriod = 5 * time.Minute
+)
+
+// Reconciler keeps the status of Cluster CRs.
+type Reconciler struct {
+	Client    client.Client
+	Identity  bootstrap.Identity
+	Peers     *peers.Manager
+	Namespace string
+	// ServerVersion returns the local API server's version.
+	ServerVersion func(ctx context.Context) (string, error)
+	Recorder      record.EventRecorder
+
+	HeartbeatPeriod time.Duration
+	MetadataPeriod  time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// SetupWithManager registers the reconciler: it runs for a Cluster when the Cluster
+// changes, when a Secret of the registry namespace changes (a reader kubeconfig), when a
+// peer connection changes state or a peer's registry objects change, and periodically.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.HeartbeatPeriod <= 0 {
+		r.HeartbeatPeriod = DefaultHeartbeatPeriod
+	}
+	if r.MetadataPeriod <= 0 {
+		r.MetadataPeriod = DefaultMetadataPeriod
+	}
+	peerEvents := make(chan event.GenericEvent, 1024)
+	r.Peers.Subscribe(peerEvents)
+	all := handler.EnqueueRequestsFromMapFunc(r.allClusters)
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("cluster-status").
+		For(&v1alpha1.Cluster{}).
+		Watches(&corev1.Secret{}, all, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+			return o.GetNamespace() == r.Namespace
+		}))).
+		// A peer's state or view of the group changed: every Cluster's ClustersSynced and
+		// the local Cluster's summary may change.
+		WatchesRawSource(source.Channel(peerEvents, all)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 2}).
+		Complete(r)
+}
+
+func (r *Reconciler) allClusters(ctx context.Context, _ client.Object) []reconcile.Request {
+	var list v1alpha1.ClusterList
+	if err := r.Client.List(ctx, &list); err != nil {
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for _, c := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: c.Name}})
+	}
+	return reqs
+}
+
+// Reconcile computes and writes the status of one Cluster.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	var cluster v1alpha1.Cluster
+	if err := r.Client.Get(ctx, req.NamespacedName, &cluster); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.Peers.Remove(req.Name)
+			return reconcile.Result{}, nil
+		}
+		return reconcile.Result{}, err
+	}
+	var all v1alpha1.ClusterList
+	if err := r.Client.List(ctx, &all); err != nil {
+		return reconcile.Result{}, err
+	}
+
+	status := cluster.Status.DeepCopy()
+	var requeue time.Duration
+	if cluster.Spec.ClusterID == r.Identity.ID {
+		r.Peers.Remove(cluster.Name)
+		requeue = r.localStatus(ctx, &cluster, all.Items, status)
+	} else {
+		requeue = r.peerStatus(ctx, &cluster, all.Items, status)
+	}
+
+	if !apiequality.Semantic.DeepEqual(&cluster.Status, status) {
+		before := cluster.DeepCopy()
+		cluster.Status = *status
+		if err := r.Client.Status().Patch(ctx, &cluster, client.MergeFrom(before), client.FieldOwner(v1alpha1.FieldManager)); err != nil {
+			if apierrors.IsNotFound(err) {
+				return reconcile.Result{}, nil
+			}
+			return reconcile.Result{}, fmt.Errorf("writing the status of Cluster %s: %w", cluster.Name, err)
+		}
+		if before.Status.State != status.State && r.Recorder != nil {
+			kind := corev1.EventTypeNormal
+			if status.State != v1alpha1.ClusterStateReady {
+				kind = corev1.EventTypeWarning
+			}
+			r.Recorder.Eventf(&cluster, kind, "State"+string(status.State), "%s", status.Message)
+		}
+	}
+	return reconcile.Result{RequeueAfter: requeue}, nil
+}
+
+func (r *Reconciler) set(status *v1alpha1.ClusterStatus, cond v1alpha1.ClusterCondition) {
+	status.Conditions = conditions.Set(status.Conditions, cond, r.now(), r.HeartbeatPeriod)
+}
+
+// clusterIDs returns the sorted IDs of clusters.
+func clusterIDs(clusters []v1alpha1.Cluster) []string {
+	ids := make([]string, 0, len(clusters))
+	seen := map[types.UID]bool{}
+	for _, c := range clusters {
+		if !seen[c.Spec.ClusterID] {
+			seen[c.Spec.ClusterID] = true
+			ids = append(ids, string(c.Spec.ClusterID))
+		}
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// viewOf returns the cluster IDs the peer knows, or false when it is not readable.
+func viewOf(ctx context.Context, p peers.Peer) ([]string, bool) {
+	rd := p.Reader()
+	if rd == nil || !p.Ready {
+		return nil, false
+	}
+	var list v1alpha1.ClusterList
+	if err := rd.List(ctx, &list); err != nil {
+		return nil, false
+	}
+	return clusterIDs(list.Items), true
+}
+
+func sameView(a, b []string) bool {
+	return strings.Join(a, ",") == strings.Join(b, ",")
+}
+
+func (r *Reconciler) localStatus(ctx context.Context, cluster *v1alpha1.Cluster, all []v1alpha1.Cluster, status *v1alpha1.ClusterStatus) time.Duration {
+	status.Type = v1alpha1.ClusterTypeLocal
+	r.set(status, conditions.New(v1alpha1.ClusterConditionLocalCluster, true, v1alpha1.ReasonLocalClusterFound, "this Cluster describes the cluster it is stored in"))
+
+	var claimants []string
+	for _, c := range all {
+		if c.Spec.ClusterID == r.Identity.ID {
+			claimants = append(claimants, c.Name)
+		}
+	}
+	sort.Strings(claimants)
+	conflict := len(claimants) > 1
+	conflictMsg := ""
+	if conflict {
+		conflictMsg = fmt.Sprintf("Clusters %s all claim the local cluster ID %s; delete all but one", strings.Join(claimants, ", "), r.Identity.ID)
+		r.set(status, conditions.New(v1alpha1.ClusterConditionLocalConflict, true, v1alpha1.ReasonLocalIDConflict, conflictMsg))
+	} else {
+		r.set(status, conditions.New(v1alpha1.ClusterConditionLocalConflict, false, v1alpha1.ReasonNoConflict, ""))
+	}
+
+	if meta, err := r.metadata(ctx); err != nil {
+		r.set(status, conditions.New(v1alpha1.ClusterConditionMetadataSet, false, v1alpha1.ReasonMetadataFailed, err.Error()))
+	} else {
+		status.ClusterMetadata = meta
+		r.set(status, conditions.New(v1alpha1.ClusterConditionMetadataSet, true, v1alpha1.ReasonMetadataCollected, ""))
+	}
+	r.set(status, conditions.New(v1alpha1.ClusterConditionReady, true, v1alpha1.ReasonClusterReachable, "the local API server answers"))
+
+	// ClustersSynced: every Ready peer knows the same clusters as this cluster.
+	mine := clusterIDs(all)
+	var behind []string
+	for _, p := range r.Peers.List() {
+		if view, ok := viewOf(ctx, p); ok && !sameView(mine, view) {
+			behind = append(behind, p.Name)
+		}
+	}
+	if len(behind) == 0 {
+		r.set(status, conditions.New(v1alpha1.ClusterConditionClustersSynced, true, v1alpha1.ReasonClustersInSync, "every reachable peer knows the same clusters"))
+	} else {
+		r.set(status, conditions.New(v1alpha1.ClusterConditionClustersSynced, false, v1alpha1.ReasonClustersOutOfSync,
+			"peers that know other clusters than this one: "+strings.Join(behind, ", ")))
+	}
+
+	status.State, status.Message = v1alpha1.ClusterStateReady, ""
+	if conflict {
+		status.State, status.Message = v1alpha1.ClusterStateFailed, conflictMsg
+	}
+	return r.MetadataPeriod
+}
+
+func (r *Reconciler) metadata(ctx context.Context) (v1alpha1.ClusterMetadata, error) {
+	var nodes corev1.NodeList
+	if err := r.Client.List(ctx, &nodes); err != nil {
+		return v1alpha1.ClusterMetadata{}, fmt.Errorf("listing nodes: %w", err)
+	}
+	version := ""
+	if r.ServerVersion != nil {
+		v, err := r.ServerVersion(ctx)
+		if err != nil {
+			return v1alpha1.ClusterMetadata{}, fmt.Errorf("reading the API server version: %w", err)
+		}
+		version = v
+	}
+	return clustermeta.Detect(nodes.Items, version), nil
+}
+
+func (r *Reconciler) peerStatus(ctx context.Context, cluster *v1alpha1.Cluster, all []v1alpha1.Cluster, status *v1alpha1.ClusterStatus) time.Duration {
+	log := logf.FromContext(ctx)
+	status.Type = v1alpha1.ClusterTypePeer
+	status.Conditions = conditions.Remove(status.Conditions, v1alpha1.ClusterConditionLocalConflict)
+	r.set(status, conditions.New(v1alpha1.ClusterConditionLocalCluster, false, v1alpha1.ReasonPeerCluster, "this Cluster describes a peer"))
+
+	notReady := func(state v1alpha1.ClusterState, reason, msg string) time.Duration {
+		r.Peers.Remove(cluster.Name)
+		status.State, status.Message = state, msg
+		r.set(status, conditions.New(v1alpha1.ClusterConditionReady, false, reason, msg))
+		r.set(status, conditions.New(v1alpha1.ClusterConditionClustersSynced, false, v1alpha1.ReasonClusterNotConnected, "not connected to the peer"))
+		return r.HeartbeatPeriod
+	}
+
+	if cluster.Annotations[v1alpha1.ClusterDisabledAnnotation] == "true" {
+		return notReady(v1alpha1.ClusterStateDisabled, v1alpha1.ReasonClusterDisabled,
+			"disabled by the annotation "+v1alpha1.ClusterDisabledAnnotation)
+	}
+	ref := cluster.Spec.AuthInfo.SecretRef
+	if ref.Name == "" {
+		return notReady(v1alpha1.ClusterStateMissingAuthInfo, v1alpha1.ReasonMissingAuthInfo, "spec.authInfo.secretRef.name is not set")
+	}
+	ns := ref.Namespace
+	if ns == "" {
+		ns = r.Namespace
+	}
+	if ns != r.Namespace {
+		return notReady(v1alpha1.ClusterStateInvalidAuthInfo, v1alpha1.ReasonInvalidAuthInfo,
+			fmt.Sprintf("spec.authInfo.secretRef must be in the registry namespace %s, not %s", r.Namespace, ns))
+	}
+	var secret corev1.Secret
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, &secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return notReady(v1alpha1.ClusterStateMissingAuthInfo, v1alpha1.ReasonMissingAuthInfo,
+				fmt.Sprintf("Secret %s/%s not found", ns, ref.Name))
+		}
+		log.Error(err, "reading the reader Secret", "secret", ns+"/"+ref.Name)
+		return notReady(v1alpha1.ClusterStateFailed, v1alpha1.ReasonMissingAuthInfo, fmt.Sprintf("reading Secret %s/%s: %v", ns, ref.Name, err))
+	}
+	if secret.Type != v1alpha1.SecretTypeClusterRegistry {
+		return notReady(v1alpha1.ClusterStateInvalidAuthInfo, v1alpha1.ReasonInvalidAuthInfo,
+			fmt.Sprintf("Secret %s/%s has type %q, want %q", ns, ref.Name, secret.Type, v1alpha1.SecretTypeClusterRegistry))
+	}
+	if len(secret.Data[v1alpha1.KubeconfigKey]) == 0 {
+		return notReady(v1alpha1.ClusterStateInvalidAuthInfo, v1alpha1.ReasonInvalidAuthInfo,
+			fmt.Sprintf("Secret %s/%s has no %q key", ns, ref.Name, v1alpha1.KubeconfigKey))
+	}
+
+	p := r.Peers.Ensure(cluster, &secret)
+	switch {
+	case p.State == "":
+		status.State, status.Message = "", p.Message
+		r.set(status, v1alpha1.ClusterCondition{Type: v1alpha1.ClusterConditionReady, Status: corev1.ConditionUnknown, Reason: p.Reason, Message: p.Message})
+	default:
+		status.State, status.Message = p.State, ""
+		if p.State != v1alpha1.ClusterStateReady {
+			status.Message = p.Message
+		}
+		r.set(status, conditions.New(v1alpha1.ClusterConditionReady, p.Ready, p.Reason, p.Message))
+	}
+
+	// The peer's own report of itself: its metadata.
+	if rd := p.Reader(); rd != nil && p.Ready {
+		var own v1alpha1.Cluster
+		if err := rd.Get(ctx, client.ObjectKey{Name: cluster.Name}, &own); err == nil && own.Spec.ClusterID == cluster.Spec.ClusterID && own.Status.Type == v1alpha1.ClusterTypeLocal {
+			status.ClusterMetadata = *own.Status.ClusterMetadata.DeepCopy()
+		}
+	}
+
+	mine := clusterIDs(all)
+	if view, ok := viewOf(ctx, p); ok {
+		if sameView(mine, view) {
+			r.set(status, conditions.New(v1alpha1.ClusterConditionClustersSynced, true, v1alpha1.ReasonClustersInSync, "the peer knows the same clusters as this cluster"))
+		} else {
+			r.set(status, conditions.New(v1alpha1.ClusterConditionClustersSynced, false, v1alpha1.ReasonClustersOutOfSync,
+				fmt.Sprintf("the peer knows %d clusters, this cluster %d", len(view), len(mine))))
+		}
+	} else {
+		r.set(status, conditions.New(v1alpha1.ClusterConditionClustersSynced, false, v1alpha1.ReasonClusterNotConnected, "the peer is not connected yet"))
+	}
+	return r.HeartbeatPeriod
+}

@@ -1,0 +1,387 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/bootstrap"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/conditions"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/testbed"
+)
+
+var bed *testbed.Bed
+
+func TestMain(m *testing.M) {
+	os.Exit(testbed.Main(m, testbed.Options{Names: []string{"a", "b", "c"}, CRDDirectoryPaths: []string{"../../manifests/crds"}}, &bed))
+}
+
+// members checks that cluster cl knows exactly the named clusters, itself as Local and
+// the others as Peer, all Ready and ClustersSynced.
+func members(cl client.Client, self string, names ...string) error {
+	var list v1alpha1.ClusterList
+	if err := cl.List(context.Background(), &list); err != nil {
+		return err
+	}
+	var got []string
+	for _, c := range list.Items {
+		got = append(got, c.Name)
+	}
+	sort.Strings(got)
+	if strings.Join(got, ",") != strings.Join(names, ",") {
+		return fmt.Errorf("%s knows clusters %v, want %v", self, got, names)
+	}
+	for _, c := range list.Items {
+		wantType := v1alpha1.ClusterTypePeer
+		if c.Name == self {
+			wantType = v1alpha1.ClusterTypeLocal
+		}
+		switch {
+		case c.Status.Type != wantType:
+			return fmt.Errorf("on %s, Cluster %s has type %q, want %s", self, c.Name, c.Status.Type, wantType)
+		case c.Status.State != v1alpha1.ClusterStateReady:
+			return fmt.Errorf("on %s, Cluster %s is %q: %s", self, c.Name, c.Status.State, c.Status.Message)
+		case !conditions.IsTrue(c.Status.Conditions, v1alpha1.ClusterConditionReady):
+			return fmt.Errorf("on %s, Cluster %s is not Ready: %+v", self, c.Name, c.Status.Conditions)
+		case !conditions.IsTrue(c.Status.Conditions, v1alpha1.ClusterConditionClustersSynced):
+			return fmt.Errorf("on %s, Cluster %s is not ClustersSynced: %+v", self, c.Name, c.Status.Conditions)
+		}
+	}
+	return nil
+}
+
+func localReady(cl client.Client, name string) error {
+	var c v1alpha1.Cluster
+	if err := cl.Get(context.Background(), client.ObjectKey{Name: name}, &c); err != nil {
+		return err
+	}
+	if c.Status.Type != v1alpha1.ClusterTypeLocal || c.Status.State != v1alpha1.ClusterStateReady {
+		return fmt.Errorf("Cluster %s: type %q state %q", name, c.Status.Type, c.Status.State)
+	}
+	var s corev1.Secret
+	return cl.Get(context.Background(), client.ObjectKey{Namespace: v1alpha1.DefaultNamespace, Name: name}, &s)
+}
+
+func peerState(cl client.Client, name string) (v1alpha1.ClusterState, string, error) {
+	var c v1alpha1.Cluster
+	if err := cl.Get(context.Background(), client.ObjectKey{Name: name}, &c); err != nil {
+		return "", "", err
+	}
+	return c.Status.State, c.Status.Message, nil
+}
+
+// TestGroup walks the seed's quickstart with three clusters, then breaks the group in
+// the ways the controller must survive. The subtests build on each other.
+func TestGroup(t *testing.T) {
+	testbed.SkipIfNoAssets(t)
+	a, b, c := install(t, bed.Cluster("a")), install(t, bed.Cluster("b")), install(t, bed.Cluster("c"))
+
+	serve(t, bed.Cluster("a"))
+	serve(t, bed.Cluster("b"))
+	top := t // controllers started in a subtest live as long as the whole test
+
+	t.Run("quickstart with two clusters", func(t *testing.T) {
+		eventually(t, 30*time.Second, "a bootstraps", func() error { return localReady(a, "a") })
+		eventually(t, 30*time.Second, "b bootstraps", func() error { return localReady(b, "b") })
+		swap(t, a, b, "a")
+		swap(t, b, a, "b")
+		eventually(t, 30*time.Second, "a and b form a group", func() error {
+			if err := members(a, "a", "a", "b"); err != nil {
+				return err
+			}
+			return members(b, "b", "a", "b")
+		})
+	})
+
+	t.Run("attach a third cluster through one member", func(t *testing.T) {
+		serve(top, bed.Cluster("c"))
+		eventually(t, 30*time.Second, "c bootstraps", func() error { return localReady(c, "c") })
+		swap(t, a, c, "a")
+		swap(t, c, a, "c")
+		eventually(t, 60*time.Second, "membership spreads to all three", func() error {
+			for name, cl := range map[string]client.Client{"a": a, "b": b, "c": c} {
+				if err := members(cl, name, "a", "b", "c"); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		// b learnt about c from a: its copies carry c's ID as the ownership mark.
+		cID, _ := bed.Cluster("c").KubeSystemUID(context.Background())
+		var cc v1alpha1.Cluster
+		if err := b.Get(context.Background(), client.ObjectKey{Name: "c"}, &cc); err != nil {
+			t.Fatal(err)
+		}
+		if cc.Annotations[v1alpha1.OwnershipAnnotation] != string(cID) || cc.Labels[v1alpha1.OwnershipLabel] != string(cID) {
+			t.Errorf("b's copy of Cluster c has ownership %q/%q, want %s", cc.Annotations[v1alpha1.OwnershipAnnotation], cc.Labels[v1alpha1.OwnershipLabel], cID)
+		}
+		var cs corev1.Secret
+		if err := b.Get(context.Background(), client.ObjectKey{Namespace: v1alpha1.DefaultNamespace, Name: "c"}, &cs); err != nil {
+			t.Fatal(err)
+		}
+		if cs.Annotations[v1alpha1.OwnershipAnnotation] != string(cID) || cs.Type != v1alpha1.SecretTypeClusterRegistry {
+			t.Errorf("b's copy of Secret c: ownership %q, type %q", cs.Annotations[v1alpha1.OwnershipAnnotation], cs.Type)
+		}
+	})
+
+	t.Run("a peer's API server goes away and comes back", func(t *testing.T) {
+		before := countAll(t, a, b)
+		if err := bed.Cluster("c").Cut(); err != nil {
+			t.Fatal(err)
+		}
+		cut := time.Now()
+		eventually(t, 30*time.Second, "a sees c down", func() error {
+			state, msg, err := peerState(a, "c")
+			if err != nil {
+				return err
+			}
+			if state != v1alpha1.ClusterStateFailed {
+				return fmt.Errorf("c is %q on a: %s", state, msg)
+			}
+			return nil
+		})
+		t.Logf("a reported c Failed %s after the cut", time.Since(cut).Round(100*time.Millisecond))
+		if after := countAll(t, a, b); fmt.Sprint(after) != fmt.Sprint(before) {
+			t.Errorf("objects on a and b changed while c was cut: %v -> %v", before, after)
+		}
+		if err := bed.Cluster("c").Heal(); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 60*time.Second, "c returns to Ready everywhere", func() error {
+			for name, cl := range map[string]client.Client{"a": a, "b": b, "c": c} {
+				if err := members(cl, name, "a", "b", "c"); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	})
+
+	t.Run("a renewed reader token reaches every member", func(t *testing.T) {
+		var old corev1.Secret
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: v1alpha1.DefaultNamespace, Name: "c"}, &old); err != nil {
+			t.Fatal(err)
+		}
+		// Deleting c's reader Secret makes c's controller issue a new token at once.
+		if err := c.Delete(context.Background(), &old); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 30*time.Second, "the new token reaches a and b", func() error {
+			var fresh corev1.Secret
+			if err := c.Get(context.Background(), client.ObjectKey{Namespace: v1alpha1.DefaultNamespace, Name: "c"}, &fresh); err != nil {
+				return err
+			}
+			if string(fresh.Data[v1alpha1.KubeconfigKey]) == string(old.Data[v1alpha1.KubeconfigKey]) {
+				return fmt.Errorf("c has not issued a new token")
+			}
+			for name, cl := range map[string]client.Client{"a": a, "b": b} {
+				var copy corev1.Secret
+				if err := cl.Get(context.Background(), client.ObjectKey{Namespace: v1alpha1.DefaultNamespace, Name: "c"}, &copy); err != nil {
+					return err
+				}
+				if string(copy.Data[v1alpha1.KubeconfigKey]) != string(fresh.Data[v1alpha1.KubeconfigKey]) {
+					return fmt.Errorf("%s still has the old token of c", name)
+				}
+			}
+			return nil
+		})
+		eventually(t, 30*time.Second, "everyone stays Ready", func() error {
+			for name, cl := range map[string]client.Client{"a": a, "b": b, "c": c} {
+				if err := members(cl, name, "a", "b", "c"); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	})
+
+	t.Run("a revoked reader token is replaced by hand and peers recover without a restart", func(t *testing.T) {
+		// While c is cut off (so no open watch carries the news), recreating c's reader
+		// ServiceAccount revokes every token issued for it; c's controller issues a new
+		// one for the new ServiceAccount.
+		cDirect, err := client.New(bed.Cluster("c").DirectConfig(), client.Options{Scheme: c.Scheme()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := bed.Cluster("c").Cut(); err != nil {
+			t.Fatal(err)
+		}
+		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: v1alpha1.DefaultNamespace, Name: v1alpha1.ReaderName}}
+		if err := cDirect.Delete(context.Background(), sa); err != nil {
+			t.Fatal(err)
+		}
+		var fresh corev1.Secret
+		eventually(t, 30*time.Second, "c issues a token for the new ServiceAccount", func() error {
+			var sa corev1.ServiceAccount
+			if err := cDirect.Get(context.Background(), client.ObjectKey{Namespace: v1alpha1.DefaultNamespace, Name: v1alpha1.ReaderName}, &sa); err != nil {
+				return err
+			}
+			if err := cDirect.Get(context.Background(), client.ObjectKey{Namespace: v1alpha1.DefaultNamespace, Name: "c"}, &fresh); err != nil {
+				return err
+			}
+			if fresh.Annotations[bootstrap.ServiceAccountUIDAnnotation] != string(sa.UID) {
+				return fmt.Errorf("the Secret's token is not for ServiceAccount %s", sa.UID)
+			}
+			return nil
+		})
+		// The API server caches token reviews for a few seconds: wait until it rejects
+		// the old token (asked directly, the proxy still being cut).
+		var old corev1.Secret
+		if err := a.Get(context.Background(), client.ObjectKey{Namespace: v1alpha1.DefaultNamespace, Name: "c"}, &old); err != nil {
+			t.Fatal(err)
+		}
+		oldCfg, err := kubeconfig.Parse(old.Data[v1alpha1.KubeconfigKey])
+		if err != nil {
+			t.Fatal(err)
+		}
+		oldCfg.Host = bed.Cluster("c").APIServerURL()
+		oldReader, err := client.New(oldCfg, client.Options{Scheme: c.Scheme()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 30*time.Second, "the old token is revoked", func() error {
+			err := oldReader.Get(context.Background(), client.ObjectKey{Name: "kube-system"}, &corev1.Namespace{})
+			if !apierrors.IsUnauthorized(err) {
+				return fmt.Errorf("the old token still works: %v", err)
+			}
+			return nil
+		})
+		if err := bed.Cluster("c").Heal(); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 30*time.Second, "a sees c's old token rejected", func() error {
+			state, msg, err := peerState(a, "c")
+			if err != nil {
+				return err
+			}
+			if state != v1alpha1.ClusterStateInvalidAuthInfo {
+				return fmt.Errorf("c is %q on a: %s", state, msg)
+			}
+			return nil
+		})
+		// The user copies c's new Secret to a (what join does); a reconnects without a
+		// restart and relays the newer token to b, which cannot read c either.
+		var onA corev1.Secret
+		if err := a.Get(context.Background(), client.ObjectKey{Namespace: v1alpha1.DefaultNamespace, Name: "c"}, &onA); err != nil {
+			t.Fatal(err)
+		}
+		onA.Data = fresh.Data
+		for k, v := range fresh.Annotations {
+			onA.Annotations[k] = v
+		}
+		if err := a.Update(context.Background(), &onA); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 60*time.Second, "the group recovers", func() error {
+			for name, cl := range map[string]client.Client{"a": a, "b": b, "c": c} {
+				if err := members(cl, name, "a", "b", "c"); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	})
+
+	t.Run("the reader identity peers hold cannot write", func(t *testing.T) {
+		var s corev1.Secret
+		if err := a.Get(context.Background(), client.ObjectKey{Namespace: v1alpha1.DefaultNamespace, Name: "b"}, &s); err != nil {
+			t.Fatal(err)
+		}
+		reader := readerClient(t, s.Data[v1alpha1.KubeconfigKey])
+		err := reader.Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: v1alpha1.DefaultNamespace, Name: "intruder"}})
+		if !apierrors.IsForbidden(err) {
+			t.Errorf("the reader of b created a ConfigMap on b: %v", err)
+		}
+		var cl v1alpha1.Cluster
+		if err := reader.Get(context.Background(), client.ObjectKey{Name: "b"}, &cl); err != nil {
+			t.Fatalf("the reader of b cannot read b's Cluster: %v", err)
+		}
+		cl.Labels = map[string]string{"x": "y"}
+		if err := reader.Update(context.Background(), &cl); !apierrors.IsForbidden(err) {
+			t.Errorf("the reader of b updated Cluster b on b: %v", err)
+		}
+	})
+
+	t.Run("disabled peer", func(t *testing.T) {
+		var cc v1alpha1.Cluster
+		if err := a.Get(context.Background(), client.ObjectKey{Name: "c"}, &cc); err != nil {
+			t.Fatal(err)
+		}
+		patch := client.MergeFrom(cc.DeepCopy())
+		if cc.Annotations == nil {
+			cc.Annotations = map[string]string{}
+		}
+		cc.Annotations[v1alpha1.ClusterDisabledAnnotation] = "true"
+		if err := a.Patch(context.Background(), &cc, patch); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 30*time.Second, "c is Disabled on a", func() error {
+			state, _, err := peerState(a, "c")
+			if err != nil {
+				return err
+			}
+			if state != v1alpha1.ClusterStateDisabled {
+				return fmt.Errorf("c is %q on a", state)
+			}
+			return nil
+		})
+		// Membership sync from c or b must not undo the local decision.
+		time.Sleep(2 * time.Second)
+		if err := a.Get(context.Background(), client.ObjectKey{Name: "c"}, &cc); err != nil {
+			t.Fatal(err)
+		}
+		if cc.Annotations[v1alpha1.ClusterDisabledAnnotation] != "true" {
+			t.Fatalf("the disabled annotation was overwritten: %v", cc.Annotations)
+		}
+		patch = client.MergeFrom(cc.DeepCopy())
+		delete(cc.Annotations, v1alpha1.ClusterDisabledAnnotation)
+		if err := a.Patch(context.Background(), &cc, patch); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 30*time.Second, "c is back", func() error { return members(a, "a", "a", "b", "c") })
+	})
+}
+
+// countAll counts the Cluster CRs and registry Secrets of the clients.
+func countAll(t *testing.T, cls ...client.Client) []int {
+	t.Helper()
+	var out []int
+	for _, cl := range cls {
+		var cs v1alpha1.ClusterList
+		var ss corev1.SecretList
+		if err := cl.List(context.Background(), &cs); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.List(context.Background(), &ss, client.InNamespace(v1alpha1.DefaultNamespace)); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, len(cs.Items), len(ss.Items))
+	}
+	return out
+}
+
+// TestInvalidClusterName: serve refuses a cluster name that is not an RFC 1123 label,
+// with a clear message and exit code 2.
+func TestInvalidClusterName(t *testing.T) {
+	testbed.SkipIfNoAssets(t)
+	out, err := exec.Command(binary(t), "serve", "--kubeconfig", bed.KubeconfigPath, "--context", "a", "--cluster-name", "Not_A_Label").CombinedOutput()
+	var exit *exec.ExitError
+	if !errorsAs(err, &exit) || exit.ExitCode() != 2 {
+		t.Fatalf("exit: %v, want code 2; output:\n%s", err, out)
+	}
+	if !strings.Contains(string(out), `invalid cluster name "Not_A_Label"`) {
+		t.Errorf("output does not explain the error:\n%s", out)
+	}
+}

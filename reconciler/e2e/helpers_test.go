@@ -1,0 +1,240 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubectl-registry/kubectl-registry/manifests"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/testbed"
+)
+
+var build struct {
+	sync.Once
+	path string
+	err  error
+}
+
+// binary builds kubectl-registry once per test run.
+func binary(t *testing.T) string {
+	t.Helper()
+	build.Do(func() {
+		dir, err := os.MkdirTemp("", "kubectl-registry-e2e-")
+		if err != nil {
+			build.err = err
+			return
+		}
+		build.path = filepath.Join(dir, "kubectl-registry")
+		cmd := exec.Command("go", "build", "-o", build.path, "../../cmd/kubectl-registry")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			build.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if build.err != nil {
+		t.Fatal(build.err)
+	}
+	return build.path
+}
+
+var installs sync.Map
+
+// install applies the embedded manifests, but the Deployment (the controllers run as
+// processes here), to the cluster once.
+func install(t *testing.T, c *testbed.Cluster) client.Client {
+	t.Helper()
+	cl, err := c.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, done := installs.LoadOrStore(c.Name, true); done {
+		return cl
+	}
+	objs, err := manifests.Objects()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keep = objs[:0:0]
+	for _, o := range objs {
+		if o.GetKind() != "Deployment" && o.GetKind() != "CustomResourceDefinition" {
+			keep = append(keep, o)
+		}
+	}
+	if _, err := manifests.Apply(context.Background(), cl, v1alpha1.FieldManager, keep); err != nil {
+		t.Fatalf("installing on %s: %v", c.Name, err)
+	}
+	return cl
+}
+
+// controller is a running `kubectl-registry serve`.
+type controller struct {
+	name string
+	cmd  *exec.Cmd
+	log  *os.File
+	done chan error
+}
+
+// serve starts the controller of cluster c as a process, out of cluster: it talks to its
+// API server directly (so cutting the proxy only cuts the peers off) and advertises the
+// proxy address to its peers.
+func serve(t *testing.T, c *testbed.Cluster, extra ...string) *controller {
+	t.Helper()
+	dir := t.TempDir()
+	kc := clientcmdapi.NewConfig()
+	cfg := c.DirectConfig()
+	kc.Clusters[c.Name] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos[c.Name] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
+	kc.Contexts[c.Name] = &clientcmdapi.Context{Cluster: c.Name, AuthInfo: c.Name}
+	kc.CurrentContext = c.Name
+	kubeconfigPath := filepath.Join(dir, "kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, kubeconfigPath); err != nil {
+		t.Fatal(err)
+	}
+	caPath := filepath.Join(dir, "ca.crt")
+	if err := os.WriteFile(caPath, c.CAData(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logFile, err := os.Create(filepath.Join(dir, "serve.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"serve",
+		"--kubeconfig", kubeconfigPath, "--context", c.Name,
+		"--cluster-name", c.Name,
+		"--api-server-endpoint", c.Host(), "--api-server-ca-file", caPath,
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
+		"--peer-health-interval", "300ms", "--peer-failure-threshold", "3",
+		"--heartbeat-period", "1m",
+	}, extra...)
+	cmd := exec.Command(binary(t), args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ctl := &controller{name: c.Name, cmd: cmd, log: logFile, done: make(chan error, 1)}
+	go func() { ctl.done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		ctl.stop(t)
+		if t.Failed() {
+			t.Logf("log of the controller of %s:\n%s", c.Name, tail(logFile.Name(), 60))
+		}
+	})
+	return ctl
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (c *controller) stop(t *testing.T) {
+	if c.cmd.ProcessState != nil {
+		return
+	}
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-c.done:
+		if err != nil {
+			t.Errorf("controller of %s exited with %v after SIGTERM", c.name, err)
+		}
+		c.done <- err
+	case <-time.After(20 * time.Second):
+		_ = c.cmd.Process.Kill()
+		t.Errorf("controller of %s did not stop within 20s of SIGTERM", c.name)
+	}
+}
+
+func tail(path string, lines int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	parts := bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n"))
+	if len(parts) > lines {
+		parts = parts[len(parts)-lines:]
+	}
+	return string(bytes.Join(parts, []byte("\n")))
+}
+
+// eventually retries f until it returns nil or the timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var err error
+	for {
+		if err = f(); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s: %v", what, timeout, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// clean strips what the API server set, as a user does before applying an object read
+// from another cluster.
+func clean(o client.Object) {
+	o.SetUID("")
+	o.SetResourceVersion("")
+	o.SetCreationTimestamp(metav1.Time{})
+	o.SetManagedFields(nil)
+	o.SetGeneration(0)
+}
+
+// swap copies the local Cluster CR and reader Secret of `from` to `to`: the seed's
+// "copy/paste Cluster and secret resources" step.
+func swap(t *testing.T, from, to client.Client, name string) {
+	t.Helper()
+	ctx := context.Background()
+	var c v1alpha1.Cluster
+	if err := from.Get(ctx, client.ObjectKey{Name: name}, &c); err != nil {
+		t.Fatal(err)
+	}
+	var s corev1.Secret
+	ref := c.Spec.AuthInfo.SecretRef
+	if err := from.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &s); err != nil {
+		t.Fatal(err)
+	}
+	clean(&c)
+	c.Status = v1alpha1.ClusterStatus{}
+	clean(&s)
+	if err := to.Create(ctx, &s); err != nil {
+		t.Fatalf("copying Secret %s: %v", ref.Name, err)
+	}
+	if err := to.Create(ctx, &c); err != nil {
+		t.Fatalf("copying Cluster %s: %v", name, err)
+	}
+}
+
+// readerClient builds a client from a reader kubeconfig, through the same sanitiser the
+// controller uses.
+func readerClient(t *testing.T, data []byte) client.Client {
+	t.Helper()
+	cfg, err := kubeconfig.Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scheme, err := testbed.NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
+func errorsAs(err error, target any) bool { return errors.As(err, target) }

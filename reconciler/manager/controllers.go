@@ -1,0 +1,168 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/kubernetes"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/kubectl-registry/kubectl-registry/reconciler/bootstrap"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/clusters"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/membership"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/peers"
+)
+
+// RegistryOptions configure the registry's reconcilers.
+type RegistryOptions struct {
+	// APIServerEndpoint is the address peers reach this cluster's API server at
+	// (--api-server-endpoint), normalised to an https URL; empty keeps the local Cluster
+	// CR's kubernetesApiEndpoints.
+	APIServerEndpoint string
+	// APIServerCA is the CA bundle of APIServerEndpoint; nil means the CA the controller
+	// itself trusts for the local API server.
+	APIServerCA []byte
+	// NetworkName is the client network of this cluster (--network-name): it selects
+	// which of a Cluster's kubernetesApiEndpoints to use.
+	NetworkName string
+	// LocalServer is the local API server address as the controller reaches it; it is
+	// advertised when nothing else is known, except in a pod (set it empty there: the
+	// in-cluster service address is never advertised).
+	LocalServer string
+	// LocalCA is the CA of the local API server.
+	LocalCA []byte
+	// TokenLifetime is the lifetime of reader tokens (renewed at about half of it).
+	TokenLifetime time.Duration
+	// PeerHealthInterval is the period of peer health checks.
+	PeerHealthInterval time.Duration
+	// PeerFailureThreshold is how many consecutive failed checks make a peer not Ready.
+	PeerFailureThreshold int
+	// HeartbeatPeriod is how often unchanged conditions get a new heartbeat.
+	HeartbeatPeriod time.Duration
+	// MetadataPeriod is how often the local cluster's metadata is recomputed.
+	MetadataPeriod time.Duration
+}
+
+// DefaultRegistryOptions returns the defaults of the registry's reconcilers.
+func DefaultRegistryOptions() RegistryOptions {
+	return RegistryOptions{
+		TokenLifetime:        bootstrap.DefaultTokenLifetime,
+		PeerHealthInterval:   peers.DefaultHealthInterval,
+		PeerFailureThreshold: peers.DefaultFailureThreshold,
+		HeartbeatPeriod:      clusters.DefaultHeartbeatPeriod,
+		MetadataPeriod:       clusters.DefaultMetadataPeriod,
+	}
+}
+
+func (o RegistryOptions) validate() error {
+	var errs []error
+	if o.TokenLifetime < bootstrap.MinTokenLifetime {
+		errs = append(errs, fmt.Errorf("the reader token lifetime must be at least %s, got %s", bootstrap.MinTokenLifetime, o.TokenLifetime))
+	}
+	if o.PeerHealthInterval < 100*time.Millisecond {
+		errs = append(errs, fmt.Errorf("the peer health interval must be at least 100ms, got %s", o.PeerHealthInterval))
+	}
+	if o.PeerFailureThreshold < 1 {
+		errs = append(errs, fmt.Errorf("the peer failure threshold must be at least 1, got %d", o.PeerFailureThreshold))
+	}
+	if o.HeartbeatPeriod < time.Second || o.MetadataPeriod < time.Second {
+		errs = append(errs, errors.New("the heartbeat and metadata periods must be at least 1s"))
+	}
+	return errors.Join(errs...)
+}
+
+// SetupRegistry resolves the local cluster's identity and adds the registry's
+// reconcilers to mgr: bootstrap (local Cluster CR, reader ServiceAccount, token and
+// Secret), the peer connections, Cluster status and membership sync.
+func SetupRegistry(ctx context.Context, mgr ctrl.Manager, opts Options) error {
+	ro := opts.Registry
+	if err := ro.validate(); err != nil {
+		return err
+	}
+	identity, err := bootstrap.Resolve(ctx, mgr.GetAPIReader(), opts.ClusterName)
+	if err != nil {
+		return err
+	}
+	mgr.GetLogger().Info("local cluster", "name", identity.Name, "clusterID", identity.ID)
+
+	cs, err := kubernetes.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
+	if err != nil {
+		return fmt.Errorf("building a clientset: %w", err)
+	}
+	recorder := mgr.GetEventRecorderFor("kubectl-registry") //nolint:staticcheck // core events: the RBAC grants both APIs
+
+	boot := &bootstrap.Reconciler{
+		Client:   mgr.GetClient(),
+		Tokens:   func(ns string) bootstrap.TokenMinter { return cs.CoreV1().ServiceAccounts(ns) },
+		Identity: identity,
+		Options: bootstrap.Options{
+			Namespace:     opts.Namespace,
+			Endpoint:      ro.APIServerEndpoint,
+			EndpointCA:    ro.APIServerCA,
+			NetworkName:   ro.NetworkName,
+			LocalServer:   ro.LocalServer,
+			LocalCA:       ro.LocalCA,
+			TokenLifetime: ro.TokenLifetime,
+		},
+		Recorder: recorder,
+	}
+	if err := boot.Options.Validate(); err != nil {
+		return err
+	}
+	if err := boot.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up bootstrap: %w", err)
+	}
+
+	pm, err := peers.NewManager(peers.Options{
+		Scheme:           mgr.GetScheme(),
+		Namespace:        opts.Namespace,
+		HealthInterval:   ro.PeerHealthInterval,
+		FailureThreshold: ro.PeerFailureThreshold,
+		Registerer:       metrics.Registry,
+	})
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(pm); err != nil {
+		return fmt.Errorf("adding the peer manager: %w", err)
+	}
+
+	dc, err := discovery.NewDiscoveryClientForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
+	if err != nil {
+		return fmt.Errorf("building a discovery client: %w", err)
+	}
+	status := &clusters.Reconciler{
+		Client:    mgr.GetClient(),
+		Identity:  identity,
+		Peers:     pm,
+		Namespace: opts.Namespace,
+		ServerVersion: func(ctx context.Context) (string, error) {
+			v, err := dc.ServerVersionWithContext(ctx)
+			if err != nil {
+				return "", err
+			}
+			return v.GitVersion, nil
+		},
+		Recorder:        recorder,
+		HeartbeatPeriod: ro.HeartbeatPeriod,
+		MetadataPeriod:  ro.MetadataPeriod,
+	}
+	if err := status.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up cluster status: %w", err)
+	}
+	member := &membership.Reconciler{
+		Client:    mgr.GetClient(),
+		Identity:  identity,
+		Peers:     pm,
+		Namespace: opts.Namespace,
+		Recorder:  recorder,
+	}
+	if err := member.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up membership sync: %w", err)
+	}
+	return nil
+}

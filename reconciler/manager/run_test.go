@@ -1,0 +1,195 @@
+package manager
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+)
+
+// startAPIServer starts a real kube-apiserver and etcd with envtest, or skips the test
+// when their binaries are missing.
+func startAPIServer(t *testing.T) *rest.Config {
+	t.Helper()
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		t.Skip("KUBEBUILDER_ASSETS unset: run make testbin, or make test")
+	}
+	env := &envtest.Environment{ControlPlaneStartTimeout: 2 * time.Minute, CRDDirectoryPaths: []string{"../../manifests/crds"}, ErrorIfCRDPathMissing: true}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatalf("starting envtest: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Errorf("stopping envtest: %v", err)
+		}
+	})
+	return cfg
+}
+
+// testLogger logs through t.Log until the test ends, and drops what the manager's
+// goroutines still log after that (t.Log would panic).
+func testLogger(t *testing.T) logr.Logger {
+	var mu sync.Mutex
+	done := false
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		done = true
+	})
+	return funcr.New(func(prefix, args string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !done {
+			t.Log(prefix, args)
+		}
+	}, funcr.Options{})
+}
+
+// freeAddr returns a loopback address with a port that was free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// waitFor200 polls url until it answers 200 and returns the body.
+func waitFor200(t *testing.T, url string) string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var last string
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(url)
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return string(body)
+			}
+			last = fmt.Sprintf("status %d: %s", resp.StatusCode, body)
+		} else {
+			last = err.Error()
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("%s did not answer 200 within 30s; last: %s", url, last)
+	return ""
+}
+
+// TestRunNotLeader runs the manager while another replica holds the Lease: the probes
+// and metrics are served anyway, and cancelling the context stops Run cleanly.
+func TestRunNotLeader(t *testing.T) {
+	cfg := startAPIServer(t)
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	ctx := t.Context()
+
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{
+		ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.DefaultNamespace},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	now := metav1.NewMicroTime(time.Now())
+	if _, err := cs.CoordinationV1().Leases(v1alpha1.DefaultNamespace).Create(ctx, &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: DefaultLeaderElectionID},
+		Spec: coordinationv1.LeaseSpec{
+			HolderIdentity:       ptr.To("another-replica"),
+			LeaseDurationSeconds: ptr.To[int32](3600),
+			AcquireTime:          &now,
+			RenewTime:            &now,
+		},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	metricsAddr, probeAddr := freeAddr(t), freeAddr(t)
+	opts := DefaultOptions()
+	opts.MetricsBindAddress = metricsAddr
+	opts.HealthProbeBindAddress = probeAddr
+	opts.LeaderElection = true
+	opts.ClusterName = "east"
+	opts.Logger = testLogger(t)
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- Run(runCtx, cfg, opts) }()
+
+	waitFor200(t, "http://"+probeAddr+"/healthz")
+	waitFor200(t, "http://"+probeAddr+"/readyz")
+	metrics := waitFor200(t, "http://"+metricsAddr+"/metrics")
+	if !strings.Contains(metrics, "rest_client_requests_total") && !strings.Contains(metrics, "controller_runtime") {
+		t.Errorf("/metrics has neither rest_client nor controller_runtime metrics:\n%s", metrics)
+	}
+
+	lease, err := cs.CoordinationV1().Leases(v1alpha1.DefaultNamespace).Get(ctx, DefaultLeaderElectionID, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ptr.Deref(lease.Spec.HolderIdentity, ""); got != "another-replica" {
+		t.Errorf("Lease holder = %q, want another-replica", got)
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run returned %v after cancel, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return within 10s of cancel")
+	}
+	if _, err := http.Get("http://" + probeAddr + "/healthz"); err == nil {
+		t.Errorf("/healthz still served after Run returned")
+	}
+}
+
+// TestNewPortInUse reports a taken port when the manager is built.
+func TestNewPortInUse(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	opts := DefaultOptions()
+	opts.MetricsBindAddress = "0"
+	opts.HealthProbeBindAddress = l.Addr().String()
+	opts.Logger = testLogger(t)
+	// No API server is contacted to build the manager.
+	if _, err := New(&rest.Config{Host: "https://127.0.0.1:1"}, opts); err == nil {
+		t.Fatal("New returned no error for a health probe port in use")
+	}
+}
+
+// TestRunUnreachableAPIServer fails fast with a clear error when nothing answers.
+func TestRunUnreachableAPIServer(t *testing.T) {
+	opts := DefaultOptions()
+	opts.MetricsBindAddress, opts.HealthProbeBindAddress = "0", "0"
+	opts.Logger = testLogger(t)
+	addr := freeAddr(t) // nothing listens there any more
+	err := Run(t.Context(), &rest.Config{Host: "https://" + addr}, opts)
+	if err == nil || !strings.Contains(err.Error(), "does not answer") {
+		t.Fatalf("Run = %v, want an error saying the API server does not answer", err)
+	}
+}

@@ -1,0 +1,171 @@
+// Package membership spreads the group's membership: it pulls the Cluster CRs and their
+// reader Secrets from the peers and writes copies into the local cluster, marked with the
+// ID of the cluster they describe (the ownership annotation and label). After one swap of
+// Cluster and Secret between a new cluster and any member, every member learns about
+// every other, and a renewed reader token reaches the whole group.
+//
+// The rules (see Plan):
+//   - The local cluster's own Cluster CR and Secret are never written from a peer.
+//   - A Cluster CR describing cluster X is copied from X itself while X is a Ready peer.
+//     When X is not reachable the local copy is left as it is, except that a Secret of X
+//     relayed by another peer replaces the local one when its token expires later (X
+//     renewed its token while this cluster could not reach X).
+//   - A cluster this cluster has no Cluster CR for yet is learnt from any Ready peer (the
+//     first by name), which is how membership spreads.
+//   - A local object without the ownership mark is left alone, except a Cluster CR that
+//     describes X and the Secret it references, which are adopted: they are the seed's
+//     hand-made swap, and adopting them lets token renewals reach them.
+//   - The cluster-disabled annotation and kubectl's last-applied annotation are local
+//     decisions and are never copied or overwritten.
+//   - Nothing is deleted.
+package membership
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/bootstrap"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/peers"
+)
+
+// resyncPeriod bounds how long a missed event can delay convergence.
+const resyncPeriod = 5 * time.Minute
+
+// Reconciler writes the membership copies. It reconciles the whole membership at once
+// (one work item): the group is small and events coalesce.
+type Reconciler struct {
+	Client    client.Client
+	Identity  bootstrap.Identity
+	Peers     *peers.Manager
+	Namespace string
+	Recorder  record.EventRecorder
+}
+
+var key = reconcile.Request{NamespacedName: types.NamespacedName{Name: "membership"}}
+
+// SetupWithManager registers the reconciler.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	peerEvents := make(chan event.GenericEvent, 1024)
+	r.Peers.Subscribe(peerEvents)
+	one := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+		return []reconcile.Request{key}
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("membership").
+		Watches(&v1alpha1.Cluster{}, one).
+		Watches(&corev1.Secret{}, one, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+			return o.GetNamespace() == r.Namespace
+		}))).
+		WatchesRawSource(source.Channel(peerEvents, one)).
+		Complete(r)
+}
+
+// Reconcile reads every Ready peer and writes the copies the plan asks for.
+func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
+	log := logf.FromContext(ctx)
+	in := Input{LocalID: r.Identity.ID, LocalName: r.Identity.Name, Namespace: r.Namespace}
+	var clusters v1alpha1.ClusterList
+	if err := r.Client.List(ctx, &clusters); err != nil {
+		return reconcile.Result{}, err
+	}
+	in.Local.Clusters = clusters.Items
+	var secrets corev1.SecretList
+	if err := r.Client.List(ctx, &secrets, client.InNamespace(r.Namespace)); err != nil {
+		return reconcile.Result{}, err
+	}
+	in.Local.Secrets = secrets.Items
+
+	for _, p := range r.Peers.List() {
+		rd := p.Reader()
+		if rd == nil || !p.Ready {
+			in.Unreachable = append(in.Unreachable, p.ClusterID)
+			continue
+		}
+		view := View{Name: p.Name, ClusterID: p.ClusterID}
+		var pc v1alpha1.ClusterList
+		if err := rd.List(ctx, &pc); err != nil {
+			in.Unreachable = append(in.Unreachable, p.ClusterID)
+			continue
+		}
+		var ps corev1.SecretList
+		if err := rd.List(ctx, &ps, client.InNamespace(r.Namespace)); err != nil {
+			in.Unreachable = append(in.Unreachable, p.ClusterID)
+			continue
+		}
+		view.Clusters, view.Secrets = pc.Items, ps.Items
+		in.Peers = append(in.Peers, view)
+	}
+
+	plan := Plan(in)
+	var firstErr error
+	for _, w := range plan.Writes {
+		if err := r.write(ctx, w); err != nil {
+			log.Error(err, "writing a membership copy", "kind", w.Object.GetObjectKind().GroupVersionKind().Kind, "name", w.Object.GetName(), "from", w.From)
+			if firstErr == nil {
+				firstErr = err
+			}
+			continue
+		}
+		log.Info("membership copy written", "op", w.Op, "kind", kindOf(w.Object), "name", client.ObjectKeyFromObject(w.Object).String(), "from", w.From, "describes", w.Describes)
+	}
+	for _, c := range plan.Conflicts {
+		log.Info("membership copy not written", "reason", c)
+	}
+	if firstErr != nil {
+		return reconcile.Result{}, firstErr
+	}
+	return reconcile.Result{RequeueAfter: resyncPeriod}, nil
+}
+
+func kindOf(o client.Object) string {
+	switch o.(type) {
+	case *v1alpha1.Cluster:
+		return "Cluster"
+	case *corev1.Secret:
+		return "Secret"
+	}
+	return fmt.Sprintf("%T", o)
+}
+
+func (r *Reconciler) write(ctx context.Context, w Write) error {
+	opts := client.FieldOwner(v1alpha1.FieldManager)
+	switch w.Op {
+	case OpCreate:
+		err := r.Client.Create(ctx, w.Object, opts)
+		if apierrors.IsAlreadyExists(err) {
+			return nil // the next reconcile sees it and updates it if needed
+		}
+		return err
+	case OpUpdate:
+		return r.Client.Update(ctx, w.Object, opts)
+	case OpReplace:
+		// A Secret's type is immutable: delete the old one (guarded by its UID) and
+		// create the copy.
+		old := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: w.Object.GetNamespace(), Name: w.Object.GetName()}}
+		uid := w.Object.GetUID()
+		if err := r.Client.Delete(ctx, old, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		w.Object.SetUID("")
+		w.Object.SetResourceVersion("")
+		return r.Client.Create(ctx, w.Object, opts)
+	}
+	return fmt.Errorf("unknown op %q", w.Op)
+}

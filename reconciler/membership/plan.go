@@ -1,0 +1,294 @@
+package membership
+
+import (
+	"fmt"
+	"maps"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/bootstrap"
+)
+
+// View is what one Ready peer holds: its Cluster CRs and the Secrets of its registry
+// namespace.
+type View struct {
+	Name      string
+	ClusterID types.UID
+	Clusters  []v1alpha1.Cluster
+	Secrets   []corev1.Secret
+}
+
+// Input is everything Plan decides from.
+type Input struct {
+	// LocalID and LocalName identify the local cluster.
+	LocalID   types.UID
+	LocalName string
+	// Namespace is the registry namespace.
+	Namespace string
+	// Local holds the local Cluster CRs and registry-namespace Secrets.
+	Local struct {
+		Clusters []v1alpha1.Cluster
+		Secrets  []corev1.Secret
+	}
+	// Peers are the Ready peers' views.
+	Peers []View
+	// Unreachable are the IDs of peers that are known but not Ready.
+	Unreachable []types.UID
+}
+
+// Op is a write.
+type Op string
+
+// The writes Plan asks for.
+const (
+	OpCreate Op = "create"
+	OpUpdate Op = "update"
+	// OpReplace deletes the object (guarded by its UID) and creates it again; for a
+	// Secret whose type must change.
+	OpReplace Op = "replace"
+)
+
+// Write is one write of the plan. Object carries the resourceVersion of the local
+// object it updates.
+type Write struct {
+	Op        Op
+	Object    client.Object
+	From      string
+	Describes types.UID
+}
+
+// Result is the plan: the writes, and the copies not written with the reason.
+type Result struct {
+	Writes    []Write
+	Conflicts []string
+}
+
+// notCopied are annotations that are local decisions, never copied between clusters.
+var notCopied = []string{
+	v1alpha1.ClusterDisabledAnnotation,
+	corev1.LastAppliedConfigAnnotation,
+}
+
+// Plan computes the membership writes. It is pure and deterministic.
+func Plan(in Input) Result {
+	var res Result
+	peers := append([]View(nil), in.Peers...)
+	sort.Slice(peers, func(i, j int) bool { return peers[i].Name < peers[j].Name })
+	ready := map[types.UID]bool{}
+	for _, p := range peers {
+		ready[p.ClusterID] = true
+	}
+	localClusters := map[string]*v1alpha1.Cluster{}
+	known := map[types.UID]bool{}
+	for i := range in.Local.Clusters {
+		c := &in.Local.Clusters[i]
+		localClusters[c.Name] = c
+		known[c.Spec.ClusterID] = true
+	}
+	for _, id := range in.Unreachable {
+		known[id] = true
+	}
+	localSecrets := map[string]*corev1.Secret{}
+	for i := range in.Local.Secrets {
+		localSecrets[in.Local.Secrets[i].Name] = &in.Local.Secrets[i]
+	}
+
+	type source struct {
+		view      View
+		cluster   v1alpha1.Cluster
+		relayOnly bool
+	}
+	chosen := map[string]source{}
+	var names []string
+	for _, view := range peers {
+		for _, c := range view.Clusters {
+			x := c.Spec.ClusterID
+			if x == "" || x == in.LocalID {
+				continue // a peer's copy of the local cluster never overwrites ours
+			}
+			if c.Name == in.LocalName {
+				res.Conflicts = append(res.Conflicts, fmt.Sprintf("peer %s has Cluster %s for cluster %s, but %s is the local cluster's name", view.Name, c.Name, x, c.Name))
+				continue
+			}
+			src := source{view: view, cluster: c}
+			switch {
+			case ready[x]:
+				if view.ClusterID != x {
+					continue // X answers itself: only X's own copy counts
+				}
+			case known[x]:
+				src.relayOnly = true // X is known but unreachable: only newer tokens are relayed
+			}
+			prev, seen := chosen[c.Name]
+			if seen && !(prev.relayOnly && !src.relayOnly) {
+				continue // the first peer by name wins
+			}
+			if !seen {
+				names = append(names, c.Name)
+			}
+			chosen[c.Name] = src
+		}
+	}
+	sort.Strings(names)
+
+	for _, name := range names {
+		src := chosen[name]
+		x := src.cluster.Spec.ClusterID
+		from := src.view.Name
+		if w, conflict := planCluster(localClusters[name], &src.cluster, x, in.LocalID, src.relayOnly); conflict != "" {
+			res.Conflicts = append(res.Conflicts, conflict)
+			continue
+		} else if w != nil {
+			res.Writes = append(res.Writes, Write{Op: w.op, Object: w.obj, From: from, Describes: x})
+		}
+
+		ref := src.cluster.Spec.AuthInfo.SecretRef
+		if ref.Name == "" || (ref.Namespace != "" && ref.Namespace != in.Namespace) {
+			continue
+		}
+		var peerSecret *corev1.Secret
+		for i := range src.view.Secrets {
+			if src.view.Secrets[i].Name == ref.Name {
+				peerSecret = &src.view.Secrets[i]
+			}
+		}
+		if peerSecret == nil {
+			continue
+		}
+		adoptable := false
+		for _, c := range in.Local.Clusters {
+			r := c.Spec.AuthInfo.SecretRef
+			if c.Spec.ClusterID == x && r.Name == ref.Name && (r.Namespace == "" || r.Namespace == in.Namespace) {
+				adoptable = true
+			}
+		}
+		if w, conflict := planSecret(localSecrets[ref.Name], peerSecret, x, in.Namespace, adoptable, src.relayOnly); conflict != "" {
+			res.Conflicts = append(res.Conflicts, conflict)
+		} else if w != nil {
+			res.Writes = append(res.Writes, Write{Op: w.op, Object: w.obj, From: from, Describes: x})
+		}
+	}
+	return res
+}
+
+type write struct {
+	op  Op
+	obj client.Object
+}
+
+// copyMeta returns the labels and annotations a copy of src describing x carries, keeping
+// the local decisions of the existing object (nil when there is none).
+func copyMeta(src client.Object, existing map[string]string, x types.UID) (map[string]string, map[string]string) {
+	labels := maps.Clone(src.GetLabels())
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[v1alpha1.OwnershipLabel] = string(x)
+	annotations := maps.Clone(src.GetAnnotations())
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	for _, k := range notCopied {
+		delete(annotations, k)
+		if v, ok := existing[k]; ok {
+			annotations[k] = v
+		}
+	}
+	annotations[v1alpha1.OwnershipAnnotation] = string(x)
+	return labels, annotations
+}
+
+func sameMap(a, b map[string]string) bool {
+	if len(a) == 0 && len(b) == 0 {
+		return true
+	}
+	return maps.Equal(a, b)
+}
+
+func planCluster(existing, src *v1alpha1.Cluster, x, localID types.UID, relayOnly bool) (*write, string) {
+	if existing != nil {
+		mark := existing.Annotations[v1alpha1.OwnershipAnnotation]
+		switch {
+		case existing.Spec.ClusterID == localID:
+			return nil, fmt.Sprintf("Cluster %s is the local cluster's; not overwritten by cluster %s's", existing.Name, x)
+		case mark == "" && existing.Spec.ClusterID != x:
+			return nil, fmt.Sprintf("Cluster %s was created locally for cluster %s; a peer has it for cluster %s: not overwritten", existing.Name, existing.Spec.ClusterID, x)
+		case mark != "" && mark != string(x):
+			return nil, fmt.Sprintf("Cluster %s is a copy of cluster %s's; a peer has it for cluster %s: not overwritten", existing.Name, mark, x)
+		}
+		if relayOnly && mark != "" {
+			return nil, ""
+		}
+	} else if relayOnly {
+		return nil, ""
+	}
+	var existingAnnotations map[string]string
+	if existing != nil {
+		existingAnnotations = existing.Annotations
+	}
+	labels, annotations := copyMeta(src, existingAnnotations, x)
+	if existing == nil {
+		c := &v1alpha1.Cluster{}
+		c.Name = src.Name
+		c.Labels, c.Annotations = labels, annotations
+		c.Spec = *src.Spec.DeepCopy()
+		return &write{op: OpCreate, obj: c}, ""
+	}
+	if apiequality.Semantic.DeepEqual(existing.Spec, src.Spec) && sameMap(existing.Labels, labels) && sameMap(existing.Annotations, annotations) {
+		return nil, ""
+	}
+	c := existing.DeepCopy()
+	c.Labels, c.Annotations = labels, annotations
+	c.Spec = *src.Spec.DeepCopy()
+	return &write{op: OpUpdate, obj: c}, ""
+}
+
+func expiresAt(s *corev1.Secret) time.Time {
+	t, _ := time.Parse(time.RFC3339, s.Annotations[bootstrap.ExpiresAtAnnotation])
+	return t
+}
+
+func planSecret(existing, src *corev1.Secret, x types.UID, ns string, adoptable, relayOnly bool) (*write, string) {
+	if existing != nil {
+		mark := existing.Annotations[v1alpha1.OwnershipAnnotation]
+		switch {
+		case mark == "" && !adoptable:
+			return nil, fmt.Sprintf("Secret %s/%s was created locally; cluster %s's reader Secret of that name is not copied", ns, existing.Name, x)
+		case mark != "" && mark != string(x):
+			return nil, fmt.Sprintf("Secret %s/%s is a copy of cluster %s's; not overwritten by cluster %s's", ns, existing.Name, mark, x)
+		}
+		if relayOnly && mark != "" && !expiresAt(src).After(expiresAt(existing)) {
+			return nil, ""
+		}
+	}
+	var existingAnnotations map[string]string
+	if existing != nil {
+		existingAnnotations = existing.Annotations
+	}
+	labels, annotations := copyMeta(src, existingAnnotations, x)
+	desired := &corev1.Secret{}
+	desired.Namespace, desired.Name = ns, src.Name
+	desired.Labels, desired.Annotations = labels, annotations
+	desired.Type = src.Type
+	desired.Data = maps.Clone(src.Data)
+	if existing == nil {
+		return &write{op: OpCreate, obj: desired}, ""
+	}
+	if existing.Type == src.Type && apiequality.Semantic.DeepEqual(existing.Data, src.Data) &&
+		sameMap(existing.Labels, labels) && sameMap(existing.Annotations, annotations) {
+		return nil, ""
+	}
+	if existing.Type != src.Type {
+		desired.UID = existing.UID
+		return &write{op: OpReplace, obj: desired}, ""
+	}
+	s := existing.DeepCopy()
+	s.Labels, s.Annotations, s.Data, s.StringData = labels, annotations, maps.Clone(src.Data), nil
+	return &write{op: OpUpdate, obj: s}, ""
+}

@@ -1,0 +1,476 @@
+// Package peers holds the controller's connections to the other members of the group.
+//
+// A connection is built from a peer's reader kubeconfig (a Secret in the local registry
+// namespace, untrusted input sanitised by package kubeconfig) and is read only: the
+// package hands out a client.Reader backed by a shared informer cache, never a writer.
+// Before anything is read the peer's kube-system namespace UID must equal the clusterID
+// of its Cluster CR. A health check runs on a period; the peer turns not-Ready only after
+// several consecutive failures (hysteresis) and reconnecting backs off up to a cap, so a
+// flapping or dead peer never causes a tight loop. Editing or rotating the Secret
+// replaces the connection without a restart.
+package peers
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
+)
+
+// Defaults of Options.
+const (
+	DefaultHealthInterval   = 5 * time.Second
+	DefaultFailureThreshold = 3
+	DefaultMaxBackoff       = 2 * time.Minute
+	// cacheSyncTimeout bounds the first sync of a peer's cache before the connection is
+	// retried.
+	cacheSyncTimeout = 2 * time.Minute
+)
+
+// Options configure the Manager.
+type Options struct {
+	// Scheme knows the kinds read from peers.
+	Scheme *runtime.Scheme
+	// Namespace is the registry namespace; Secrets are read from peers only there.
+	Namespace string
+	// HealthInterval is the period of the health check.
+	HealthInterval time.Duration
+	// FailureThreshold is how many consecutive failed checks make a peer not Ready.
+	FailureThreshold int
+	// MaxBackoff caps the wait between connection attempts.
+	MaxBackoff time.Duration
+	// Registerer registers the per-peer metrics; nil skips them.
+	Registerer prometheus.Registerer
+}
+
+func (o *Options) defaults() {
+	if o.HealthInterval <= 0 {
+		o.HealthInterval = DefaultHealthInterval
+	}
+	if o.FailureThreshold <= 0 {
+		o.FailureThreshold = DefaultFailureThreshold
+	}
+	if o.MaxBackoff <= 0 {
+		o.MaxBackoff = DefaultMaxBackoff
+	}
+}
+
+// Peer is a snapshot of one peer connection.
+type Peer struct {
+	// Name of the peer's Cluster CR.
+	Name string
+	// ClusterID the peer must have.
+	ClusterID types.UID
+	// State is the seed state the connection puts the Cluster in; empty while the first
+	// connection attempt is under way.
+	State v1alpha1.ClusterState
+	// Ready is true while the peer answers; it turns false only after FailureThreshold
+	// consecutive failures.
+	Ready bool
+	// Reason and Message explain State.
+	Reason, Message string
+	// Synced is true once the peer's cache has synced.
+	Synced bool
+	// LastSuccess is the time of the last successful check.
+	LastSuccess time.Time
+
+	reader client.Reader
+}
+
+// Reader returns a read-only view of the peer (its informer cache), or nil when the
+// peer is not connected and synced.
+func (p Peer) Reader() client.Reader {
+	if !p.Synced {
+		return nil
+	}
+	return p.reader
+}
+
+// Manager owns the peer connections. It is a manager.Runnable: connections live while it
+// runs (on the leader only).
+type Manager struct {
+	opts    Options
+	metrics *metrics
+
+	mu      sync.Mutex
+	ctx     context.Context
+	log     logr.Logger
+	conns   map[string]*conn
+	subs    []chan<- event.GenericEvent
+	started bool
+}
+
+// NewManager returns a Manager; it connects nothing until Start.
+func NewManager(opts Options) (*Manager, error) {
+	opts.defaults()
+	if opts.Scheme == nil || opts.Namespace == "" {
+		return nil, errors.New("peers: a scheme and the registry namespace are required")
+	}
+	m, err := newMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	return &Manager{opts: opts, metrics: m, conns: map[string]*conn{}}, nil
+}
+
+// Subscribe registers ch to receive an event, with the peer's Cluster name, whenever a
+// peer's state changes or an object in its cache changes. Call before Start.
+func (m *Manager) Subscribe(ch chan<- event.GenericEvent) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.subs = append(m.subs, ch)
+}
+
+// Start runs until ctx is done, then closes every connection.
+func (m *Manager) Start(ctx context.Context) error {
+	m.mu.Lock()
+	m.ctx = ctx
+	m.log = logr.FromContextOrDiscard(ctx).WithName("peers")
+	m.started = true
+	m.mu.Unlock()
+	<-ctx.Done()
+	m.mu.Lock()
+	for name, c := range m.conns {
+		c.stop()
+		delete(m.conns, name)
+	}
+	m.mu.Unlock()
+	return nil
+}
+
+// Get returns the snapshot of the named peer.
+func (m *Manager) Get(name string) (Peer, bool) {
+	m.mu.Lock()
+	c, ok := m.conns[name]
+	m.mu.Unlock()
+	if !ok {
+		return Peer{}, false
+	}
+	return c.snapshot(), true
+}
+
+// List returns snapshots of every peer, by name.
+func (m *Manager) List() []Peer {
+	m.mu.Lock()
+	conns := make([]*conn, 0, len(m.conns))
+	for _, c := range m.conns {
+		conns = append(conns, c)
+	}
+	m.mu.Unlock()
+	out := make([]Peer, 0, len(conns))
+	for _, c := range conns {
+		out = append(out, c.snapshot())
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Remove closes the connection to the named peer, if any.
+func (m *Manager) Remove(name string) {
+	m.mu.Lock()
+	c, ok := m.conns[name]
+	delete(m.conns, name)
+	m.mu.Unlock()
+	if ok {
+		c.stop()
+		m.metrics.forget(name)
+		m.notify(name)
+	}
+}
+
+// Ensure makes sure a connection matching the Cluster and its reader Secret exists,
+// replacing one built from an older Secret or for another cluster ID, and returns its
+// snapshot. An invalid kubeconfig closes any connection and returns a peer in state
+// InvalidAuthInfo.
+func (m *Manager) Ensure(cluster *v1alpha1.Cluster, secret *corev1.Secret) Peer {
+	fp := fingerprint(cluster.Spec.ClusterID, secret)
+	m.mu.Lock()
+	if c, ok := m.conns[cluster.Name]; ok && c.fingerprint == fp {
+		m.mu.Unlock()
+		return c.snapshot()
+	}
+	old := m.conns[cluster.Name]
+	if !m.started {
+		m.mu.Unlock()
+		return Peer{Name: cluster.Name, ClusterID: cluster.Spec.ClusterID, Reason: v1alpha1.ReasonClusterNotConnected, Message: "the controller is starting"}
+	}
+	c := newConn(m, cluster.Name, cluster.Spec.ClusterID, fp)
+	m.conns[cluster.Name] = c
+	ctx := m.ctx
+	m.mu.Unlock()
+	if old != nil {
+		old.stop()
+	}
+
+	cfg, err := kubeconfig.Parse(secret.Data[v1alpha1.KubeconfigKey])
+	if err != nil {
+		c.set(func(p *Peer) {
+			p.State, p.Ready, p.Reason = v1alpha1.ClusterStateInvalidAuthInfo, false, v1alpha1.ReasonInvalidAuthInfo
+			p.Message = fmt.Sprintf("Secret %s/%s: %v", secret.Namespace, secret.Name, err)
+		})
+		return c.snapshot()
+	}
+	c.start(ctx, cfg)
+	return c.snapshot()
+}
+
+func (m *Manager) notify(name string) {
+	m.mu.Lock()
+	subs := append([]chan<- event.GenericEvent(nil), m.subs...)
+	m.mu.Unlock()
+	for _, ch := range subs {
+		ev := event.GenericEvent{Object: &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name}}}
+		select {
+		case ch <- ev:
+		default:
+			// The subscriber is far behind; it will resync on its own period. Never block
+			// an informer or a health check on a slow reconciler.
+		}
+	}
+}
+
+// fingerprint identifies what a connection was built from.
+func fingerprint(id types.UID, s *corev1.Secret) string {
+	h := sha256.New()
+	h.Write([]byte(id))
+	h.Write([]byte{0})
+	h.Write(s.Data[v1alpha1.KubeconfigKey])
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// conn is one peer connection.
+type conn struct {
+	m           *Manager
+	fingerprint string
+	cancel      context.CancelFunc
+	done        chan struct{}
+
+	mu    sync.Mutex
+	peer  Peer
+	fails int
+}
+
+func newConn(m *Manager, name string, id types.UID, fp string) *conn {
+	return &conn{m: m, fingerprint: fp, done: make(chan struct{}),
+		peer: Peer{Name: name, ClusterID: id, Reason: v1alpha1.ReasonClusterNotConnected, Message: "connecting"}}
+}
+
+func (c *conn) snapshot() Peer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.peer
+}
+
+// set changes the peer under the lock and notifies subscribers when anything visible
+// changed.
+func (c *conn) set(f func(*Peer)) {
+	c.mu.Lock()
+	before := c.peer
+	f(&c.peer)
+	after := c.peer
+	c.mu.Unlock()
+	c.m.metrics.observe(after)
+	if before.State != after.State || before.Ready != after.Ready || before.Reason != after.Reason ||
+		before.Message != after.Message || before.Synced != after.Synced {
+		if before.Ready != after.Ready || before.State != after.State {
+			c.m.log.Info("peer state changed", "cluster", after.Name, "state", after.State, "ready", after.Ready, "reason", after.Reason, "message", after.Message)
+		}
+		c.m.notify(after.Name)
+	}
+}
+
+func (c *conn) start(parent context.Context, cfg *rest.Config) {
+	ctx, cancel := context.WithCancel(parent)
+	c.cancel = cancel
+	go func() {
+		defer close(c.done)
+		c.run(ctx, cfg)
+	}()
+}
+
+func (c *conn) stop() {
+	if c.cancel != nil {
+		c.cancel()
+		<-c.done
+	}
+}
+
+// run connects, verifies the peer's identity, starts its cache and checks its health
+// until ctx is done.
+func (c *conn) run(ctx context.Context, cfg *rest.Config) {
+	opts := c.m.opts
+	direct, err := client.New(cfg, client.Options{Scheme: opts.Scheme})
+	if err != nil {
+		c.set(func(p *Peer) {
+			p.State, p.Ready, p.Reason, p.Message = v1alpha1.ClusterStateInvalidAuthInfo, false, v1alpha1.ReasonInvalidAuthInfo, fmt.Sprintf("building a client: %v", err)
+		})
+		return
+	}
+	// Connect, with capped exponential backoff.
+	backoff := time.Second
+	for {
+		err := c.check(ctx, direct)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil || c.terminal() {
+			return
+		}
+		if !sleep(ctx, backoff) {
+			return
+		}
+		backoff = min(2*backoff, opts.MaxBackoff)
+	}
+
+	// Watches are long requests: no client-side timeout on the cache's connection.
+	watchCfg := rest.CopyConfig(cfg)
+	watchCfg.Timeout = 0
+	cch, err := cache.New(watchCfg, cache.Options{
+		Scheme: opts.Scheme,
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Secret{}: {Namespaces: map[string]cache.Config{opts.Namespace: {}}},
+		},
+		DefaultTransform: cache.TransformStripManagedFields(),
+	})
+	if err != nil {
+		c.set(func(p *Peer) { p.Message = fmt.Sprintf("building the cache: %v", err) })
+		return
+	}
+	name := c.snapshot().Name
+	notify := func() { c.m.notify(name) }
+	for _, obj := range []client.Object{&v1alpha1.Cluster{}, &corev1.Secret{}} {
+		inf, err := cch.GetInformer(ctx, obj)
+		if err != nil {
+			c.set(func(p *Peer) { p.Message = fmt.Sprintf("watching the peer: %v", err) })
+			return
+		}
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { notify() },
+			UpdateFunc: func(any, any) { notify() },
+			DeleteFunc: func(any) { notify() },
+		}); err != nil {
+			c.set(func(p *Peer) { p.Message = fmt.Sprintf("watching the peer: %v", err) })
+			return
+		}
+	}
+	go func() { _ = cch.Start(ctx) }()
+	syncCtx, cancel := context.WithTimeout(ctx, cacheSyncTimeout)
+	synced := cch.WaitForCacheSync(syncCtx)
+	cancel()
+	if ctx.Err() != nil {
+		return
+	}
+	if synced {
+		c.set(func(p *Peer) { p.Synced, p.reader = true, cch })
+	}
+
+	ticker := time.NewTicker(opts.HealthInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		_ = c.check(ctx, direct)
+		if !synced {
+			sctx, cancel := context.WithTimeout(ctx, opts.HealthInterval)
+			synced = cch.WaitForCacheSync(sctx)
+			cancel()
+			if synced {
+				c.set(func(p *Peer) { p.Synced, p.reader = true, cch })
+			}
+		}
+		if c.terminal() {
+			return
+		}
+	}
+}
+
+// terminal reports whether retrying cannot help until the Secret changes.
+func (c *conn) terminal() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.peer.Reason == v1alpha1.ReasonClusterIDMismatch
+}
+
+// check reads the peer's kube-system namespace: it proves the peer answers, that the
+// token works, and that the peer is the cluster its Cluster CR names.
+func (c *conn) check(ctx context.Context, r client.Reader) error {
+	cctx, cancel := context.WithTimeout(ctx, c.m.opts.HealthInterval+5*time.Second)
+	defer cancel()
+	var ns corev1.Namespace
+	err := r.Get(cctx, client.ObjectKey{Name: metav1.NamespaceSystem}, &ns)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	want := c.snapshot().ClusterID
+	if err == nil && ns.UID != want {
+		err = fmt.Errorf("the cluster the kubeconfig reaches has ID %s, not %s", ns.UID, want)
+		c.set(func(p *Peer) {
+			p.State, p.Ready, p.Reason, p.Message = v1alpha1.ClusterStateInvalidAuthInfo, false, v1alpha1.ReasonClusterIDMismatch, err.Error()
+		})
+		return err
+	}
+	if err == nil {
+		c.mu.Lock()
+		c.fails = 0
+		c.mu.Unlock()
+		c.set(func(p *Peer) {
+			p.State, p.Ready, p.Reason, p.Message = v1alpha1.ClusterStateReady, true, v1alpha1.ReasonClusterReachable, "the peer answers"
+			p.LastSuccess = time.Now()
+		})
+		return nil
+	}
+	c.mu.Lock()
+	c.fails++
+	fails := c.fails
+	c.mu.Unlock()
+	threshold := c.m.opts.FailureThreshold
+	state, reason := v1alpha1.ClusterStateFailed, v1alpha1.ReasonClusterUnreachable
+	if apierrors.IsUnauthorized(err) || apierrors.IsForbidden(err) {
+		state, reason = v1alpha1.ClusterStateInvalidAuthInfo, v1alpha1.ReasonInvalidAuthInfo
+	}
+	msg := fmt.Sprintf("%d consecutive failed checks: %v", fails, err)
+	c.set(func(p *Peer) {
+		if fails >= threshold || p.State == "" {
+			// Before the first success there is no Ready state to protect.
+			if fails >= threshold {
+				p.State, p.Ready = state, false
+			}
+			p.Reason, p.Message = reason, msg
+		}
+	})
+	return err
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
