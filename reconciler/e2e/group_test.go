@@ -10,9 +10,11 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
@@ -88,8 +90,9 @@ func TestGroup(t *testing.T) {
 	testbed.SkipIfNoAssets(t)
 	a, b, c := install(t, bed.Cluster("a")), install(t, bed.Cluster("b")), install(t, bed.Cluster("c"))
 
-	serve(t, bed.Cluster("a"))
-	serve(t, bed.Cluster("b"))
+	metricsA := freeAddr(t)
+	serve(t, bed.Cluster("a"), "--metrics-bind-address", metricsA)
+	ctlB := serve(t, bed.Cluster("b"))
 	top := t // controllers started in a subtest live as long as the whole test
 
 	t.Run("quickstart with two clusters", func(t *testing.T) {
@@ -352,6 +355,169 @@ func TestGroup(t *testing.T) {
 		}
 		eventually(t, 30*time.Second, "c is back", func() error { return members(a, "a", "a", "b", "c") })
 	})
+	t.Run("metrics report each peer", func(t *testing.T) {
+		eventually(t, 30*time.Second, "per-peer metrics", func() error {
+			body, err := get("http://" + metricsA + "/metrics")
+			if err != nil {
+				return err
+			}
+			for _, want := range []string{`kubectl_registry_peer_up{cluster="b"} 1`, `kubectl_registry_peer_up{cluster="c"} 1`, `kubectl_registry_peer_last_success_timestamp_seconds{cluster="b"}`} {
+				if !strings.Contains(body, want) {
+					return fmt.Errorf("/metrics lacks %s", want)
+				}
+			}
+			return nil
+		})
+	})
+
+	t.Run("a second replica takes over when the leader stops", func(t *testing.T) {
+		serve(top, bed.Cluster("b"))
+		holder := func() (string, error) {
+			var l coordinationv1.Lease
+			if err := b.Get(context.Background(), client.ObjectKey{Namespace: v1alpha1.DefaultNamespace, Name: "registry-e2e"}, &l); err != nil {
+				return "", err
+			}
+			if l.Spec.HolderIdentity == nil {
+				return "", nil
+			}
+			return *l.Spec.HolderIdentity, nil
+		}
+		first, err := holder()
+		if err != nil || first == "" {
+			t.Fatalf("no leader on b: %q %v", first, err)
+		}
+		ctlB.stop(t)
+		eventually(t, 30*time.Second, "the second replica leads", func() error {
+			h, err := holder()
+			if err != nil {
+				return err
+			}
+			if h == "" || h == first {
+				return fmt.Errorf("holder %q", h)
+			}
+			return nil
+		})
+		// The new leader does the work: it restores b's reader Secret.
+		var s corev1.Secret
+		if err := b.Get(context.Background(), client.ObjectKey{Namespace: v1alpha1.DefaultNamespace, Name: "b"}, &s); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Delete(context.Background(), &s); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 30*time.Second, "the new leader restores b's Secret and the group stays whole", func() error {
+			var again corev1.Secret
+			if err := b.Get(context.Background(), client.ObjectKey{Namespace: v1alpha1.DefaultNamespace, Name: "b"}, &again); err != nil {
+				return err
+			}
+			for name, cl := range map[string]client.Client{"a": a, "b": b, "c": c} {
+				if err := members(cl, name, "a", "b", "c"); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	})
+
+	// The remaining subtests leave invalid objects behind: keep them last.
+	t.Run("bad auth info is reported, nothing crashes", func(t *testing.T) {
+		var good corev1.Secret
+		if err := a.Get(context.Background(), client.ObjectKey{Namespace: v1alpha1.DefaultNamespace, Name: "b"}, &good); err != nil {
+			t.Fatal(err)
+		}
+		execKubeconfig := "apiVersion: v1\nkind: Config\ncurrent-context: x\nclusters: [{name: x, cluster: {server: 'https://203.0.113.1'}}]\n" +
+			"users: [{name: x, user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/sh, args: ['-c', 'touch /tmp/pwned']}}}]\n" +
+			"contexts: [{name: x, context: {cluster: x, user: x}}]\n"
+		secretOf := func(name string, typ corev1.SecretType, data map[string][]byte) *corev1.Secret {
+			return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: v1alpha1.DefaultNamespace, Name: name}, Type: typ, Data: data}
+		}
+		kc := func(b []byte) map[string][]byte { return map[string][]byte{v1alpha1.KubeconfigKey: b} }
+		tests := []struct {
+			name      string
+			secret    *corev1.Secret
+			noRef     bool
+			wantState v1alpha1.ClusterState
+			wantMsg   string
+		}{
+			{name: "bad-missing-secret", wantState: v1alpha1.ClusterStateMissingAuthInfo, wantMsg: "not found"},
+			{name: "bad-no-secretref", noRef: true, wantState: v1alpha1.ClusterStateMissingAuthInfo, wantMsg: "secretRef"},
+			{name: "bad-type", secret: secretOf("bad-type", corev1.SecretTypeOpaque, good.Data), wantState: v1alpha1.ClusterStateInvalidAuthInfo, wantMsg: "has type"},
+			{name: "bad-key", secret: secretOf("bad-key", v1alpha1.SecretTypeClusterRegistry, map[string][]byte{"config": good.Data[v1alpha1.KubeconfigKey]}), wantState: v1alpha1.ClusterStateInvalidAuthInfo, wantMsg: `no "kubeconfig" key`},
+			{name: "bad-garbage", secret: secretOf("bad-garbage", v1alpha1.SecretTypeClusterRegistry, kc([]byte("{{{ not a kubeconfig"))), wantState: v1alpha1.ClusterStateInvalidAuthInfo, wantMsg: "invalid kubeconfig"},
+			{name: "bad-exec", secret: secretOf("bad-exec", v1alpha1.SecretTypeClusterRegistry, kc([]byte(execKubeconfig))), wantState: v1alpha1.ClusterStateInvalidAuthInfo, wantMsg: "exec"},
+			{name: "bad-wrong-cluster", secret: secretOf("bad-wrong-cluster", v1alpha1.SecretTypeClusterRegistry, good.Data), wantState: v1alpha1.ClusterStateInvalidAuthInfo, wantMsg: "not 00000000-0000-0000-0000-00000000000"},
+		}
+		for i, tt := range tests {
+			cl := &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: tt.name}, Spec: v1alpha1.ClusterSpec{ClusterID: types.UID(fmt.Sprintf("00000000-0000-0000-0000-00000000000%d", i))}}
+			if !tt.noRef {
+				cl.Spec.AuthInfo.SecretRef = v1alpha1.NamespacedName{Name: tt.name, Namespace: v1alpha1.DefaultNamespace}
+			}
+			if tt.secret != nil {
+				if err := a.Create(context.Background(), tt.secret); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := a.Create(context.Background(), cl); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				eventually(t, 30*time.Second, tt.name+" reported", func() error {
+					state, msg, err := peerState(a, tt.name)
+					if err != nil {
+						return err
+					}
+					if state != tt.wantState || !strings.Contains(msg, tt.wantMsg) {
+						return fmt.Errorf("state %q message %q, want %q and a message containing %q", state, msg, tt.wantState, tt.wantMsg)
+					}
+					return nil
+				})
+			})
+		}
+		if _, err := os.Stat("/tmp/pwned"); err == nil {
+			t.Fatal("the exec plugin of an untrusted kubeconfig was run")
+		}
+		// The real members stay Ready on a.
+		for _, name := range []string{"b", "c"} {
+			if state, msg, err := peerState(a, name); err != nil || state != v1alpha1.ClusterStateReady {
+				t.Errorf("%s on a: %q %q %v", name, state, msg, err)
+			}
+		}
+	})
+
+	t.Run("two Clusters claiming the local ID are both reported", func(t *testing.T) {
+		cID, err := bed.Cluster("c").KubeSystemUID(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		dup := &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "c-duplicate"}, Spec: v1alpha1.ClusterSpec{ClusterID: cID}}
+		if err := c.Create(context.Background(), dup); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"c", "c-duplicate"} {
+			eventually(t, 30*time.Second, name+" reports the conflict", func() error {
+				var cl v1alpha1.Cluster
+				if err := c.Get(context.Background(), client.ObjectKey{Name: name}, &cl); err != nil {
+					return err
+				}
+				cond, ok := conditions.Get(cl.Status.Conditions, v1alpha1.ClusterConditionLocalConflict)
+				if !ok || cond.Status != corev1.ConditionTrue || !strings.Contains(cond.Message, "c, c-duplicate") {
+					return fmt.Errorf("LocalConflict on %s: %+v", name, cond)
+				}
+				return nil
+			})
+		}
+		// Nothing else changes: c's own Cluster and Secret are still there.
+		if err := localSecretExists(c, "c"); err != nil {
+			t.Error(err)
+		}
+	})
+}
+
+func localSecretExists(cl client.Client, name string) error {
+	var s corev1.Secret
+	return cl.Get(context.Background(), client.ObjectKey{Namespace: v1alpha1.DefaultNamespace, Name: name}, &s)
 }
 
 // countAll counts the Cluster CRs and registry Secrets of the clients.

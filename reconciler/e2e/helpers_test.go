@@ -5,6 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -83,10 +86,12 @@ func install(t *testing.T, c *testbed.Cluster) client.Client {
 
 // controller is a running `kubectl-registry serve`.
 type controller struct {
-	name string
-	cmd  *exec.Cmd
-	log  *os.File
-	done chan error
+	mu      sync.Mutex
+	stopped bool
+	name    string
+	cmd     *exec.Cmd
+	log     *os.File
+	done    chan error
 }
 
 // serve starts the controller of cluster c as a process, out of cluster: it talks to its
@@ -120,6 +125,7 @@ func serve(t *testing.T, c *testbed.Cluster, extra ...string) *controller {
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
 		"--peer-health-interval", "300ms", "--peer-failure-threshold", "3",
 		"--heartbeat-period", "1m",
+		"--leader-elect", "--leader-election-id", "registry-e2e",
 	}, extra...)
 	cmd := exec.Command(binary(t), args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
@@ -139,16 +145,18 @@ func serve(t *testing.T, c *testbed.Cluster, extra ...string) *controller {
 
 // stop sends SIGTERM and waits for a clean exit.
 func (c *controller) stop(t *testing.T) {
-	if c.cmd.ProcessState != nil {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped {
 		return
 	}
+	c.stopped = true
 	_ = c.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case err := <-c.done:
 		if err != nil {
 			t.Errorf("controller of %s exited with %v after SIGTERM", c.name, err)
 		}
-		c.done <- err
 	case <-time.After(20 * time.Second):
 		_ = c.cmd.Process.Kill()
 		t.Errorf("controller of %s did not stop within 20s of SIGTERM", c.name)
@@ -238,3 +246,27 @@ func readerClient(t *testing.T, data []byte) client.Client {
 }
 
 func errorsAs(err error, target any) bool { return errors.As(err, target) }
+
+// freeAddr returns a loopback address whose port was free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func get(url string) (string, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	return string(b), err
+}
