@@ -142,6 +142,8 @@ func (o *Options) AddFlags(cmd *cobra.Command) {
 		"How often unchanged Cluster conditions get a new heartbeat time.")
 	fs.DurationVar(&r.MetadataPeriod, "metadata-refresh-period", r.MetadataPeriod,
 		"How often the local cluster's metadata (versions, provider, locality) is recomputed.")
+	fs.IntVar(&r.SyncWorkers, "sync-workers", r.SyncWorkers,
+		"How many synced objects are reconciled at once.")
 	fs.DurationVar(&m.GracefulShutdownTimeout, "graceful-shutdown-timeout", manager.DefaultGracefulShutdownTimeout,
 		"How long the controller gets to stop after SIGTERM.")
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS,

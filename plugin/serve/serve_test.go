@@ -41,7 +41,7 @@ func TestFlags(t *testing.T) {
 		GracefulShutdownTimeout: 30 * time.Second,
 		Registry: manager.RegistryOptions{
 			TokenLifetime: 24 * time.Hour, PeerHealthInterval: 5 * time.Second, PeerFailureThreshold: 3,
-			HeartbeatPeriod: 5 * time.Minute, MetadataPeriod: 5 * time.Minute,
+			HeartbeatPeriod: 5 * time.Minute, MetadataPeriod: 5 * time.Minute, SyncWorkers: 8,
 		},
 	}
 	tests := []struct {
@@ -69,7 +69,7 @@ func TestFlags(t *testing.T) {
 				o.Registry = manager.RegistryOptions{
 					APIServerEndpoint: "https://203.0.113.7:6443", NetworkName: "east-net",
 					TokenLifetime: time.Hour, PeerHealthInterval: time.Second, PeerFailureThreshold: 5,
-					HeartbeatPeriod: time.Minute, MetadataPeriod: 2 * time.Minute,
+					HeartbeatPeriod: time.Minute, MetadataPeriod: 2 * time.Minute, SyncWorkers: 8,
 				}
 			},
 		},

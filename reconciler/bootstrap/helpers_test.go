@@ -112,13 +112,13 @@ type mintCall struct {
 type fakeMinter struct {
 	clock *fakeClock
 
-	mu      sync.Mutex
-	calls   []mintCall
-	issued  []string
-	granted time.Duration // when non-zero, the lifetime granted instead of the asked one
-	noExpiry bool         // when set, ExpirationTimestamp is left zero
-	token   func(n int) string
-	err     error
+	mu       sync.Mutex
+	calls    []mintCall
+	issued   []string
+	granted  time.Duration // when non-zero, the lifetime granted instead of the asked one
+	noExpiry bool          // when set, ExpirationTimestamp is left zero
+	token    func(n int) string
+	err      error
 }
 
 func (m *fakeMinter) forNamespace(ns string) TokenMinter { return nsMinter{m: m, ns: ns} }

@@ -82,6 +82,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	if sa == nil {
+		// The ServiceAccount exists but the cache has not seen it yet, so the UID its
+		// tokens are bound to is unknown: look again shortly rather than re-issue.
+		return reconcile.Result{RequeueAfter: time.Second}, nil
+	}
 	renewAt, err := r.ensureSecret(ctx, cluster, sa.UID)
 	if err != nil {
 		if r.Recorder != nil {
@@ -163,6 +168,8 @@ func equalSpec(a, b v1alpha1.ClusterSpec) bool {
 	return true
 }
 
+// ensureServiceAccount returns the reader ServiceAccount, creating it when missing; it
+// returns nil, nil when the ServiceAccount exists but the cache has not seen it yet.
 func (r *Reconciler) ensureServiceAccount(ctx context.Context) (*corev1.ServiceAccount, error) {
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: r.Options.Namespace, Name: v1alpha1.ReaderName}}
 	err := r.Client.Get(ctx, client.ObjectKeyFromObject(sa), sa)
@@ -170,7 +177,8 @@ func (r *Reconciler) ensureServiceAccount(ctx context.Context) (*corev1.ServiceA
 		sa.Labels = map[string]string{"app.kubernetes.io/part-of": "kubectl-registry"}
 		err = r.Client.Create(ctx, sa, client.FieldOwner(v1alpha1.FieldManager))
 		if apierrors.IsAlreadyExists(err) {
-			err = nil
+			// Created by an earlier reconcile, not in the cache yet: its UID is unknown.
+			return nil, nil
 		}
 	}
 	if err != nil {

@@ -740,9 +740,11 @@ func TestReconcileErrorsDoNotLeakToken(t *testing.T) {
 		want    string
 	}{
 		{
-			name:    "TokenRequest fails",
-			arrange: func(e *env) { e.minter.err = apierrors.NewForbidden(schema.GroupResource{Resource: "serviceaccounts/token"}, v1alpha1.ReaderName, boom) },
-			want:    "requesting a reader token",
+			name: "TokenRequest fails",
+			arrange: func(e *env) {
+				e.minter.err = apierrors.NewForbidden(schema.GroupResource{Resource: "serviceaccounts/token"}, v1alpha1.ReaderName, boom)
+			},
+			want: "requesting a reader token",
 		},
 		{
 			name:    "the token cannot be rendered",
@@ -786,5 +788,32 @@ func TestReconcileErrorsDoNotLeakToken(t *testing.T) {
 				t.Errorf("Secret changed (-before +after):\n%s", diff)
 			}
 		})
+	}
+}
+
+// A reconcile that runs before the cache has seen the Secret (Get says not found,
+// Create says it already exists) leaves the Secret alone and looks again shortly.
+func TestReconcileSecretNotCachedYet(t *testing.T) {
+	e := newEnv(t, func(e *env, o *Options) { o.Endpoint = endpoint1 })
+	e.mustReconcile()
+	before := e.secret()
+
+	e.getHook = func(key client.ObjectKey, obj client.Object) error {
+		if _, ok := obj.(*corev1.Secret); ok {
+			return apierrors.NewNotFound(schema.GroupResource{Resource: "secrets"}, key.Name)
+		}
+		return nil
+	}
+	e.clock.Advance(time.Minute)
+	res, err := e.reconcile()
+	if err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	if res.RequeueAfter != time.Second {
+		t.Errorf("RequeueAfter = %s, want 1s", res.RequeueAfter)
+	}
+	e.getHook = nil
+	if diff := cmp.Diff(before, e.secret()); diff != "" {
+		t.Errorf("Secret changed (-before +after):\n%s", diff)
 	}
 }

@@ -2,10 +2,10 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +20,7 @@ import (
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/bootstrap"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/conditions"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/e2e/harness"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/testbed"
 )
@@ -30,92 +31,38 @@ func TestMain(m *testing.M) {
 	os.Exit(testbed.Main(m, testbed.Options{Names: []string{"a", "b", "c"}, CRDDirectoryPaths: []string{"../../manifests/crds"}}, &bed))
 }
 
-// members checks that cluster cl knows exactly the named clusters, itself as Local and
-// the others as Peer, all Ready and ClustersSynced.
-func members(cl client.Client, self string, names ...string) error {
-	var list v1alpha1.ClusterList
-	if err := cl.List(context.Background(), &list); err != nil {
-		return err
-	}
-	var got []string
-	for _, c := range list.Items {
-		got = append(got, c.Name)
-	}
-	sort.Strings(got)
-	if strings.Join(got, ",") != strings.Join(names, ",") {
-		return fmt.Errorf("%s knows clusters %v, want %v", self, got, names)
-	}
-	for _, c := range list.Items {
-		wantType := v1alpha1.ClusterTypePeer
-		if c.Name == self {
-			wantType = v1alpha1.ClusterTypeLocal
-		}
-		switch {
-		case c.Status.Type != wantType:
-			return fmt.Errorf("on %s, Cluster %s has type %q, want %s", self, c.Name, c.Status.Type, wantType)
-		case c.Status.State != v1alpha1.ClusterStateReady:
-			return fmt.Errorf("on %s, Cluster %s is %q: %s", self, c.Name, c.Status.State, c.Status.Message)
-		case !conditions.IsTrue(c.Status.Conditions, v1alpha1.ClusterConditionReady):
-			return fmt.Errorf("on %s, Cluster %s is not Ready: %+v", self, c.Name, c.Status.Conditions)
-		case !conditions.IsTrue(c.Status.Conditions, v1alpha1.ClusterConditionClustersSynced):
-			return fmt.Errorf("on %s, Cluster %s is not ClustersSynced: %+v", self, c.Name, c.Status.Conditions)
-		}
-	}
-	return nil
-}
-
-func localReady(cl client.Client, name string) error {
-	var c v1alpha1.Cluster
-	if err := cl.Get(context.Background(), client.ObjectKey{Name: name}, &c); err != nil {
-		return err
-	}
-	if c.Status.Type != v1alpha1.ClusterTypeLocal || c.Status.State != v1alpha1.ClusterStateReady {
-		return fmt.Errorf("Cluster %s: type %q state %q", name, c.Status.Type, c.Status.State)
-	}
-	var s corev1.Secret
-	return cl.Get(context.Background(), client.ObjectKey{Namespace: v1alpha1.DefaultNamespace, Name: name}, &s)
-}
-
-func peerState(cl client.Client, name string) (v1alpha1.ClusterState, string, error) {
-	var c v1alpha1.Cluster
-	if err := cl.Get(context.Background(), client.ObjectKey{Name: name}, &c); err != nil {
-		return "", "", err
-	}
-	return c.Status.State, c.Status.Message, nil
-}
-
 // TestGroup walks the seed's quickstart with three clusters, then breaks the group in
 // the ways the controller must survive. The subtests build on each other.
 func TestGroup(t *testing.T) {
 	testbed.SkipIfNoAssets(t)
-	a, b, c := install(t, bed.Cluster("a")), install(t, bed.Cluster("b")), install(t, bed.Cluster("c"))
+	a, b, c := harness.Install(t, bed.Cluster("a")), harness.Install(t, bed.Cluster("b")), harness.Install(t, bed.Cluster("c"))
 
-	metricsA := freeAddr(t)
-	serve(t, bed.Cluster("a"), "--metrics-bind-address", metricsA)
-	ctlB := serve(t, bed.Cluster("b"))
+	metricsA := harness.FreeAddr(t)
+	harness.Serve(t, bed.Cluster("a"), "--metrics-bind-address", metricsA)
+	ctlB := harness.Serve(t, bed.Cluster("b"))
 	top := t // controllers started in a subtest live as long as the whole test
 
 	t.Run("quickstart with two clusters", func(t *testing.T) {
-		eventually(t, 30*time.Second, "a bootstraps", func() error { return localReady(a, "a") })
-		eventually(t, 30*time.Second, "b bootstraps", func() error { return localReady(b, "b") })
-		swap(t, a, b, "a")
-		swap(t, b, a, "b")
-		eventually(t, 30*time.Second, "a and b form a group", func() error {
-			if err := members(a, "a", "a", "b"); err != nil {
+		harness.Eventually(t, 30*time.Second, "a bootstraps", func() error { return harness.LocalReady(a, "a") })
+		harness.Eventually(t, 30*time.Second, "b bootstraps", func() error { return harness.LocalReady(b, "b") })
+		harness.Swap(t, a, b, "a")
+		harness.Swap(t, b, a, "b")
+		harness.Eventually(t, 30*time.Second, "a and b form a group", func() error {
+			if err := harness.Members(a, "a", "a", "b"); err != nil {
 				return err
 			}
-			return members(b, "b", "a", "b")
+			return harness.Members(b, "b", "a", "b")
 		})
 	})
 
 	t.Run("attach a third cluster through one member", func(t *testing.T) {
-		serve(top, bed.Cluster("c"))
-		eventually(t, 30*time.Second, "c bootstraps", func() error { return localReady(c, "c") })
-		swap(t, a, c, "a")
-		swap(t, c, a, "c")
-		eventually(t, 60*time.Second, "membership spreads to all three", func() error {
+		harness.Serve(top, bed.Cluster("c"))
+		harness.Eventually(t, 30*time.Second, "c bootstraps", func() error { return harness.LocalReady(c, "c") })
+		harness.Swap(t, a, c, "a")
+		harness.Swap(t, c, a, "c")
+		harness.Eventually(t, 60*time.Second, "membership spreads to all three", func() error {
 			for name, cl := range map[string]client.Client{"a": a, "b": b, "c": c} {
-				if err := members(cl, name, "a", "b", "c"); err != nil {
+				if err := harness.Members(cl, name, "a", "b", "c"); err != nil {
 					return err
 				}
 			}
@@ -145,8 +92,8 @@ func TestGroup(t *testing.T) {
 			t.Fatal(err)
 		}
 		cut := time.Now()
-		eventually(t, 30*time.Second, "a sees c down", func() error {
-			state, msg, err := peerState(a, "c")
+		harness.Eventually(t, 30*time.Second, "a sees c down", func() error {
+			state, msg, err := harness.PeerState(a, "c")
 			if err != nil {
 				return err
 			}
@@ -162,9 +109,9 @@ func TestGroup(t *testing.T) {
 		if err := bed.Cluster("c").Heal(); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 60*time.Second, "c returns to Ready everywhere", func() error {
+		harness.Eventually(t, 60*time.Second, "c returns to Ready everywhere", func() error {
 			for name, cl := range map[string]client.Client{"a": a, "b": b, "c": c} {
-				if err := members(cl, name, "a", "b", "c"); err != nil {
+				if err := harness.Members(cl, name, "a", "b", "c"); err != nil {
 					return err
 				}
 			}
@@ -181,7 +128,7 @@ func TestGroup(t *testing.T) {
 		if err := c.Delete(context.Background(), &old); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 30*time.Second, "the new token reaches a and b", func() error {
+		harness.Eventually(t, 30*time.Second, "the new token reaches a and b", func() error {
 			var fresh corev1.Secret
 			if err := c.Get(context.Background(), client.ObjectKey{Namespace: v1alpha1.DefaultNamespace, Name: "c"}, &fresh); err != nil {
 				return err
@@ -200,9 +147,9 @@ func TestGroup(t *testing.T) {
 			}
 			return nil
 		})
-		eventually(t, 30*time.Second, "everyone stays Ready", func() error {
+		harness.Eventually(t, 30*time.Second, "everyone stays Ready", func() error {
 			for name, cl := range map[string]client.Client{"a": a, "b": b, "c": c} {
-				if err := members(cl, name, "a", "b", "c"); err != nil {
+				if err := harness.Members(cl, name, "a", "b", "c"); err != nil {
 					return err
 				}
 			}
@@ -226,7 +173,7 @@ func TestGroup(t *testing.T) {
 			t.Fatal(err)
 		}
 		var fresh corev1.Secret
-		eventually(t, 30*time.Second, "c issues a token for the new ServiceAccount", func() error {
+		harness.Eventually(t, 30*time.Second, "c issues a token for the new ServiceAccount", func() error {
 			var sa corev1.ServiceAccount
 			if err := cDirect.Get(context.Background(), client.ObjectKey{Namespace: v1alpha1.DefaultNamespace, Name: v1alpha1.ReaderName}, &sa); err != nil {
 				return err
@@ -254,7 +201,7 @@ func TestGroup(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 30*time.Second, "the old token is revoked", func() error {
+		harness.Eventually(t, 30*time.Second, "the old token is revoked", func() error {
 			err := oldReader.Get(context.Background(), client.ObjectKey{Name: "kube-system"}, &corev1.Namespace{})
 			if !apierrors.IsUnauthorized(err) {
 				return fmt.Errorf("the old token still works: %v", err)
@@ -264,8 +211,8 @@ func TestGroup(t *testing.T) {
 		if err := bed.Cluster("c").Heal(); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 30*time.Second, "a sees c's old token rejected", func() error {
-			state, msg, err := peerState(a, "c")
+		harness.Eventually(t, 30*time.Second, "a sees c's old token rejected", func() error {
+			state, msg, err := harness.PeerState(a, "c")
 			if err != nil {
 				return err
 			}
@@ -287,9 +234,9 @@ func TestGroup(t *testing.T) {
 		if err := a.Update(context.Background(), &onA); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 60*time.Second, "the group recovers", func() error {
+		harness.Eventually(t, 60*time.Second, "the group recovers", func() error {
 			for name, cl := range map[string]client.Client{"a": a, "b": b, "c": c} {
-				if err := members(cl, name, "a", "b", "c"); err != nil {
+				if err := harness.Members(cl, name, "a", "b", "c"); err != nil {
 					return err
 				}
 			}
@@ -302,7 +249,7 @@ func TestGroup(t *testing.T) {
 		if err := a.Get(context.Background(), client.ObjectKey{Namespace: v1alpha1.DefaultNamespace, Name: "b"}, &s); err != nil {
 			t.Fatal(err)
 		}
-		reader := readerClient(t, s.Data[v1alpha1.KubeconfigKey])
+		reader := harness.ReaderClient(t, s.Data[v1alpha1.KubeconfigKey])
 		err := reader.Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: v1alpha1.DefaultNamespace, Name: "intruder"}})
 		if !apierrors.IsForbidden(err) {
 			t.Errorf("the reader of b created a ConfigMap on b: %v", err)
@@ -330,8 +277,8 @@ func TestGroup(t *testing.T) {
 		if err := a.Patch(context.Background(), &cc, patch); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 30*time.Second, "c is Disabled on a", func() error {
-			state, _, err := peerState(a, "c")
+		harness.Eventually(t, 30*time.Second, "c is Disabled on a", func() error {
+			state, _, err := harness.PeerState(a, "c")
 			if err != nil {
 				return err
 			}
@@ -353,11 +300,11 @@ func TestGroup(t *testing.T) {
 		if err := a.Patch(context.Background(), &cc, patch); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 30*time.Second, "c is back", func() error { return members(a, "a", "a", "b", "c") })
+		harness.Eventually(t, 30*time.Second, "c is back", func() error { return harness.Members(a, "a", "a", "b", "c") })
 	})
 	t.Run("metrics report each peer", func(t *testing.T) {
-		eventually(t, 30*time.Second, "per-peer metrics", func() error {
-			body, err := get("http://" + metricsA + "/metrics")
+		harness.Eventually(t, 30*time.Second, "per-peer metrics", func() error {
+			body, err := harness.Get("http://" + metricsA + "/metrics")
 			if err != nil {
 				return err
 			}
@@ -371,7 +318,7 @@ func TestGroup(t *testing.T) {
 	})
 
 	t.Run("a second replica takes over when the leader stops", func(t *testing.T) {
-		serve(top, bed.Cluster("b"))
+		harness.Serve(top, bed.Cluster("b"))
 		holder := func() (string, error) {
 			var l coordinationv1.Lease
 			if err := b.Get(context.Background(), client.ObjectKey{Namespace: v1alpha1.DefaultNamespace, Name: "registry-e2e"}, &l); err != nil {
@@ -386,8 +333,8 @@ func TestGroup(t *testing.T) {
 		if err != nil || first == "" {
 			t.Fatalf("no leader on b: %q %v", first, err)
 		}
-		ctlB.stop(t)
-		eventually(t, 30*time.Second, "the second replica leads", func() error {
+		ctlB.Stop(t)
+		harness.Eventually(t, 30*time.Second, "the second replica leads", func() error {
 			h, err := holder()
 			if err != nil {
 				return err
@@ -405,13 +352,13 @@ func TestGroup(t *testing.T) {
 		if err := b.Delete(context.Background(), &s); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 30*time.Second, "the new leader restores b's Secret and the group stays whole", func() error {
+		harness.Eventually(t, 30*time.Second, "the new leader restores b's Secret and the group stays whole", func() error {
 			var again corev1.Secret
 			if err := b.Get(context.Background(), client.ObjectKey{Namespace: v1alpha1.DefaultNamespace, Name: "b"}, &again); err != nil {
 				return err
 			}
 			for name, cl := range map[string]client.Client{"a": a, "b": b, "c": c} {
-				if err := members(cl, name, "a", "b", "c"); err != nil {
+				if err := harness.Members(cl, name, "a", "b", "c"); err != nil {
 					return err
 				}
 			}
@@ -463,8 +410,8 @@ func TestGroup(t *testing.T) {
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
-				eventually(t, 30*time.Second, tt.name+" reported", func() error {
-					state, msg, err := peerState(a, tt.name)
+				harness.Eventually(t, 30*time.Second, tt.name+" reported", func() error {
+					state, msg, err := harness.PeerState(a, tt.name)
 					if err != nil {
 						return err
 					}
@@ -480,7 +427,7 @@ func TestGroup(t *testing.T) {
 		}
 		// The real members stay Ready on a.
 		for _, name := range []string{"b", "c"} {
-			if state, msg, err := peerState(a, name); err != nil || state != v1alpha1.ClusterStateReady {
+			if state, msg, err := harness.PeerState(a, name); err != nil || state != v1alpha1.ClusterStateReady {
 				t.Errorf("%s on a: %q %q %v", name, state, msg, err)
 			}
 		}
@@ -496,7 +443,7 @@ func TestGroup(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, name := range []string{"c", "c-duplicate"} {
-			eventually(t, 30*time.Second, name+" reports the conflict", func() error {
+			harness.Eventually(t, 30*time.Second, name+" reports the conflict", func() error {
 				var cl v1alpha1.Cluster
 				if err := c.Get(context.Background(), client.ObjectKey{Name: name}, &cl); err != nil {
 					return err
@@ -542,9 +489,9 @@ func countAll(t *testing.T, cls ...client.Client) []int {
 // with a clear message and exit code 2.
 func TestInvalidClusterName(t *testing.T) {
 	testbed.SkipIfNoAssets(t)
-	out, err := exec.Command(binary(t), "serve", "--kubeconfig", bed.KubeconfigPath, "--context", "a", "--cluster-name", "Not_A_Label").CombinedOutput()
+	out, err := exec.Command(harness.Binary(t), "serve", "--kubeconfig", bed.KubeconfigPath, "--context", "a", "--cluster-name", "Not_A_Label").CombinedOutput()
 	var exit *exec.ExitError
-	if !errorsAs(err, &exit) || exit.ExitCode() != 2 {
+	if !errors.As(err, &exit) || exit.ExitCode() != 2 {
 		t.Fatalf("exit: %v, want code 2; output:\n%s", err, out)
 	}
 	if !strings.Contains(string(out), `invalid cluster name "Not_A_Label"`) {

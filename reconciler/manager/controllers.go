@@ -7,12 +7,14 @@ import (
 	"time"
 
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/bootstrap"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/clusters"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/engine"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/membership"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/peers"
 )
@@ -45,6 +47,8 @@ type RegistryOptions struct {
 	HeartbeatPeriod time.Duration
 	// MetadataPeriod is how often the local cluster's metadata is recomputed.
 	MetadataPeriod time.Duration
+	// SyncWorkers is how many synced objects are reconciled at once.
+	SyncWorkers int
 }
 
 // DefaultRegistryOptions returns the defaults of the registry's reconcilers.
@@ -55,6 +59,7 @@ func DefaultRegistryOptions() RegistryOptions {
 		PeerFailureThreshold: peers.DefaultFailureThreshold,
 		HeartbeatPeriod:      clusters.DefaultHeartbeatPeriod,
 		MetadataPeriod:       clusters.DefaultMetadataPeriod,
+		SyncWorkers:          engine.DefaultWorkers,
 	}
 }
 
@@ -68,6 +73,9 @@ func (o RegistryOptions) validate() error {
 	}
 	if o.PeerFailureThreshold < 1 {
 		errs = append(errs, fmt.Errorf("the peer failure threshold must be at least 1, got %d", o.PeerFailureThreshold))
+	}
+	if o.SyncWorkers < 1 {
+		errs = append(errs, fmt.Errorf("the sync workers must be at least 1, got %d", o.SyncWorkers))
 	}
 	if o.HeartbeatPeriod < time.Second || o.MetadataPeriod < time.Second {
 		errs = append(errs, errors.New("the heartbeat and metadata periods must be at least 1s"))
@@ -163,6 +171,29 @@ func SetupRegistry(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	}
 	if err := member.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up membership sync: %w", err)
+	}
+
+	dyn, err := dynamic.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
+	if err != nil {
+		return fmt.Errorf("building a dynamic client: %w", err)
+	}
+	eng, err := engine.New(engine.Options{
+		LocalID:   identity.ID,
+		LocalName: identity.Name,
+		Client:    mgr.GetClient(),
+		Cache:     mgr.GetCache(),
+		Dynamic:   dyn,
+		Mapper:    mgr.GetRESTMapper(),
+		Peers:     pm,
+		Workers:   ro.SyncWorkers,
+		Recorder:  recorder,
+		Metrics:   engine.NewMetrics(metrics.Registry),
+	})
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(eng); err != nil {
+		return fmt.Errorf("adding the sync engine: %w", err)
 	}
 	return nil
 }

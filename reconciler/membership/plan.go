@@ -98,11 +98,30 @@ func Plan(in Input) Result {
 	for i := range in.Local.Secrets {
 		localSecrets[in.Local.Secrets[i].Name] = &in.Local.Secrets[i]
 	}
+	// The reader Secrets of the local cluster's own Cluster CRs are never written from a peer.
+	ownSecrets := map[string]bool{}
+	for _, c := range in.Local.Clusters {
+		if r := c.Spec.AuthInfo.SecretRef; c.Spec.ClusterID == in.LocalID && r.Name != "" && (r.Namespace == "" || r.Namespace == in.Namespace) {
+			ownSecrets[r.Name] = true
+		}
+	}
 
 	type source struct {
 		view      View
 		cluster   v1alpha1.Cluster
 		relayOnly bool
+		own       bool // the view is the described cluster's own
+	}
+	// rank orders the sources of one name: a Ready cluster's own copy, then a copy of a
+	// cluster learnt from a relay, then a relayed copy of a cluster that is not Ready.
+	rank := func(s source) int {
+		switch {
+		case s.own:
+			return 2
+		case !s.relayOnly:
+			return 1
+		}
+		return 0
 	}
 	chosen := map[string]source{}
 	var names []string
@@ -122,12 +141,20 @@ func Plan(in Input) Result {
 				if view.ClusterID != x {
 					continue // X answers itself: only X's own copy counts
 				}
+				src.own = true
 			case known[x]:
 				src.relayOnly = true // X is known but unreachable: only newer tokens are relayed
 			}
 			prev, seen := chosen[c.Name]
-			if seen && !(prev.relayOnly && !src.relayOnly) {
-				continue // the first peer by name wins
+			if seen {
+				// The better source wins, then the relay with the later token, then the first
+				// peer by name.
+				r, p := rank(src), rank(prev)
+				later := src.relayOnly && expiresAt(refSecret(src.view, &src.cluster, in.Namespace)).
+					After(expiresAt(refSecret(prev.view, &prev.cluster, in.Namespace)))
+				if r < p || r == p && !later {
+					continue
+				}
 			}
 			if !seen {
 				names = append(names, c.Name)
@@ -149,16 +176,12 @@ func Plan(in Input) Result {
 		}
 
 		ref := src.cluster.Spec.AuthInfo.SecretRef
-		if ref.Name == "" || (ref.Namespace != "" && ref.Namespace != in.Namespace) {
+		peerSecret := refSecret(src.view, &src.cluster, in.Namespace)
+		if peerSecret == nil {
 			continue
 		}
-		var peerSecret *corev1.Secret
-		for i := range src.view.Secrets {
-			if src.view.Secrets[i].Name == ref.Name {
-				peerSecret = &src.view.Secrets[i]
-			}
-		}
-		if peerSecret == nil {
+		if ownSecrets[ref.Name] {
+			res.Conflicts = append(res.Conflicts, fmt.Sprintf("Secret %s/%s is the local cluster's reader Secret; not overwritten by cluster %s's", in.Namespace, ref.Name, x))
 			continue
 		}
 		adoptable := false
@@ -175,6 +198,21 @@ func Plan(in Input) Result {
 		}
 	}
 	return res
+}
+
+// refSecret returns the Secret of view that c references in the registry namespace ns, or
+// nil.
+func refSecret(view View, c *v1alpha1.Cluster, ns string) *corev1.Secret {
+	ref := c.Spec.AuthInfo.SecretRef
+	if ref.Name == "" || (ref.Namespace != "" && ref.Namespace != ns) {
+		return nil
+	}
+	for i := range view.Secrets {
+		if view.Secrets[i].Name == ref.Name {
+			return &view.Secrets[i]
+		}
+	}
+	return nil
 }
 
 type write struct {
@@ -222,11 +260,9 @@ func planCluster(existing, src *v1alpha1.Cluster, x, localID types.UID, relayOnl
 		case mark != "" && mark != string(x):
 			return nil, fmt.Sprintf("Cluster %s is a copy of cluster %s's; a peer has it for cluster %s: not overwritten", existing.Name, mark, x)
 		}
-		if relayOnly && mark != "" {
-			return nil, ""
-		}
-	} else if relayOnly {
-		return nil, ""
+	}
+	if relayOnly {
+		return nil, "" // X is not Ready: its Cluster is left as it is
 	}
 	var existingAnnotations map[string]string
 	if existing != nil {
@@ -250,6 +286,9 @@ func planCluster(existing, src *v1alpha1.Cluster, x, localID types.UID, relayOnl
 }
 
 func expiresAt(s *corev1.Secret) time.Time {
+	if s == nil {
+		return time.Time{}
+	}
 	t, _ := time.Parse(time.RFC3339, s.Annotations[bootstrap.ExpiresAtAnnotation])
 	return t
 }
@@ -263,7 +302,7 @@ func planSecret(existing, src *corev1.Secret, x types.UID, ns string, adoptable,
 		case mark != "" && mark != string(x):
 			return nil, fmt.Sprintf("Secret %s/%s is a copy of cluster %s's; not overwritten by cluster %s's", ns, existing.Name, mark, x)
 		}
-		if relayOnly && mark != "" && !expiresAt(src).After(expiresAt(existing)) {
+		if relayOnly && !expiresAt(src).After(expiresAt(existing)) {
 			return nil, ""
 		}
 	}

@@ -95,6 +95,17 @@ type Peer struct {
 	LastSuccess time.Time
 
 	reader client.Reader
+	config *rest.Config
+}
+
+// Config returns the REST config of the connection (the peer's reader identity, no
+// client-side timeout so watches last), or nil when the peer is not connected and
+// synced. Callers only read with it: the reader identity cannot write anyway.
+func (p Peer) Config() *rest.Config {
+	if !p.Synced || p.config == nil {
+		return nil
+	}
+	return rest.CopyConfig(p.config)
 }
 
 // Reader returns a read-only view of the peer (its informer cache), or nil when the
@@ -358,7 +369,7 @@ func (c *conn) run(ctx context.Context, cfg *rest.Config) {
 	}
 	name := c.snapshot().Name
 	notify := func() { c.m.notify(name) }
-	for _, obj := range []client.Object{&v1alpha1.Cluster{}, &corev1.Secret{}} {
+	for _, obj := range []client.Object{&v1alpha1.Cluster{}, &corev1.Secret{}, &v1alpha1.ClusterFeature{}} {
 		inf, err := cch.GetInformer(ctx, obj)
 		if err != nil {
 			c.set(func(p *Peer) { p.Message = fmt.Sprintf("watching the peer: %v", err) })
@@ -381,7 +392,7 @@ func (c *conn) run(ctx context.Context, cfg *rest.Config) {
 		return
 	}
 	if synced {
-		c.set(func(p *Peer) { p.Synced, p.reader = true, cch })
+		c.set(func(p *Peer) { p.Synced, p.reader, p.config = true, cch, watchCfg })
 	}
 
 	ticker := time.NewTicker(opts.HealthInterval)
@@ -398,7 +409,7 @@ func (c *conn) run(ctx context.Context, cfg *rest.Config) {
 			synced = cch.WaitForCacheSync(sctx)
 			cancel()
 			if synced {
-				c.set(func(p *Peer) { p.Synced, p.reader = true, cch })
+				c.set(func(p *Peer) { p.Synced, p.reader, p.config = true, cch, watchCfg })
 			}
 		}
 		if c.terminal() {

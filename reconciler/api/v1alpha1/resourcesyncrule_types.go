@@ -142,6 +142,22 @@ type OverlayPatch struct {
 	ParseValue bool `json:"parseValue,omitempty"`
 }
 
+// NameMutations rewrite a name or a namespace of the copy, in this order: strip the
+// prefix, strip the suffix, add the prefix, add the suffix. When StripPrefix or
+// StripSuffix is set, a source object whose name (namespace) lacks it is not synced: the
+// sharded layouts of sync-controller, where each shard's objects carry its suffix.
+// (An addition to the seed API.)
+type NameMutations struct {
+	// +optional
+	StripPrefix string `json:"stripPrefix,omitempty"`
+	// +optional
+	StripSuffix string `json:"stripSuffix,omitempty"`
+	// +optional
+	AddPrefix string `json:"addPrefix,omitempty"`
+	// +optional
+	AddSuffix string `json:"addSuffix,omitempty"`
+}
+
 // Mutations change the copy written locally.
 type Mutations struct {
 	// +optional
@@ -156,6 +172,12 @@ type Mutations struct {
 	// SyncStatus copies the status of the source too.
 	// +optional
 	SyncStatus bool `json:"syncStatus,omitempty"`
+	// Name rewrites the name of the copy (an addition to the seed API).
+	// +optional
+	Name *NameMutations `json:"name,omitempty"`
+	// Namespace rewrites the namespace of the copy (an addition to the seed API).
+	// +optional
+	Namespace *NameMutations `json:"namespace,omitempty"`
 }
 
 // SyncRule is a set of matches (ORed; none matches everything) and the mutations
@@ -177,7 +199,30 @@ type ResourceSyncRuleSpec struct {
 	GVK GroupVersionKind `json:"groupVersionKind"`
 	// Rules select objects of the kind (ORed) and mutate them.
 	Rules []SyncRule `json:"rules"`
+	// DeletionPolicy says what happens to the copies when the rule is deleted: Retain
+	// (the default) keeps them, Delete deletes them (an addition to the seed API).
+	// +optional
+	// +kubebuilder:validation:Enum=Retain;Delete
+	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
+	// CreateNamespaces creates a copy's missing namespace instead of failing; such a
+	// namespace is marked as created by the rule and deleted only when the rule created
+	// it and it holds nothing else (an addition to the seed API).
+	// +optional
+	CreateNamespaces bool `json:"createNamespaces,omitempty"`
 }
+
+// DeletionPolicy says what happens to a rule's copies when the rule is deleted.
+type DeletionPolicy string
+
+// The deletion policies.
+const (
+	DeletionPolicyRetain DeletionPolicy = "Retain"
+	DeletionPolicyDelete DeletionPolicy = "Delete"
+)
+
+// RuleFinalizer is put on a ResourceSyncRule with deletionPolicy Delete, so that its
+// copies are deleted before the rule goes away.
+const RuleFinalizer = "cluster-registry.k8s.cisco.com/delete-copies"
 
 // Types and reasons of ResourceSyncRule conditions.
 const (
@@ -210,6 +255,50 @@ type ResourceSyncRuleStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// Sources is the state of each peer as a source of the rule.
+	// +optional
+	// +listType=map
+	// +listMapKey=cluster
+	Sources []RuleSource `json:"sources,omitempty"`
+	// SyncedObjects is how many copies the rule keeps in this cluster.
+	// +optional
+	SyncedObjects int32 `json:"syncedObjects,omitempty"`
+	// Conflicts is how many objects the rule cannot write because a local object
+	// without the ownership mark is in the way.
+	// +optional
+	Conflicts int32 `json:"conflicts,omitempty"`
+	// LastSyncTime is when the rule last wrote a copy.
+	// +optional
+	LastSyncTime *metav1.Time `json:"lastSyncTime,omitempty"`
+}
+
+// RuleSourceState is the state of a peer as a source of a rule.
+type RuleSourceState string
+
+// The source states.
+const (
+	// SourceSyncing: the peer is a source and its objects are synced.
+	SourceSyncing RuleSourceState = "Syncing"
+	// SourceNotSelected: the peer's ClusterFeatures do not satisfy clusterFeatureMatch.
+	SourceNotSelected RuleSourceState = "NotSelected"
+	// SourceUnreachable: the peer is not Ready; its copies are kept as they are.
+	SourceUnreachable RuleSourceState = "Unreachable"
+	// SourceFailing: reading the kind from the peer fails (e.g. forbidden, unknown kind).
+	SourceFailing RuleSourceState = "Failing"
+)
+
+// RuleSource is the state of one peer as a source of a rule.
+type RuleSource struct {
+	// Cluster is the name of the peer's Cluster.
+	Cluster string `json:"cluster"`
+	// State of the peer as a source.
+	State RuleSourceState `json:"state"`
+	// Objects is how many of the peer's objects match the rule.
+	// +optional
+	Objects int32 `json:"objects,omitempty"`
+	// Message explains State.
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // ResourceSyncRule syncs objects of one kind from the group's peers to this cluster.
@@ -220,6 +309,8 @@ type ResourceSyncRuleStatus struct {
 // +kubebuilder:printcolumn:name="Kind",type="string",JSONPath=".spec.groupVersionKind.kind"
 // +kubebuilder:printcolumn:name="Group",type="string",JSONPath=".spec.groupVersionKind.group",priority=1
 // +kubebuilder:printcolumn:name="Ready",type="string",JSONPath=".status.conditions[?(@.type==\"Ready\")].status"
+// +kubebuilder:printcolumn:name="Synced",type="integer",JSONPath=".status.syncedObjects"
+// +kubebuilder:printcolumn:name="Conflicts",type="integer",JSONPath=".status.conflicts",priority=1
 // +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
 type ResourceSyncRule struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -1,9 +1,11 @@
-package e2e
+// Package harness runs the registry controller for end-to-end tests: it builds the
+// kubectl-registry binary once, installs the manifests on test-bed clusters, runs `serve`
+// as a process per cluster, and does what a user does (the seed's Cluster and Secret swap).
+package harness
 
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -11,12 +13,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -24,6 +29,7 @@ import (
 
 	"github.com/kubectl-registry/kubectl-registry/manifests"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/conditions"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/testbed"
 )
@@ -35,7 +41,7 @@ var build struct {
 }
 
 // binary builds kubectl-registry once per test run.
-func binary(t *testing.T) string {
+func Binary(t *testing.T) string {
 	t.Helper()
 	build.Do(func() {
 		dir, err := os.MkdirTemp("", "kubectl-registry-e2e-")
@@ -44,7 +50,12 @@ func binary(t *testing.T) string {
 			return
 		}
 		build.path = filepath.Join(dir, "kubectl-registry")
-		cmd := exec.Command("go", "build", "-o", build.path, "../../cmd/kubectl-registry")
+		root, err := exec.Command("go", "env", "GOMOD").Output()
+		if err != nil {
+			build.err = fmt.Errorf("go env GOMOD: %w", err)
+			return
+		}
+		cmd := exec.Command("go", "build", "-o", build.path, filepath.Join(filepath.Dir(strings.TrimSpace(string(root))), "cmd", "kubectl-registry"))
 		if out, err := cmd.CombinedOutput(); err != nil {
 			build.err = fmt.Errorf("go build: %v\n%s", err, out)
 		}
@@ -59,7 +70,7 @@ var installs sync.Map
 
 // install applies the embedded manifests, but the Deployment (the controllers run as
 // processes here), to the cluster once.
-func install(t *testing.T, c *testbed.Cluster) client.Client {
+func Install(t *testing.T, c *testbed.Cluster) client.Client {
 	t.Helper()
 	cl, err := c.Client()
 	if err != nil {
@@ -85,7 +96,7 @@ func install(t *testing.T, c *testbed.Cluster) client.Client {
 }
 
 // controller is a running `kubectl-registry serve`.
-type controller struct {
+type Controller struct {
 	mu      sync.Mutex
 	stopped bool
 	name    string
@@ -97,7 +108,7 @@ type controller struct {
 // serve starts the controller of cluster c as a process, out of cluster: it talks to its
 // API server directly (so cutting the proxy only cuts the peers off) and advertises the
 // proxy address to its peers.
-func serve(t *testing.T, c *testbed.Cluster, extra ...string) *controller {
+func Serve(t *testing.T, c *testbed.Cluster, extra ...string) *Controller {
 	t.Helper()
 	dir := t.TempDir()
 	kc := clientcmdapi.NewConfig()
@@ -127,15 +138,15 @@ func serve(t *testing.T, c *testbed.Cluster, extra ...string) *controller {
 		"--heartbeat-period", "1m",
 		"--leader-elect", "--leader-election-id", "registry-e2e",
 	}, extra...)
-	cmd := exec.Command(binary(t), args...)
+	cmd := exec.Command(Binary(t), args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	ctl := &controller{name: c.Name, cmd: cmd, log: logFile, done: make(chan error, 1)}
+	ctl := &Controller{name: c.Name, cmd: cmd, log: logFile, done: make(chan error, 1)}
 	go func() { ctl.done <- cmd.Wait() }()
 	t.Cleanup(func() {
-		ctl.stop(t)
+		ctl.Stop(t)
 		if t.Failed() {
 			t.Logf("log of the controller of %s:\n%s", c.Name, tail(logFile.Name(), 60))
 		}
@@ -144,7 +155,7 @@ func serve(t *testing.T, c *testbed.Cluster, extra ...string) *controller {
 }
 
 // stop sends SIGTERM and waits for a clean exit.
-func (c *controller) stop(t *testing.T) {
+func (c *Controller) Stop(t *testing.T) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.stopped {
@@ -176,7 +187,7 @@ func tail(path string, lines int) string {
 }
 
 // eventually retries f until it returns nil or the timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, f func() error) {
+func Eventually(t *testing.T, timeout time.Duration, what string, f func() error) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	var err error
@@ -193,7 +204,7 @@ func eventually(t *testing.T, timeout time.Duration, what string, f func() error
 
 // clean strips what the API server set, as a user does before applying an object read
 // from another cluster.
-func clean(o client.Object) {
+func Clean(o client.Object) {
 	o.SetUID("")
 	o.SetResourceVersion("")
 	o.SetCreationTimestamp(metav1.Time{})
@@ -203,7 +214,7 @@ func clean(o client.Object) {
 
 // swap copies the local Cluster CR and reader Secret of `from` to `to`: the seed's
 // "copy/paste Cluster and secret resources" step.
-func swap(t *testing.T, from, to client.Client, name string) {
+func Swap(t *testing.T, from, to client.Client, name string) {
 	t.Helper()
 	ctx := context.Background()
 	var c v1alpha1.Cluster
@@ -215,20 +226,20 @@ func swap(t *testing.T, from, to client.Client, name string) {
 	if err := from.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &s); err != nil {
 		t.Fatal(err)
 	}
-	clean(&c)
+	Clean(&c)
 	c.Status = v1alpha1.ClusterStatus{}
-	clean(&s)
-	if err := to.Create(ctx, &s); err != nil {
+	Clean(&s)
+	if err := to.Create(ctx, &s); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatalf("copying Secret %s: %v", ref.Name, err)
 	}
-	if err := to.Create(ctx, &c); err != nil {
+	if err := to.Create(ctx, &c); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatalf("copying Cluster %s: %v", name, err)
 	}
 }
 
 // readerClient builds a client from a reader kubeconfig, through the same sanitiser the
 // controller uses.
-func readerClient(t *testing.T, data []byte) client.Client {
+func ReaderClient(t *testing.T, data []byte) client.Client {
 	t.Helper()
 	cfg, err := kubeconfig.Parse(data)
 	if err != nil {
@@ -245,10 +256,8 @@ func readerClient(t *testing.T, data []byte) client.Client {
 	return cl
 }
 
-func errorsAs(err error, target any) bool { return errors.As(err, target) }
-
 // freeAddr returns a loopback address whose port was free a moment ago.
-func freeAddr(t *testing.T) string {
+func FreeAddr(t *testing.T) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -258,7 +267,7 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-func get(url string) (string, error) {
+func Get(url string) (string, error) {
 	resp, err := http.Get(url)
 	if err != nil {
 		return "", err
@@ -269,4 +278,89 @@ func get(url string) (string, error) {
 		return "", fmt.Errorf("%s: %s", url, resp.Status)
 	}
 	return string(b), err
+}
+
+// members checks that cluster cl knows exactly the named clusters, itself as Local and
+// the others as Peer, all Ready and ClustersSynced.
+func Members(cl client.Client, self string, names ...string) error {
+	var list v1alpha1.ClusterList
+	if err := cl.List(context.Background(), &list); err != nil {
+		return err
+	}
+	var got []string
+	for _, c := range list.Items {
+		got = append(got, c.Name)
+	}
+	sort.Strings(got)
+	names = append([]string(nil), names...)
+	sort.Strings(names)
+	if strings.Join(got, ",") != strings.Join(names, ",") {
+		return fmt.Errorf("%s knows clusters %v, want %v", self, got, names)
+	}
+	for _, c := range list.Items {
+		wantType := v1alpha1.ClusterTypePeer
+		if c.Name == self {
+			wantType = v1alpha1.ClusterTypeLocal
+		}
+		switch {
+		case c.Status.Type != wantType:
+			return fmt.Errorf("on %s, Cluster %s has type %q, want %s", self, c.Name, c.Status.Type, wantType)
+		case c.Status.State != v1alpha1.ClusterStateReady:
+			return fmt.Errorf("on %s, Cluster %s is %q: %s", self, c.Name, c.Status.State, c.Status.Message)
+		case !conditions.IsTrue(c.Status.Conditions, v1alpha1.ClusterConditionReady):
+			return fmt.Errorf("on %s, Cluster %s is not Ready: %+v", self, c.Name, c.Status.Conditions)
+		case !conditions.IsTrue(c.Status.Conditions, v1alpha1.ClusterConditionClustersSynced):
+			return fmt.Errorf("on %s, Cluster %s is not ClustersSynced: %+v", self, c.Name, c.Status.Conditions)
+		}
+	}
+	return nil
+}
+
+func LocalReady(cl client.Client, name string) error {
+	var c v1alpha1.Cluster
+	if err := cl.Get(context.Background(), client.ObjectKey{Name: name}, &c); err != nil {
+		return err
+	}
+	if c.Status.Type != v1alpha1.ClusterTypeLocal || c.Status.State != v1alpha1.ClusterStateReady {
+		return fmt.Errorf("Cluster %s: type %q state %q", name, c.Status.Type, c.Status.State)
+	}
+	var s corev1.Secret
+	return cl.Get(context.Background(), client.ObjectKey{Namespace: v1alpha1.DefaultNamespace, Name: name}, &s)
+}
+
+func PeerState(cl client.Client, name string) (v1alpha1.ClusterState, string, error) {
+	var c v1alpha1.Cluster
+	if err := cl.Get(context.Background(), client.ObjectKey{Name: name}, &c); err != nil {
+		return "", "", err
+	}
+	return c.Status.State, c.Status.Message, nil
+}
+
+// FormGroup runs a controller for every named cluster of the bed and forms the group the
+// seed's way: the first cluster swaps its Cluster and Secret with each of the others, and
+// membership spreads. It returns an admin client per cluster.
+func FormGroup(t *testing.T, bed *testbed.Bed, names ...string) map[string]client.Client {
+	t.Helper()
+	clients := map[string]client.Client{}
+	for _, n := range names {
+		clients[n] = Install(t, bed.Cluster(n))
+		Serve(t, bed.Cluster(n))
+	}
+	for _, n := range names {
+		Eventually(t, 60*time.Second, n+" bootstraps", func() error { return LocalReady(clients[n], n) })
+	}
+	first := names[0]
+	for _, n := range names[1:] {
+		Swap(t, clients[first], clients[n], first)
+		Swap(t, clients[n], clients[first], n)
+	}
+	Eventually(t, 60*time.Second, "the group forms", func() error {
+		for _, n := range names {
+			if err := Members(clients[n], n, names...); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return clients
 }

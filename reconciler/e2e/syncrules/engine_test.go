@@ -1,0 +1,337 @@
+package syncrules
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/e2e/harness"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/testbed"
+)
+
+const testNS = "sync-test"
+
+// grantRead lets peers read (and the controller write) the resources on every cluster,
+// the seed's "RBAC considerations" way: ClusterRoles with the aggregation labels.
+func grantRead(t *testing.T, cls map[string]client.Client, group string, resources ...string) {
+	t.Helper()
+	for name, cl := range cls {
+		for label, verbs := range map[string][]string{
+			v1alpha1.ReaderAggregatedLabel:     {"get", "list", "watch"},
+			v1alpha1.ControllerAggregatedLabel: {"get", "list", "watch", "create", "update", "patch", "delete"},
+		} {
+			role := &rbacv1.ClusterRole{
+				ObjectMeta: metav1.ObjectMeta{Name: "e2e-" + strings.Join(resources, "-") + "-" + strings.Split(label, "/")[1], Labels: map[string]string{label: "true"}},
+				Rules:      []rbacv1.PolicyRule{{APIGroups: []string{group}, Resources: resources, Verbs: verbs}},
+			}
+			if err := cl.Create(context.Background(), role); err != nil && !apierrors.IsAlreadyExists(err) {
+				t.Fatalf("%s: %v", name, err)
+			}
+		}
+		cl := cl
+		harness.Eventually(t, 30*time.Second, "aggregation on "+name, func() error {
+			var agg rbacv1.ClusterRole
+			if err := cl.Get(context.Background(), client.ObjectKey{Name: v1alpha1.ReaderAggregatedRoleName}, &agg); err != nil {
+				return err
+			}
+			for _, r := range agg.Rules {
+				for _, res := range r.Resources {
+					if res == resources[0] {
+						return nil
+					}
+				}
+			}
+			return fmt.Errorf("the reader role has no rule for %s yet", resources[0])
+		})
+	}
+}
+
+func configMap(name string, data map[string]string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: name}, Data: data}
+}
+
+func applyRule(t *testing.T, cl client.Client, y string) {
+	t.Helper()
+	var r v1alpha1.ResourceSyncRule
+	if err := yaml.UnmarshalStrict([]byte(y), &r); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Create(context.Background(), &r); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func listCM(t *testing.T, cl client.Client) map[string]corev1.ConfigMap {
+	t.Helper()
+	var l corev1.ConfigMapList
+	if err := cl.List(context.Background(), &l, client.InNamespace(testNS)); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	out := map[string]corev1.ConfigMap{}
+	for _, c := range l.Items {
+		if c.Name != "kube-root-ca.crt" {
+			out[c.Name] = c
+		}
+	}
+	return out
+}
+
+// TestEngine checks the engine's promises on three clusters: locally made objects are
+// never touched, an unreachable origin never causes a delete, nothing ping-pongs, a
+// delete at the origin propagates, and a custom resource syncs with a GVK rewrite and a
+// template override.
+func TestEngine(t *testing.T) {
+	testbed.SkipIfNoAssets(t)
+	cl := harness.FormGroup(t, bed, "first", "second", "third")
+	first, second, third := cl["first"], cl["second"], cl["third"]
+	grantRead(t, cl, "", "configmaps")
+
+	// A ConfigMap made by hand on second, in the way of a copy.
+	if err := second.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testNS}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := second.Create(context.Background(), configMap("made-here", map[string]string{"owner": "second"})); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testNS}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Create(context.Background(), configMap("made-here", map[string]string{"owner": "first"})); err != nil {
+		t.Fatal(err)
+	}
+	applyRule(t, first, `
+apiVersion: clusterregistry.k8s.cisco.com/v1alpha1
+kind: ResourceSyncRule
+metadata:
+  name: configmaps
+spec:
+  groupVersionKind: {version: v1, kind: ConfigMap}
+  createNamespaces: true
+  rules:
+  - match:
+    - namespaces: [`+testNS+`]
+      labels:
+      - matchExpressions: [{key: skip, operator: DoesNotExist}]
+`)
+
+	t.Run("a locally made object is never touched; the rule reports the conflict", func(t *testing.T) {
+		harness.Eventually(t, 30*time.Second, "third gets the copy, in a namespace the rule created", func() error {
+			got := listCM(t, third)
+			if got["made-here"].Data["owner"] != "first" {
+				return fmt.Errorf("third has %v", got)
+			}
+			var ns corev1.Namespace
+			if err := third.Get(context.Background(), client.ObjectKey{Name: testNS}, &ns); err != nil {
+				return err
+			}
+			if ns.Annotations[v1alpha1.CreatedByAnnotation] != "configmaps" {
+				return fmt.Errorf("namespace annotations %v", ns.Annotations)
+			}
+			return nil
+		})
+		harness.Eventually(t, 30*time.Second, "second reports the conflict", func() error {
+			r, err := rule(second, "configmaps")
+			if err != nil {
+				return err
+			}
+			for _, c := range r.Status.Conditions {
+				if c.Type == v1alpha1.RuleConditionConflict && c.Status == metav1.ConditionTrue && strings.Contains(c.Message, testNS+"/made-here") {
+					return nil
+				}
+			}
+			return fmt.Errorf("conditions %+v", r.Status.Conditions)
+		})
+		if got := listCM(t, second)["made-here"]; got.Data["owner"] != "second" || got.Annotations[v1alpha1.OwnershipAnnotation] != "" {
+			t.Fatalf("the locally made ConfigMap on second was touched: %+v", got)
+		}
+	})
+
+	t.Run("an unreachable origin never causes a delete", func(t *testing.T) {
+		// The test writes to first directly: cutting it off only cuts the peers off.
+		firstDirect, err := client.New(bed.Cluster("first").DirectConfig(), client.Options{Scheme: first.Scheme()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = bed.Cluster("first").Heal() })
+		for i := 0; i < 200; i++ {
+			if err := firstDirect.Create(context.Background(), configMap(fmt.Sprintf("burst-%03d", i), map[string]string{"i": fmt.Sprint(i)})); err != nil {
+				t.Fatal(err)
+			}
+			if i == 100 {
+				if err := bed.Cluster("first").Cut(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		// While first is cut off, whatever reached second and third stays.
+		before := map[string]map[string]corev1.ConfigMap{"second": listCM(t, second), "third": listCM(t, third)}
+		stays(t, 5*time.Second, "copies stay while their origin is unreachable", func() error {
+			for name, c := range map[string]client.Client{"second": second, "third": third} {
+				now := listCM(t, c)
+				for k, cm := range before[name] {
+					if now[k].UID != cm.UID {
+						return fmt.Errorf("%s lost or replaced %s", name, k)
+					}
+				}
+			}
+			return nil
+		})
+		if err := bed.Cluster("first").Heal(); err != nil {
+			t.Fatal(err)
+		}
+		harness.Eventually(t, 60*time.Second, "the burst converges on second and third", func() error {
+			for name, c := range map[string]client.Client{"second": second, "third": third} {
+				n := 0
+				for k := range listCM(t, c) {
+					if strings.HasPrefix(k, "burst-") {
+						n++
+					}
+				}
+				if n != 200 {
+					return fmt.Errorf("%s has %d of 200", name, n)
+				}
+			}
+			return nil
+		})
+		for name, c := range map[string]client.Client{"second": second, "third": third} {
+			now := listCM(t, c)
+			for k, cm := range before[name] {
+				if now[k].UID != cm.UID {
+					t.Errorf("%s replaced %s", name, k)
+				}
+			}
+		}
+	})
+
+	t.Run("no ping-pong in steady state", func(t *testing.T) {
+		snapshot := func() map[string]string {
+			out := map[string]string{}
+			for name, c := range cl {
+				for k, cm := range listCM(t, c) {
+					out[name+"/"+k] = cm.ResourceVersion
+				}
+			}
+			return out
+		}
+		a := snapshot()
+		time.Sleep(15 * time.Second)
+		b := snapshot()
+		for k, rv := range a {
+			if b[k] != rv {
+				t.Errorf("%s was written in steady state (%s -> %s)", k, rv, b[k])
+			}
+		}
+	})
+
+	t.Run("a delete at the origin propagates; a copy that stops matching is removed", func(t *testing.T) {
+		if err := first.Delete(context.Background(), configMap("burst-000", nil)); err != nil {
+			t.Fatal(err)
+		}
+		var cm corev1.ConfigMap
+		if err := first.Get(context.Background(), client.ObjectKey{Namespace: testNS, Name: "burst-001"}, &cm); err != nil {
+			t.Fatal(err)
+		}
+		cm.Labels = map[string]string{"skip": "yes"}
+		if err := first.Update(context.Background(), &cm); err != nil {
+			t.Fatal(err)
+		}
+		harness.Eventually(t, 30*time.Second, "copies of burst-000 and burst-001 are gone", func() error {
+			for name, c := range map[string]client.Client{"second": second, "third": third} {
+				got := listCM(t, c)
+				for _, k := range []string{"burst-000", "burst-001"} {
+					if _, ok := got[k]; ok {
+						return fmt.Errorf("%s still has %s", name, k)
+					}
+				}
+			}
+			return nil
+		})
+	})
+
+	t.Run("a custom resource syncs with a GVK rewrite and a template override", func(t *testing.T) {
+		for _, c := range cl {
+			for _, f := range []string{"widgets.example.com.yaml", "gadgets.example.com.yaml"} {
+				data, err := os.ReadFile(filepath.Join("..", "..", "..", "testdata", "crds", f))
+				if err != nil {
+					t.Fatal(err)
+				}
+				var crd apiextensionsv1.CustomResourceDefinition
+				if err := yaml.Unmarshal(data, &crd); err != nil {
+					t.Fatal(err)
+				}
+				if err := c.Create(context.Background(), &crd); err != nil && !apierrors.IsAlreadyExists(err) {
+					t.Fatal(err)
+				}
+			}
+		}
+		grantRead(t, cl, "example.com", "widgets", "gadgets")
+		applyRule(t, first, `
+apiVersion: clusterregistry.k8s.cisco.com/v1alpha1
+kind: ResourceSyncRule
+metadata:
+  name: widgets-as-gadgets
+spec:
+  groupVersionKind: {group: example.com, version: v1, kind: Widget}
+  createNamespaces: true
+  rules:
+  - match:
+    - namespaces: [`+testNS+`]
+    mutations:
+      groupVersionKind: {group: example.com, version: v1, kind: Gadget}
+      labels:
+        add: {synced: "true"}
+      overrides:
+      - type: replace
+        path: spec.origin
+        value: '{{ .Cluster.metadata.name }}'
+      - type: replace
+        path: spec.size
+        value: '{{ .Object.spec.size }}'
+        parseValue: true
+`)
+		widget := &unstructured.Unstructured{}
+		widget.SetGroupVersionKind(schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"})
+		widget.SetNamespace(testNS)
+		widget.SetName("w1")
+		widget.Object["spec"] = map[string]any{"size": int64(3), "color": "blue"}
+		if err := third.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testNS}}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		if err := third.Create(context.Background(), widget); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"first", "second"} {
+			c := cl[name]
+			harness.Eventually(t, 60*time.Second, "a Gadget on "+name, func() error {
+				g := &unstructured.Unstructured{}
+				g.SetGroupVersionKind(schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Gadget"})
+				if err := c.Get(context.Background(), client.ObjectKey{Namespace: testNS, Name: "w1"}, g); err != nil {
+					return err
+				}
+				spec, _ := g.Object["spec"].(map[string]any)
+				if spec["origin"] != "third" || spec["size"] != int64(3) || spec["color"] != "blue" || g.GetLabels()["synced"] != "true" {
+					return fmt.Errorf("gadget %v labels %v", spec, g.GetLabels())
+				}
+				if g.GetAnnotations()[v1alpha1.OriginalGVKAnnotation] == "" {
+					return fmt.Errorf("no %s annotation: %v", v1alpha1.OriginalGVKAnnotation, g.GetAnnotations())
+				}
+				return nil
+			})
+		}
+	})
+}

@@ -1,0 +1,870 @@
+// Package engine is the ResourceSyncRule sync engine: for every rule it pulls the
+// matching objects of the rule's kind from every peer that qualifies as a source and
+// writes the mutated copies into the local cluster, and only there.
+//
+// One informer per (cluster, kind, namespace) serves every rule; events are coalesced per
+// local object in a rate-limited work queue served by several workers. The decisions are
+// pure and shared with the CLI: package rules matches and mutates, Decide plans. The
+// safety rules are Decide's: an object without the ownership mark is never touched, and a
+// copy is deleted only when its origin, seen through a healthy synced watch, no longer has
+// it. ResourceSyncRules themselves travel through a built-in rule, unless they carry the
+// resource-sync-disabled annotation.
+package engine
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/peers"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/rules"
+)
+
+// RuleLabel names, on every copy, the rule that wrote it (an addition to the seed's
+// marks): deletionPolicy Delete and the status counts find a rule's copies by it.
+const RuleLabel = "cluster-registry.k8s.cisco.com/synced-by-rule"
+
+// CoreRuleName is the name of the built-in rule that syncs ResourceSyncRules.
+const CoreRuleName = "core-resourcesyncrules"
+
+// DefaultWorkers is how many objects are reconciled at once.
+const DefaultWorkers = 8
+
+// Options configure the Engine.
+type Options struct {
+	LocalID   types.UID
+	LocalName string
+	// Client reads ResourceSyncRules, Clusters and Namespaces (cached) and writes
+	// rule status and namespaces.
+	Client client.Client
+	// Cache is the manager's cache, for the ResourceSyncRule informer.
+	Cache cache.Cache
+	// Dynamic writes and watches the copies in the local cluster.
+	Dynamic dynamic.Interface
+	// Mapper resolves kinds in the local cluster.
+	Mapper meta.RESTMapper
+	Peers  *peers.Manager
+	// Workers is how many objects are reconciled at once.
+	Workers  int
+	Recorder record.EventRecorder
+	Metrics  *Metrics
+}
+
+// item is one local object.
+type item struct {
+	gvk       schema.GroupVersionKind
+	namespace string
+	name      string
+}
+
+func (i item) String() string {
+	if i.namespace == "" {
+		return i.gvk.Kind + " " + i.name
+	}
+	return i.gvk.Kind + " " + i.namespace + "/" + i.name
+}
+
+// ruleEntry is one rule the engine runs.
+type ruleEntry struct {
+	rsr      *v1alpha1.ResourceSyncRule
+	compiled *rules.Rule
+	err      error
+	builtin  bool
+	// namespaces the rule reads from sources; nil means all.
+	namespaces []string
+
+	mu        sync.Mutex
+	conflicts map[item]string
+	failures  map[item]string
+	synced    map[item]bool
+	lastSync  time.Time
+}
+
+func (r *ruleEntry) record(it item, synced bool, conflict, failure string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.conflicts, it)
+	delete(r.failures, it)
+	delete(r.synced, it)
+	switch {
+	case conflict != "":
+		r.conflicts[it] = conflict
+	case failure != "":
+		r.failures[it] = failure
+	case synced:
+		r.synced[it] = true
+	}
+}
+
+// Engine runs the rules. It is a manager.Runnable that needs leader election.
+type Engine struct {
+	opts     Options
+	watchers *watchers
+	queue    workqueue.TypedRateLimitingInterface[item]
+	refresh  chan struct{}
+	seen     sync.Map // item -> time the event that queued it arrived
+
+	mu      sync.RWMutex
+	rules   map[string]*ruleEntry
+	mappers map[string]peerMapper
+	log     logr.Logger
+	ctx     context.Context
+}
+
+type peerMapper struct {
+	cfg    *rest.Config
+	mapper *restmapper.DeferredDiscoveryRESTMapper
+	client dynamic.Interface
+}
+
+// New returns an Engine; nothing runs until Start.
+func New(opts Options) (*Engine, error) {
+	if opts.Workers <= 0 {
+		opts.Workers = DefaultWorkers
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = NewMetrics(nil)
+	}
+	e := &Engine{
+		opts:     opts,
+		watchers: newWatchers(),
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedMaxOfRateLimiter(
+				workqueue.NewTypedItemExponentialFailureRateLimiter[item](200*time.Millisecond, 5*time.Minute),
+			), workqueue.TypedRateLimitingQueueConfig[item]{Name: "resourcesyncrules"}),
+		refresh: make(chan struct{}, 1),
+		rules:   map[string]*ruleEntry{},
+		mappers: map[string]peerMapper{},
+	}
+	core, err := rules.Compile(coreRule())
+	if err != nil {
+		return nil, fmt.Errorf("compiling the built-in rule: %w", err)
+	}
+	e.rules[CoreRuleName] = newEntry(coreRule(), core, nil, true)
+	return e, nil
+}
+
+// coreRule syncs ResourceSyncRules themselves to every member.
+func coreRule() *v1alpha1.ResourceSyncRule {
+	return &v1alpha1.ResourceSyncRule{
+		ObjectMeta: metav1.ObjectMeta{Name: CoreRuleName},
+		Spec: v1alpha1.ResourceSyncRuleSpec{
+			GVK:   v1alpha1.GroupVersionKind{Group: v1alpha1.GroupVersion.Group, Version: v1alpha1.GroupVersion.Version, Kind: "ResourceSyncRule"},
+			Rules: []v1alpha1.SyncRule{{}},
+		},
+	}
+}
+
+func newEntry(rsr *v1alpha1.ResourceSyncRule, compiled *rules.Rule, err error, builtin bool) *ruleEntry {
+	return &ruleEntry{rsr: rsr, compiled: compiled, err: err, builtin: builtin, namespaces: sourceNamespaces(rsr),
+		conflicts: map[item]string{}, failures: map[item]string{}, synced: map[item]bool{}}
+}
+
+// sourceNamespaces returns the namespaces a rule can match in, or nil for all.
+func sourceNamespaces(rsr *v1alpha1.ResourceSyncRule) []string {
+	set := map[string]bool{}
+	for _, sr := range rsr.Spec.Rules {
+		if len(sr.Matches) == 0 {
+			return nil
+		}
+		for _, m := range sr.Matches {
+			switch {
+			case m.ObjectKey.Namespace != "" && len(m.Namespaces) > 0:
+				// ANDed: only the objectKey namespace can match, if listed.
+				set[m.ObjectKey.Namespace] = true
+			case m.ObjectKey.Namespace != "":
+				set[m.ObjectKey.Namespace] = true
+			case len(m.Namespaces) > 0:
+				for _, ns := range m.Namespaces {
+					set[ns] = true
+				}
+			default:
+				return nil
+			}
+		}
+	}
+	out := make([]string, 0, len(set))
+	for ns := range set {
+		out = append(out, ns)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// localNamespaces returns the namespaces the rule's copies can land in, or nil for all.
+func localNamespaces(rsr *v1alpha1.ResourceSyncRule, source []string) []string {
+	if source == nil {
+		return nil
+	}
+	for _, sr := range rsr.Spec.Rules {
+		if sr.Mutations.Namespace != nil {
+			return nil
+		}
+	}
+	return source
+}
+
+// Start runs the engine until ctx is done.
+func (e *Engine) Start(ctx context.Context) error {
+	e.log = logr.FromContextOrDiscard(ctx).WithName("sync")
+	e.ctx = ctx
+	inf, err := e.opts.Cache.GetInformer(ctx, &v1alpha1.ResourceSyncRule{})
+	if err != nil {
+		return fmt.Errorf("watching ResourceSyncRules: %w", err)
+	}
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { e.ruleChanged(o) },
+		UpdateFunc: func(_, n any) { e.ruleChanged(n) },
+		DeleteFunc: func(o any) {
+			if d, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+				o = d.Obj
+			}
+			if r, ok := o.(*v1alpha1.ResourceSyncRule); ok {
+				e.ruleDeleted(r.Name)
+			}
+		},
+	}); err != nil {
+		return fmt.Errorf("watching ResourceSyncRules: %w", err)
+	}
+	peerEvents := make(chan event.GenericEvent, 256)
+	e.opts.Peers.Subscribe(peerEvents)
+
+	var wg sync.WaitGroup
+	for i := 0; i < e.opts.Workers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for e.processNext(ctx) {
+			}
+		}()
+	}
+	lastPeers := e.peersFingerprint(ctx)
+	statusTicker := time.NewTicker(2 * time.Second)
+	defer statusTicker.Stop()
+	e.triggerRefresh()
+	for {
+		select {
+		case <-ctx.Done():
+			e.queue.ShutDown()
+			e.watchers.retain(func(scope) bool { return false })
+			wg.Wait()
+			return nil
+		case <-peerEvents:
+			// Peers notify on every change of their registry objects; only a change of
+			// their state or ClusterFeatures changes what the rules read.
+			if fp := e.peersFingerprint(ctx); fp != lastPeers {
+				lastPeers = fp
+				e.triggerRefresh()
+			}
+		case <-e.refresh:
+			// Coalesce bursts of rule and peer events.
+			time.Sleep(50 * time.Millisecond)
+			e.drainRefresh()
+			e.doRefresh(ctx)
+		case <-statusTicker.C:
+			e.writeStatuses(ctx)
+		}
+	}
+}
+
+// peersFingerprint summarises what the rules depend on of the peers: who is Ready and
+// connected, with which credentials, and their ClusterFeatures.
+func (e *Engine) peersFingerprint(ctx context.Context) string {
+	var b strings.Builder
+	for _, p := range e.opts.Peers.List() {
+		cfg := p.Config()
+		fmt.Fprintf(&b, "%s/%s/%t/%t/", p.Name, p.ClusterID, p.Ready, cfg != nil)
+		if cfg != nil {
+			h := fnv.New64a()
+			h.Write([]byte(cfg.Host))
+			h.Write([]byte(cfg.BearerToken))
+			h.Write(cfg.CertData)
+			fmt.Fprintf(&b, "%x/", h.Sum64())
+		}
+		for _, f := range peerFeatures(ctx, p) {
+			fmt.Fprintf(&b, "|%s:%s", f.Name, f.ResourceVersion)
+		}
+		b.WriteString(";")
+	}
+	return b.String()
+}
+
+func (e *Engine) triggerRefresh() {
+	select {
+	case e.refresh <- struct{}{}:
+	default:
+	}
+}
+
+func (e *Engine) drainRefresh() {
+	for {
+		select {
+		case <-e.refresh:
+		default:
+			return
+		}
+	}
+}
+
+func (e *Engine) ruleChanged(o any) {
+	rsr, ok := o.(*v1alpha1.ResourceSyncRule)
+	if !ok {
+		return
+	}
+	rsr = rsr.DeepCopy()
+	e.mu.Lock()
+	if old, ok := e.rules[rsr.Name]; ok && !old.builtin && old.rsr.Generation == rsr.Generation &&
+		(old.rsr.DeletionTimestamp == nil) == (rsr.DeletionTimestamp == nil) {
+		// Only status or metadata changed: nothing to re-evaluate.
+		old.rsr = rsr
+		e.mu.Unlock()
+		return
+	}
+	e.mu.Unlock()
+	compiled, err := rules.Compile(rsr)
+	entry := newEntry(rsr, compiled, err, false)
+	e.mu.Lock()
+	if old, ok := e.rules[rsr.Name]; ok && !old.builtin {
+		entry.conflicts, entry.failures, entry.synced, entry.lastSync = old.conflicts, old.failures, old.synced, old.lastSync
+	}
+	e.rules[rsr.Name] = entry
+	e.mu.Unlock()
+	e.triggerRefresh()
+}
+
+func (e *Engine) ruleDeleted(name string) {
+	e.mu.Lock()
+	if r, ok := e.rules[name]; ok && !r.builtin {
+		delete(e.rules, name)
+	}
+	e.mu.Unlock()
+	e.triggerRefresh()
+}
+
+// snapshot returns the rules, sorted by name.
+func (e *Engine) snapshot() []*ruleEntry {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	out := make([]*ruleEntry, 0, len(e.rules))
+	for _, r := range e.rules {
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].rsr.Name < out[j].rsr.Name })
+	return out
+}
+
+// peerClients returns the dynamic client and mapper of a peer, rebuilt when its config
+// changes.
+func (e *Engine) peerClients(p peers.Peer) (dynamic.Interface, meta.RESTMapper, error) {
+	cfg := p.Config()
+	if cfg == nil {
+		return nil, nil, fmt.Errorf("peer %s is not connected", p.Name)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if pm, ok := e.mappers[p.Name]; ok && pm.cfg.BearerToken == cfg.BearerToken && pm.cfg.Host == cfg.Host && string(pm.cfg.CertData) == string(cfg.CertData) {
+		return pm.client, pm.mapper, nil
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	pm := peerMapper{cfg: cfg, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc)), client: dyn}
+	e.mappers[p.Name] = pm
+	// The connection changed: its informers are rebuilt.
+	e.watchers.retain(func(s scope) bool { return s.cluster != p.Name })
+	return pm.client, pm.mapper, nil
+}
+
+// doRefresh starts the informers the rules need, stops the others, and queues every
+// object they know, so that every rule is re-evaluated.
+func (e *Engine) doRefresh(ctx context.Context) {
+	needed := map[scope]bool{}
+	all := e.opts.Peers.List()
+	for _, r := range e.snapshot() {
+		if r.compiled == nil {
+			continue
+		}
+		r.err = nil
+		if r.rsr.DeletionTimestamp != nil {
+			continue
+		}
+		srcNS := r.namespaces
+		if srcNS == nil {
+			srcNS = []string{""}
+		}
+		for _, gvk := range r.compiled.TargetGVKs {
+			locNS := localNamespaces(r.rsr, r.namespaces)
+			if locNS == nil {
+				locNS = []string{""}
+			}
+			for _, ns := range locNS {
+				s, err := e.scopeFor("", gvk, ns, e.opts.Mapper)
+				if err != nil {
+					r.err = err
+					continue
+				}
+				needed[s] = true
+				if err := e.watchers.ensure(ctx, s, e.opts.Dynamic, e.opts.Mapper, e.onEvent); err != nil {
+					r.err = err
+				}
+			}
+		}
+		for _, p := range all {
+			if !p.Ready || p.Config() == nil {
+				continue
+			}
+			dyn, mapper, err := e.peerClients(p)
+			if err != nil {
+				continue
+			}
+			for _, ns := range srcNS {
+				s, err := e.scopeFor(p.Name, r.compiled.GVK, ns, mapper)
+				if err != nil {
+					continue // reported in the rule's source status
+				}
+				needed[s] = true
+				_ = e.watchers.ensure(ctx, s, dyn, mapper, e.onEvent)
+			}
+		}
+	}
+	e.watchers.retain(func(s scope) bool { return needed[s] })
+	// Re-evaluate everything: local copies and what the sources have.
+	for s := range needed {
+		go e.enqueueScope(s)
+	}
+}
+
+// scopeFor normalises a scope: cluster-scoped kinds have no namespace.
+func (e *Engine) scopeFor(cluster string, gvk schema.GroupVersionKind, ns string, mapper meta.RESTMapper) (scope, error) {
+	m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		if rm, ok := mapper.(*restmapper.DeferredDiscoveryRESTMapper); ok {
+			rm.Reset()
+		}
+		return scope{}, fmt.Errorf("kind %s is not served by cluster %s: %w", gvk, clusterName(cluster), err)
+	}
+	if m.Scope.Name() == meta.RESTScopeNameRoot {
+		ns = ""
+	}
+	return scope{cluster: cluster, gvk: gvk, namespace: ns}, nil
+}
+
+// enqueueScope waits for the scope's informer to sync and queues what it knows.
+func (e *Engine) enqueueScope(s scope) {
+	if !e.watchers.waitSynced(s, time.Minute) {
+		return
+	}
+	w, ok := e.watchers.get(s)
+	if !ok {
+		return
+	}
+	for _, o := range w.informer.GetStore().List() {
+		u := o.(*unstructured.Unstructured)
+		e.onEvent(s, nil, u)
+	}
+}
+
+// onEvent maps a change in a watched scope to the local objects it may affect.
+func (e *Engine) onEvent(s scope, oldObj, newObj *unstructured.Unstructured) {
+	now := time.Now()
+	if s.cluster == "" {
+		for _, o := range []*unstructured.Unstructured{oldObj, newObj} {
+			if o != nil {
+				e.add(item{gvk: s.gvk, namespace: o.GetNamespace(), name: o.GetName()}, now)
+			}
+		}
+		return
+	}
+	for _, r := range e.snapshot() {
+		if r.compiled == nil || r.compiled.GVK != s.gvk {
+			continue
+		}
+		for _, o := range []*unstructured.Unstructured{oldObj, newObj} {
+			if o == nil {
+				continue
+			}
+			mut, ok := r.compiled.Match(o)
+			if !ok {
+				continue
+			}
+			tk, ok := mut.TargetKey(types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()})
+			if !ok {
+				continue
+			}
+			e.add(item{gvk: mut.TargetGVK(s.gvk), namespace: tk.Namespace, name: tk.Name}, now)
+		}
+	}
+}
+
+func (e *Engine) add(it item, now time.Time) {
+	e.seen.LoadOrStore(it, now)
+	e.queue.Add(it)
+}
+
+func (e *Engine) processNext(ctx context.Context) bool {
+	it, shutdown := e.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer e.queue.Done(it)
+	requeue, err := e.reconcile(ctx, it)
+	switch {
+	case err != nil:
+		e.opts.Metrics.errors.WithLabelValues(it.gvk.Kind).Inc()
+		e.log.V(1).Info("sync failed, retrying", "object", it.String(), "error", err.Error())
+		e.queue.AddRateLimited(it)
+	case requeue > 0:
+		e.queue.AddAfter(it, requeue)
+	default:
+		e.queue.Forget(it)
+		e.seen.Delete(it)
+	}
+	return true
+}
+
+// reconcile brings one local object to what the rules ask for.
+func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) {
+	observed, synced, err := e.watchers.lookup("", it.gvk, it.namespace, it.name)
+	if err != nil {
+		return 0, err
+	}
+	if !synced {
+		if _, any := e.anyLocalScope(it.gvk); !any {
+			return 0, nil // no rule watches this kind any more
+		}
+		return time.Second, nil
+	}
+	local := e.localCluster(ctx)
+	target := types.NamespacedName{Namespace: it.namespace, Name: it.name}
+	var cands []Candidate
+	present, unknown, gone := map[types.UID]bool{}, map[types.UID]bool{}, map[types.UID]bool{}
+	var entries []*ruleEntry
+	allPeers := e.opts.Peers.List()
+	for _, r := range e.snapshot() {
+		if r.compiled == nil || r.rsr.DeletionTimestamp != nil || !containsGVK(r.compiled.TargetGVKs, it.gvk) {
+			continue
+		}
+		entries = append(entries, r)
+		for _, srcKey := range r.compiled.SourceKeys(target) {
+			for _, p := range allPeers {
+				if !p.Ready || p.Config() == nil {
+					unknown[p.ClusterID] = true
+					continue
+				}
+				if !r.compiled.Sources(peerFeatures(ctx, p)) {
+					unknown[p.ClusterID] = true
+					continue
+				}
+				obj, synced, _ := e.watchers.lookup(p.Name, r.compiled.GVK, srcKey.Namespace, srcKey.Name)
+				if !synced {
+					unknown[p.ClusterID] = true
+					continue
+				}
+				if obj == nil {
+					gone[p.ClusterID] = true
+					continue
+				}
+				origin := types.UID(obj.GetAnnotations()[v1alpha1.OwnershipAnnotation])
+				if origin == "" {
+					origin = p.ClusterID
+				}
+				if obj.GetAnnotations()[v1alpha1.SyncDisabledAnnotation] == "true" {
+					present[origin] = true // not synced, but not gone either
+					continue
+				}
+				mut, ok := r.compiled.Match(obj)
+				if !ok {
+					if origin == p.ClusterID {
+						gone[p.ClusterID] = true
+					}
+					continue
+				}
+				tk, ok := mut.TargetKey(srcKey)
+				if !ok || tk != target || mut.TargetGVK(r.compiled.GVK) != it.gvk {
+					if origin == p.ClusterID {
+						gone[p.ClusterID] = true
+					}
+					continue
+				}
+				if origin == e.opts.LocalID {
+					continue // a peer's copy of an object of ours
+				}
+				present[origin] = true
+				desired, err := mut.Apply(obj, rules.TemplateContext{Object: obj.Object, Cluster: e.peerCluster(ctx, p.Name), LocalCluster: local})
+				if err != nil {
+					r.record(it, false, "", fmt.Sprintf("mutating %s from %s: %v", it, p.Name, err))
+					unknown[origin] = true
+					continue
+				}
+				mark(desired, origin, r.rsr.Name)
+				cands = append(cands, Candidate{Rule: r.rsr.Name, Peer: p.Name, PeerID: p.ClusterID, Origin: origin, Object: desired, SyncStatus: mut.SyncStatus})
+			}
+		}
+	}
+	// A copy is written from its origin. A copy read from another peer (a hop) is used
+	// only for an origin that is not a member this cluster reads directly.
+	members := map[types.UID]bool{}
+	for _, p := range allPeers {
+		members[p.ClusterID] = true
+	}
+	direct := cands[:0]
+	for _, c := range cands {
+		if c.PeerID == c.Origin || !members[c.Origin] {
+			direct = append(direct, c)
+		}
+	}
+	cands = direct
+	originGone := map[types.UID]bool{}
+	for id := range gone {
+		if !present[id] && !unknown[id] {
+			originGone[id] = true
+		}
+	}
+	act := Decide(Input{LocalID: e.opts.LocalID, Observed: observed, Candidates: cands, OriginGone: originGone})
+	return 0, e.execute(ctx, it, act, entries)
+}
+
+func containsGVK(list []schema.GroupVersionKind, gvk schema.GroupVersionKind) bool {
+	for _, g := range list {
+		if g == gvk {
+			return true
+		}
+	}
+	return false
+}
+
+func (e *Engine) anyLocalScope(gvk schema.GroupVersionKind) (scope, bool) {
+	e.watchers.mu.Lock()
+	defer e.watchers.mu.Unlock()
+	for s := range e.watchers.all {
+		if s.cluster == "" && s.gvk == gvk {
+			return s, true
+		}
+	}
+	return scope{}, false
+}
+
+// mark sets the ownership marks and the rule label on a copy.
+func mark(u *unstructured.Unstructured, origin types.UID, rule string) {
+	a := u.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[v1alpha1.OwnershipAnnotation] = string(origin)
+	u.SetAnnotations(a)
+	l := u.GetLabels()
+	if l == nil {
+		l = map[string]string{}
+	}
+	l[v1alpha1.OwnershipLabel] = string(origin)
+	l[RuleLabel] = rule
+	u.SetLabels(l)
+}
+
+func peerFeatures(ctx context.Context, p peers.Peer) []v1alpha1.ClusterFeature {
+	rd := p.Reader()
+	if rd == nil {
+		return nil
+	}
+	var list v1alpha1.ClusterFeatureList
+	if err := rd.List(ctx, &list); err != nil {
+		return nil
+	}
+	return list.Items
+}
+
+func (e *Engine) localCluster(ctx context.Context) map[string]any {
+	return e.clusterObject(ctx, e.opts.LocalName)
+}
+
+func (e *Engine) peerCluster(ctx context.Context, name string) map[string]any {
+	return e.clusterObject(ctx, name)
+}
+
+func (e *Engine) clusterObject(ctx context.Context, name string) map[string]any {
+	var c v1alpha1.Cluster
+	if err := e.opts.Client.Get(ctx, client.ObjectKey{Name: name}, &c); err != nil {
+		return nil
+	}
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&c)
+	if err != nil {
+		return nil
+	}
+	return m
+}
+
+// execute carries out an action and records the outcome for the rules' status.
+func (e *Engine) execute(ctx context.Context, it item, act Action, entries []*ruleEntry) error {
+	rule := ""
+	if act.Source != nil {
+		rule = act.Source.Rule
+	}
+	entry := func(name string) *ruleEntry {
+		for _, r := range entries {
+			if r.rsr.Name == name {
+				return r
+			}
+		}
+		return nil
+	}
+	ri, err := e.resource(it.gvk, it.namespace)
+	if err != nil {
+		return err
+	}
+	opts := metav1.CreateOptions{FieldManager: v1alpha1.FieldManager}
+	switch act.Type {
+	case ActionNone:
+		if r := entry(rule); r != nil {
+			r.record(it, true, "", "")
+		} else if act.Source == nil && act.Object == nil {
+			for _, r := range entries {
+				r.record(it, false, "", "")
+			}
+		}
+		return nil
+	case ActionConflict:
+		if r := entry(rule); r != nil {
+			r.record(it, false, act.Reason, "")
+		}
+		e.opts.Metrics.conflicts.WithLabelValues(rule).Inc()
+		return nil
+	case ActionCreate:
+		if err := e.ensureNamespace(ctx, it, entry(rule)); err != nil {
+			if r := entry(rule); r != nil {
+				r.record(it, false, "", err.Error())
+			}
+			return err
+		}
+		created, err := ri.Create(ctx, act.Object, opts)
+		if apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("%s appeared meanwhile: %w", it, err)
+		}
+		if err != nil {
+			if r := entry(rule); r != nil {
+				r.record(it, false, "", fmt.Sprintf("creating %s: %v", it, err))
+			}
+			return fmt.Errorf("creating %s: %w", it, err)
+		}
+		if act.Source.SyncStatus {
+			if st, ok := act.Object.Object["status"]; ok {
+				created.Object["status"] = st
+				_, _ = ri.UpdateStatus(ctx, created, metav1.UpdateOptions{FieldManager: v1alpha1.FieldManager})
+			}
+		}
+	case ActionUpdate:
+		updated, err := ri.Update(ctx, act.Object, metav1.UpdateOptions{FieldManager: v1alpha1.FieldManager})
+		if err != nil {
+			if r := entry(rule); r != nil {
+				r.record(it, false, "", fmt.Sprintf("updating %s: %v", it, err))
+			}
+			return fmt.Errorf("updating %s: %w", it, err)
+		}
+		if act.Source.SyncStatus {
+			if st, ok := act.Object.Object["status"]; ok {
+				updated.Object["status"] = st
+				_, _ = ri.UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: v1alpha1.FieldManager})
+			}
+		}
+	case ActionDelete:
+		uid := act.Object.GetUID()
+		err := ri.Delete(ctx, it.name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return fmt.Errorf("deleting %s: %w", it, err)
+		}
+		for _, r := range entries {
+			r.record(it, false, "", "")
+		}
+		rule = act.Object.GetLabels()[RuleLabel]
+	}
+	e.log.Info("synced", "op", string(act.Type), "object", it.String(), "rule", rule, "reason", act.Reason)
+	e.opts.Metrics.writes.WithLabelValues(rule, string(act.Type)).Inc()
+	if t, ok := e.seen.Load(it); ok {
+		e.opts.Metrics.latency.WithLabelValues(rule).Observe(time.Since(t.(time.Time)).Seconds())
+	}
+	if r := entry(rule); r != nil {
+		r.record(it, act.Type != ActionDelete, "", "")
+		r.mu.Lock()
+		r.lastSync = time.Now()
+		r.mu.Unlock()
+	}
+	return nil
+}
+
+func (e *Engine) resource(gvk schema.GroupVersionKind, ns string) (dynamic.ResourceInterface, error) {
+	m, err := e.opts.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return nil, fmt.Errorf("kind %s is not served by the local cluster: %w", gvk, err)
+	}
+	if m.Scope.Name() == meta.RESTScopeNameNamespace {
+		return e.opts.Dynamic.Resource(m.Resource).Namespace(ns), nil
+	}
+	return e.opts.Dynamic.Resource(m.Resource), nil
+}
+
+// ensureNamespace creates the copy's namespace when it is missing and the rule allows it.
+func (e *Engine) ensureNamespace(ctx context.Context, it item, r *ruleEntry) error {
+	if it.namespace == "" {
+		return nil
+	}
+	var ns corev1.Namespace
+	err := e.opts.Client.Get(ctx, client.ObjectKey{Name: it.namespace}, &ns)
+	if err == nil {
+		return nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return err
+	}
+	if r == nil || !r.rsr.Spec.CreateNamespaces {
+		return fmt.Errorf("namespace %s does not exist in this cluster: create it, or set spec.createNamespaces on the rule", it.namespace)
+	}
+	ns = corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: it.namespace, Annotations: map[string]string{v1alpha1.CreatedByAnnotation: r.rsr.Name}}}
+	if err := e.opts.Client.Create(ctx, &ns, client.FieldOwner(v1alpha1.FieldManager)); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating namespace %s: %w", it.namespace, err)
+	}
+	return nil
+}
+
+func summarize(m map[item]string, max int) string {
+	keys := make([]string, 0, len(m))
+	for it := range m {
+		keys = append(keys, it.String())
+	}
+	sort.Strings(keys)
+	more := ""
+	if len(keys) > max {
+		more = fmt.Sprintf(" and %d more", len(keys)-max)
+		keys = keys[:max]
+	}
+	return strings.Join(keys, ", ") + more
+}

@@ -1,0 +1,59 @@
+package engine
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the engine's Prometheus metrics.
+type Metrics struct {
+	writes    *prometheus.CounterVec
+	conflicts *prometheus.CounterVec
+	errors    *prometheus.CounterVec
+	latency   *prometheus.HistogramVec
+}
+
+// NewMetrics returns the engine's metrics registered with reg (nil: not registered). A
+// metric already registered (a second engine in one process) is reused.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "kubectl_registry", Subsystem: "sync", Name: "writes_total",
+			Help: "Writes of copies by rule and operation (create, update, delete).",
+		}, []string{"rule", "op"}),
+		conflicts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "kubectl_registry", Subsystem: "sync", Name: "conflicts_total",
+			Help: "Copies not written because a local object without the ownership mark is in the way.",
+		}, []string{"rule"}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "kubectl_registry", Subsystem: "sync", Name: "errors_total",
+			Help: "Failed reconciles of synced objects, by kind.",
+		}, []string{"kind"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "kubectl_registry", Subsystem: "sync", Name: "latency_seconds",
+			Help:    "Time from a change seen on a source (or locally) to the local write.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}, []string{"rule"}),
+	}
+	if reg == nil {
+		return m
+	}
+	m.writes = registerVec(reg, m.writes)
+	m.conflicts = registerVec(reg, m.conflicts)
+	m.errors = registerVec(reg, m.errors)
+	m.latency = registerVec(reg, m.latency)
+	return m
+}
+
+func registerVec[T prometheus.Collector](reg prometheus.Registerer, c T) T {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(T); ok {
+				return existing
+			}
+		}
+	}
+	return c
+}

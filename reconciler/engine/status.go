@@ -1,0 +1,225 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/rules"
+)
+
+// writeStatuses brings every rule's status up to date (written only when it changed) and
+// runs the deletion policy of rules being deleted.
+func (e *Engine) writeStatuses(ctx context.Context) {
+	for _, r := range e.snapshot() {
+		if r.builtin {
+			continue
+		}
+		if err := e.finalize(ctx, r); err != nil {
+			e.log.Error(err, "applying the deletion policy", "rule", r.rsr.Name)
+		}
+		if r.rsr.DeletionTimestamp != nil {
+			continue
+		}
+		if err := e.writeStatus(ctx, r); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			e.log.Error(err, "writing the rule status", "rule", r.rsr.Name)
+		}
+	}
+}
+
+// Status computes a rule's status from the engine's view.
+func (e *Engine) status(ctx context.Context, r *ruleEntry) v1alpha1.ResourceSyncRuleStatus {
+	st := *r.rsr.Status.DeepCopy()
+	st.ObservedGeneration = r.rsr.Generation
+	set := func(t string, ok bool, reason, msg string) {
+		s := metav1.ConditionFalse
+		if ok {
+			s = metav1.ConditionTrue
+		}
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: r.rsr.Generation})
+	}
+
+	st.Sources = nil
+	failing := 0
+	if r.compiled != nil {
+		for _, p := range e.opts.Peers.List() {
+			src := v1alpha1.RuleSource{Cluster: p.Name}
+			switch {
+			case !p.Ready || p.Config() == nil:
+				src.State, src.Message = v1alpha1.SourceUnreachable, "the peer is not Ready; its copies are kept as they are"
+			case !r.compiled.Sources(peerFeatures(ctx, p)):
+				src.State, src.Message = v1alpha1.SourceNotSelected, "the peer's ClusterFeatures do not satisfy clusterFeatureMatch"
+			default:
+				src.State = v1alpha1.SourceSyncing
+				if err := e.sourceError(p.Name, r); err != nil {
+					src.State, src.Message = v1alpha1.SourceFailing, err.Error()
+					failing++
+				}
+				for _, o := range e.watchers.list(p.Name, r.compiled.GVK) {
+					if _, ok := r.compiled.Match(o); ok {
+						src.Objects++
+					}
+				}
+			}
+			st.Sources = append(st.Sources, src)
+		}
+	}
+
+	r.mu.Lock()
+	st.SyncedObjects = int32(len(r.synced))
+	st.Conflicts = int32(len(r.conflicts))
+	conflicts := summarize(r.conflicts, 5)
+	failures := summarize(r.failures, 5)
+	nFailures := len(r.failures)
+	var firstFailure string
+	for _, f := range r.failures {
+		if firstFailure == "" || f < firstFailure {
+			firstFailure = f
+		}
+	}
+	if !r.lastSync.IsZero() {
+		t := metav1.NewTime(r.lastSync.Truncate(time.Second))
+		st.LastSyncTime = &t
+	}
+	r.mu.Unlock()
+
+	var invalid *rules.InvalidRuleError
+	switch {
+	case r.err != nil && asInvalid(r.err, &invalid):
+		set(v1alpha1.RuleConditionReady, false, v1alpha1.ReasonInvalidRule, r.err.Error())
+	case r.err != nil:
+		set(v1alpha1.RuleConditionReady, false, v1alpha1.ReasonUnknownKind, r.err.Error())
+	default:
+		set(v1alpha1.RuleConditionReady, true, v1alpha1.ReasonSynced, fmt.Sprintf("%d objects synced", st.SyncedObjects))
+	}
+	if st.Conflicts > 0 {
+		set(v1alpha1.RuleConditionConflict, true, v1alpha1.ReasonObjectConflict,
+			fmt.Sprintf("%d local objects without the ownership mark are in the way and were not touched: %s", st.Conflicts, conflicts))
+	} else {
+		set(v1alpha1.RuleConditionConflict, false, v1alpha1.ReasonNoConflicts, "")
+	}
+	switch {
+	case nFailures > 0:
+		set(v1alpha1.RuleConditionDegraded, true, v1alpha1.ReasonSourceFailing, fmt.Sprintf("%d objects fail to sync (%s): %s", nFailures, failures, firstFailure))
+	case failing > 0:
+		set(v1alpha1.RuleConditionDegraded, true, v1alpha1.ReasonSourceFailing, fmt.Sprintf("%d sources fail; see status.sources", failing))
+	default:
+		set(v1alpha1.RuleConditionDegraded, false, v1alpha1.ReasonAllSourcesOK, "")
+	}
+	return st
+}
+
+func asInvalid(err error, target **rules.InvalidRuleError) bool {
+	ie, ok := err.(*rules.InvalidRuleError)
+	if ok {
+		*target = ie
+	}
+	return ok
+}
+
+// sourceError returns the error of the rule's informers on the peer, if any.
+func (e *Engine) sourceError(peer string, r *ruleEntry) error {
+	nss := r.namespaces
+	if nss == nil {
+		nss = []string{""}
+	}
+	found := false
+	for _, ns := range nss {
+		for _, s := range []scope{{cluster: peer, gvk: r.compiled.GVK, namespace: ns}, {cluster: peer, gvk: r.compiled.GVK}} {
+			if w, ok := e.watchers.get(s); ok {
+				found = true
+				if err := w.lastErr(); err != nil && !w.informer.HasSynced() {
+					return fmt.Errorf("reading %s from the peer: %w", r.compiled.GVK.Kind, err)
+				}
+			}
+		}
+	}
+	if !found {
+		return fmt.Errorf("kind %s cannot be read from the peer (is it served there?)", r.compiled.GVK)
+	}
+	return nil
+}
+
+func (e *Engine) writeStatus(ctx context.Context, r *ruleEntry) error {
+	var cur v1alpha1.ResourceSyncRule
+	if err := e.opts.Client.Get(ctx, client.ObjectKey{Name: r.rsr.Name}, &cur); err != nil {
+		return err
+	}
+	r.rsr = cur.DeepCopy()
+	st := e.status(ctx, r)
+	if apiequality.Semantic.DeepEqual(cur.Status, st) {
+		return nil
+	}
+	before := cur.DeepCopy()
+	cur.Status = st
+	return e.opts.Client.Status().Patch(ctx, &cur, client.MergeFrom(before), client.FieldOwner(v1alpha1.FieldManager))
+}
+
+// finalize keeps the finalizer of a rule with deletionPolicy Delete and, once the rule is
+// being deleted, deletes its copies and lets it go.
+func (e *Engine) finalize(ctx context.Context, r *ruleEntry) error {
+	var cur v1alpha1.ResourceSyncRule
+	if err := e.opts.Client.Get(ctx, client.ObjectKey{Name: r.rsr.Name}, &cur); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	wantFinalizer := cur.Spec.DeletionPolicy == v1alpha1.DeletionPolicyDelete
+	has := controllerutil.ContainsFinalizer(&cur, v1alpha1.RuleFinalizer)
+	if cur.DeletionTimestamp == nil {
+		if wantFinalizer == has {
+			return nil
+		}
+		before := cur.DeepCopy()
+		if wantFinalizer {
+			controllerutil.AddFinalizer(&cur, v1alpha1.RuleFinalizer)
+		} else {
+			controllerutil.RemoveFinalizer(&cur, v1alpha1.RuleFinalizer)
+		}
+		return e.opts.Client.Patch(ctx, &cur, client.MergeFrom(before), client.FieldOwner(v1alpha1.FieldManager))
+	}
+	if !has {
+		return nil
+	}
+	if r.compiled != nil {
+		sel := labels.SelectorFromSet(labels.Set{RuleLabel: cur.Name}).String()
+		for _, gvk := range r.compiled.TargetGVKs {
+			if err := e.deleteCopies(ctx, gvk, sel); err != nil {
+				return err
+			}
+		}
+	}
+	before := cur.DeepCopy()
+	controllerutil.RemoveFinalizer(&cur, v1alpha1.RuleFinalizer)
+	return e.opts.Client.Patch(ctx, &cur, client.MergeFrom(before), client.FieldOwner(v1alpha1.FieldManager))
+}
+
+func (e *Engine) deleteCopies(ctx context.Context, gvk schema.GroupVersionKind, selector string) error {
+	m, err := e.opts.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return nil // the kind is gone: so are its copies
+	}
+	list, err := e.opts.Dynamic.Resource(m.Resource).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return fmt.Errorf("listing the copies of %s: %w", gvk.Kind, err)
+	}
+	for _, o := range list.Items {
+		if o.GetAnnotations()[v1alpha1.OwnershipAnnotation] == "" {
+			continue // never delete what was made here
+		}
+		ri := e.opts.Dynamic.Resource(m.Resource).Namespace(o.GetNamespace())
+		uid := o.GetUID()
+		if err := ri.Delete(ctx, o.GetName(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting %s %s/%s: %w", gvk.Kind, o.GetNamespace(), o.GetName(), err)
+		}
+	}
+	return nil
+}
