@@ -106,6 +106,18 @@ type ruleEntry struct {
 	lastSync  time.Time
 }
 
+func (r *ruleEntry) setErr(err error) {
+	r.mu.Lock()
+	r.err = err
+	r.mu.Unlock()
+}
+
+func (r *ruleEntry) getErr() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.err
+}
+
 func (r *ruleEntry) record(it item, synced bool, conflict, failure string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -129,6 +141,8 @@ type Engine struct {
 	queue    workqueue.TypedRateLimitingInterface[item]
 	refresh  chan struct{}
 	seen     sync.Map // item -> time the event that queued it arrived
+
+	retryDelay time.Duration
 
 	mu      sync.RWMutex
 	rules   map[string]*ruleEntry
@@ -182,39 +196,14 @@ func coreRule() *v1alpha1.ResourceSyncRule {
 }
 
 func newEntry(rsr *v1alpha1.ResourceSyncRule, compiled *rules.Rule, err error, builtin bool) *ruleEntry {
-	return &ruleEntry{rsr: rsr, compiled: compiled, err: err, builtin: builtin, namespaces: sourceNamespaces(rsr),
+	var namespaces []string
+	if compiled != nil {
+		if nss, restricted := compiled.SourceNamespaces(); restricted {
+			namespaces = append([]string{}, nss...)
+		}
+	}
+	return &ruleEntry{rsr: rsr, compiled: compiled, err: err, builtin: builtin, namespaces: namespaces,
 		conflicts: map[item]string{}, failures: map[item]string{}, synced: map[item]bool{}}
-}
-
-// sourceNamespaces returns the namespaces a rule can match in, or nil for all.
-func sourceNamespaces(rsr *v1alpha1.ResourceSyncRule) []string {
-	set := map[string]bool{}
-	for _, sr := range rsr.Spec.Rules {
-		if len(sr.Matches) == 0 {
-			return nil
-		}
-		for _, m := range sr.Matches {
-			switch {
-			case m.ObjectKey.Namespace != "" && len(m.Namespaces) > 0:
-				// ANDed: only the objectKey namespace can match, if listed.
-				set[m.ObjectKey.Namespace] = true
-			case m.ObjectKey.Namespace != "":
-				set[m.ObjectKey.Namespace] = true
-			case len(m.Namespaces) > 0:
-				for _, ns := range m.Namespaces {
-					set[ns] = true
-				}
-			default:
-				return nil
-			}
-		}
-	}
-	out := make([]string, 0, len(set))
-	for ns := range set {
-		out = append(out, ns)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // localNamespaces returns the namespaces the rule's copies can land in, or nil for all.
@@ -410,12 +399,13 @@ func (e *Engine) peerClients(p peers.Peer) (dynamic.Interface, meta.RESTMapper, 
 // object they know, so that every rule is re-evaluated.
 func (e *Engine) doRefresh(ctx context.Context) {
 	needed := map[scope]bool{}
+	failed := false
 	all := e.opts.Peers.List()
 	for _, r := range e.snapshot() {
 		if r.compiled == nil {
 			continue
 		}
-		r.err = nil
+		r.setErr(nil)
 		if r.rsr.DeletionTimestamp != nil {
 			continue
 		}
@@ -431,12 +421,14 @@ func (e *Engine) doRefresh(ctx context.Context) {
 			for _, ns := range locNS {
 				s, err := e.scopeFor("", gvk, ns, e.opts.Mapper)
 				if err != nil {
-					r.err = err
+					r.setErr(err)
+					failed = true
 					continue
 				}
 				needed[s] = true
 				if err := e.watchers.ensure(ctx, s, e.opts.Dynamic, e.opts.Mapper, e.onEvent); err != nil {
-					r.err = err
+					r.setErr(err)
+					failed = true
 				}
 			}
 		}
@@ -446,11 +438,13 @@ func (e *Engine) doRefresh(ctx context.Context) {
 			}
 			dyn, mapper, err := e.peerClients(p)
 			if err != nil {
+				failed = true
 				continue
 			}
 			for _, ns := range srcNS {
 				s, err := e.scopeFor(p.Name, r.compiled.GVK, ns, mapper)
 				if err != nil {
+					failed = true
 					continue // reported in the rule's source status
 				}
 				needed[s] = true
@@ -459,6 +453,14 @@ func (e *Engine) doRefresh(ctx context.Context) {
 		}
 	}
 	e.watchers.retain(func(s scope) bool { return needed[s] })
+	if failed {
+		// A kind was not served yet (a CRD being installed) or a peer's discovery
+		// failed: try again, backing off.
+		e.retryDelay = min(max(2*e.retryDelay, time.Second), time.Minute)
+		time.AfterFunc(e.retryDelay, e.triggerRefresh)
+	} else {
+		e.retryDelay = 0
+	}
 	// Re-evaluate everything: local copies and what the sources have.
 	for s := range needed {
 		go e.enqueueScope(s)
@@ -599,8 +601,11 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 				if origin == "" {
 					origin = p.ClusterID
 				}
+				direct := origin == p.ClusterID
 				if obj.GetAnnotations()[v1alpha1.SyncDisabledAnnotation] == "true" {
-					present[origin] = true // not synced, but not gone either
+					if direct {
+						present[origin] = true // not synced, but not gone either
+					}
 					continue
 				}
 				mut, ok := r.compiled.Match(obj)
@@ -620,11 +625,15 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 				if origin == e.opts.LocalID {
 					continue // a peer's copy of an object of ours
 				}
-				present[origin] = true
+				if direct {
+					present[origin] = true
+				}
 				desired, err := mut.Apply(obj, rules.TemplateContext{Object: obj.Object, Cluster: e.peerCluster(ctx, p.Name), LocalCluster: local})
 				if err != nil {
 					r.record(it, false, "", fmt.Sprintf("mutating %s from %s: %v", it, p.Name, err))
-					unknown[origin] = true
+					if direct {
+						unknown[origin] = true
+					}
 					continue
 				}
 				mark(desired, origin, r.rsr.Name)

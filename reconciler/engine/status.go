@@ -94,11 +94,11 @@ func (e *Engine) status(ctx context.Context, r *ruleEntry) v1alpha1.ResourceSync
 	r.mu.Unlock()
 
 	var invalid *rules.InvalidRuleError
-	switch {
-	case r.err != nil && asInvalid(r.err, &invalid):
-		set(v1alpha1.RuleConditionReady, false, v1alpha1.ReasonInvalidRule, r.err.Error())
-	case r.err != nil:
-		set(v1alpha1.RuleConditionReady, false, v1alpha1.ReasonUnknownKind, r.err.Error())
+	switch rerr := r.getErr(); {
+	case rerr != nil && asInvalid(rerr, &invalid):
+		set(v1alpha1.RuleConditionReady, false, v1alpha1.ReasonInvalidRule, rerr.Error())
+	case rerr != nil:
+		set(v1alpha1.RuleConditionReady, false, v1alpha1.ReasonUnknownKind, rerr.Error())
 	default:
 		set(v1alpha1.RuleConditionReady, true, v1alpha1.ReasonSynced, fmt.Sprintf("%d objects synced", st.SyncedObjects))
 	}
