@@ -235,7 +235,7 @@ func (e *Engine) Start(ctx context.Context) error {
 				o = d.Obj
 			}
 			if r, ok := o.(*v1alpha1.ResourceSyncRule); ok {
-				e.ruleDeleted(r.Name)
+				e.ruleDeleted(r)
 			}
 		},
 	}); err != nil {
@@ -347,12 +347,22 @@ func (e *Engine) ruleChanged(o any) {
 	e.triggerRefresh()
 }
 
-func (e *Engine) ruleDeleted(name string) {
+func (e *Engine) ruleDeleted(rsr *v1alpha1.ResourceSyncRule) {
 	e.mu.Lock()
-	if r, ok := e.rules[name]; ok && !r.builtin {
-		delete(e.rules, name)
+	if r, ok := e.rules[rsr.Name]; ok && !r.builtin {
+		delete(e.rules, rsr.Name)
 	}
 	e.mu.Unlock()
+	if rsr.Spec.DeletionPolicy == v1alpha1.DeletionPolicyDelete {
+		// Seen going away before its finalizer was in place: apply the policy anyway.
+		if compiled, err := rules.Compile(rsr); err == nil {
+			go func() {
+				if err := e.deleteRuleCopies(e.ctx, rsr.Name, compiled.TargetGVKs); err != nil {
+					e.log.Error(err, "deleting the copies of a deleted rule", "rule", rsr.Name)
+				}
+			}()
+		}
+	}
 	e.triggerRefresh()
 }
 

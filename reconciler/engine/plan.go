@@ -89,8 +89,9 @@ func Choose(cands []Candidate) *Candidate {
 //   - no local object: create the chosen candidate;
 //   - a local object without the ownership mark was made here and is never touched: a
 //     conflict;
-//   - a copy of another origin than the chosen candidate's is taken over only once its
-//     origin is seen to no longer have the object;
+//   - a copy follows its own origin's candidate when there is one; a copy of another
+//     origin than the chosen candidate's is taken over only once its origin is seen to
+//     no longer have the object;
 //   - a copy that differs from the candidate is updated (exact restore of the mutated
 //     source; finalizers and ownerReferences stay as the local cluster set them);
 //   - a copy with no candidate is deleted only with the positive observation that its
@@ -115,6 +116,19 @@ func Decide(in Input) Action {
 		return Action{Type: ActionCreate, Object: best.Object.DeepCopy(), Source: best}
 	}
 	mark := types.UID(obs.GetAnnotations()[v1alpha1.OwnershipAnnotation])
+	if mark != "" && mark != in.LocalID && mark != best.Origin {
+		// The copy keeps following its own origin while that origin still asks for it,
+		// even when another origin's candidate sorts first.
+		var same []Candidate
+		for _, c := range in.Candidates {
+			if c.Origin == mark {
+				same = append(same, c)
+			}
+		}
+		if c := Choose(same); c != nil {
+			best = c
+		}
+	}
 	switch {
 	case mark == "":
 		return Action{Type: ActionConflict, Object: obs, Source: best, Reason: "a local object without the ownership mark is in the way"}

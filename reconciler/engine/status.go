@@ -190,16 +190,25 @@ func (e *Engine) finalize(ctx context.Context, r *ruleEntry) error {
 		return nil
 	}
 	if r.compiled != nil {
-		sel := labels.SelectorFromSet(labels.Set{RuleLabel: cur.Name}).String()
-		for _, gvk := range r.compiled.TargetGVKs {
-			if err := e.deleteCopies(ctx, gvk, sel); err != nil {
-				return err
-			}
+		if err := e.deleteRuleCopies(ctx, cur.Name, r.compiled.TargetGVKs); err != nil {
+			return err
 		}
 	}
 	before := cur.DeepCopy()
 	controllerutil.RemoveFinalizer(&cur, v1alpha1.RuleFinalizer)
 	return e.opts.Client.Patch(ctx, &cur, client.MergeFrom(before), client.FieldOwner(v1alpha1.FieldManager))
+}
+
+// deleteRuleCopies deletes the copies the rule wrote (labelled with its name and marked
+// with an origin: never an object made here).
+func (e *Engine) deleteRuleCopies(ctx context.Context, rule string, gvks []schema.GroupVersionKind) error {
+	sel := labels.SelectorFromSet(labels.Set{RuleLabel: rule}).String()
+	for _, gvk := range gvks {
+		if err := e.deleteCopies(ctx, gvk, sel); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (e *Engine) deleteCopies(ctx context.Context, gvk schema.GroupVersionKind, selector string) error {

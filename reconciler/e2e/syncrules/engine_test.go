@@ -334,4 +334,111 @@ spec:
 			})
 		}
 	})
+	t.Run("invalid rules say why and write nothing", func(t *testing.T) {
+		applyRule(t, first, `
+apiVersion: clusterregistry.k8s.cisco.com/v1alpha1
+kind: ResourceSyncRule
+metadata:
+  name: bad-selector-and-template
+  annotations: {cluster-registry.k8s.cisco.com/resource-sync-disabled: "true"}
+spec:
+  groupVersionKind: {version: v1, kind: ConfigMap}
+  rules:
+  - match:
+    - labels:
+      - matchExpressions: [{key: app, operator: Maybe, values: [x]}]
+    mutations:
+      overrides:
+      - {type: replace, path: data.x, value: "{{ .Object.metadata.name "}
+`)
+		applyRule(t, first, `
+apiVersion: clusterregistry.k8s.cisco.com/v1alpha1
+kind: ResourceSyncRule
+metadata:
+  name: unknown-kind
+  annotations: {cluster-registry.k8s.cisco.com/resource-sync-disabled: "true"}
+spec:
+  groupVersionKind: {group: example.com, version: v1, kind: NoSuchKind}
+  rules: [{}]
+`)
+		for name, want := range map[string][]string{
+			"bad-selector-and-template": {v1alpha1.ReasonInvalidRule, "spec.rules[0].match[0].labels[0]", "spec.rules[0].mutations.overrides[0]"},
+			"unknown-kind":              {v1alpha1.ReasonUnknownKind, "NoSuchKind"},
+		} {
+			harness.Eventually(t, 30*time.Second, name+" reports Ready=False", func() error {
+				r, err := rule(first, name)
+				if err != nil {
+					return err
+				}
+				for _, c := range r.Status.Conditions {
+					if c.Type != v1alpha1.RuleConditionReady {
+						continue
+					}
+					if c.Status != metav1.ConditionFalse || c.Reason != want[0] {
+						return fmt.Errorf("Ready %s/%s: %s", c.Status, c.Reason, c.Message)
+					}
+					for _, w := range want[1:] {
+						if !strings.Contains(c.Message, w) {
+							return fmt.Errorf("message %q lacks %q", c.Message, w)
+						}
+					}
+					return nil
+				}
+				return fmt.Errorf("no Ready condition: %+v", r.Status)
+			})
+		}
+	})
+
+	t.Run("deletionPolicy Delete removes the copies with the rule", func(t *testing.T) {
+		applyRule(t, first, `
+apiVersion: clusterregistry.k8s.cisco.com/v1alpha1
+kind: ResourceSyncRule
+metadata:
+  name: configmaps-delete
+spec:
+  groupVersionKind: {version: v1, kind: ConfigMap}
+  deletionPolicy: Delete
+  createNamespaces: true
+  rules:
+  - match:
+    - namespaces: [sync-delete]
+`)
+		if err := first.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "sync-delete"}}); err != nil {
+			t.Fatal(err)
+		}
+		orig := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "sync-delete", Name: "doomed"}, Data: map[string]string{"k": "v"}}
+		if err := first.Create(context.Background(), orig); err != nil {
+			t.Fatal(err)
+		}
+		get := func(c client.Client) error {
+			return c.Get(context.Background(), client.ObjectKey{Namespace: "sync-delete", Name: "doomed"}, &corev1.ConfigMap{})
+		}
+		harness.Eventually(t, 30*time.Second, "copies on second and third", func() error {
+			if err := get(second); err != nil {
+				return err
+			}
+			return get(third)
+		})
+		r, err := rule(first, "configmaps-delete")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := first.Delete(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+		harness.Eventually(t, 60*time.Second, "the rule and its copies are gone everywhere but the original stays", func() error {
+			for name, c := range map[string]client.Client{"second": second, "third": third} {
+				if _, err := rule(c, "configmaps-delete"); !apierrors.IsNotFound(err) {
+					return fmt.Errorf("rule on %s: %v", name, err)
+				}
+				if err := get(c); !apierrors.IsNotFound(err) {
+					return fmt.Errorf("copy on %s: %v", name, err)
+				}
+			}
+			if _, err := rule(first, "configmaps-delete"); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("rule on first: %v", err)
+			}
+			return get(first)
+		})
+	})
 }
