@@ -53,6 +53,16 @@ dist: ## Cross-build release archives (not yet: arrives with the packaging issue
 	@echo "make dist: release archives arrive with the packaging issue; use 'make build' for now" >&2
 	@exit 2
 
+##@ Demo
+
+.PHONY: demo
+demo: build testbin ## Three API servers on loopback, a controller each, joined by the plugin, an example synced (Ctrl-C stops)
+	KUBEBUILDER_ASSETS=$(TESTBIN) $(GO) run ./cmd/registry-demo --bin $(BIN)/kubectl-registry $(DEMO_FLAGS)
+
+.PHONY: demo-check
+demo-check: ## make demo without waiting: exits once the example Secret is on every cluster (CI runs it)
+	$(MAKE) demo DEMO_FLAGS=--check
+
 ##@ Test
 
 .PHONY: testbin

@@ -31,6 +31,10 @@ const (
 	RenewAfterAnnotation = "cluster-registry.k8s.cisco.com/token-renew-after"
 	// ExpiresAtAnnotation holds the expiry time (RFC 3339) of the reader token.
 	ExpiresAtAnnotation = "cluster-registry.k8s.cisco.com/token-expires-at"
+	// IssuedAtAnnotation holds when the token was issued (RFC 3339 with nanoseconds): of
+	// two copies of a reader Secret, the one issued later is the newer, even when their
+	// expiry times (whole seconds) are equal.
+	IssuedAtAnnotation = "cluster-registry.k8s.cisco.com/token-issued-at"
 	// ServiceAccountUIDAnnotation holds the UID of the reader ServiceAccount the token was
 	// issued for: recreating the ServiceAccount revokes its tokens, and a new one is issued.
 	ServiceAccountUIDAnnotation = "cluster-registry.k8s.cisco.com/token-service-account-uid"

@@ -415,6 +415,7 @@ func tokenAnnotations(issued time.Time, lifetime time.Duration, saUID types.UID)
 	return map[string]string{
 		RenewAfterAnnotation:        issued.Add(lifetime / 2).UTC().Format(time.RFC3339),
 		ExpiresAtAnnotation:         issued.Add(lifetime).UTC().Format(time.RFC3339),
+		IssuedAtAnnotation:          issued.UTC().Format(time.RFC3339Nano),
 		ServiceAccountUIDAnnotation: string(saUID),
 	}
 }

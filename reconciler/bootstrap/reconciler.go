@@ -232,6 +232,7 @@ func (r *Reconciler) ensureSecret(ctx context.Context, cluster *v1alpha1.Cluster
 			Annotations: map[string]string{
 				RenewAfterAnnotation:        renewAt.UTC().Format(time.RFC3339),
 				ExpiresAtAnnotation:         expires.UTC().Format(time.RFC3339),
+				IssuedAtAnnotation:          now.UTC().Format(time.RFC3339Nano),
 				ServiceAccountUIDAnnotation: string(saUID),
 			},
 		},

@@ -290,6 +290,11 @@ func expiresAt(s *corev1.Secret) time.Time {
 		return time.Time{}
 	}
 	t, _ := time.Parse(time.RFC3339, s.Annotations[bootstrap.ExpiresAtAnnotation])
+	// Tokens issued within one second expire in the same second: the issue time, with
+	// nanoseconds, tells them apart.
+	if issued, err := time.Parse(time.RFC3339Nano, s.Annotations[bootstrap.IssuedAtAnnotation]); err == nil && !t.IsZero() {
+		return t.Truncate(time.Second).Add(time.Duration(issued.Nanosecond()))
+	}
 	return t
 }
 
