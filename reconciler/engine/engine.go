@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -81,6 +82,8 @@ type item struct {
 	gvk       schema.GroupVersionKind
 	namespace string
 	name      string
+	// back marks a local original whose copies' status flows back to it.
+	back bool
 }
 
 func (i item) String() string {
@@ -337,6 +340,17 @@ func (e *Engine) ruleChanged(o any) {
 	}
 	e.mu.Unlock()
 	compiled, err := rules.Compile(rsr)
+	if err == nil && rsr.Spec.SyncStatusBack {
+		for i, sr := range rsr.Spec.Rules {
+			if sr.Mutations.SyncStatus {
+				compiled, err = nil, &rules.InvalidRuleError{Rule: rsr.Name, Problems: []rules.Problem{{
+					Field:   fmt.Sprintf("spec.rules[%d].mutations.syncStatus", i),
+					Message: "cannot be combined with spec.syncStatusBack: status would flow both ways",
+				}}}
+				break
+			}
+		}
+	}
 	entry := newEntry(rsr, compiled, err, false)
 	e.mu.Lock()
 	if old, ok := e.rules[rsr.Name]; ok && !old.builtin {
@@ -460,6 +474,24 @@ func (e *Engine) doRefresh(ctx context.Context) {
 				needed[s] = true
 				_ = e.watchers.ensure(ctx, s, dyn, mapper, e.onEvent)
 			}
+			if r.rsr.Spec.SyncStatusBack {
+				// The peers' copies of our objects, whose status flows back.
+				locNS := localNamespaces(r.rsr, r.namespaces)
+				if locNS == nil {
+					locNS = []string{""}
+				}
+				for _, gvk := range r.compiled.TargetGVKs {
+					for _, ns := range locNS {
+						s, err := e.scopeFor(p.Name, gvk, ns, mapper)
+						if err != nil {
+							failed = true
+							continue
+						}
+						needed[s] = true
+						_ = e.watchers.ensure(ctx, s, dyn, mapper, e.onEvent)
+					}
+				}
+			}
 		}
 	}
 	e.watchers.retain(func(s scope) bool { return needed[s] })
@@ -519,7 +551,21 @@ func (e *Engine) onEvent(s scope, oldObj, newObj *unstructured.Unstructured) {
 		return
 	}
 	for _, r := range e.snapshot() {
-		if r.compiled == nil || r.compiled.GVK != s.gvk {
+		if r.compiled == nil {
+			continue
+		}
+		if r.rsr.Spec.SyncStatusBack && containsGVK(r.compiled.TargetGVKs, s.gvk) {
+			// A peer's copy of one of our objects: its status flows back to the original.
+			for _, o := range []*unstructured.Unstructured{oldObj, newObj} {
+				if o == nil || types.UID(o.GetAnnotations()[v1alpha1.OwnershipAnnotation]) != e.opts.LocalID {
+					continue
+				}
+				for _, src := range r.compiled.SourceKeys(types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}) {
+					e.add(item{gvk: r.compiled.GVK, namespace: src.Namespace, name: src.Name, back: true}, now)
+				}
+			}
+		}
+		if r.compiled.GVK != s.gvk {
 			continue
 		}
 		for _, o := range []*unstructured.Unstructured{oldObj, newObj} {
@@ -550,7 +596,13 @@ func (e *Engine) processNext(ctx context.Context) bool {
 		return false
 	}
 	defer e.queue.Done(it)
-	requeue, err := e.reconcile(ctx, it)
+	var requeue time.Duration
+	var err error
+	if it.back {
+		err = e.reconcileBack(ctx, it)
+	} else {
+		requeue, err = e.reconcile(ctx, it)
+	}
 	switch {
 	case err != nil:
 		e.opts.Metrics.errors.WithLabelValues(it.gvk.Kind).Inc()
@@ -647,6 +699,13 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 					continue
 				}
 				mark(desired, origin, r.rsr.Name)
+				if r.rsr.Spec.SyncStatusBack {
+					a := desired.GetAnnotations()
+					delete(a, v1alpha1.OriginGenerationAnnotation)
+					delete(a, v1alpha1.CopyGenerationAnnotation)
+					a[v1alpha1.SourceGenerationAnnotation] = strconv.FormatInt(obj.GetGeneration(), 10)
+					desired.SetAnnotations(a)
+				}
 				cands = append(cands, Candidate{Rule: r.rsr.Name, Peer: p.Name, PeerID: p.ClusterID, Origin: origin, Object: desired, SyncStatus: mut.SyncStatus})
 			}
 		}

@@ -209,6 +209,15 @@ type ResourceSyncRuleSpec struct {
 	// it and it holds nothing else (an addition to the seed API).
 	// +optional
 	CreateNamespaces bool `json:"createNamespaces,omitempty"`
+	// SyncStatusBack makes the status flow back from the copies to the original: the
+	// origin's controller reads the status of its objects' copies from the peers (the
+	// first peer by name that has a copy) and writes it on the original, with the
+	// annotations sync-origin-generation (the original's generation the copy was made
+	// from) and sync-copy-generation (the copy's generation) — still writing only its own
+	// cluster. It cannot be combined with mutations.syncStatus (an addition to the seed
+	// API, after sync-controller).
+	// +optional
+	SyncStatusBack bool `json:"syncStatusBack,omitempty"`
 }
 
 // DeletionPolicy says what happens to a rule's copies when the rule is deleted.

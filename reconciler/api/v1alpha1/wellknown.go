@@ -37,6 +37,9 @@ const (
 	// CopyGenerationAnnotation, written next to OriginGenerationAnnotation, holds the
 	// generation of the copy whose status was pulled back.
 	CopyGenerationAnnotation = "cluster-registry.k8s.cisco.com/sync-copy-generation"
+	// SourceGenerationAnnotation, on a copy of a rule with syncStatusBack, holds the
+	// generation of the source object the copy was made from.
+	SourceGenerationAnnotation = "cluster-registry.k8s.cisco.com/source-generation"
 	// CreatedByAnnotation marks a namespace created by the sync engine (value: the
 	// name of the rule), so it is deleted only if we created it and it is empty.
 	CreatedByAnnotation = "cluster-registry.k8s.cisco.com/created-by"

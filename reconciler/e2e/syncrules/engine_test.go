@@ -334,6 +334,73 @@ spec:
 			})
 		}
 	})
+	t.Run("status flows back from a copy to the original when opted in", func(t *testing.T) {
+		applyRule(t, first, `
+apiVersion: clusterregistry.k8s.cisco.com/v1alpha1
+kind: ResourceSyncRule
+metadata:
+  name: widgets-status
+spec:
+  groupVersionKind: {group: example.com, version: v1, kind: Widget}
+  createNamespaces: true
+  syncStatusBack: true
+  rules:
+  - match:
+    - namespaces: [sync-status]
+`)
+		if err := first.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "sync-status"}}); err != nil {
+			t.Fatal(err)
+		}
+		gvk := schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}
+		w := &unstructured.Unstructured{}
+		w.SetGroupVersionKind(gvk)
+		w.SetNamespace("sync-status")
+		w.SetName("w2")
+		w.Object["spec"] = map[string]any{"size": int64(1)}
+		if err := first.Create(context.Background(), w); err != nil {
+			t.Fatal(err)
+		}
+		get := func(c client.Client) (*unstructured.Unstructured, error) {
+			u := &unstructured.Unstructured{}
+			u.SetGroupVersionKind(gvk)
+			return u, c.Get(context.Background(), client.ObjectKey{Namespace: "sync-status", Name: "w2"}, u)
+		}
+		var onSecond *unstructured.Unstructured
+		harness.Eventually(t, 30*time.Second, "the copy on second", func() error {
+			var err error
+			onSecond, err = get(second)
+			return err
+		})
+		// A controller on second reports on its copy.
+		onSecond.Object["status"] = map[string]any{"phase": "Running", "observedGeneration": onSecond.GetGeneration()}
+		if err := second.Status().Update(context.Background(), onSecond); err != nil {
+			t.Fatal(err)
+		}
+		harness.Eventually(t, 30*time.Second, "the status reaches the original on first", func() error {
+			o, err := get(first)
+			if err != nil {
+				return err
+			}
+			st, _ := o.Object["status"].(map[string]any)
+			a := o.GetAnnotations()
+			if st["phase"] != "Running" || a[v1alpha1.OriginGenerationAnnotation] != fmt.Sprint(o.GetGeneration()) || a[v1alpha1.CopyGenerationAnnotation] != fmt.Sprint(onSecond.GetGeneration()) {
+				return fmt.Errorf("status %v annotations %v", st, a)
+			}
+			return nil
+		})
+		// ... and not onward: the copies keep their own status.
+		stays(t, 3*time.Second, "third's copy keeps its own (empty) status", func() error {
+			o, err := get(third)
+			if err != nil {
+				return err
+			}
+			if _, ok := o.Object["status"]; ok {
+				return fmt.Errorf("third's copy got a status: %v", o.Object["status"])
+			}
+			return nil
+		})
+	})
+
 	t.Run("invalid rules say why and write nothing", func(t *testing.T) {
 		applyRule(t, first, `
 apiVersion: clusterregistry.k8s.cisco.com/v1alpha1
