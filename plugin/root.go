@@ -11,6 +11,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
+	"github.com/kubectl-registry/kubectl-registry/plugin/join"
 	"github.com/kubectl-registry/kubectl-registry/plugin/serve"
 	"github.com/kubectl-registry/kubectl-registry/plugin/version"
 )
@@ -81,6 +82,7 @@ func NewCmdRegistry(streams genericiooptions.IOStreams) *cobra.Command {
 	cmd.AddCommand(
 		version.NewCmdVersion(streams),
 		serve.NewCmdServe(configFlags, streams),
+		join.NewCmdJoin(configFlags, streams),
 	)
 	return cmd
 }

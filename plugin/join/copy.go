@@ -1,0 +1,214 @@
+package join
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"maps"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
+)
+
+// Resource names as kubectl prints them ("<resource>.<group>/<name>").
+const (
+	clusterResource = "cluster.clusterregistry.k8s.cisco.com"
+	secretResource  = "secret"
+)
+
+// notCopied are the annotations and labels a copy never carries: kubectl's record of
+// the last apply on the origin, the ownership mark of the membership sync (a copy made
+// by hand has none, like the seed's swap), and the cluster-disabled annotation, a
+// decision of each cluster about its peers.
+var notCopied = []string{
+	corev1.LastAppliedConfigAnnotation,
+	v1alpha1.OwnershipAnnotation,
+	v1alpha1.ClusterDisabledAnnotation,
+}
+
+// copyMap returns m without the keys that are never copied, or nil when nothing is left.
+func copyMap(m map[string]string) map[string]string {
+	out := maps.Clone(m)
+	for _, k := range notCopied {
+		delete(out, k)
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// copies are the two objects written on the other side: the reader Secret first, then
+// the Cluster.
+type copies struct {
+	Secret  *corev1.Secret
+	Cluster *v1alpha1.Cluster
+}
+
+// buildCopies returns what the user would copy of a cluster's local Cluster and reader
+// Secret: name, labels and annotations (but those never copied), the Cluster's spec, the
+// Secret's type and data; no status, UID, resourceVersion or managed fields. The Secret
+// lands in namespace (the Cluster's secretRef namespace, checked by the caller). With a
+// non-empty server, the reader kubeconfig's server and the matching API endpoint of the
+// Cluster are rewritten to it; everything else is kept byte for byte.
+func buildCopies(cluster *v1alpha1.Cluster, secret *corev1.Secret, namespace, server string) (copies, error) {
+	data := maps.Clone(secret.Data)
+	spec := *cluster.Spec.DeepCopy()
+	if server != "" {
+		rewritten, old, err := rewriteServer(secret.Data[v1alpha1.KubeconfigKey], server)
+		if err != nil {
+			return copies{}, err
+		}
+		data[v1alpha1.KubeconfigKey] = rewritten
+		spec.KubernetesAPIEndpoints = rewriteEndpoints(spec.KubernetesAPIEndpoints, old, server)
+	}
+	s := &corev1.Secret{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace:   namespace,
+			Name:        secret.Name,
+			Labels:      copyMap(secret.Labels),
+			Annotations: copyMap(secret.Annotations),
+		},
+		Type: secret.Type,
+		Data: data,
+	}
+	c := &v1alpha1.Cluster{
+		TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "Cluster"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        cluster.Name,
+			Labels:      copyMap(cluster.Labels),
+			Annotations: copyMap(cluster.Annotations),
+		},
+		Spec: spec,
+	}
+	return copies{Secret: s, Cluster: c}, nil
+}
+
+// rewriteServer sets the server of the cluster the current context of a reader
+// kubeconfig uses (the one kubeconfig.Parse reads), and returns the new kubeconfig and
+// the old server. When the server does not change, data is returned as it is.
+func rewriteServer(data []byte, server string) ([]byte, string, error) {
+	cfg, err := clientcmd.Load(data)
+	if err != nil {
+		return nil, "", fmt.Errorf("reading the reader kubeconfig: %w", err)
+	}
+	ctxName := cfg.CurrentContext
+	if ctxName == "" && len(cfg.Contexts) == 1 {
+		for name := range cfg.Contexts {
+			ctxName = name
+		}
+	}
+	kctx := cfg.Contexts[ctxName]
+	if kctx == nil {
+		return nil, "", errors.New("the reader kubeconfig has no current context")
+	}
+	cluster := cfg.Clusters[kctx.Cluster]
+	if cluster == nil {
+		return nil, "", fmt.Errorf("the reader kubeconfig has no cluster %q", kctx.Cluster)
+	}
+	old := cluster.Server
+	if old == server {
+		return data, old, nil
+	}
+	cluster.Server = server
+	out, err := clientcmd.Write(*cfg)
+	if err != nil {
+		return nil, "", fmt.Errorf("writing the reader kubeconfig: %w", err)
+	}
+	return out, old, nil
+}
+
+// rewriteEndpoints returns eps with every endpoint whose address is old (after
+// normalisation) moved to server, keeping its client network and CA bundle. When none
+// matches, the endpoint for any network (empty clientNetwork) is moved, or added.
+func rewriteEndpoints(eps []v1alpha1.KubernetesAPIEndpoint, old, server string) []v1alpha1.KubernetesAPIEndpoint {
+	out := make([]v1alpha1.KubernetesAPIEndpoint, len(eps))
+	for i := range eps {
+		eps[i].DeepCopyInto(&out[i])
+	}
+	matched := false
+	if oldNorm, err := kubeconfig.NormalizeServer(old); err == nil {
+		for i := range out {
+			if addr, err := kubeconfig.NormalizeServer(out[i].ServerAddress); err == nil && addr == oldNorm {
+				out[i].ServerAddress = server
+				matched = true
+			}
+		}
+	}
+	if matched {
+		return out
+	}
+	for i := range out {
+		if out[i].ClientNetwork == "" {
+			out[i].ServerAddress = server
+			return out
+		}
+	}
+	return append(out, v1alpha1.KubernetesAPIEndpoint{ServerAddress: server})
+}
+
+// subset reports whether every entry of want is in have with the same value.
+func subset(want, have map[string]string) bool {
+	for k, v := range want {
+		if hv, ok := have[k]; !ok || hv != v {
+			return false
+		}
+	}
+	return true
+}
+
+// secretUpToDate reports whether applying desired would change nothing in existing.
+func secretUpToDate(existing, desired *corev1.Secret) bool {
+	if existing.Type != desired.Type || !subset(desired.Labels, existing.Labels) || !subset(desired.Annotations, existing.Annotations) {
+		return false
+	}
+	for k, v := range desired.Data {
+		if ev, ok := existing.Data[k]; !ok || !bytes.Equal(ev, v) {
+			return false
+		}
+	}
+	return true
+}
+
+// clusterUpToDate reports whether applying desired would change nothing in existing.
+func clusterUpToDate(existing, desired *v1alpha1.Cluster) bool {
+	return apiequality.Semantic.DeepEqual(existing.Spec, desired.Spec) &&
+		subset(desired.Labels, existing.Labels) && subset(desired.Annotations, existing.Annotations)
+}
+
+// toApply turns a copy into the unstructured body of a server-side apply: only the
+// fields the copy sets (no creationTimestamp, no status).
+func toApply(obj client.Object) (*unstructured.Unstructured, error) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, fmt.Errorf("converting %s: %w", obj.GetName(), err)
+	}
+	u := &unstructured.Unstructured{Object: m}
+	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
+	unstructured.RemoveNestedField(u.Object, "status")
+	if md, ok := u.Object["metadata"].(map[string]any); ok && len(md) == 0 {
+		delete(u.Object, "metadata")
+	}
+	return u, nil
+}
+
+// resourceName is how kubectl names an object in its messages: secret/a,
+// cluster.clusterregistry.k8s.cisco.com/a.
+func resourceName(obj client.Object) string {
+	switch obj.(type) {
+	case *corev1.Secret:
+		return secretResource + "/" + obj.GetName()
+	case *v1alpha1.Cluster:
+		return clusterResource + "/" + obj.GetName()
+	}
+	return fmt.Sprintf("%T/%s", obj, obj.GetName())
+}

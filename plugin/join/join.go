@@ -1,0 +1,381 @@
+// Package join implements "kubectl registry join": the seed's "copy/paste Cluster and
+// secret resources" swap between two clusters, checked before anything is written.
+//
+// join copies the local Cluster CR of side A (--context) and its reader kubeconfig Secret
+// to side B (--peer-context), and B's to A. One swap with any member of a group is
+// enough for a new cluster: the controllers spread membership to the rest.
+package join
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/cli-runtime/pkg/printers"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
+)
+
+const (
+	joinLong = `
+		Join two clusters: copy the local Cluster CR of the cluster of --context (side A) and
+		its reader kubeconfig Secret to the cluster of --peer-context (side B), and B's to A.
+		This is the seed's "copy/paste Cluster and secret resources" step, done once and
+		checked first. A new cluster needs one join with any member of a group: the
+		controllers spread membership to every other member by themselves.
+
+		The kubeconfig flags (--kubeconfig, --context, --user, ...) select side A;
+		--peer-kubeconfig and --peer-context select side B. Both clusters must run the registry
+		controller ("kubectl registry serve", installed by "kubectl registry install"), which
+		creates each cluster's Cluster CR and reader Secret.
+
+		Before writing anything, join checks that both API servers answer, that the registry
+		is installed on both (CRD and namespace), that they are two different clusters, that
+		each has its local Cluster and a valid reader Secret, that the address each advertises
+		is not a loopback address (unless --allow-loopback), that each reader token is
+		accepted by the server it names and that this server is that cluster, and that the
+		copies clash with no other Cluster or Secret. Any failure writes nothing.
+
+		The copies are server-side applied (field manager kubectl-registry) with the name,
+		labels and annotations, spec, Secret type and data of the originals: no status, and
+		none of kubectl's last-applied, the ownership mark of the membership sync or the
+		cluster-disabled annotation. Each side gets the Secret first, then the Cluster. Running
+		join again changes nothing: every object is reported unchanged.
+
+		--server and --peer-server replace the address A and B advertise to each other (the
+		server of the copied reader kubeconfig and the matching kubernetesApiEndpoints entry of
+		the copied Cluster), for API servers that the other side reaches at another address
+		than their own controller advertises. The rewrite is checked and lets the other side
+		connect, but it does not last: once connected, a controller takes a peer's Cluster and
+		Secret from the peer itself (join warns about it). Make the address permanent on the
+		cluster itself with "kubectl registry serve --api-server-endpoint".
+
+		With --wait, join then waits until each side's controller reports the other's Cluster
+		Ready and ClustersSynced (Ready only with --one-way), as read from the Cluster status
+		on each side.`
+
+	joinExample = `
+		# Join the cluster of context east with the cluster of context west
+		kubectl registry join --context east --peer-context west --wait
+
+		# Attach a new cluster to an existing group through any one member
+		kubectl registry join --context east --peer-context north --wait
+
+		# The peer's context is in another kubeconfig file
+		kubectl registry join --context east --peer-kubeconfig ~/.kube/west.yaml --peer-context west
+
+		# Advertise the API servers at other addresses than their controllers do
+		kubectl registry join --context east --peer-context west \
+		  --server https://east.example.com:6443 --peer-server https://west.example.com:6443
+
+		# Show the objects that would be written on each side, and write nothing
+		kubectl registry join --context east --peer-context west --dry-run=client -o yaml`
+)
+
+// Dry-run strategies of --dry-run.
+const (
+	dryRunNone   = "none"
+	dryRunClient = "client"
+	dryRunServer = "server"
+	// dryRunUnset is the value of a bare --dry-run, refused as kubectl does.
+	dryRunUnset = "unchanged"
+)
+
+// Defaults of the flags.
+const (
+	// DefaultTimeout is the default of --timeout.
+	DefaultTimeout = 2 * time.Minute
+	// requestTimeout bounds every request join makes, so an API server that does not
+	// answer fails the preflight in reasonable time.
+	requestTimeout = 10 * time.Second
+	// pollInterval is how often --wait reads the Clusters' status.
+	pollInterval = time.Second
+)
+
+// Options holds the flags and the state of "kubectl registry join".
+type Options struct {
+	// Namespace is the registry namespace on both sides.
+	Namespace string
+	// PeerContext and PeerKubeconfig name side B.
+	PeerContext    string
+	PeerKubeconfig string
+	// Server and PeerServer, when set, replace the address A and B advertise to each
+	// other (normalised in Complete).
+	Server     string
+	PeerServer string
+	// AllowLoopback accepts advertised addresses on loopback (everything on one machine).
+	AllowLoopback bool
+	// OneWay copies only A's Cluster and Secret to B.
+	OneWay bool
+	// DryRun is none, client or server.
+	DryRun string
+	// Wait waits, up to Timeout, for the controllers to report each other Ready and synced.
+	Wait    bool
+	Timeout time.Duration
+	// PollInterval is how often --wait polls; zero means one second.
+	PollInterval time.Duration
+
+	PrintFlags *genericclioptions.PrintFlags
+
+	// Set by Complete.
+	printer     printers.ResourcePrinter
+	yamlOutput  bool
+	contextFlag string
+	a, b        *side
+
+	restClientGetter genericclioptions.RESTClientGetter
+	scheme           *runtime.Scheme
+	genericiooptions.IOStreams
+}
+
+// NewOptions returns Options with the defaults of the flags.
+func NewOptions(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *Options {
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+	return &Options{
+		Namespace:        v1alpha1.DefaultNamespace,
+		DryRun:           dryRunNone,
+		Timeout:          DefaultTimeout,
+		PrintFlags:       genericclioptions.NewPrintFlags("").WithTypeSetter(scheme),
+		restClientGetter: restClientGetter,
+		scheme:           scheme,
+		IOStreams:        streams,
+	}
+}
+
+// NewCmdJoin returns the "join" command. restClientGetter is the root command's
+// kubeconfig flags: they name side A.
+func NewCmdJoin(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *cobra.Command {
+	o := NewOptions(restClientGetter, streams)
+	cmd := &cobra.Command{
+		Use:     "join --context A --peer-context B [flags]",
+		Short:   "Join two clusters: swap their Cluster CRs and reader Secrets",
+		Long:    cmdutil.LongDesc(joinLong),
+		Example: cmdutil.Examples(joinExample),
+		Args:    cmdutil.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.Complete(cmd, args); err != nil {
+				return err
+			}
+			if err := o.Validate(); err != nil {
+				return cmdutil.UsageError(cmd, err)
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	o.AddFlags(cmd)
+	return cmd
+}
+
+// AddFlags adds the flags of join to cmd.
+func (o *Options) AddFlags(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	// Shadows the root's --namespace: for join it is the registry namespace.
+	fs.StringVarP(&o.Namespace, "namespace", "n", o.Namespace,
+		"Registry namespace on both clusters: where the reader Secrets live.")
+	fs.StringVar(&o.PeerContext, "peer-context", o.PeerContext,
+		"Kubeconfig context of side B, the cluster to join with (default: the current context of --peer-kubeconfig).")
+	fs.StringVar(&o.PeerKubeconfig, "peer-kubeconfig", o.PeerKubeconfig,
+		"Kubeconfig file of side B (default: the kubeconfig of side A: --kubeconfig, else KUBECONFIG, else ~/.kube/config).")
+	// Shadows the root's --server: for join it is the address side A advertises.
+	fs.StringVar(&o.Server, "server", o.Server,
+		"API server address of side A as side B reaches it (host, host:port or https URL); replaces the server of A's reader kubeconfig and API endpoint in the copies written on B.")
+	fs.StringVar(&o.PeerServer, "peer-server", o.PeerServer,
+		"API server address of side B as side A reaches it; replaces the server of B's reader kubeconfig and API endpoint in the copies written on A.")
+	fs.BoolVar(&o.AllowLoopback, "allow-loopback", o.AllowLoopback,
+		"Accept advertised API server addresses on loopback (127.0.0.1, localhost): only when every cluster and controller runs on this machine.")
+	fs.BoolVar(&o.OneWay, "one-way", o.OneWay,
+		"Copy only A's Cluster and Secret to B, so that B reads A but not the other way round.")
+	fs.StringVar(&o.DryRun, "dry-run", o.DryRun,
+		`Must be "none", "client", or "server". With "client", only print the objects that would be written; with "server", also submit them to the API servers as dry-run requests. Nothing is written either way.`)
+	fs.Lookup("dry-run").NoOptDefVal = dryRunUnset
+	fs.BoolVar(&o.Wait, "wait", o.Wait,
+		"After writing, wait until each side's controller reports the other's Cluster Ready and ClustersSynced (Ready only with --one-way).")
+	fs.DurationVar(&o.Timeout, "timeout", o.Timeout,
+		"How long --wait waits.")
+	o.PrintFlags.AddFlags(cmd)
+}
+
+// Complete reads the kubeconfig of both sides and derives the options that follow other
+// flags. It contacts no API server.
+func (o *Options) Complete(cmd *cobra.Command, _ []string) error {
+	for _, f := range []struct {
+		name string
+		v    *string
+	}{{"--server", &o.Server}, {"--peer-server", &o.PeerServer}} {
+		if *f.v == "" {
+			continue
+		}
+		server, err := kubeconfig.NormalizeServer(*f.v)
+		if err != nil {
+			return cmdutil.UsageError(cmd, fmt.Errorf("%s: %w", f.name, err))
+		}
+		*f.v = server
+	}
+	if o.DryRun == "" {
+		o.DryRun = dryRunNone
+	}
+	if o.PrintFlags.OutputFormat != nil && *o.PrintFlags.OutputFormat != "" {
+		p, err := o.PrintFlags.ToPrinter()
+		if err != nil {
+			return cmdutil.UsageError(cmd, err)
+		}
+		o.printer = p
+		o.yamlOutput = *o.PrintFlags.OutputFormat == "yaml"
+	}
+	if f := cmd.Flag("context"); f != nil {
+		o.contextFlag = f.Value.String()
+	}
+	if o.PeerContext == "" && o.PeerKubeconfig == "" {
+		return nil // Validate reports it
+	}
+	// The controller-runtime clients log nothing a user needs; without a logger,
+	// controller-runtime prints a warning with a stack trace after 30 seconds.
+	ctrllog.SetLogger(logr.Discard())
+	var err error
+	if o.a, err = o.sideA(cmd); err != nil {
+		return err
+	}
+	if o.b, err = o.sideB(cmd); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Validate checks the flags. It does no I/O.
+func (o *Options) Validate() error {
+	if o.PeerContext == "" && o.PeerKubeconfig == "" {
+		return errors.New("--peer-context is required: it names the cluster to join with (side B)")
+	}
+	if errs := validation.IsDNS1123Label(o.Namespace); len(errs) > 0 {
+		return fmt.Errorf("--namespace %q: %s", o.Namespace, strings.Join(errs, "; "))
+	}
+	if !slices.Contains([]string{dryRunNone, dryRunClient, dryRunServer}, o.DryRun) {
+		if o.DryRun == dryRunUnset {
+			return errors.New(`--dry-run flag without a value was specified. A value must be set: "none", "server", or "client"`)
+		}
+		return fmt.Errorf(`--dry-run must be "none", "server", or "client", got %q`, o.DryRun)
+	}
+	if o.OneWay && o.PeerServer != "" {
+		return errors.New("--peer-server has no effect with --one-way: side B's address is not copied to A")
+	}
+	if o.Wait && o.DryRun != dryRunNone {
+		return errors.New("--wait cannot be used with --dry-run: nothing is written to wait for")
+	}
+	if o.Wait && o.Timeout <= 0 {
+		return fmt.Errorf("--timeout must be positive, got %s", o.Timeout)
+	}
+	return nil
+}
+
+// Run checks both sides, writes the copies and, with --wait, waits for the controllers.
+func (o *Options) Run(ctx context.Context) error {
+	p, err := o.preflight(ctx)
+	if err != nil {
+		return err
+	}
+	if err := o.write(ctx, p); err != nil {
+		return err
+	}
+	if !o.Wait {
+		return nil
+	}
+	return o.wait(ctx, p.waits())
+}
+
+// sideA describes side A from the root's kubeconfig flags.
+func (o *Options) sideA(cmd *cobra.Command) (*side, error) {
+	loader := o.restClientGetter.ToRawKubeConfigLoader()
+	raw, err := loader.RawConfig()
+	if err != nil {
+		return nil, fmt.Errorf("loading the kubeconfig: %w", err)
+	}
+	name := o.contextFlag
+	if name != "" {
+		if _, ok := raw.Contexts[name]; !ok {
+			return nil, cmdutil.UsageError(cmd, fmt.Errorf("--context %q: no such context in the kubeconfig%s", name, describeFiles(loader.ConfigAccess().GetLoadingPrecedence())))
+		}
+	} else {
+		name = raw.CurrentContext
+	}
+	cfg, err := o.restClientGetter.ToRESTConfig()
+	if err != nil {
+		return nil, fmt.Errorf("loading the kubeconfig of side A: %w", err)
+	}
+	if cfg.Host == clientcmd.ClusterDefaults.Server && len(raw.Clusters) == 0 {
+		return nil, errors.New("no kubeconfig found: pass --kubeconfig and --context, or set KUBECONFIG")
+	}
+	flags := ""
+	if name != "" {
+		flags = "--context " + name
+	}
+	if f := loader.ConfigAccess().GetExplicitFile(); f != "" {
+		flags = strings.TrimSpace(flags + " --kubeconfig " + f)
+	}
+	if name == "" {
+		name = cfg.Host
+	}
+	return newSide(name, flags, "--server", o.Server, cfg, o.scheme)
+}
+
+// sideB describes side B from --peer-kubeconfig and --peer-context.
+func (o *Options) sideB(cmd *cobra.Command) (*side, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = o.PeerKubeconfig
+	if rules.ExplicitPath == "" {
+		rules.ExplicitPath = o.restClientGetter.ToRawKubeConfigLoader().ConfigAccess().GetExplicitFile()
+	}
+	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.PeerContext})
+	raw, err := loader.RawConfig()
+	if err != nil {
+		return nil, fmt.Errorf("loading the kubeconfig of side B: %w", err)
+	}
+	name := o.PeerContext
+	if name == "" {
+		name = raw.CurrentContext
+		if name == "" {
+			return nil, cmdutil.UsageError(cmd, fmt.Errorf("--peer-context is required: the kubeconfig%s has no current context", describeFiles(rules.GetLoadingPrecedence())))
+		}
+	}
+	if _, ok := raw.Contexts[name]; !ok {
+		return nil, cmdutil.UsageError(cmd, fmt.Errorf("--peer-context %q: no such context in the kubeconfig%s", name, describeFiles(rules.GetLoadingPrecedence())))
+	}
+	cfg, err := loader.ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("loading the kubeconfig of side B (context %s): %w", name, err)
+	}
+	flags := "--context " + name
+	if rules.ExplicitPath != "" {
+		flags += " --kubeconfig " + rules.ExplicitPath
+	}
+	label := name
+	if o.a != nil && label == o.a.name && o.PeerKubeconfig != "" {
+		// Same context name in another kubeconfig file.
+		label += " (" + o.PeerKubeconfig + ")"
+	}
+	return newSide(label, flags, "--peer-server", o.PeerServer, cfg, o.scheme)
+}
+
+// describeFiles names the kubeconfig files for a message: " (a, b)".
+func describeFiles(files []string) string {
+	if len(files) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(files, ", ") + ")"
+}

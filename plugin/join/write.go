@@ -1,0 +1,150 @@
+package join
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+)
+
+// write applies the copies side by side, Secret before Cluster, and reports each object
+// like kubectl does. With --dry-run nothing is written. When a write fails, the error
+// lists what was written and what was not.
+func (o *Options) write(ctx context.Context, p plan) error {
+	suffix := ""
+	switch o.DryRun {
+	case dryRunClient:
+		suffix = " (dry run)"
+	case dryRunServer:
+		suffix = " (server dry run)"
+	}
+	type printed struct {
+		on  *side
+		obj runtime.Object
+	}
+	var out []printed
+	var done []string
+	for wi, w := range p.writes {
+		for ii, it := range w.items {
+			obj, outcome, err := o.apply(ctx, w.on, it)
+			if err != nil {
+				return writeError(w.on, it, err, done, notDone(p, wi, ii))
+			}
+			line := fmt.Sprintf("%s %s on %s", resourceName(it.desired), outcome, w.on.name)
+			done = append(done, line)
+			if o.printer == nil {
+				fmt.Fprintln(o.Out, line+suffix)
+				continue
+			}
+			out = append(out, printed{on: w.on, obj: obj})
+		}
+	}
+	if o.printer == nil {
+		return nil
+	}
+	var last *side
+	for i, x := range out {
+		if !o.yamlOutput {
+			if err := o.printer.PrintObj(x.obj, o.Out); err != nil {
+				return err
+			}
+			continue
+		}
+		// One YAML stream; a comment names the side of the objects that follow.
+		var buf bytes.Buffer
+		if i > 0 {
+			buf.WriteString("---\n")
+		}
+		if x.on != last {
+			fmt.Fprintf(&buf, "# on context %s\n", x.on.name)
+			last = x.on
+		}
+		if _, err := o.Out.Write(buf.Bytes()); err != nil {
+			return err
+		}
+		// A fresh printer per object: the YAML printer adds its own separators.
+		p, err := o.PrintFlags.ToPrinter()
+		if err != nil {
+			return err
+		}
+		if err := p.PrintObj(x.obj, o.Out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// apply writes one object (unless it is unchanged or in dry run) and returns what to
+// print for it and the outcome.
+func (o *Options) apply(ctx context.Context, on *side, it item) (runtime.Object, string, error) {
+	u, err := toApply(it.desired)
+	if err != nil {
+		return nil, "", err
+	}
+	if o.DryRun == dryRunClient {
+		return u, it.outcome, nil
+	}
+	if it.outcome == "unchanged" {
+		// Applying would change no field: do not write at all.
+		return it.existing, it.outcome, nil
+	}
+	opts := []client.ApplyOption{client.FieldOwner(v1alpha1.FieldManager), client.ForceOwnership}
+	if o.DryRun == dryRunServer {
+		opts = append(opts, client.DryRunAll)
+	}
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	if err := on.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), opts...); err != nil {
+		return nil, "", err
+	}
+	outcome := it.outcome
+	if it.existing != nil && o.DryRun == dryRunNone && u.GetResourceVersion() == it.existing.GetResourceVersion() {
+		outcome = "unchanged"
+	}
+	return u, outcome, nil
+}
+
+// notDone lists the writes after item ii of side wi, which is the one that failed.
+func notDone(p plan, wi, ii int) []string {
+	var out []string
+	for i := wi; i < len(p.writes); i++ {
+		w := p.writes[i]
+		for j, it := range w.items {
+			if i == wi && j < ii {
+				continue
+			}
+			out = append(out, fmt.Sprintf("%s on %s", resourceName(it.desired), w.on.name))
+		}
+	}
+	return out
+}
+
+// writeError reports a failed write with what was and was not written.
+func writeError(on *side, it item, err error, done, notDone []string) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "writing %s on context %s: %v", resourceName(it.desired), on.name, err)
+	if len(done) == 0 {
+		b.WriteString("\nnothing was written")
+	} else {
+		b.WriteString("\nwritten: " + strings.Join(done, ", "))
+	}
+	b.WriteString("\nnot written: " + strings.Join(notDone, ", "))
+	b.WriteString("\nrun the same join again to finish: it changes only what is missing")
+	return errors.New(b.String())
+}
+
+// statusOut is where the lines that report --wait go: stdout, unless objects are
+// printed there.
+func (o *Options) statusOut() io.Writer {
+	if o.printer != nil {
+		return o.ErrOut
+	}
+	return o.Out
+}
