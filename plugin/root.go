@@ -11,8 +11,10 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
+	"github.com/kubectl-registry/kubectl-registry/plugin/install"
 	"github.com/kubectl-registry/kubectl-registry/plugin/join"
 	"github.com/kubectl-registry/kubectl-registry/plugin/serve"
+	"github.com/kubectl-registry/kubectl-registry/plugin/uninstall"
 	"github.com/kubectl-registry/kubectl-registry/plugin/version"
 )
 
@@ -82,6 +84,8 @@ func NewCmdRegistry(streams genericiooptions.IOStreams) *cobra.Command {
 	cmd.AddCommand(
 		version.NewCmdVersion(streams),
 		serve.NewCmdServe(configFlags, streams),
+		install.NewCmdInstall(configFlags, streams),
+		uninstall.NewCmdUninstall(configFlags, streams),
 		join.NewCmdJoin(configFlags, streams),
 	)
 	return cmd
