@@ -629,6 +629,9 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 		}
 		return time.Second, nil
 	}
+	if observed != nil && membershipObject(observed) {
+		return 0, nil // membership sync owns the Clusters and their reader Secrets
+	}
 	local := e.localCluster(ctx)
 	target := types.NamespacedName{Namespace: it.namespace, Name: it.name}
 	var cands []Candidate
@@ -657,6 +660,9 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 				}
 				if obj == nil {
 					gone[p.ClusterID] = true
+					continue
+				}
+				if membershipObject(obj) {
 					continue
 				}
 				origin := types.UID(obj.GetAnnotations()[v1alpha1.OwnershipAnnotation])
@@ -723,10 +729,15 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 		}
 	}
 	cands = direct
+	// Only a copy a rule of this kind wrote (labelled with its name) may be deleted: not
+	// the membership sync's copies, not copies of a rule that is gone (deletionPolicy
+	// Retain), not copies another tool marked.
 	originGone := map[types.UID]bool{}
-	for id := range gone {
-		if !present[id] && !unknown[id] {
-			originGone[id] = true
+	if observed != nil && writtenByOneOf(observed, entries) {
+		for id := range gone {
+			if !present[id] && !unknown[id] {
+				originGone[id] = true
+			}
 		}
 	}
 	act := Decide(Input{LocalID: e.opts.LocalID, Observed: observed, Candidates: cands, OriginGone: originGone})
@@ -751,6 +762,31 @@ func (e *Engine) anyLocalScope(gvk schema.GroupVersionKind) (scope, bool) {
 		}
 	}
 	return scope{}, false
+}
+
+// membershipObject reports whether obj belongs to the membership sync: a Cluster of the
+// registry or a reader kubeconfig Secret. The engine never reads or writes those.
+func membershipObject(obj *unstructured.Unstructured) bool {
+	gvk := obj.GroupVersionKind()
+	switch {
+	case gvk.Group == v1alpha1.GroupVersion.Group && gvk.Kind == "Cluster":
+		return true
+	case gvk.Group == "" && gvk.Kind == "Secret":
+		t, _, _ := unstructured.NestedString(obj.Object, "type")
+		return t == string(v1alpha1.SecretTypeClusterRegistry)
+	}
+	return false
+}
+
+// writtenByOneOf reports whether obj carries the rule label of one of the rules.
+func writtenByOneOf(obj *unstructured.Unstructured, entries []*ruleEntry) bool {
+	rule := obj.GetLabels()[RuleLabel]
+	for _, r := range entries {
+		if rule != "" && r.rsr.Name == rule {
+			return true
+		}
+	}
+	return false
 }
 
 // mark sets the ownership marks and the rule label on a copy.

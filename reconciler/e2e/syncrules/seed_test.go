@@ -167,6 +167,60 @@ func TestSeedScenarios(t *testing.T) {
 		})
 	})
 
+	t.Run("rules never touch the membership's Clusters and reader Secrets", func(t *testing.T) {
+		// A rule syncing every Secret of the registry namespace: the reader kubeconfig
+		// Secrets there belong to the membership sync and must stay exactly as they are.
+		applyRuleYAML(t, first, `
+apiVersion: clusterregistry.k8s.cisco.com/v1alpha1
+kind: ResourceSyncRule
+metadata:
+  name: all-registry-secrets
+  annotations: {cluster-registry.k8s.cisco.com/resource-sync-disabled: "true"}
+spec:
+  groupVersionKind: {kind: Secret, version: v1}
+  rules:
+  - match:
+    - namespaces: [cluster-registry]
+`)
+		versions := func() map[string]string {
+			out := map[string]string{}
+			for cname, c := range cl {
+				var list corev1.SecretList
+				if err := c.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+					t.Fatal(err)
+				}
+				for _, s := range list.Items {
+					if s.Type == v1alpha1.SecretTypeClusterRegistry {
+						out[cname+"/"+s.Name] = s.ResourceVersion
+					}
+				}
+			}
+			return out
+		}
+		before := versions()
+		if len(before) != 9 {
+			t.Fatalf("want 3 reader Secrets on each of 3 clusters, got %v", before)
+		}
+		stays(t, 6*time.Second, "the reader Secrets are left alone", func() error {
+			if now := versions(); fmt.Sprint(now) != fmt.Sprint(before) {
+				return fmt.Errorf("reader Secrets changed: %v -> %v", before, now)
+			}
+			return nil
+		})
+		for name, c := range cl {
+			if err := harness.Members(c, name, "first", "second", "third"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r, err := rule(first, "all-registry-secrets")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := first.Delete(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+	})
+
 	t.Run("sync to a set of clusters", func(t *testing.T) {
 		// Without the annotation, a deleted rule comes back.
 		r, err := rule(third, "test-secret-sink")
@@ -260,4 +314,15 @@ func metaTrue(conds []metav1.Condition, t string) bool {
 		}
 	}
 	return false
+}
+
+func applyRuleYAML(t *testing.T, cl client.Client, y string) {
+	t.Helper()
+	objs, err := manifests.Decode([]byte(y))
+	if err != nil || len(objs) != 1 {
+		t.Fatalf("decoding the rule: %v", err)
+	}
+	if err := cl.Create(context.Background(), objs[0]); err != nil {
+		t.Fatal(err)
+	}
 }
