@@ -456,6 +456,39 @@ spec:
 		}
 	})
 
+	t.Run("a kind the peers may not read is reported per source", func(t *testing.T) {
+		applyRule(t, first, `
+apiVersion: clusterregistry.k8s.cisco.com/v1alpha1
+kind: ResourceSyncRule
+metadata:
+  name: services-not-granted
+  annotations: {cluster-registry.k8s.cisco.com/resource-sync-disabled: "true"}
+spec:
+  groupVersionKind: {version: v1, kind: Service}
+  rules:
+  - match:
+    - namespaces: [default]
+`)
+		harness.Eventually(t, 30*time.Second, "the sources are Failing with forbidden and the rule Degraded", func() error {
+			r, err := rule(first, "services-not-granted")
+			if err != nil {
+				return err
+			}
+			if len(r.Status.Sources) != 2 {
+				return fmt.Errorf("sources %+v", r.Status.Sources)
+			}
+			for _, src := range r.Status.Sources {
+				if src.State != v1alpha1.SourceFailing || !strings.Contains(src.Message, "forbidden") {
+					return fmt.Errorf("source %+v", src)
+				}
+			}
+			if !metaTrue(r.Status.Conditions, v1alpha1.RuleConditionDegraded) {
+				return fmt.Errorf("not Degraded: %+v", r.Status.Conditions)
+			}
+			return nil
+		})
+	})
+
 	t.Run("deletionPolicy Delete removes the copies with the rule", func(t *testing.T) {
 		applyRule(t, first, `
 apiVersion: clusterregistry.k8s.cisco.com/v1alpha1
