@@ -153,15 +153,7 @@ func NewCmdInstall(restClientGetter genericclioptions.RESTClientGetter, streams 
 		Long:                  cmdutil.LongDesc(installLong),
 		Example:               cmdutil.Examples(installExample),
 		Args:                  cmdutil.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(cmd, args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return cmdutil.UsageError(cmd, err)
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE:                  cmdutil.RunE(o),
 	}
 	o.AddFlags(cmd)
 	return cmd

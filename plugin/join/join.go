@@ -169,15 +169,7 @@ func NewCmdJoin(restClientGetter genericclioptions.RESTClientGetter, streams gen
 		Long:    cmdutil.LongDesc(joinLong),
 		Example: cmdutil.Examples(joinExample),
 		Args:    cmdutil.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(cmd, args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return cmdutil.UsageError(cmd, err)
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE:    cmdutil.RunE(o),
 	}
 	o.AddFlags(cmd)
 	return cmd

@@ -92,15 +92,7 @@ func NewCmdServe(restClientGetter genericclioptions.RESTClientGetter, streams ge
 		Long:    cmdutil.LongDesc(serveLong),
 		Example: cmdutil.Examples(serveExample),
 		Args:    cmdutil.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(cmd, args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return cmdutil.UsageError(cmd, err)
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE:    cmdutil.RunE(o),
 	}
 	o.AddFlags(cmd)
 	return cmd

@@ -145,15 +145,7 @@ func NewCmdUninstall(restClientGetter genericclioptions.RESTClientGetter, stream
 		Long:                  cmdutil.LongDesc(uninstallLong),
 		Example:               cmdutil.Examples(uninstallExample),
 		Args:                  cmdutil.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(cmd, args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return cmdutil.UsageError(cmd, err)
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE:                  cmdutil.RunE(o),
 	}
 	o.AddFlags(cmd)
 	return cmd

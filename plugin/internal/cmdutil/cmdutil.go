@@ -3,6 +3,7 @@
 package cmdutil
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -105,5 +106,27 @@ func NoArgs(cmd *cobra.Command, args []string) error {
 func UsageErrorArgs(args cobra.PositionalArgs) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, a []string) error {
 		return UsageError(cmd, args(cmd, a))
+	}
+}
+
+// Command is a verb in kubectl's pattern: Complete fills what follows from the flags and
+// the arguments, Validate checks the options without I/O, Run does the work.
+type Command interface {
+	Complete(cmd *cobra.Command, args []string) error
+	Validate() error
+	Run(ctx context.Context) error
+}
+
+// RunE returns a cobra RunE that runs o's Complete, Validate and Run; a Validate error is
+// a usage error (exit code 2, with the hint to --help).
+func RunE(o Command) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := o.Complete(cmd, args); err != nil {
+			return err
+		}
+		if err := o.Validate(); err != nil {
+			return UsageError(cmd, err)
+		}
+		return o.Run(cmd.Context())
 	}
 }
