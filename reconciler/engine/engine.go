@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -632,114 +631,37 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 	if observed != nil && membershipObject(observed) {
 		return 0, nil // membership sync owns the Clusters and their reader Secrets
 	}
-	local := e.localCluster(ctx)
 	target := types.NamespacedName{Namespace: it.namespace, Name: it.name}
-	var cands []Candidate
-	present, unknown, gone := map[types.UID]bool{}, map[types.UID]bool{}, map[types.UID]bool{}
 	var entries []*ruleEntry
-	allPeers := e.opts.Peers.List()
+	var ruleSet []Rule
 	for _, r := range e.snapshot() {
 		if r.compiled == nil || r.rsr.DeletionTimestamp != nil || !containsGVK(r.compiled.TargetGVKs, it.gvk) {
 			continue
 		}
 		entries = append(entries, r)
-		for _, srcKey := range r.compiled.SourceKeys(target) {
-			for _, p := range allPeers {
-				if !p.Ready || p.Config() == nil {
-					unknown[p.ClusterID] = true
-					continue
-				}
-				if !r.compiled.Sources(peerFeatures(ctx, p)) {
-					unknown[p.ClusterID] = true
-					continue
-				}
-				obj, synced, _ := e.watchers.lookup(p.Name, r.compiled.GVK, srcKey.Namespace, srcKey.Name)
-				if !synced {
-					unknown[p.ClusterID] = true
-					continue
-				}
-				if obj == nil {
-					gone[p.ClusterID] = true
-					continue
-				}
-				if membershipObject(obj) {
-					continue
-				}
-				origin := types.UID(obj.GetAnnotations()[v1alpha1.OwnershipAnnotation])
-				if origin == "" {
-					origin = p.ClusterID
-				}
-				direct := origin == p.ClusterID
-				if obj.GetAnnotations()[v1alpha1.SyncDisabledAnnotation] == "true" {
-					if direct {
-						present[origin] = true // not synced, but not gone either
-					}
-					continue
-				}
-				mut, ok := r.compiled.Match(obj)
-				if !ok {
-					if origin == p.ClusterID {
-						gone[p.ClusterID] = true
-					}
-					continue
-				}
-				tk, ok := mut.TargetKey(srcKey)
-				if !ok || tk != target || mut.TargetGVK(r.compiled.GVK) != it.gvk {
-					if origin == p.ClusterID {
-						gone[p.ClusterID] = true
-					}
-					continue
-				}
-				if origin == e.opts.LocalID {
-					continue // a peer's copy of an object of ours
-				}
-				if direct {
-					present[origin] = true
-				}
-				desired, err := mut.Apply(obj, rules.TemplateContext{Object: obj.Object, Cluster: e.peerCluster(ctx, p.Name), LocalCluster: local})
-				if err != nil {
-					r.record(it, false, "", fmt.Sprintf("mutating %s from %s: %v", it, p.Name, err))
-					if direct {
-						unknown[origin] = true
-					}
-					continue
-				}
-				mark(desired, origin, r.rsr.Name)
-				if r.rsr.Spec.SyncStatusBack {
-					a := desired.GetAnnotations()
-					delete(a, v1alpha1.OriginGenerationAnnotation)
-					delete(a, v1alpha1.CopyGenerationAnnotation)
-					a[v1alpha1.SourceGenerationAnnotation] = strconv.FormatInt(obj.GetGeneration(), 10)
-					desired.SetAnnotations(a)
-				}
-				cands = append(cands, Candidate{Rule: r.rsr.Name, Peer: p.Name, PeerID: p.ClusterID, Origin: origin, Object: desired, SyncStatus: mut.SyncStatus})
+		ruleSet = append(ruleSet, Rule{Spec: r.rsr, Compiled: r.compiled})
+	}
+	var sources []Source
+	for _, p := range e.opts.Peers.List() {
+		name := p.Name
+		sources = append(sources, Source{
+			Name: p.Name, ClusterID: p.ClusterID, Readable: p.Ready && p.Config() != nil,
+			Features: peerFeatures(ctx, p), Cluster: e.peerCluster(ctx, p.Name),
+			Lookup: func(gvk schema.GroupVersionKind, ns, n string) (*unstructured.Unstructured, bool) {
+				obj, synced, _ := e.watchers.lookup(name, gvk, ns, n)
+				return obj, synced
+			},
+		})
+	}
+	g := Gather(e.opts.LocalID, e.localCluster(ctx), ruleSet, sources, it.gvk, target, observed)
+	for rule, fails := range g.Failures {
+		for _, r := range entries {
+			if r.rsr.Name == rule {
+				r.record(it, false, "", fails[0])
 			}
 		}
 	}
-	// A copy is written from its origin. A copy read from another peer (a hop) is used
-	// only for an origin that is not a member this cluster reads directly.
-	members := map[types.UID]bool{}
-	for _, p := range allPeers {
-		members[p.ClusterID] = true
-	}
-	direct := cands[:0]
-	for _, c := range cands {
-		if c.PeerID == c.Origin || !members[c.Origin] {
-			direct = append(direct, c)
-		}
-	}
-	cands = direct
-	// Only a copy a rule of this kind wrote (labelled with its name) may be deleted: not
-	// the membership sync's copies, not copies of a rule that is gone (deletionPolicy
-	// Retain), not copies another tool marked.
-	originGone := map[types.UID]bool{}
-	if observed != nil && writtenByOneOf(observed, entries) {
-		for id := range gone {
-			if !present[id] && !unknown[id] {
-				originGone[id] = true
-			}
-		}
-	}
+	cands, originGone := g.Candidates, g.OriginGone
 	act := Decide(Input{LocalID: e.opts.LocalID, Observed: observed, Candidates: cands, OriginGone: originGone})
 	return 0, e.execute(ctx, it, act, entries)
 }
@@ -774,17 +696,6 @@ func membershipObject(obj *unstructured.Unstructured) bool {
 	case gvk.Group == "" && gvk.Kind == "Secret":
 		t, _, _ := unstructured.NestedString(obj.Object, "type")
 		return t == string(v1alpha1.SecretTypeClusterRegistry)
-	}
-	return false
-}
-
-// writtenByOneOf reports whether obj carries the rule label of one of the rules.
-func writtenByOneOf(obj *unstructured.Unstructured, entries []*ruleEntry) bool {
-	rule := obj.GetLabels()[RuleLabel]
-	for _, r := range entries {
-		if rule != "" && r.rsr.Name == rule {
-			return true
-		}
 	}
 	return false
 }

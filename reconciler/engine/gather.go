@@ -1,0 +1,165 @@
+package engine
+
+import (
+	"fmt"
+	"strconv"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/rules"
+)
+
+// Rule is a compiled rule as Gather sees it.
+type Rule struct {
+	// Spec is the ResourceSyncRule (name, spec).
+	Spec *v1alpha1.ResourceSyncRule
+	// Compiled is rules.Compile of Spec.
+	Compiled *rules.Rule
+}
+
+// Source is one peer as Gather sees it.
+type Source struct {
+	Name      string
+	ClusterID types.UID
+	// Readable is true when the peer is Ready and its objects can be read.
+	Readable bool
+	// Features are the peer's ClusterFeatures.
+	Features []v1alpha1.ClusterFeature
+	// Cluster is the peer's Cluster (unstructured content) for templates.
+	Cluster map[string]any
+	// Lookup returns the peer's object of a kind at a key; synced is false when the
+	// peer's view of the kind is not complete (then absence proves nothing).
+	Lookup func(gvk schema.GroupVersionKind, namespace, name string) (obj *unstructured.Unstructured, synced bool)
+}
+
+// Gathered is what the sources ask for one local object.
+type Gathered struct {
+	// Candidates are the copies the sources ask for (only from the object's origin,
+	// unless the origin is not a member read directly).
+	Candidates []Candidate
+	// OriginGone holds the origins positively seen to no longer have a matching object;
+	// filled only when observed is a copy one of the rules wrote.
+	OriginGone map[types.UID]bool
+	// Failures are mutation errors, by rule name.
+	Failures map[string][]string
+}
+
+// Gather computes, purely, the candidates and the deletion evidence for the local object
+// of kind gvk at target: the controller calls it with its informers, the CLI's sync-diff
+// with what it listed. observed is the local object (nil when absent); localCluster is
+// the local Cluster (unstructured content) for templates.
+func Gather(localID types.UID, localCluster map[string]any, ruleSet []Rule, sources []Source,
+	gvk schema.GroupVersionKind, target types.NamespacedName, observed *unstructured.Unstructured) Gathered {
+	out := Gathered{OriginGone: map[types.UID]bool{}, Failures: map[string][]string{}}
+	var cands []Candidate
+	present, unknown, gone := map[types.UID]bool{}, map[types.UID]bool{}, map[types.UID]bool{}
+	var covering []string
+	for _, r := range ruleSet {
+		if r.Compiled == nil || r.Spec.DeletionTimestamp != nil || !containsGVK(r.Compiled.TargetGVKs, gvk) {
+			continue
+		}
+		covering = append(covering, r.Spec.Name)
+		for _, srcKey := range r.Compiled.SourceKeys(target) {
+			for _, p := range sources {
+				if !p.Readable || !r.Compiled.Sources(p.Features) {
+					unknown[p.ClusterID] = true
+					continue
+				}
+				obj, synced := p.Lookup(r.Compiled.GVK, srcKey.Namespace, srcKey.Name)
+				if !synced {
+					unknown[p.ClusterID] = true
+					continue
+				}
+				if obj == nil {
+					gone[p.ClusterID] = true
+					continue
+				}
+				if membershipObject(obj) {
+					continue
+				}
+				origin := types.UID(obj.GetAnnotations()[v1alpha1.OwnershipAnnotation])
+				if origin == "" {
+					origin = p.ClusterID
+				}
+				direct := origin == p.ClusterID
+				if obj.GetAnnotations()[v1alpha1.SyncDisabledAnnotation] == "true" {
+					if direct {
+						present[origin] = true // not synced, but not gone either
+					}
+					continue
+				}
+				mut, ok := r.Compiled.Match(obj)
+				if !ok {
+					if direct {
+						gone[p.ClusterID] = true
+					}
+					continue
+				}
+				tk, ok := mut.TargetKey(srcKey)
+				if !ok || tk != target || mut.TargetGVK(r.Compiled.GVK) != gvk {
+					if direct {
+						gone[p.ClusterID] = true
+					}
+					continue
+				}
+				if origin == localID {
+					continue // a peer's copy of an object of ours
+				}
+				if direct {
+					present[origin] = true
+				}
+				desired, err := mut.Apply(obj, rules.TemplateContext{Object: obj.Object, Cluster: p.Cluster, LocalCluster: localCluster})
+				if err != nil {
+					out.Failures[r.Spec.Name] = append(out.Failures[r.Spec.Name], fmt.Sprintf("mutating %s %s from %s: %v", gvk.Kind, target, p.Name, err))
+					if direct {
+						unknown[origin] = true
+					}
+					continue
+				}
+				mark(desired, origin, r.Spec.Name)
+				if r.Spec.Spec.SyncStatusBack {
+					a := desired.GetAnnotations()
+					delete(a, v1alpha1.OriginGenerationAnnotation)
+					delete(a, v1alpha1.CopyGenerationAnnotation)
+					a[v1alpha1.SourceGenerationAnnotation] = strconv.FormatInt(obj.GetGeneration(), 10)
+					desired.SetAnnotations(a)
+				}
+				cands = append(cands, Candidate{Rule: r.Spec.Name, Peer: p.Name, PeerID: p.ClusterID, Origin: origin, Object: desired, SyncStatus: mut.SyncStatus})
+			}
+		}
+	}
+	// A copy is written from its origin. A copy read from another peer (a hop) is used
+	// only for an origin that is not a member this cluster reads directly.
+	members := map[types.UID]bool{}
+	for _, p := range sources {
+		members[p.ClusterID] = true
+	}
+	for _, c := range cands {
+		if c.PeerID == c.Origin || !members[c.Origin] {
+			out.Candidates = append(out.Candidates, c)
+		}
+	}
+	// Only a copy a rule of this kind wrote (labelled with its name) may be deleted: not
+	// the membership sync's copies, not copies of a rule that is gone (deletionPolicy
+	// Retain), not copies another tool marked.
+	if observed != nil && contains(covering, observed.GetLabels()[RuleLabel]) {
+		for id := range gone {
+			if !present[id] && !unknown[id] {
+				out.OriginGone[id] = true
+			}
+		}
+	}
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if s != "" && x == s {
+			return true
+		}
+	}
+	return false
+}
