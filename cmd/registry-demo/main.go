@@ -32,9 +32,9 @@ func main() {
 
 type demo struct {
 	bin, kubectl, seeds string
-	kubeconfig       string
-	logs             string
-	out              io.Writer
+	kubeconfig          string
+	logs                string
+	out                 io.Writer
 }
 
 func run() error {
