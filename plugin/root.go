@@ -10,6 +10,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
+	"github.com/kubectl-registry/kubectl-registry/plugin/get"
 	"github.com/kubectl-registry/kubectl-registry/plugin/install"
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
 	"github.com/kubectl-registry/kubectl-registry/plugin/join"
@@ -87,6 +88,7 @@ func NewCmdRegistry(streams genericiooptions.IOStreams) *cobra.Command {
 		install.NewCmdInstall(configFlags, streams),
 		uninstall.NewCmdUninstall(configFlags, streams),
 		join.NewCmdJoin(configFlags, streams),
+		get.NewCmdGet(configFlags, streams),
 	)
 	return cmd
 }
