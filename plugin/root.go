@@ -15,6 +15,7 @@ import (
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
 	"github.com/kubectl-registry/kubectl-registry/plugin/join"
 	"github.com/kubectl-registry/kubectl-registry/plugin/serve"
+	"github.com/kubectl-registry/kubectl-registry/plugin/status"
 	"github.com/kubectl-registry/kubectl-registry/plugin/uninstall"
 	"github.com/kubectl-registry/kubectl-registry/plugin/version"
 )
@@ -88,6 +89,7 @@ func NewCmdRegistry(streams genericiooptions.IOStreams) *cobra.Command {
 		install.NewCmdInstall(configFlags, streams),
 		uninstall.NewCmdUninstall(configFlags, streams),
 		join.NewCmdJoin(configFlags, streams),
+		status.NewCmdStatus(configFlags, streams),
 		get.NewCmdGet(configFlags, streams),
 	)
 	return cmd

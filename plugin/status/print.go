@@ -1,0 +1,114 @@
+package status
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"k8s.io/cli-runtime/pkg/printers"
+)
+
+// printView prints the two tables of one view: the clusters, then the rules.
+func printView(out io.Writer, v View, now time.Time) error {
+	w := printers.GetNewTabWriter(out)
+	fmt.Fprintln(w, "NAME\tID\tTYPE\tSTATE\tREADY\tSYNCED\tVERSION\tPROVIDER\tLAST HEARTBEAT\tMESSAGE")
+	for _, c := range v.Clusters {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+			c.Name, orNone(c.ID), orNone(c.Type), orNone(c.State), c.Ready, c.Synced,
+			orNone(c.Version), orNone(c.Provider), age(c.LastHeartbeatTime, now), orNone(truncate(c.Message, maxMessage)))
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(out)
+	if len(v.Rules) == 0 {
+		_, err := fmt.Fprintln(out, "No ResourceSyncRules.")
+		return err
+	}
+	w = printers.GetNewTabWriter(out)
+	fmt.Fprintln(w, "NAME\tKIND\tREADY\tSOURCES\tSYNCED\tCONFLICTS\tMESSAGE")
+	for _, r := range v.Rules {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\t%s\n",
+			r.Name, kindShort(r.Group, r.Version, r.Kind), r.Ready, sources(r), r.SyncedObjects, r.Conflicts,
+			orNone(truncate(r.Message, maxMessage)))
+	}
+	return w.Flush()
+}
+
+// Cells of the side-by-side table.
+const (
+	cellUnknownCluster = "-" // the context does not know the cluster
+	cellUnreachable    = "?" // the context could not be read
+)
+
+// compareRow is one row of the side-by-side table.
+type compareRow struct {
+	name     string
+	cells    []string // one per context
+	disagree bool
+}
+
+// compare lines up the views of several contexts: per cluster name (sorted), its state
+// as each context sees it. A context that could not be read (failed[i]) shows "?" and
+// takes no part in the comparison; a row disagrees when the readable contexts do not all
+// know the cluster or do not all report the same state.
+func compare(views []View, failed []bool) []compareRow {
+	names := map[string]bool{}
+	states := make([]map[string]string, len(views))
+	for i, v := range views {
+		states[i] = map[string]string{}
+		for _, c := range v.Clusters {
+			names[c.Name] = true
+			states[i][c.Name] = orNone(c.State)
+		}
+	}
+	sorted := make([]string, 0, len(names))
+	for n := range names {
+		sorted = append(sorted, n)
+	}
+	sort.Strings(sorted)
+	rows := make([]compareRow, 0, len(sorted))
+	for _, n := range sorted {
+		row := compareRow{name: n}
+		first := ""
+		for i := range views {
+			cell := cellUnreachable
+			if !failed[i] {
+				cell = cellUnknownCluster
+				if s, ok := states[i][n]; ok {
+					cell = s
+				}
+				if first == "" {
+					first = cell
+				} else if cell != first {
+					row.disagree = true
+				}
+			}
+			row.cells = append(row.cells, cell)
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+// printCompare prints the side-by-side table: NAME, one column per context (its name in
+// upper case), DISAGREE.
+func printCompare(out io.Writer, contexts []string, rows []compareRow) error {
+	w := printers.GetNewTabWriter(out)
+	header := []string{"NAME"}
+	for _, c := range contexts {
+		header = append(header, strings.ToUpper(c))
+	}
+	header = append(header, "DISAGREE")
+	fmt.Fprintln(w, strings.Join(header, "\t"))
+	for _, r := range rows {
+		disagree := "no"
+		if r.disagree {
+			disagree = "yes"
+		}
+		fmt.Fprintln(w, r.name+"\t"+strings.Join(r.cells, "\t")+"\t"+disagree)
+	}
+	return w.Flush()
+}

@@ -1,0 +1,356 @@
+// Package status implements "kubectl registry status": the group as the controller of one
+// cluster sees it, read from the status of its Cluster and ResourceSyncRule CRs (nothing
+// is probed from this machine), or several clusters' views side by side.
+package status
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+)
+
+const (
+	statusLong = `
+		Show the group of clusters as the registry controller of one cluster sees it: the
+		Cluster CRs and ResourceSyncRules of the cluster of --context, with the status its
+		controller wrote. Nothing is computed from this machine: a peer shows Ready when that
+		controller reached it, whatever this machine can reach.
+
+		The first table lists the clusters, sorted by name: NAME, ID (spec.clusterID), TYPE
+		(Local or Peer), STATE, READY and SYNCED (the Ready and ClustersSynced conditions),
+		VERSION, PROVIDER, LAST HEARTBEAT (how long ago the controller last confirmed the Ready
+		condition) and MESSAGE (status.message, cut to 60 characters). The second lists the
+		ResourceSyncRules: NAME, KIND (Kind.version.group), READY, SOURCES (selected peers
+		syncing / selected peers), SYNCED (objects), CONFLICTS and MESSAGE (the Ready
+		condition's message when False, else the Conflict's or the Degraded's when True).
+
+		-o json|yaml prints the same as a document {context, clusters: [...], rules: [...]}
+		with full messages and timestamps instead of ages.
+
+		--contexts a,b,c reads several contexts in parallel (10 seconds each) and prints, per
+		cluster name, the STATE each context reports for it ("-" when the context does not
+		know the cluster, "?" when the context could not be read), and DISAGREE: "yes" when
+		the contexts that could be read do not all know the cluster or report different
+		states. A context that cannot be read is reported on stderr and the command exits
+		with 2 after printing. With -o json|yaml it prints {contexts: [...]}, one view per
+		context, with "error" set for those that failed.`
+
+	statusExample = `
+		# The group as the controller of context east sees it
+		kubectl registry status --context east
+
+		# The same, as JSON
+		kubectl registry status --context east -o json
+
+		# Compare what three members think of the group
+		kubectl registry status --contexts east,west,north`
+)
+
+// ContextTimeout bounds the reading of one context.
+const ContextTimeout = 10 * time.Second
+
+func outputFormats() []string { return []string{"json", "yaml"} }
+
+// Options holds the flags and the state of "kubectl registry status".
+type Options struct {
+	// Output is "" (tables), "json" or "yaml".
+	Output string
+	// Contexts, when set, are the contexts to compare (--contexts).
+	Contexts []string
+	// Timeout bounds the reading of each context.
+	Timeout time.Duration
+	// Now returns the time ages are computed at; time.Now when nil.
+	Now func() time.Time
+
+	// Set by Complete: one target per context read.
+	targets []target
+
+	restClientGetter genericclioptions.RESTClientGetter
+	scheme           *runtime.Scheme
+	genericiooptions.IOStreams
+}
+
+// target is one context to read.
+type target struct {
+	name   string // the context, as messages show it
+	flags  string // "--context a --kubeconfig f", for hints
+	config *rest.Config
+}
+
+// NewOptions returns Options with the defaults of the flags.
+func NewOptions(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *Options {
+	scheme := runtime.NewScheme()
+	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+	return &Options{
+		Timeout:          ContextTimeout,
+		restClientGetter: restClientGetter,
+		scheme:           scheme,
+		IOStreams:        streams,
+	}
+}
+
+// NewCmdStatus returns the "status" command. restClientGetter is the root command's
+// kubeconfig flags.
+func NewCmdStatus(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *cobra.Command {
+	o := NewOptions(restClientGetter, streams)
+	cmd := &cobra.Command{
+		Use:     "status [--context C | --contexts A,B,...] [-o json|yaml]",
+		Short:   "Show the group of clusters and the sync rules as a cluster's controller sees them",
+		Long:    cmdutil.LongDesc(statusLong),
+		Example: cmdutil.Examples(statusExample),
+		Args:    cmdutil.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.Validate(); err != nil {
+				return cmdutil.UsageError(cmd, err)
+			}
+			if err := o.Complete(cmd, args); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	o.AddFlags(cmd)
+	return cmd
+}
+
+// AddFlags adds the flags of status to cmd.
+func (o *Options) AddFlags(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.StringVarP(&o.Output, "output", "o", o.Output, "Output format: one of ("+strings.Join(outputFormats(), ", ")+"). Tables when empty.")
+	fs.StringSliceVar(&o.Contexts, "contexts", o.Contexts, "Kubeconfig contexts to compare, comma-separated: each one's view of the group side by side.")
+}
+
+// Validate checks the flags. It does no I/O.
+func (o *Options) Validate() error {
+	if o.Output != "" && !slices.Contains(outputFormats(), o.Output) {
+		return fmt.Errorf("--output must be one of (%s), got %q", strings.Join(outputFormats(), ", "), o.Output)
+	}
+	seen := map[string]bool{}
+	for _, c := range o.Contexts {
+		if c == "" {
+			return errors.New("--contexts: empty context name")
+		}
+		if seen[c] {
+			return fmt.Errorf("--contexts: context %q named twice", c)
+		}
+		seen[c] = true
+	}
+	if o.Timeout <= 0 {
+		return fmt.Errorf("timeout must be positive, got %s", o.Timeout)
+	}
+	return nil
+}
+
+// Complete resolves the contexts to read from the kubeconfig. It contacts no API server.
+func (o *Options) Complete(cmd *cobra.Command, _ []string) error {
+	// The controller-runtime clients log nothing a user needs; without a logger,
+	// controller-runtime prints a warning with a stack trace after 30 seconds.
+	ctrllog.SetLogger(logr.Discard())
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	contextFlag := ""
+	if f := cmd.Flag("context"); f != nil {
+		contextFlag = f.Value.String()
+	}
+	if len(o.Contexts) > 0 && contextFlag != "" {
+		return cmdutil.UsageErrorf(cmd, "--context and --contexts cannot be used together")
+	}
+	loader := o.restClientGetter.ToRawKubeConfigLoader()
+	explicit := loader.ConfigAccess().GetExplicitFile()
+	raw, err := loader.RawConfig()
+	if err != nil {
+		return fmt.Errorf("loading the kubeconfig: %w", err)
+	}
+	files := describeFiles(loader.ConfigAccess().GetLoadingPrecedence())
+	if len(o.Contexts) == 0 {
+		name := contextFlag
+		if name != "" {
+			if _, ok := raw.Contexts[name]; !ok {
+				return cmdutil.UsageErrorf(cmd, "--context %q: no such context in the kubeconfig%s", name, files)
+			}
+		} else {
+			name = raw.CurrentContext
+		}
+		cfg, err := o.restClientGetter.ToRESTConfig()
+		if err != nil {
+			return fmt.Errorf("loading the kubeconfig: %w", err)
+		}
+		if cfg.Host == clientcmd.ClusterDefaults.Server && len(raw.Clusters) == 0 {
+			return errors.New("no kubeconfig found: pass --kubeconfig and --context, or set KUBECONFIG")
+		}
+		flags := hintFlags(name, explicit)
+		if name == "" {
+			name = cfg.Host
+		}
+		o.targets = []target{{name: name, flags: flags, config: cfg}}
+		return nil
+	}
+	o.targets = nil
+	for _, name := range o.Contexts {
+		if _, ok := raw.Contexts[name]; !ok {
+			return cmdutil.UsageErrorf(cmd, "--contexts: no context %q in the kubeconfig%s", name, files)
+		}
+		rules := clientcmd.NewDefaultClientConfigLoadingRules()
+		rules.ExplicitPath = explicit
+		cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: name}).ClientConfig()
+		if err != nil {
+			return fmt.Errorf("loading the kubeconfig of context %s: %w", name, err)
+		}
+		o.targets = append(o.targets, target{name: name, flags: hintFlags(name, explicit), config: cfg})
+	}
+	return nil
+}
+
+// Run reads the targets and prints.
+func (o *Options) Run(ctx context.Context) error {
+	if len(o.Contexts) == 0 {
+		v, err := o.read(ctx, o.targets[0])
+		if err != nil {
+			return err
+		}
+		if o.Output != "" {
+			return o.printDocument(v)
+		}
+		return printView(o.Out, v, o.Now())
+	}
+	return o.runMulti(ctx)
+}
+
+// runMulti reads every context in parallel and prints them side by side.
+func (o *Options) runMulti(ctx context.Context) error {
+	views := make([]View, len(o.targets))
+	errs := make([]error, len(o.targets))
+	var wg sync.WaitGroup
+	for i, t := range o.targets {
+		wg.Go(func() { views[i], errs[i] = o.read(ctx, t) })
+	}
+	wg.Wait()
+
+	failed := make([]bool, len(o.targets))
+	var names []string
+	for i, err := range errs {
+		if err != nil {
+			failed[i] = true
+			names = append(names, o.targets[i].name)
+			fmt.Fprintf(o.ErrOut, "error: %v\n", err)
+		}
+	}
+	var perr error
+	if o.Output != "" {
+		doc := MultiView{Contexts: make([]ContextView, len(o.targets))}
+		for i, t := range o.targets {
+			doc.Contexts[i] = ContextView{View: views[i]}
+			if errs[i] != nil {
+				doc.Contexts[i] = ContextView{View: View{Context: t.name, Clusters: []ClusterInfo{}, Rules: []RuleInfo{}}, Error: errs[i].Error()}
+			}
+		}
+		perr = o.printDocument(doc)
+	} else {
+		perr = printCompare(o.Out, o.Contexts, compare(views, failed))
+	}
+	if perr != nil {
+		return perr
+	}
+	if len(names) > 0 {
+		return &cmdutil.ExitError{Code: cmdutil.ExitCodeError,
+			Err: fmt.Errorf("could not read %d of %d contexts: %s", len(names), len(o.targets), strings.Join(names, ", "))}
+	}
+	return nil
+}
+
+// read lists the Clusters and ResourceSyncRules of one context, within Timeout.
+func (o *Options) read(ctx context.Context, t target) (View, error) {
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	cfg := rest.CopyConfig(t.config)
+	cfg.Timeout = o.Timeout
+	cl, err := client.New(cfg, client.Options{Scheme: o.scheme})
+	if err != nil {
+		return View{}, o.readError(t, "Clusters", err)
+	}
+	var clusters v1alpha1.ClusterList
+	if err := cl.List(ctx, &clusters); err != nil {
+		return View{}, o.readError(t, "Clusters", err)
+	}
+	var rules v1alpha1.ResourceSyncRuleList
+	if err := cl.List(ctx, &rules); err != nil {
+		return View{}, o.readError(t, "ResourceSyncRules", err)
+	}
+	return newView(t.name, clusters.Items, rules.Items), nil
+}
+
+// readError explains why a context could not be read.
+func (o *Options) readError(t target, what string, err error) error {
+	if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
+		return fmt.Errorf("the registry is not installed on context %s (%s): the CRDs of %s are missing; run: kubectl registry install %s",
+			t.name, t.config.Host, v1alpha1.GroupVersion.Group, t.flags)
+	}
+	if apierrors.IsUnauthorized(err) || apierrors.IsForbidden(err) {
+		return fmt.Errorf("context %s: the API server at %s does not let you list %s: %w", t.name, t.config.Host, what, err)
+	}
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		return fmt.Errorf("context %s: listing %s at %s: %w", t.name, what, t.config.Host, err)
+	}
+	return fmt.Errorf("cannot reach the API server of context %s at %s: %w", t.name, t.config.Host, err)
+}
+
+// printDocument prints doc as JSON or YAML.
+func (o *Options) printDocument(doc any) error {
+	var b []byte
+	var err error
+	switch o.Output {
+	case "json":
+		b, err = json.MarshalIndent(doc, "", "  ")
+		b = append(b, '\n')
+	case "yaml":
+		b, err = yaml.Marshal(doc)
+	}
+	if err != nil {
+		return err
+	}
+	_, err = o.Out.Write(b)
+	return err
+}
+
+func hintFlags(contextName, explicit string) string {
+	var parts []string
+	if contextName != "" {
+		parts = append(parts, "--context "+contextName)
+	}
+	if explicit != "" {
+		parts = append(parts, "--kubeconfig "+explicit)
+	}
+	return strings.Join(parts, " ")
+}
+
+// describeFiles names the kubeconfig files for a message: " (a, b)".
+func describeFiles(files []string) string {
+	if len(files) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(files, ", ") + ")"
+}
