@@ -16,6 +16,7 @@ import (
 	"github.com/kubectl-registry/kubectl-registry/plugin/join"
 	"github.com/kubectl-registry/kubectl-registry/plugin/serve"
 	"github.com/kubectl-registry/kubectl-registry/plugin/status"
+	"github.com/kubectl-registry/kubectl-registry/plugin/syncdiff"
 	"github.com/kubectl-registry/kubectl-registry/plugin/uninstall"
 	"github.com/kubectl-registry/kubectl-registry/plugin/version"
 )
@@ -91,6 +92,7 @@ func NewCmdRegistry(streams genericiooptions.IOStreams) *cobra.Command {
 		join.NewCmdJoin(configFlags, streams),
 		status.NewCmdStatus(configFlags, streams),
 		get.NewCmdGet(configFlags, streams),
+		syncdiff.NewCmdSyncDiff(configFlags, streams),
 	)
 	return cmd
 }

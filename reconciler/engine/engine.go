@@ -338,18 +338,7 @@ func (e *Engine) ruleChanged(o any) {
 		return
 	}
 	e.mu.Unlock()
-	compiled, err := rules.Compile(rsr)
-	if err == nil && rsr.Spec.SyncStatusBack {
-		for i, sr := range rsr.Spec.Rules {
-			if sr.Mutations.SyncStatus {
-				compiled, err = nil, &rules.InvalidRuleError{Rule: rsr.Name, Problems: []rules.Problem{{
-					Field:   fmt.Sprintf("spec.rules[%d].mutations.syncStatus", i),
-					Message: "cannot be combined with spec.syncStatusBack: status would flow both ways",
-				}}}
-				break
-			}
-		}
-	}
+	compiled, err := CompileRule(rsr)
 	entry := newEntry(rsr, compiled, err, false)
 	e.mu.Lock()
 	if old, ok := e.rules[rsr.Name]; ok && !old.builtin {

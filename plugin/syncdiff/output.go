@@ -1,0 +1,295 @@
+package syncdiff
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/pmezard/go-difflib/difflib"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kubectl-registry/kubectl-registry/reconciler/engine"
+)
+
+// ExternalDiffEnv names the program that shows the update diffs, as for kubectl diff.
+const ExternalDiffEnv = "KUBECTL_EXTERNAL_DIFF"
+
+// Masks of Secret values, kubectl diff's.
+const (
+	mask       = "***"
+	maskBefore = "*** (before)"
+	maskAfter  = "*** (after)"
+)
+
+// serverFields are the metadata fields the API server sets: they are no part of a diff.
+var serverFields = []string{"uid", "resourceVersion", "generation", "creationTimestamp", "managedFields", "selfLink"}
+
+// forDiff returns a copy of u without the fields the API server sets and, unless the
+// status is synced, without status.
+func forDiff(u *unstructured.Unstructured, syncStatus bool) *unstructured.Unstructured {
+	if u == nil {
+		return nil
+	}
+	c := u.DeepCopy()
+	for _, f := range serverFields {
+		unstructured.RemoveNestedField(c.Object, "metadata", f)
+	}
+	if !syncStatus {
+		unstructured.RemoveNestedField(c.Object, "status")
+	}
+	return c
+}
+
+func isSecret(u *unstructured.Unstructured) bool {
+	return u != nil && u.GetKind() == "Secret" && (u.GetAPIVersion() == "v1")
+}
+
+// maskSecrets replaces the values of the data and stringData of Secrets, like kubectl
+// diff: "***" where both sides agree or one side has no value, "*** (before)" and
+// "*** (after)" where they differ, so a diff still shows which keys changed. Either side
+// may be nil; the objects are changed in place.
+func maskSecrets(from, to *unstructured.Unstructured) {
+	if !isSecret(from) && !isSecret(to) {
+		return
+	}
+	for _, field := range []string{"data", "stringData"} {
+		var a, b map[string]any
+		if from != nil {
+			a, _, _ = unstructured.NestedMap(from.Object, field)
+		}
+		if to != nil {
+			b, _, _ = unstructured.NestedMap(to.Object, field)
+		}
+		ma, mb := map[string]any{}, map[string]any{}
+		for k, va := range a {
+			ma[k] = mask
+			if vb, ok := b[k]; ok && fmt.Sprint(va) != fmt.Sprint(vb) {
+				ma[k] = maskBefore
+			}
+		}
+		for k, vb := range b {
+			mb[k] = mask
+			if va, ok := a[k]; ok && fmt.Sprint(va) != fmt.Sprint(vb) {
+				mb[k] = maskAfter
+			}
+		}
+		if a != nil {
+			_ = unstructured.SetNestedMap(from.Object, ma, field)
+		}
+		if b != nil {
+			_ = unstructured.SetNestedMap(to.Object, mb, field)
+		}
+	}
+}
+
+// diffPair returns the live and the desired object of an item as they are compared:
+// server-set fields dropped, Secret data masked unless showSecrets.
+func diffPair(it Item, showSecrets bool) (live, desired *unstructured.Unstructured) {
+	live = forDiff(it.live, it.syncStatus)
+	if it.Action == string(engine.ActionUpdate) || it.Action == string(engine.ActionCreate) {
+		desired = forDiff(it.Object, it.syncStatus)
+	}
+	if it.Action == string(engine.ActionCreate) {
+		live = nil
+	}
+	if !showSecrets {
+		maskSecrets(live, desired)
+	}
+	return live, desired
+}
+
+func toYAML(u *unstructured.Unstructured) string {
+	if u == nil {
+		return ""
+	}
+	b, err := yaml.Marshal(u.Object)
+	if err != nil {
+		return fmt.Sprintf("# cannot render: %v\n", err)
+	}
+	return string(b)
+}
+
+// unifiedDiff is the diff of the live against the desired object.
+func unifiedDiff(it Item, showSecrets bool) string {
+	live, desired := diffPair(it, showSecrets)
+	path := objectPath(it)
+	d, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
+		A: difflib.SplitLines(toYAML(live)), B: difflib.SplitLines(toYAML(desired)),
+		FromFile: "live/" + it.Cluster + "/" + path, ToFile: "desired/" + it.Cluster + "/" + path,
+		Context: 3,
+	})
+	if err != nil {
+		return fmt.Sprintf("# cannot diff: %v\n", err)
+	}
+	return d
+}
+
+// objectPath names an object like kubectl diff names its files: group.version.Kind.namespace.name.
+func objectPath(it Item) string {
+	gv := strings.ReplaceAll(it.APIVersion, "/", ".")
+	parts := []string{gv, it.Kind}
+	if it.Namespace != "" {
+		parts = append(parts, it.Namespace)
+	}
+	return strings.Join(append(parts, it.Name), ".")
+}
+
+func objectRef(it Item) string {
+	if it.Namespace == "" {
+		return it.Kind + " " + it.Name
+	}
+	return it.Kind + " " + it.Namespace + "/" + it.Name
+}
+
+// printText prints the plan of one cluster for a human.
+func printText(w io.Writer, v *view, items []Item, verbose, showSecrets, external bool) {
+	counts := map[string]int{}
+	for _, it := range items {
+		counts[it.Action]++
+	}
+	var summary []string
+	for _, a := range []string{"create", "update", "delete", "conflict", ActionFailed} {
+		if counts[a] > 0 {
+			summary = append(summary, fmt.Sprintf("%d %s", counts[a], a))
+		}
+	}
+	summary = append(summary, fmt.Sprintf("%d unchanged", counts[string(engine.ActionNone)]))
+	fmt.Fprintf(w, "cluster %s (context %s): %s\n", v.Name(), v.Context, strings.Join(summary, ", "))
+	for _, it := range items {
+		if !it.difference() && !verbose {
+			continue
+		}
+		action := it.Action
+		if !it.difference() {
+			action = "unchanged"
+		}
+		var detail []string
+		if it.Rule != "" {
+			detail = append(detail, "rule "+it.Rule)
+		}
+		if it.From != "" {
+			detail = append(detail, "from "+it.From)
+		}
+		line := fmt.Sprintf("  %-9s %s", action, objectRef(it))
+		if len(detail) > 0 {
+			line += " (" + strings.Join(detail, ", ") + ")"
+		}
+		if it.Reason != "" {
+			line += ": " + it.Reason
+		}
+		fmt.Fprintln(w, line)
+		if it.Action == string(engine.ActionUpdate) && !external {
+			for _, l := range strings.SplitAfter(unifiedDiff(it, showSecrets), "\n") {
+				if l != "" {
+					fmt.Fprint(w, "    "+l)
+				}
+			}
+		}
+	}
+}
+
+// plan is the machine-readable output of -o json|yaml.
+type plan struct {
+	Items []Item `json:"items"`
+	// Errors are the clusters or peers that could not be read: the plan is incomplete.
+	Errors []string `json:"errors,omitempty"`
+}
+
+func printPlan(w io.Writer, format string, items []Item, errs []string, showSecrets bool) error {
+	out := plan{Items: make([]Item, 0, len(items)), Errors: errs}
+	for _, it := range items {
+		if it.Object != nil {
+			_, it.Object = diffPair(it, showSecrets)
+			if it.Object != nil {
+				unstructured.RemoveNestedField(it.Object.Object, "metadata", "uid")
+			}
+		}
+		out.Items = append(out.Items, it)
+	}
+	b, err := json.MarshalIndent(out, "", "  ")
+	if err != nil {
+		return err
+	}
+	if format == "yaml" {
+		if b, err = yaml.JSONToYAML(b); err != nil {
+			return err
+		}
+		_, err = w.Write(b)
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
+}
+
+var externalArg = regexp.MustCompile(`^[a-zA-Z0-9-=]+$`)
+
+// externalDiff runs the KUBECTL_EXTERNAL_DIFF program on two directories holding the
+// live and the desired objects of the creates, updates and deletes, as kubectl diff
+// does: extra words of the variable are passed as flags when they are made of
+// letters, digits, "-" and "=" only. The program's exit code 1 means differences.
+func externalDiff(ctx context.Context, env string, items []Item, showSecrets bool, out, errOut io.Writer) error {
+	words := strings.Fields(env)
+	if len(words) == 0 {
+		return nil
+	}
+	dir, err := os.MkdirTemp("", "sync-diff-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	liveDir, desiredDir := filepath.Join(dir, "LIVE"), filepath.Join(dir, "MERGED")
+	for _, d := range []string{liveDir, desiredDir} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			return err
+		}
+	}
+	found := false
+	for _, it := range items {
+		switch it.Action {
+		case "create", "update", "delete":
+		default:
+			continue
+		}
+		found = true
+		live, desired := diffPair(it, showSecrets)
+		name := it.Cluster + "." + objectPath(it)
+		if live != nil {
+			if err := os.WriteFile(filepath.Join(liveDir, name), []byte(toYAML(live)), 0o600); err != nil {
+				return err
+			}
+		}
+		if desired != nil {
+			if err := os.WriteFile(filepath.Join(desiredDir, name), []byte(toYAML(desired)), 0o600); err != nil {
+				return err
+			}
+		}
+	}
+	if !found {
+		return nil
+	}
+	var args []string
+	for _, a := range words[1:] {
+		if externalArg.MatchString(a) {
+			args = append(args, a)
+		} else {
+			fmt.Fprintf(errOut, "warning: %s: ignoring the argument %q: only letters, digits, '-' and '=' are allowed\n", ExternalDiffEnv, a)
+		}
+	}
+	cmd := exec.CommandContext(ctx, words[0], append(args, liveDir, desiredDir)...)
+	cmd.Stdout, cmd.Stderr = out, errOut
+	if err := cmd.Run(); err != nil {
+		if ee, ok := errors.AsType[*exec.ExitError](err); ok && ee.ExitCode() == 1 {
+			return nil
+		}
+		return fmt.Errorf("running %s=%q: %w", ExternalDiffEnv, env, err)
+	}
+	return nil
+}

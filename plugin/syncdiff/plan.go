@@ -1,0 +1,334 @@
+package syncdiff
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/engine"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/rules"
+)
+
+// Actions of a plan item besides engine's create, update, delete, conflict and none.
+const (
+	// ActionFailed is an object the controller would fail on: a mutation error, a
+	// missing namespace it may not create, a kind it cannot list.
+	ActionFailed = "failed"
+)
+
+// Item is one object of the plan: what the controller of Cluster would do to it.
+type Item struct {
+	// Cluster is the diffed cluster (its Cluster CR's name) and Context its context.
+	Cluster string `json:"cluster"`
+	Context string `json:"context"`
+	// Rule is the ResourceSyncRule the action comes from.
+	Rule   string `json:"rule,omitempty"`
+	Action string `json:"action"`
+	// APIVersion, Kind, Namespace and Name identify the local object.
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Namespace  string `json:"namespace,omitempty"`
+	Name       string `json:"name"`
+	Reason     string `json:"reason,omitempty"`
+	// From is the source peer of a create or update, Origin the cluster ID the object
+	// comes from.
+	From   string    `json:"from,omitempty"`
+	Origin types.UID `json:"origin,omitempty"`
+	// Object is the desired object of a create or update.
+	Object *unstructured.Unstructured `json:"object,omitempty"`
+
+	// live is the local object; syncStatus says the status is part of the copy.
+	live       *unstructured.Unstructured
+	syncStatus bool
+}
+
+// difference reports whether the item is a change (or a failure) rather than an
+// unchanged object.
+func (it Item) difference() bool { return it.Action != string(engine.ActionNone) }
+
+// planner computes the plan of one cluster with the engine's own functions.
+type planner struct {
+	// local is the diffed cluster.
+	local *view
+	// byID holds every cluster read, by cluster ID.
+	byID map[types.UID]*view
+	// preview holds the rules of -f: they replace or join every cluster's rules.
+	preview []*v1alpha1.ResourceSyncRule
+	// unreadable are the contexts that could not be read (their cluster ID is unknown).
+	unreadable []string
+}
+
+// result is the plan of one cluster. Warnings say the plan may be incomplete (a peer or
+// a kind that could not be read); notes are worth knowing but change nothing.
+type result struct {
+	Items    []Item
+	Warnings []string
+	Notes    []string
+}
+
+type target struct {
+	gvk schema.GroupVersionKind
+	key types.NamespacedName
+}
+
+// ruleSet returns the rules the controller of the local cluster runs: its
+// ResourceSyncRules with the previewed ones replacing or joining them, and the built-in
+// rule. Invalid rules are left out, as the engine leaves them out, with a warning.
+func (p *planner) ruleSet(res *result) []engine.Rule {
+	byName := map[string]*v1alpha1.ResourceSyncRule{}
+	for i := range p.local.Rules {
+		byName[p.local.Rules[i].Name] = &p.local.Rules[i]
+	}
+	for _, r := range p.preview {
+		byName[r.Name] = r
+	}
+	core := engine.CoreRule()
+	byName[core.Name] = core
+	names := make([]string, 0, len(byName))
+	for n := range byName {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var out []engine.Rule
+	for _, n := range names {
+		rsr := byName[n]
+		compiled, err := engine.CompileRule(rsr)
+		if err != nil {
+			res.Notes = append(res.Notes, fmt.Sprintf("cluster %s: rule %s is invalid and is not run: %v", p.local.Name(), n, err))
+			continue
+		}
+		out = append(out, engine.Rule{Spec: rsr, Compiled: compiled})
+	}
+	return out
+}
+
+// sources returns the peers the local controller reads: its Cluster CRs other than its
+// own, but disabled ones, each read through the context that maps to its cluster ID.
+func (p *planner) sources(ctx context.Context, res *result) []engine.Source {
+	var out []engine.Source
+	for i := range p.local.Clusters {
+		c := &p.local.Clusters[i]
+		if c.Spec.ClusterID == p.local.ID || c.Annotations[v1alpha1.ClusterDisabledAnnotation] == "true" {
+			continue
+		}
+		clusterMap, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(c)
+		src := engine.Source{Name: c.Name, ClusterID: c.Spec.ClusterID, Cluster: clusterMap}
+		v := p.byID[c.Spec.ClusterID]
+		switch {
+		case v == nil && len(p.unreadable) > 0:
+			res.Warnings = append(res.Warnings, fmt.Sprintf("cluster %s: its peer %s (cluster ID %s) is reached by none of the contexts that could be read (not read: %s): what it would sync is not shown", p.local.Name(), c.Name, c.Spec.ClusterID, strings.Join(p.unreadable, ", ")))
+		case v == nil:
+			res.Warnings = append(res.Warnings, fmt.Sprintf("cluster %s: its peer %s (cluster ID %s) is reached by none of the contexts read (list its context in --contexts): what it would sync is not shown", p.local.Name(), c.Name, c.Spec.ClusterID))
+		case v.Err != nil:
+			res.Warnings = append(res.Warnings, fmt.Sprintf("cluster %s: its peer %s cannot be read (context %s): what it would sync is not shown", p.local.Name(), c.Name, v.Context))
+		default:
+			src.Readable = true
+			src.Features = v.Features
+			src.Lookup = func(gvk schema.GroupVersionKind, ns, name string) (*unstructured.Unstructured, bool) {
+				return v.lookup(ctx, gvk, ns, name)
+			}
+		}
+		if src.Lookup == nil {
+			src.Lookup = func(schema.GroupVersionKind, string, string) (*unstructured.Unstructured, bool) { return nil, false }
+		}
+		out = append(out, src)
+	}
+	return out
+}
+
+// localNamespaces returns the namespaces the rule's copies can land in, or nil for all
+// (the engine's rule).
+func localNamespaces(rsr *v1alpha1.ResourceSyncRule, compiled *rules.Rule) []string {
+	nss, restricted := compiled.SourceNamespaces()
+	if !restricted {
+		return nil
+	}
+	for _, sr := range rsr.Spec.Rules {
+		if sr.Mutations.Namespace != nil {
+			return nil
+		}
+	}
+	return nss
+}
+
+func orAll(nss []string) []string {
+	if len(nss) == 0 {
+		return []string{""}
+	}
+	return nss
+}
+
+// plan computes what the controller of the local cluster would do: for every local
+// object a rule may write (every target of a matching source object, and every local
+// copy a rule wrote), engine.Gather and engine.Decide, exactly as the engine calls them.
+func (p *planner) plan(ctx context.Context) result {
+	var res result
+	ruleSet := p.ruleSet(&res)
+	sources := p.sources(ctx, &res)
+	var localCluster map[string]any
+	if c := p.local.localCluster(); c != nil {
+		localCluster, _ = runtime.DefaultUnstructuredConverter.ToUnstructured(c)
+	} else {
+		res.Notes = append(res.Notes, fmt.Sprintf("cluster %s (context %s) has no local Cluster CR: its controller has not bootstrapped it", p.local.Name(), p.local.Context))
+	}
+	fail := func(rule string, t target, reason string) {
+		res.Items = append(res.Items, p.item(rule, string(ActionFailed), t, reason))
+	}
+
+	targets := map[target]bool{}
+	for _, r := range ruleSet {
+		if r.Spec.DeletionTimestamp != nil {
+			continue
+		}
+		// What the sources have.
+		srcNS, _ := r.Compiled.SourceNamespaces()
+		for _, s := range sources {
+			if !s.Readable || !r.Compiled.Sources(s.Features) {
+				continue
+			}
+			v := p.byID[s.ClusterID]
+			for _, ns := range orAll(srcNS) {
+				l := v.objects(ctx, r.Compiled.GVK, ns)
+				if l.err != nil {
+					res.Warnings = append(res.Warnings, fmt.Sprintf("cluster %s: rule %s: %v", p.local.Name(), r.Spec.Name, l.err))
+					continue
+				}
+				for i := range l.objs {
+					o := &l.objs[i]
+					if engine.MembershipObject(o) {
+						continue
+					}
+					mut, ok := r.Compiled.Match(o)
+					if !ok {
+						continue
+					}
+					tk, ok := mut.TargetKey(types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()})
+					if !ok {
+						continue
+					}
+					targets[target{mut.TargetGVK(r.Compiled.GVK), tk}] = true
+				}
+			}
+		}
+		// The copies the local cluster has: possible deletes.
+		for _, gvk := range r.Compiled.TargetGVKs {
+			for _, ns := range orAll(localNamespaces(r.Spec, r.Compiled)) {
+				l := p.local.objects(ctx, gvk, ns)
+				if l.err != nil {
+					res.Warnings = append(res.Warnings, fmt.Sprintf("cluster %s: rule %s: %v", p.local.Name(), r.Spec.Name, l.err))
+					continue
+				}
+				for i := range l.objs {
+					o := &l.objs[i]
+					if o.GetAnnotations()[v1alpha1.OwnershipAnnotation] != "" {
+						targets[target{gvk, types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}}] = true
+					}
+				}
+			}
+		}
+	}
+
+	sorted := make([]target, 0, len(targets))
+	for t := range targets {
+		sorted = append(sorted, t)
+	}
+	sort.Slice(sorted, func(i, j int) bool {
+		a, b := sorted[i], sorted[j]
+		if a.gvk.String() != b.gvk.String() {
+			return a.gvk.String() < b.gvk.String()
+		}
+		if a.key.Namespace != b.key.Namespace {
+			return a.key.Namespace < b.key.Namespace
+		}
+		return a.key.Name < b.key.Name
+	})
+	for _, t := range sorted {
+		observed, ok := p.local.lookup(ctx, t.gvk, t.key.Namespace, t.key.Name)
+		if !ok {
+			fail("", t, fmt.Sprintf("cannot list %s in cluster %s", t.gvk.Kind, p.local.Name()))
+			continue
+		}
+		if observed != nil && engine.MembershipObject(observed) {
+			continue // the membership sync's, never the engine's
+		}
+		g := engine.Gather(p.local.ID, localCluster, ruleSet, sources, t.gvk, t.key, observed)
+		failed := false
+		for rule, fails := range g.Failures {
+			for _, f := range fails {
+				fail(rule, t, f)
+				failed = true
+			}
+		}
+		act := engine.Decide(engine.Input{LocalID: p.local.ID, Observed: observed, Candidates: g.Candidates, OriginGone: g.OriginGone})
+		if failed && act.Type == engine.ActionNone {
+			continue
+		}
+		res.Items = append(res.Items, p.actionItem(ctx, ruleSet, t, observed, g, act))
+	}
+	return res
+}
+
+func (p *planner) item(rule, action string, t target, reason string) Item {
+	return Item{Cluster: p.local.Name(), Context: p.local.Context, Rule: rule, Action: action,
+		APIVersion: t.gvk.GroupVersion().String(), Kind: t.gvk.Kind, Namespace: t.key.Namespace, Name: t.key.Name, Reason: reason}
+}
+
+// actionItem turns Decide's action into a plan item.
+func (p *planner) actionItem(ctx context.Context, ruleSet []engine.Rule, t target, observed *unstructured.Unstructured, g engine.Gathered, act engine.Action) Item {
+	rule := ""
+	switch {
+	case act.Source != nil:
+		rule = act.Source.Rule
+	case act.Type == engine.ActionDelete:
+		rule = act.Object.GetLabels()[engine.RuleLabel]
+	default:
+		if c := engine.Choose(g.Candidates); c != nil {
+			rule = c.Rule
+		} else if observed != nil {
+			rule = observed.GetLabels()[engine.RuleLabel]
+		}
+	}
+	it := p.item(rule, string(act.Type), t, act.Reason)
+	it.live = observed
+	if c := act.Source; c != nil || act.Type == engine.ActionNone {
+		if c == nil {
+			c = engine.Choose(g.Candidates)
+		}
+		if c != nil {
+			it.From, it.Origin, it.syncStatus = c.Peer, c.Origin, c.SyncStatus
+		}
+	}
+	if it.Origin == "" && observed != nil {
+		it.Origin = types.UID(observed.GetAnnotations()[v1alpha1.OwnershipAnnotation])
+	}
+	switch act.Type {
+	case engine.ActionCreate, engine.ActionUpdate:
+		it.Object = act.Object
+	}
+	if act.Type == engine.ActionCreate && t.key.Namespace != "" {
+		// The engine creates a missing namespace only when the rule allows it.
+		nsGVK := schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}
+		if ns, ok := p.local.lookup(ctx, nsGVK, "", t.key.Namespace); ok && ns == nil {
+			create := false
+			for _, r := range ruleSet {
+				if r.Spec.Name == rule {
+					create = r.Spec.Spec.CreateNamespaces
+				}
+			}
+			if create {
+				it.Reason = fmt.Sprintf("namespace %s is created too", t.key.Namespace)
+			} else {
+				it.Action = ActionFailed
+				it.Reason = fmt.Sprintf("namespace %s does not exist in this cluster: create it, or set spec.createNamespaces on the rule", t.key.Namespace)
+			}
+		}
+	}
+	return it
+}

@@ -1,0 +1,273 @@
+package syncdiff
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/engine"
+)
+
+// These tests run the planner on clusters held in memory: the update diffs of a
+// hand-edited copy, deletes, conflicts and Secret masking, which the envtest suite cannot
+// show reliably (the running controllers restore a hand edit within a second).
+
+const (
+	idA = types.UID("id-a")
+	idB = types.UID("id-b")
+)
+
+func obj(t *testing.T, y string) *unstructured.Unstructured {
+	t.Helper()
+	var m map[string]any
+	if err := yaml.Unmarshal([]byte(y), &m); err != nil {
+		t.Fatal(err)
+	}
+	return &unstructured.Unstructured{Object: m}
+}
+
+func fakeView(name string, id types.UID, objs ...*unstructured.Unstructured) *view {
+	v := &view{Context: name, ID: id, Installed: true}
+	v.list = func(_ context.Context, gvk schema.GroupVersionKind, ns string) ([]unstructured.Unstructured, error) {
+		var out []unstructured.Unstructured
+		for _, o := range objs {
+			if o.GroupVersionKind() == gvk && (ns == "" || o.GetNamespace() == ns) {
+				out = append(out, *o.DeepCopy())
+			}
+		}
+		return out, nil
+	}
+	return v
+}
+
+func cluster(name string, id types.UID) v1alpha1.Cluster {
+	return v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.ClusterSpec{ClusterID: id}}
+}
+
+var cmRule = &v1alpha1.ResourceSyncRule{
+	ObjectMeta: metav1.ObjectMeta{Name: "configmaps"},
+	Spec: v1alpha1.ResourceSyncRuleSpec{
+		GVK:   v1alpha1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"},
+		Rules: []v1alpha1.SyncRule{{Matches: []v1alpha1.SyncRuleMatch{{Namespaces: []string{"diff-test"}}}}},
+	},
+}
+
+var secretRule = &v1alpha1.ResourceSyncRule{
+	ObjectMeta: metav1.ObjectMeta{Name: "secrets"},
+	Spec: v1alpha1.ResourceSyncRuleSpec{
+		GVK:   v1alpha1.GroupVersionKind{Version: "v1", Kind: "Secret"},
+		Rules: []v1alpha1.SyncRule{{Matches: []v1alpha1.SyncRuleMatch{{Namespaces: []string{"diff-test"}}}}},
+	},
+}
+
+const nsYAML = `{apiVersion: v1, kind: Namespace, metadata: {name: diff-test}}`
+
+// planB plans cluster b, whose peer is a, with the given objects on each.
+func planB(t *testing.T, onA, onB []*unstructured.Unstructured, preview ...*v1alpha1.ResourceSyncRule) result {
+	t.Helper()
+	a := fakeView("ctx-a", idA, onA...)
+	a.Clusters = []v1alpha1.Cluster{cluster("a", idA)}
+	b := fakeView("ctx-b", idB, append([]*unstructured.Unstructured{obj(t, nsYAML)}, onB...)...)
+	b.Clusters = []v1alpha1.Cluster{cluster("a", idA), cluster("b", idB)}
+	p := &planner{local: b, byID: map[types.UID]*view{idA: a, idB: b}, preview: preview}
+	return p.plan(context.Background())
+}
+
+func actions(items []Item) []string {
+	var out []string
+	for _, it := range items {
+		out = append(out, it.Action+" "+objectRef(it)+" "+it.Rule)
+	}
+	return out
+}
+
+// written is what the controller would have written for a create: the desired object,
+// with the fields the API server sets.
+func written(it Item) *unstructured.Unstructured {
+	u := it.Object.DeepCopy()
+	u.SetUID("uid-of-copy")
+	u.SetResourceVersion("42")
+	u.SetCreationTimestamp(metav1.Now())
+	return u
+}
+
+func TestPlanCreateThenUnchangedThenUpdate(t *testing.T) {
+	source := obj(t, `{apiVersion: v1, kind: ConfigMap, metadata: {name: one, namespace: diff-test, uid: src-uid, resourceVersion: "7"}, data: {k: v}}`)
+	res := planB(t, []*unstructured.Unstructured{source}, nil, cmRule)
+	if diff := cmp.Diff([]string{"create ConfigMap diff-test/one configmaps"}, actions(res.Items)); diff != "" {
+		t.Fatalf("plan (-want +got):\n%s", diff)
+	}
+	if len(res.Warnings) != 0 {
+		t.Errorf("warnings: %v", res.Warnings)
+	}
+	create := res.Items[0]
+	if create.From != "a" || create.Origin != idA {
+		t.Errorf("from %q origin %q", create.From, create.Origin)
+	}
+	if got := create.Object.GetAnnotations()[v1alpha1.OwnershipAnnotation]; got != string(idA) {
+		t.Errorf("the desired copy has the ownership mark %q", got)
+	}
+
+	// The copy as the controller writes it: unchanged.
+	copyOnB := written(create)
+	res = planB(t, []*unstructured.Unstructured{source}, []*unstructured.Unstructured{copyOnB}, cmRule)
+	if diff := cmp.Diff([]string{"none ConfigMap diff-test/one configmaps"}, actions(res.Items)); diff != "" {
+		t.Fatalf("plan (-want +got):\n%s", diff)
+	}
+
+	// A hand edit of the copy: an update, with the exact field diff.
+	edited := copyOnB.DeepCopy()
+	_ = unstructured.SetNestedField(edited.Object, "by-hand", "data", "extra")
+	res = planB(t, []*unstructured.Unstructured{source}, []*unstructured.Unstructured{edited}, cmRule)
+	if diff := cmp.Diff([]string{"update ConfigMap diff-test/one configmaps"}, actions(res.Items)); diff != "" {
+		t.Fatalf("plan (-want +got):\n%s", diff)
+	}
+	d := unifiedDiff(res.Items[0], false)
+	var changed []string
+	for _, l := range strings.Split(d, "\n") {
+		if (strings.HasPrefix(l, "+") || strings.HasPrefix(l, "-")) && !strings.HasPrefix(l, "+++") && !strings.HasPrefix(l, "---") {
+			changed = append(changed, l)
+		}
+	}
+	if diff := cmp.Diff([]string{"-  extra: by-hand"}, changed); diff != "" {
+		t.Errorf("changed lines (-want +got):\n%s\nwhole diff:\n%s", diff, d)
+	}
+	for _, f := range []string{"resourceVersion", "uid:", "creationTimestamp"} {
+		if strings.Contains(d, f) {
+			t.Errorf("the diff shows the server-set field %s:\n%s", f, d)
+		}
+	}
+}
+
+func TestPlanDeleteAndConflict(t *testing.T) {
+	source := obj(t, `{apiVersion: v1, kind: ConfigMap, metadata: {name: one, namespace: diff-test}, data: {k: v}}`)
+	create := planB(t, []*unstructured.Unstructured{source}, nil, cmRule).Items[0]
+
+	// The origin no longer has it: the copy is deleted.
+	res := planB(t, nil, []*unstructured.Unstructured{written(create)}, cmRule)
+	if diff := cmp.Diff([]string{"delete ConfigMap diff-test/one configmaps"}, actions(res.Items)); diff != "" {
+		t.Fatalf("plan (-want +got):\n%s", diff)
+	}
+
+	// An object made on b is in the way: a conflict, never touched.
+	mine := obj(t, `{apiVersion: v1, kind: ConfigMap, metadata: {name: one, namespace: diff-test}, data: {k: mine}}`)
+	res = planB(t, []*unstructured.Unstructured{source}, []*unstructured.Unstructured{mine}, cmRule)
+	if diff := cmp.Diff([]string{"conflict ConfigMap diff-test/one configmaps"}, actions(res.Items)); diff != "" {
+		t.Fatalf("plan (-want +got):\n%s", diff)
+	}
+	if !strings.Contains(res.Items[0].Reason, "ownership mark") {
+		t.Errorf("reason %q", res.Items[0].Reason)
+	}
+
+	// The namespace is missing and the rule may not create it: the controller would fail.
+	a := fakeView("ctx-a", idA, source)
+	b := fakeView("ctx-b", idB)
+	b.Clusters = []v1alpha1.Cluster{cluster("a", idA), cluster("b", idB)}
+	res = (&planner{local: b, byID: map[types.UID]*view{idA: a, idB: b}, preview: []*v1alpha1.ResourceSyncRule{cmRule}}).plan(context.Background())
+	if diff := cmp.Diff([]string{"failed ConfigMap diff-test/one configmaps"}, actions(res.Items)); diff != "" {
+		t.Fatalf("plan (-want +got):\n%s", diff)
+	}
+}
+
+func TestUnreachablePeerIsAWarningAndNeverADelete(t *testing.T) {
+	source := obj(t, `{apiVersion: v1, kind: ConfigMap, metadata: {name: one, namespace: diff-test}, data: {k: v}}`)
+	create := planB(t, []*unstructured.Unstructured{source}, nil, cmRule).Items[0]
+	b := fakeView("ctx-b", idB, obj(t, nsYAML), written(create))
+	b.Clusters = []v1alpha1.Cluster{cluster("a", idA), cluster("b", idB)}
+	res := (&planner{local: b, byID: map[types.UID]*view{idB: b}, preview: []*v1alpha1.ResourceSyncRule{cmRule}}).plan(context.Background())
+	if diff := cmp.Diff([]string{"none ConfigMap diff-test/one configmaps"}, actions(res.Items)); diff != "" {
+		t.Fatalf("plan (-want +got):\n%s", diff)
+	}
+	if len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "peer a") {
+		t.Errorf("warnings %v", res.Warnings)
+	}
+}
+
+func TestSecretsAreMasked(t *testing.T) {
+	source := obj(t, `{apiVersion: v1, kind: Secret, metadata: {name: s, namespace: diff-test}, type: Opaque, data: {password: c2VjcmV0, same: eA==}}`)
+	res := planB(t, []*unstructured.Unstructured{source}, nil, secretRule)
+	if diff := cmp.Diff([]string{"create Secret diff-test/s secrets"}, actions(res.Items)); diff != "" {
+		t.Fatalf("plan (-want +got):\n%s", diff)
+	}
+	copyOnB := written(res.Items[0])
+	_ = unstructured.SetNestedField(copyOnB.Object, "b3RoZXI=", "data", "password")
+	res = planB(t, []*unstructured.Unstructured{source}, []*unstructured.Unstructured{copyOnB}, secretRule)
+	if diff := cmp.Diff([]string{"update Secret diff-test/s secrets"}, actions(res.Items)); diff != "" {
+		t.Fatalf("plan (-want +got):\n%s", diff)
+	}
+	d := unifiedDiff(res.Items[0], false)
+	for _, secret := range []string{"c2VjcmV0", "b3RoZXI=", "eA=="} {
+		if strings.Contains(d, secret) {
+			t.Errorf("the diff shows Secret data %s:\n%s", secret, d)
+		}
+	}
+	if !strings.Contains(d, "-  password: '*** (before)'") || !strings.Contains(d, "+  password: '*** (after)'") {
+		t.Errorf("the diff does not show which key changed:\n%s", d)
+	}
+	if d := unifiedDiff(res.Items[0], true); !strings.Contains(d, "+  password: c2VjcmV0") {
+		t.Errorf("--show-secrets hides the data:\n%s", d)
+	}
+
+	var out bytes.Buffer
+	if err := printPlan(&out, "json", res.Items, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), "c2VjcmV0") {
+		t.Errorf("the JSON plan shows Secret data:\n%s", out.String())
+	}
+	var p plan
+	if err := json.Unmarshal(out.Bytes(), &p); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Items) != 1 || p.Items[0].Action != "update" || p.Items[0].Object == nil {
+		t.Errorf("plan %+v", p)
+	}
+}
+
+func TestMembershipObjectsAndCoreRule(t *testing.T) {
+	// The built-in rule syncs a's ResourceSyncRules to b; the reader Secrets of the
+	// membership sync are never the engine's, even under a rule that matches Secrets.
+	rsr := obj(t, `{apiVersion: clusterregistry.k8s.cisco.com/v1alpha1, kind: ResourceSyncRule, metadata: {name: from-a}, spec: {groupVersionKind: {version: v1, kind: ConfigMap}, rules: [{}]}}`)
+	reader := obj(t, `{apiVersion: v1, kind: Secret, metadata: {name: a, namespace: diff-test}, type: `+string(v1alpha1.SecretTypeClusterRegistry)+`, data: {kubeconfig: eA==}}`)
+	res := planB(t, []*unstructured.Unstructured{rsr, reader}, nil, secretRule)
+	var all []string
+	for _, it := range res.Items {
+		all = append(all, it.Action+" "+objectRef(it)+" "+it.Rule)
+	}
+	want := []string{"create ResourceSyncRule from-a " + engine.CoreRuleName}
+	if diff := cmp.Diff(want, all); diff != "" {
+		t.Errorf("plan (-want +got):\n%s", diff)
+	}
+}
+
+func TestExternalDiff(t *testing.T) {
+	if _, err := exec.LookPath("diff"); err != nil {
+		t.Skip("no diff program")
+	}
+	source := obj(t, `{apiVersion: v1, kind: ConfigMap, metadata: {name: one, namespace: diff-test}, data: {k: v}}`)
+	copyOnB := written(planB(t, []*unstructured.Unstructured{source}, nil, cmRule).Items[0])
+	_ = unstructured.SetNestedField(copyOnB.Object, "by-hand", "data", "k")
+	res := planB(t, []*unstructured.Unstructured{source}, []*unstructured.Unstructured{copyOnB}, cmRule)
+	var out, errOut bytes.Buffer
+	// "$(rm -rf x)" is dropped, as kubectl drops arguments with other characters.
+	if err := externalDiff(context.Background(), "diff -u -r $(rm)", res.Items, false, &out, &errOut); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "-  k: by-hand") || !strings.Contains(out.String(), "+  k: v") {
+		t.Errorf("external diff output:\n%s", out.String())
+	}
+	if !strings.Contains(errOut.String(), "ignoring the argument") {
+		t.Errorf("stderr: %s", errOut.String())
+	}
+}

@@ -1,0 +1,452 @@
+// Package syncdiff implements "kubectl registry sync-diff": the exact preview and drift
+// report of the ResourceSyncRules of a group, computed with the controller's own decision
+// code (engine.Gather and engine.Decide, rules.Compile), read through kubeconfig contexts.
+package syncdiff
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/engine"
+)
+
+const (
+	syncDiffLong = `
+		Show what the ResourceSyncRules of a group would write on each cluster, or where the
+		group has drifted from what they ask for.
+
+		For every cluster diffed, sync-diff computes the desired local state of every rule (or
+		of the named RULEs) exactly as that cluster's controller does, with the controller's
+		own code: the cluster's rules and the built-in rule that syncs ResourceSyncRules, its
+		peers (its Cluster CRs) as sources with their ClusterFeatures, matching, mutations and
+		ownership marks, and the planner that decides create, update, delete or conflict. It
+		then compares the result with the objects the cluster has:
+
+		  create     the copy is missing
+		  update     the copy differs (a unified diff of the live object against the desired
+		             one, without the fields the API server sets)
+		  delete     the copy's origin was seen to no longer have the object
+		  conflict   an object the rule may not touch is in the way (made locally, or another
+		             origin's copy)
+		  failed     the controller would fail (a mutation error, a missing namespace)
+
+		Unchanged objects are counted, and listed with -v.
+
+		Clusters are read through kubeconfig contexts and matched to the Cluster CRs by their
+		cluster ID (the UID of their kube-system namespace). With --contexts, each listed
+		context is diffed, and they are the peers read as sources. Without it, the cluster of
+		--context (or the current context) is diffed, and its peers are read through the other
+		contexts of the kubeconfig. A peer that no context reaches cannot be read: what it
+		would sync is not shown, and sync-diff exits with 2 at the end.
+
+		-f previews new or changed rules: they join (or replace, by name) every diffed
+		cluster's rules before the diff, and only their effects are shown unless RULEs are
+		named. They are validated by a server-side dry-run; nothing is written anywhere.
+
+		Like kubectl diff, sync-diff exits with 0 when there are no differences, 1 when there
+		are, and greater than 1 on errors (a context that cannot be read is reported, the
+		others are still diffed). KUBECTL_EXTERNAL_DIFF names a program to show the diffs
+		with (it gets two directories, live and desired). Secret data is masked unless
+		--show-secrets.
+
+		The Cluster CRs and reader Secrets of the membership sync are not diffed.`
+
+	syncDiffExample = `
+		# What do the rules of the group write, or where has it drifted?
+		kubectl registry sync-diff --contexts east,west,north
+
+		# Preview a new rule before applying it
+		kubectl registry sync-diff --contexts east,west,north -f configmaps-rule.yaml
+
+		# One rule, the cluster of the current context, its peers through the other contexts
+		kubectl registry sync-diff configmaps
+
+		# The plan as JSON
+		kubectl registry sync-diff --contexts east,west -o json`
+)
+
+// Options holds the flags and the state of "kubectl registry sync-diff".
+type Options struct {
+	// Contexts are the contexts to diff, which are also the peers read.
+	Contexts []string
+	// Filenames are rules to preview.
+	Filenames []string
+	// RuleNames limit the output to these rules.
+	RuleNames   []string
+	ShowSecrets bool
+	Verbose     bool
+	// Output is "", "yaml" or "json".
+	Output string
+
+	// Set by Complete.
+	contextFlag string
+	diffed      []string
+	others      []string
+	configs     map[string]*rest.Config
+	preview     []*v1alpha1.ResourceSyncRule
+	externalEnv string
+
+	restClientGetter genericclioptions.RESTClientGetter
+	scheme           *runtime.Scheme
+	genericiooptions.IOStreams
+}
+
+// NewOptions returns Options with the defaults of the flags.
+func NewOptions(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *Options {
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+	return &Options{restClientGetter: restClientGetter, scheme: scheme, IOStreams: streams}
+}
+
+// NewCmdSyncDiff returns the "sync-diff" command.
+func NewCmdSyncDiff(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *cobra.Command {
+	o := NewOptions(restClientGetter, streams)
+	cmd := &cobra.Command{
+		Use:     "sync-diff [--contexts A,B,C | --context A] [-f RULE_FILE] [RULE...]",
+		Short:   "Preview what the ResourceSyncRules write on each cluster, or show drift",
+		Long:    cmdutil.LongDesc(syncDiffLong),
+		Example: cmdutil.Examples(syncDiffExample),
+		RunE:    cmdutil.RunE(o),
+	}
+	o.AddFlags(cmd)
+	return cmd
+}
+
+// AddFlags adds the flags of sync-diff to cmd.
+func (o *Options) AddFlags(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.StringSliceVar(&o.Contexts, "contexts", o.Contexts,
+		"Kubeconfig contexts of the clusters to diff, comma-separated; they are also the peers read as sources. Without it, the cluster of --context is diffed.")
+	fs.StringArrayVarP(&o.Filenames, "filename", "f", o.Filenames,
+		"A file of ResourceSyncRules to preview (\"-\" for standard input); repeatable. Nothing is written.")
+	fs.BoolVar(&o.ShowSecrets, "show-secrets", o.ShowSecrets, "Show the data of Secrets instead of masking it.")
+	fs.BoolVarP(&o.Verbose, "verbose", "v", o.Verbose, "List unchanged objects too.")
+	fs.StringVarP(&o.Output, "output", "o", o.Output, "Output format: yaml or json, a machine-readable plan. Default: a human-readable diff.")
+}
+
+// Complete reads the kubeconfig and the rule files.
+func (o *Options) Complete(cmd *cobra.Command, args []string) error {
+	o.RuleNames = args
+	o.externalEnv = os.Getenv(ExternalDiffEnv)
+	if f := cmd.Flag("context"); f != nil {
+		o.contextFlag = f.Value.String()
+	}
+	ctrllog.SetLogger(logr.Discard())
+	for _, f := range o.Filenames {
+		rules, err := o.readRules(f)
+		if err != nil {
+			return cmdutil.UsageError(cmd, err)
+		}
+		o.preview = append(o.preview, rules...)
+	}
+	if len(o.Contexts) > 0 && o.contextFlag != "" {
+		return nil // Validate reports it
+	}
+	raw, err := o.restClientGetter.ToRawKubeConfigLoader().RawConfig()
+	if err != nil {
+		return fmt.Errorf("loading the kubeconfig: %w", err)
+	}
+	if len(o.Contexts) > 0 {
+		o.diffed = o.Contexts
+	} else {
+		name := o.contextFlag
+		if name == "" {
+			name = raw.CurrentContext
+		}
+		if name == "" {
+			return cmdutil.UsageErrorf(cmd, "no context: pass --contexts or --context, or set a current context")
+		}
+		o.diffed = []string{name}
+		for n := range raw.Contexts {
+			if n != name {
+				o.others = append(o.others, n)
+			}
+		}
+		sort.Strings(o.others)
+	}
+	o.configs = map[string]*rest.Config{}
+	for _, n := range append(append([]string(nil), o.diffed...), o.others...) {
+		if _, ok := raw.Contexts[n]; !ok {
+			return cmdutil.UsageErrorf(cmd, "context %q: no such context in the kubeconfig", n)
+		}
+		cfg, err := clientcmd.NewNonInteractiveClientConfig(raw, n, &clientcmd.ConfigOverrides{}, nil).ClientConfig()
+		if err != nil {
+			if slices.Contains(o.diffed, n) {
+				return fmt.Errorf("context %s: %w", n, err)
+			}
+			continue // another context, maybe of no cluster of the group
+		}
+		o.configs[n] = cfg
+	}
+	return nil
+}
+
+// readRules reads the ResourceSyncRules of a file.
+func (o *Options) readRules(path string) ([]*v1alpha1.ResourceSyncRule, error) {
+	var data []byte
+	var err error
+	if path == "-" {
+		data, err = io.ReadAll(o.In)
+	} else {
+		data, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("-f %s: %w", path, err)
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	var out []*v1alpha1.ResourceSyncRule
+	for {
+		var doc map[string]any
+		if err := dec.Decode(&doc); err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			return nil, fmt.Errorf("-f %s: %w", path, err)
+		}
+		if len(doc) == 0 {
+			continue
+		}
+		u := unstructured.Unstructured{Object: doc}
+		if u.GroupVersionKind() != v1alpha1.GroupVersion.WithKind("ResourceSyncRule") {
+			return nil, fmt.Errorf("-f %s: %s %q is not a ResourceSyncRule of %s", path, u.GetKind(), u.GetName(), v1alpha1.GroupVersion)
+		}
+		b, err := json.Marshal(doc)
+		if err != nil {
+			return nil, fmt.Errorf("-f %s: %w", path, err)
+		}
+		var r v1alpha1.ResourceSyncRule
+		if err := yaml.UnmarshalStrict(b, &r); err != nil {
+			return nil, fmt.Errorf("-f %s: ResourceSyncRule %q: %w", path, u.GetName(), err)
+		}
+		if r.Name == "" {
+			return nil, fmt.Errorf("-f %s: a ResourceSyncRule has no metadata.name", path)
+		}
+		if _, err := engine.CompileRule(&r); err != nil {
+			return nil, fmt.Errorf("-f %s: %w", path, err)
+		}
+		out = append(out, &r)
+	}
+	return out, nil
+}
+
+// Validate checks the flags. It does no I/O.
+func (o *Options) Validate() error {
+	if len(o.Contexts) > 0 && o.contextFlag != "" {
+		return errors.New("--contexts and --context cannot be used together: --contexts lists every cluster to diff")
+	}
+	seen := map[string]bool{}
+	for _, c := range o.Contexts {
+		if c == "" {
+			return errors.New("--contexts: empty context name")
+		}
+		if seen[c] {
+			return fmt.Errorf("--contexts: %q is listed twice", c)
+		}
+		seen[c] = true
+	}
+	if o.Output != "" && o.Output != "yaml" && o.Output != "json" {
+		return fmt.Errorf("--output must be yaml or json, got %q", o.Output)
+	}
+	names := map[string]bool{}
+	for _, r := range o.preview {
+		if names[r.Name] {
+			return fmt.Errorf("-f: the ResourceSyncRule %q is given twice", r.Name)
+		}
+		names[r.Name] = true
+	}
+	return nil
+}
+
+// Run reads the clusters, computes the plans and prints them.
+func (o *Options) Run(ctx context.Context) error {
+	all := append(append([]string(nil), o.diffed...), o.others...)
+	views := make([]*view, len(all))
+	var wg sync.WaitGroup
+	for i, n := range all {
+		cfg := o.configs[n]
+		if cfg == nil {
+			views[i] = &view{Context: n, Err: fmt.Errorf("context %s has no usable configuration", n)}
+			continue
+		}
+		wg.Go(func() { views[i] = connect(ctx, n, cfg, o.scheme) })
+	}
+	wg.Wait()
+
+	failed := false
+	errorf := func(format string, args ...any) {
+		failed = true
+		fmt.Fprintf(o.ErrOut, "error: "+format+"\n", args...)
+	}
+	byID := map[types.UID]*view{}
+	var diffed []*view
+	var unreadable []string
+	for i, v := range views {
+		isDiffed := i < len(o.diffed)
+		if v.Err != nil {
+			if isDiffed {
+				errorf("%v", v.Err)
+			}
+			unreadable = append(unreadable, v.Context)
+			continue
+		}
+		if prev, ok := byID[v.ID]; ok {
+			if isDiffed {
+				fmt.Fprintf(o.ErrOut, "warning: context %s is the cluster of context %s: diffed once\n", v.Context, prev.Context)
+			}
+			continue
+		}
+		byID[v.ID] = v
+		if !isDiffed {
+			continue
+		}
+		if !v.Installed {
+			errorf("context %s: the registry is not installed (its CRDs are not served): run kubectl registry install", v.Context)
+			continue
+		}
+		diffed = append(diffed, v)
+	}
+	if err := o.dryRunPreview(ctx, diffed); err != nil {
+		errorf("%v", err)
+		return &cmdutil.ExitError{Code: cmdutil.ExitCodeError}
+	}
+
+	filter := o.RuleNames
+	if len(filter) == 0 {
+		for _, r := range o.preview {
+			filter = append(filter, r.Name)
+		}
+	}
+	results := make([]result, len(diffed))
+	for i, v := range diffed {
+		wg.Go(func() {
+			results[i] = (&planner{local: v, byID: byID, preview: o.preview, unreadable: unreadable}).plan(ctx)
+		})
+	}
+	wg.Wait()
+
+	var allItems []Item
+	var errs []string
+	differences := false
+	seenMsg := map[string]bool{}
+	for i, v := range diffed {
+		for _, n := range results[i].Notes {
+			if !seenMsg[n] {
+				seenMsg[n] = true
+				fmt.Fprintf(o.ErrOut, "note: %s\n", n)
+			}
+		}
+		for _, w := range results[i].Warnings {
+			if !seenMsg[w] {
+				seenMsg[w] = true
+				errorf("%s", w)
+				errs = append(errs, w)
+			}
+		}
+		var items []Item
+		for _, it := range results[i].Items {
+			if len(filter) > 0 && !slices.Contains(filter, it.Rule) {
+				continue
+			}
+			if it.difference() {
+				differences = true
+			}
+			items = append(items, it)
+		}
+		if o.Output == "" {
+			printText(o.Out, v, items, o.Verbose, o.ShowSecrets, o.externalEnv != "")
+		}
+		allItems = append(allItems, items...)
+	}
+	for _, v := range views[:len(o.diffed)] {
+		if v.Err != nil {
+			errs = append(errs, v.Err.Error())
+		}
+	}
+	switch {
+	case o.Output != "":
+		var keep []Item
+		for _, it := range allItems {
+			if it.difference() || o.Verbose {
+				keep = append(keep, it)
+			}
+		}
+		if err := printPlan(o.Out, o.Output, keep, errs, o.ShowSecrets); err != nil {
+			return err
+		}
+	case o.externalEnv != "":
+		if err := externalDiff(ctx, o.externalEnv, allItems, o.ShowSecrets, o.Out, o.ErrOut); err != nil {
+			errorf("%v", err)
+		}
+	}
+	switch {
+	case failed:
+		return &cmdutil.ExitError{Code: cmdutil.ExitCodeError}
+	case differences:
+		return &cmdutil.ExitError{Code: cmdutil.ExitCodeDifferences}
+	}
+	return nil
+}
+
+// dryRunPreview submits the previewed rules to every diffed cluster as a server-side
+// dry-run apply, so that what the API server would reject is reported.
+func (o *Options) dryRunPreview(ctx context.Context, diffed []*view) error {
+	if len(o.preview) == 0 {
+		return nil
+	}
+	var errs []error
+	for _, v := range diffed {
+		cl, err := client.New(o.configs[v.Context], client.Options{Scheme: o.scheme})
+		if err != nil {
+			return err
+		}
+		for _, r := range o.preview {
+			m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(r)
+			if err != nil {
+				return err
+			}
+			u := &unstructured.Unstructured{Object: m}
+			u.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("ResourceSyncRule"))
+			unstructured.RemoveNestedField(u.Object, "status")
+			unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
+			if err := cl.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(v1alpha1.FieldManager), client.ForceOwnership, client.DryRunAll); err != nil {
+				errs = append(errs, fmt.Errorf("ResourceSyncRule %s is rejected by cluster %s (context %s): %w", r.Name, v.Name(), v.Context, err))
+			}
+		}
+	}
+	if len(errs) > 0 {
+		msgs := make([]string, len(errs))
+		for i, e := range errs {
+			msgs[i] = e.Error()
+		}
+		return errors.New(strings.Join(msgs, "\n"))
+	}
+	return nil
+}

@@ -1,0 +1,186 @@
+package syncdiff
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+)
+
+// requestTimeout bounds every request, so that a context whose API server does not
+// answer is reported instead of hanging the diff.
+const requestTimeout = 15 * time.Second
+
+// lister lists the objects of a kind in a namespace ("" for all namespaces, and for
+// cluster-scoped kinds).
+type lister func(ctx context.Context, gvk schema.GroupVersionKind, namespace string) ([]unstructured.Unstructured, error)
+
+// view is what sync-diff read of one cluster through one kubeconfig context. Every list
+// is made once and kept, so a diff of many rules and clusters reads each kind once.
+type view struct {
+	// Context is the kubeconfig context.
+	Context string
+	// ID is the cluster's kube-system namespace UID.
+	ID types.UID
+	// Err is why the cluster could not be read; nil when it could.
+	Err error
+	// Installed is false when the registry's CRDs are not served.
+	Installed bool
+	// Clusters, Rules and Features are the registry objects of the cluster.
+	Clusters []v1alpha1.Cluster
+	Rules    []v1alpha1.ResourceSyncRule
+	Features []v1alpha1.ClusterFeature
+
+	list lister
+
+	mu    sync.Mutex
+	lists map[listKey]*listResult
+}
+
+type listKey struct {
+	gvk       schema.GroupVersionKind
+	namespace string
+}
+
+type listResult struct {
+	objs  []unstructured.Unstructured
+	byKey map[types.NamespacedName]*unstructured.Unstructured
+	err   error
+}
+
+// objects returns the cluster's objects of a kind in a namespace ("" for all), listing
+// them on first use.
+func (v *view) objects(ctx context.Context, gvk schema.GroupVersionKind, namespace string) *listResult {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.lists == nil {
+		v.lists = map[listKey]*listResult{}
+	}
+	k := listKey{gvk, namespace}
+	if r, ok := v.lists[k]; ok {
+		return r
+	}
+	if namespace != "" {
+		// A list of every namespace answers for each of them.
+		if r, ok := v.lists[listKey{gvk, ""}]; ok && r.err == nil {
+			return r
+		}
+	}
+	r := &listResult{byKey: map[types.NamespacedName]*unstructured.Unstructured{}}
+	if v.list == nil {
+		r.err = fmt.Errorf("context %s cannot be read", v.Context)
+	} else {
+		r.objs, r.err = v.list(ctx, gvk, namespace)
+	}
+	for i := range r.objs {
+		o := &r.objs[i]
+		if o.GetAPIVersion() == "" {
+			o.SetGroupVersionKind(gvk)
+		}
+		r.byKey[types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}] = o
+	}
+	v.lists[k] = r
+	return r
+}
+
+// lookup returns the object of a kind at a key; ok is false when the kind could not be
+// listed (then absence proves nothing, like an informer that has not synced).
+func (v *view) lookup(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (*unstructured.Unstructured, bool) {
+	r := v.objects(ctx, gvk, namespace)
+	if r.err != nil {
+		return nil, false
+	}
+	o := r.byKey[types.NamespacedName{Namespace: namespace, Name: name}]
+	if o == nil && namespace != "" {
+		// A cluster-scoped kind asked for with a namespace.
+		o = r.byKey[types.NamespacedName{Name: name}]
+	}
+	return o, true
+}
+
+// localCluster returns the cluster's own Cluster CR, the one whose clusterID is its ID.
+func (v *view) localCluster() *v1alpha1.Cluster {
+	for i := range v.Clusters {
+		if v.Clusters[i].Spec.ClusterID == v.ID {
+			return &v.Clusters[i]
+		}
+	}
+	return nil
+}
+
+// Name is how the output names the cluster: its local Cluster CR, else the context.
+func (v *view) Name() string {
+	if c := v.localCluster(); c != nil {
+		return c.Name
+	}
+	return v.Context
+}
+
+// connect reads the identity and the registry objects of the cluster of a context.
+// Errors are kept in the view's Err.
+func connect(ctx context.Context, contextName string, cfg *rest.Config, scheme *runtime.Scheme) *view {
+	v := &view{Context: contextName}
+	cfg = rest.CopyConfig(cfg)
+	if cfg.Timeout == 0 {
+		cfg.Timeout = requestTimeout
+	}
+	cfg.QPS, cfg.Burst = 100, 200
+	cl, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		v.Err = fmt.Errorf("context %s: %w", contextName, err)
+		return v
+	}
+	var ns corev1.Namespace
+	if err := cl.Get(ctx, client.ObjectKey{Name: "kube-system"}, &ns); err != nil {
+		v.Err = fmt.Errorf("context %s: reading the cluster ID (kube-system namespace): %w", contextName, err)
+		return v
+	}
+	v.ID = ns.UID
+	v.Installed = true
+	var clusters v1alpha1.ClusterList
+	if err := cl.List(ctx, &clusters); err != nil {
+		if meta.IsNoMatchError(err) {
+			v.Installed = false
+		} else {
+			v.Err = fmt.Errorf("context %s: listing Clusters: %w", contextName, err)
+			return v
+		}
+	}
+	if v.Installed {
+		var rsrs v1alpha1.ResourceSyncRuleList
+		if err := cl.List(ctx, &rsrs); err != nil {
+			v.Err = fmt.Errorf("context %s: listing ResourceSyncRules: %w", contextName, err)
+			return v
+		}
+		var features v1alpha1.ClusterFeatureList
+		if err := cl.List(ctx, &features); err != nil {
+			v.Err = fmt.Errorf("context %s: listing ClusterFeatures: %w", contextName, err)
+			return v
+		}
+		v.Clusters, v.Rules, v.Features = clusters.Items, rsrs.Items, features.Items
+	}
+	v.list = func(ctx context.Context, gvk schema.GroupVersionKind, namespace string) ([]unstructured.Unstructured, error) {
+		var l unstructured.UnstructuredList
+		l.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		var opts []client.ListOption
+		if namespace != "" {
+			opts = append(opts, client.InNamespace(namespace))
+		}
+		if err := cl.List(ctx, &l, opts...); err != nil {
+			return nil, fmt.Errorf("listing %s in context %s: %w", gvk.Kind, contextName, err)
+		}
+		return l.Items, nil
+	}
+	return v
+}
