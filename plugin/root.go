@@ -10,6 +10,8 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
+	"github.com/kubectl-registry/kubectl-registry/plugin/apply"
+	"github.com/kubectl-registry/kubectl-registry/plugin/create"
 	"github.com/kubectl-registry/kubectl-registry/plugin/get"
 	"github.com/kubectl-registry/kubectl-registry/plugin/install"
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
@@ -93,6 +95,8 @@ func NewCmdRegistry(streams genericiooptions.IOStreams) *cobra.Command {
 		status.NewCmdStatus(configFlags, streams),
 		get.NewCmdGet(configFlags, streams),
 		syncdiff.NewCmdSyncDiff(configFlags, streams),
+		apply.NewCmdApply(configFlags, streams),
+		create.NewCmdCreate(configFlags, streams),
 	)
 	return cmd
 }

@@ -1,0 +1,482 @@
+// Package apply implements "kubectl registry apply": it server-side applies the objects
+// of YAML or JSON files to the clusters of several kubeconfig contexts in parallel and
+// reports, per context and object, whether each was created, configured or unchanged.
+// A context that fails is reported and does not stop the others.
+package apply
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/cli-runtime/pkg/printers"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubectl-registry/kubectl-registry/manifests"
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/buildinfo"
+)
+
+// Values of --dry-run.
+const (
+	DryRunNone   = "none"
+	DryRunServer = "server"
+)
+
+// ContextTimeout bounds the work on one context.
+const ContextTimeout = 30 * time.Second
+
+const (
+	applyLong = `
+		Apply objects to the clusters of several kubeconfig contexts at once.
+
+		Every object of the files given with -f (multi-document YAML or JSON; "-" reads
+		standard input) is applied with server-side apply (field manager "kubectl-registry",
+		taking over conflicting fields) to the cluster of every context of --contexts, in
+		parallel, each context within 30 seconds. Without --contexts the current context (or
+		the one of --context) is used.
+
+		Each object is reported per context, as kubectl apply does:
+
+		  cluster-a: resourcesyncrule.clusterregistry.k8s.cisco.com/my-rule created
+
+		(created, configured or unchanged). A context that fails (unreachable, forbidden, an
+		object the API server rejects) is reported on stderr with the API server's message;
+		the other contexts and the other objects are still applied, and the command exits
+		with 2 at the end.
+
+		--dry-run=server sends every object as a server-side dry run: the API servers
+		validate it and report what would happen, and nothing is persisted.`
+
+	applyExample = `
+		# Apply a rule and a feature to three clusters
+		kubectl registry apply -f rule.yaml -f feature.yaml --contexts east,west,north
+
+		# Generate a rule and apply it to two clusters
+		kubectl registry create rule my-secret --kind Secret --name my-secret --namespace-match default --dry-run=client -o yaml \
+		  | kubectl registry apply -f - --contexts east,west
+
+		# Ask the API servers to validate, persisting nothing
+		kubectl registry apply -f rule.yaml --contexts east,west --dry-run=server`
+)
+
+// Options holds the flags and the state of "kubectl registry apply".
+type Options struct {
+	// Filenames are the files to apply ("-" is standard input).
+	Filenames []string
+	// Contexts are the kubeconfig contexts to apply to; empty: the current one.
+	Contexts []string
+	// DryRun is DryRunNone or DryRunServer.
+	DryRun string
+	// Timeout bounds the work on each context.
+	Timeout time.Duration
+
+	// Set by Complete and Run.
+	cmd     *cobra.Command
+	objects []*unstructured.Unstructured
+	targets []Target
+
+	restClientGetter genericclioptions.RESTClientGetter
+	genericiooptions.IOStreams
+}
+
+// Target is a cluster to apply to: a kubeconfig context and its REST config.
+type Target struct {
+	// Name is the context, as messages show it.
+	Name string
+	// Config is the REST config of the context.
+	Config *rest.Config
+}
+
+// NewOptions returns Options with the defaults of the flags.
+func NewOptions(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *Options {
+	return &Options{
+		DryRun:           DryRunNone,
+		Timeout:          ContextTimeout,
+		restClientGetter: restClientGetter,
+		IOStreams:        streams,
+	}
+}
+
+// NewCmdApply returns the "apply" command. restClientGetter is the root command's
+// kubeconfig flags.
+func NewCmdApply(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *cobra.Command {
+	o := NewOptions(restClientGetter, streams)
+	cmd := &cobra.Command{
+		Use:                   "apply -f FILE [-f FILE]... [--contexts A,B,...] [--dry-run=server]",
+		DisableFlagsInUseLine: true,
+		Short:                 "Apply objects to the clusters of several contexts (server-side apply)",
+		Long:                  cmdutil.LongDesc(applyLong),
+		Example:               cmdutil.Examples(applyExample),
+		Args:                  cmdutil.NoArgs,
+		RunE:                  cmdutil.RunE(o),
+	}
+	o.AddFlags(cmd)
+	return cmd
+}
+
+// AddFlags adds the flags of apply to cmd.
+func (o *Options) AddFlags(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.StringArrayVarP(&o.Filenames, "filename", "f", o.Filenames, `Files holding the objects to apply (YAML or JSON, several documents each); "-" reads standard input.`)
+	fs.StringSliceVar(&o.Contexts, "contexts", o.Contexts, "Kubeconfig contexts to apply to, comma-separated; the current context (or --context) when empty.")
+	fs.StringVar(&o.DryRun, "dry-run", o.DryRun, `Must be "none" or "server". "server" sends every object as a server-side dry run, persisting nothing.`)
+}
+
+// Validate checks the flags. It does no I/O.
+func (o *Options) Validate() error {
+	var errs []error
+	if len(o.Filenames) == 0 {
+		errs = append(errs, errors.New("no files given: pass -f FILE (\"-f -\" reads standard input)"))
+	}
+	stdin := 0
+	for _, f := range o.Filenames {
+		switch f {
+		case "":
+			errs = append(errs, errors.New("-f: empty file name"))
+		case "-":
+			stdin++
+		}
+	}
+	if stdin > 1 {
+		errs = append(errs, errors.New(`-f -: standard input can be read only once`))
+	}
+	if err := ValidateContexts(o.Contexts); err != nil {
+		errs = append(errs, err)
+	}
+	if !slices.Contains([]string{DryRunNone, DryRunServer}, o.DryRun) {
+		errs = append(errs, fmt.Errorf(`--dry-run must be "none" or "server", got %q`, o.DryRun))
+	}
+	if o.Timeout <= 0 {
+		errs = append(errs, fmt.Errorf("timeout must be positive, got %s", o.Timeout))
+	}
+	return errors.Join(errs...)
+}
+
+// ValidateContexts checks the names of --contexts: none empty, none twice.
+func ValidateContexts(contexts []string) error {
+	seen := map[string]bool{}
+	for _, c := range contexts {
+		if c == "" {
+			return errors.New("--contexts: empty context name")
+		}
+		if seen[c] {
+			return fmt.Errorf("--contexts: context %q named twice", c)
+		}
+		seen[c] = true
+	}
+	return nil
+}
+
+// Complete keeps the command for the usage errors of Run. The files are read and the
+// contexts resolved by Run, after Validate.
+func (o *Options) Complete(cmd *cobra.Command, _ []string) error {
+	o.cmd = cmd
+	return nil
+}
+
+// prepare reads and decodes the files and resolves the contexts. It contacts no API
+// server.
+func (o *Options) prepare() error {
+	objs, err := o.readFiles()
+	if err != nil {
+		return err
+	}
+	if len(objs) == 0 {
+		return cmdutil.UsageErrorf(o.cmd, "no objects found in %s", strings.Join(o.Filenames, ", "))
+	}
+	o.objects = objs
+	targets, err := ResolveTargets(o.cmd, o.restClientGetter, o.Contexts)
+	if err != nil {
+		return err
+	}
+	o.targets = targets
+	return nil
+}
+
+// readFiles decodes every file in order.
+func (o *Options) readFiles() ([]*unstructured.Unstructured, error) {
+	var objs []*unstructured.Unstructured
+	for _, name := range o.Filenames {
+		var data []byte
+		var err error
+		what := name
+		if name == "-" {
+			what = "standard input"
+			if o.In == nil {
+				return nil, errors.New("-f -: no standard input")
+			}
+			data, err = io.ReadAll(o.In)
+		} else {
+			data, err = os.ReadFile(name)
+		}
+		if err != nil {
+			return nil, &cmdutil.ExitError{Code: cmdutil.ExitCodeError, Err: fmt.Errorf("reading %s: %w", what, err)}
+		}
+		decoded, err := manifests.Decode(data)
+		if err != nil {
+			return nil, &cmdutil.ExitError{Code: cmdutil.ExitCodeError, Err: fmt.Errorf("%s: %w", what, err)}
+		}
+		objs = append(objs, decoded...)
+	}
+	return objs, nil
+}
+
+// ResolveTargets returns the clusters to work on: one per name of contexts, or the one
+// the kubeconfig flags select when contexts is empty. --context and --contexts together
+// are a usage error. It contacts no API server.
+func ResolveTargets(cmd *cobra.Command, getter genericclioptions.RESTClientGetter, contexts []string) ([]Target, error) {
+	contextFlag := ""
+	if f := cmd.Flag("context"); f != nil {
+		contextFlag = f.Value.String()
+	}
+	if len(contexts) > 0 && contextFlag != "" {
+		return nil, cmdutil.UsageErrorf(cmd, "--context and --contexts cannot be used together")
+	}
+	loader := getter.ToRawKubeConfigLoader()
+	raw, err := loader.RawConfig()
+	if err != nil {
+		return nil, fmt.Errorf("loading the kubeconfig: %w", err)
+	}
+	files := ""
+	if precedence := loader.ConfigAccess().GetLoadingPrecedence(); len(precedence) > 0 {
+		files = " (" + strings.Join(precedence, ", ") + ")"
+	}
+	if len(contexts) == 0 {
+		name := contextFlag
+		if name != "" {
+			if _, ok := raw.Contexts[name]; !ok {
+				return nil, cmdutil.UsageErrorf(cmd, "--context %q: no such context in the kubeconfig%s", name, files)
+			}
+		} else {
+			name = raw.CurrentContext
+		}
+		cfg, err := getter.ToRESTConfig()
+		if err != nil {
+			return nil, fmt.Errorf("loading the kubeconfig: %w", err)
+		}
+		if cfg.Host == clientcmd.ClusterDefaults.Server && len(raw.Clusters) == 0 {
+			return nil, errors.New("no kubeconfig found: pass --kubeconfig (and --context), or set KUBECONFIG")
+		}
+		if name == "" {
+			name = cfg.Host
+		}
+		return []Target{{Name: name, Config: cfg}}, nil
+	}
+	explicit := loader.ConfigAccess().GetExplicitFile()
+	var targets []Target
+	for _, name := range contexts {
+		if _, ok := raw.Contexts[name]; !ok {
+			return nil, cmdutil.UsageErrorf(cmd, "--contexts: no context %q in the kubeconfig%s", name, files)
+		}
+		rules := clientcmd.NewDefaultClientConfigLoadingRules()
+		rules.ExplicitPath = explicit
+		cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: name}).ClientConfig()
+		if err != nil {
+			return nil, fmt.Errorf("loading the kubeconfig of context %s: %w", name, err)
+		}
+		targets = append(targets, Target{Name: name, Config: cfg})
+	}
+	return targets, nil
+}
+
+// contextResult is what applying to one context did.
+type contextResult struct {
+	results []manifests.Result
+	errs    []error
+}
+
+// Run applies every object to every target in parallel, then prints the results in the
+// order of the contexts and the objects.
+func (o *Options) Run(ctx context.Context) error {
+	if err := o.prepare(); err != nil {
+		return err
+	}
+	all := make([]contextResult, len(o.targets))
+	var wg sync.WaitGroup
+	for i, t := range o.targets {
+		wg.Go(func() { all[i] = o.applyTo(ctx, t) })
+	}
+	wg.Wait()
+
+	suffix := ""
+	if o.DryRun == DryRunServer {
+		suffix = " (server dry run)"
+	}
+	var failed []string
+	for i, t := range o.targets {
+		r := all[i]
+		for _, res := range r.results {
+			if _, err := fmt.Fprintf(o.Out, "%s: %s %s%s\n", t.Name, ObjectRef(res.Object), res.Outcome, suffix); err != nil {
+				return err
+			}
+		}
+		for _, err := range r.errs {
+			fmt.Fprintf(o.ErrOut, "error: %s: %v\n", t.Name, err)
+		}
+		if len(r.errs) > 0 {
+			failed = append(failed, t.Name)
+		}
+	}
+	if len(failed) > 0 {
+		return &cmdutil.ExitError{Code: cmdutil.ExitCodeError,
+			Err: fmt.Errorf("applying failed on %d of %d contexts: %s", len(failed), len(o.targets), strings.Join(failed, ", "))}
+	}
+	return nil
+}
+
+// applyTo applies every object to one target, within Timeout. An object the API server
+// rejects is reported and the next one applied; when the API server cannot be reached,
+// the remaining objects are not tried.
+func (o *Options) applyTo(ctx context.Context, t Target) contextResult {
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	var r contextResult
+	c, err := NewClient(t.Config, o.Timeout, o.ErrOut, "apply")
+	if err != nil {
+		r.errs = append(r.errs, err)
+		return r
+	}
+	for _, obj := range o.objects {
+		outcome, _, err := Object(ctx, c, obj, o.DryRun == DryRunServer)
+		if err != nil {
+			r.errs = append(r.errs, Explain(err, obj, t))
+			if !isAPIStatus(err) && !meta.IsNoMatchError(err) {
+				break // unreachable: the other objects would fail the same way
+			}
+			continue
+		}
+		r.results = append(r.results, manifests.Result{Object: obj, Outcome: outcome})
+	}
+	return r
+}
+
+// NewClient returns a client for cfg whose requests time out after timeout and whose
+// API server warnings are written to warnings. verb names the command in the user agent.
+func NewClient(cfg *rest.Config, timeout time.Duration, warnings io.Writer, verb string) (client.Client, error) {
+	cfg = rest.CopyConfig(cfg)
+	if cfg.Timeout == 0 || cfg.Timeout > timeout {
+		cfg.Timeout = timeout
+	}
+	if cfg.QPS == 0 {
+		cfg.QPS, cfg.Burst = 50, 100
+	}
+	if warnings != nil {
+		cfg.WarningHandler = rest.NewWarningWriter(warnings, rest.WarningWriterOptions{Deduplicate: true})
+	}
+	info := buildinfo.Get()
+	cfg.UserAgent = fmt.Sprintf("kubectl-registry/%s (%s/%s) %s", info.Version, runtime.GOOS, runtime.GOARCH, verb)
+	scheme := k8sruntime.NewScheme()
+	for _, add := range []func(*k8sruntime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return nil, fmt.Errorf("building the scheme: %w", err)
+		}
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme, Log: logr.Discard()})
+	if err != nil {
+		return nil, fmt.Errorf("creating a client for %s: %w", cfg.Host, err)
+	}
+	return c, nil
+}
+
+// Object server-side applies obj with the plugin's field manager, taking over
+// conflicting fields, and returns the outcome and the object as the API server returned
+// it. With dryRun the API server persists nothing; the outcome then compares the object
+// before and after, since a dry run does not change the resourceVersion.
+func Object(ctx context.Context, c client.Client, obj *unstructured.Unstructured, dryRun bool) (manifests.Outcome, *unstructured.Unstructured, error) {
+	before := &unstructured.Unstructured{}
+	before.SetGroupVersionKind(obj.GroupVersionKind())
+	existed := true
+	if err := c.Get(ctx, client.ObjectKeyFromObject(obj), before); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return "", nil, err
+		}
+		existed = false
+	}
+	after := obj.DeepCopy()
+	opts := []client.ApplyOption{client.FieldOwner(v1alpha1.FieldManager), client.ForceOwnership}
+	if dryRun {
+		opts = append(opts, client.DryRunAll)
+	}
+	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(after), opts...); err != nil {
+		return "", nil, err
+	}
+	switch {
+	case !existed:
+		return manifests.Created, after, nil
+	case dryRun && !sameIgnoringBookkeeping(before, after):
+		return manifests.Configured, after, nil
+	case !dryRun && before.GetResourceVersion() != after.GetResourceVersion():
+		return manifests.Configured, after, nil
+	default:
+		return manifests.Unchanged, after, nil
+	}
+}
+
+// sameIgnoringBookkeeping compares two versions of an object without their managed
+// fields and resource version.
+func sameIgnoringBookkeeping(a, b *unstructured.Unstructured) bool {
+	a, b = a.DeepCopy(), b.DeepCopy()
+	for _, u := range []*unstructured.Unstructured{a, b} {
+		u.SetManagedFields(nil)
+		u.SetResourceVersion("")
+	}
+	return equality.Semantic.DeepEqual(a.Object, b.Object)
+}
+
+// ObjectRef names obj as kubectl's name printer does: "kind.group/name".
+func ObjectRef(obj *unstructured.Unstructured) string {
+	var b strings.Builder
+	p := &printers.NamePrinter{}
+	if err := p.PrintObj(obj, &b); err != nil {
+		return strings.ToLower(obj.GetKind()) + "/" + obj.GetName()
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// Explain wraps an error of applying obj to t with what the user needs to act on it.
+func Explain(err error, obj *unstructured.Unstructured, t Target) error {
+	ref := ObjectRef(obj)
+	if ns := obj.GetNamespace(); ns != "" {
+		ref += " in namespace " + ns
+	}
+	switch {
+	case meta.IsNoMatchError(err):
+		hint := ""
+		if obj.GroupVersionKind().Group == v1alpha1.GroupVersion.Group {
+			hint = "; is the registry installed? run: kubectl registry install --context " + t.Name
+		}
+		return fmt.Errorf("applying %s: the API server at %s does not serve kind %s%s: %w", ref, t.Config.Host, obj.GroupVersionKind(), hint, err)
+	case isAPIStatus(err):
+		return fmt.Errorf("applying %s: %w", ref, err)
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("applying %s: no answer from the API server at %s: %w", ref, t.Config.Host, err)
+	default:
+		return fmt.Errorf("cannot reach the API server at %s: %w", t.Config.Host, err)
+	}
+}
+
+func isAPIStatus(err error) bool {
+	var status apierrors.APIStatus
+	return errors.As(err, &status)
+}
