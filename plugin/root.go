@@ -12,6 +12,7 @@ import (
 
 	"github.com/kubectl-registry/kubectl-registry/plugin/apply"
 	"github.com/kubectl-registry/kubectl-registry/plugin/create"
+	"github.com/kubectl-registry/kubectl-registry/plugin/edit"
 	"github.com/kubectl-registry/kubectl-registry/plugin/get"
 	"github.com/kubectl-registry/kubectl-registry/plugin/install"
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
@@ -97,6 +98,7 @@ func NewCmdRegistry(streams genericiooptions.IOStreams) *cobra.Command {
 		syncdiff.NewCmdSyncDiff(configFlags, streams),
 		apply.NewCmdApply(configFlags, streams),
 		create.NewCmdCreate(configFlags, streams),
+		edit.NewCmdEdit(configFlags, streams),
 	)
 	return cmd
 }
