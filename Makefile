@@ -48,10 +48,34 @@ build: ## Build bin/kubectl-registry (static, version stamped)
 generate: ## Regenerate deepcopy code and CRD manifests with the pinned controller-gen
 	$(CONTROLLER_GEN) object paths=./reconciler/api/... crd output:crd:artifacts:config=manifests/crds
 
+# Release packaging: `make dist` cross-builds these platforms into $(DIST); archive URIs in
+# the krew manifest are $(DIST_BASE_URL)/<archive> (the GitHub release of the tag).
+DIST           ?= $(CURDIR)/dist
+DIST_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64
+DIST_BASE_URL  ?= https://github.com/kubectl-registry/kubectl-registry/releases/download/$(VERSION)
+# The controller image's name in the tarball; empty means the manifests' default image
+# (manifests.DefaultImage), which `kubectl registry install` deploys.
+IMAGE          ?=
+IMAGE_ARCH     ?= amd64
+
 .PHONY: dist
-dist: ## Cross-build release archives (not yet: arrives with the packaging issue)
-	@echo "make dist: release archives arrive with the packaging issue; use 'make build' for now" >&2
-	@exit 2
+dist: ## Cross-build release archives, checksums.txt and the krew manifest into dist/
+	rm -rf $(DIST)
+	for p in $(DIST_PLATFORMS); do \
+		os=$${p%/*}; arch=$${p#*/}; ext=; [ "$$os" = windows ] && ext=.exe; \
+		echo "building $$os/$$arch" >&2; \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' \
+			-o $(DIST)/bin/$${os}_$${arch}/kubectl-registry$$ext ./cmd/kubectl-registry; \
+	done
+	$(GO) run ./cmd/registry-dist package --version '$(VERSION)' --bin-dir $(DIST)/bin --out $(DIST) \
+		--license LICENSE --template .krew.yaml --base-url '$(DIST_BASE_URL)' --platforms '$(DIST_PLATFORMS)'
+
+.PHONY: image
+image: ## Controller image tarball dist/kubectl-registry-image.tar without Docker (docker load -i it)
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -ldflags '$(LDFLAGS)' \
+		-o $(DIST)/bin/linux_$(IMAGE_ARCH)/kubectl-registry ./cmd/kubectl-registry
+	$(GO) run ./cmd/registry-dist image --binary $(DIST)/bin/linux_$(IMAGE_ARCH)/kubectl-registry \
+		--arch $(IMAGE_ARCH) --version '$(VERSION)' --output $(DIST)/kubectl-registry-image.tar $(if $(IMAGE),--tag '$(IMAGE)')
 
 ##@ Demo
 

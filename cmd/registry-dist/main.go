@@ -1,0 +1,128 @@
+// Command registry-dist does the packaging steps of a release, which the Makefile runs
+// after `go build`:
+//
+//	registry-dist package   archives per platform (binary + LICENSE), checksums.txt and the
+//	                        krew manifest rendered from .krew.yaml (dist/registry.yaml),
+//	                        validated against krew's rules and the archives
+//	registry-dist image     the controller image as a tarball `docker load` reads, from the
+//	                        static linux binary, without Docker
+//	registry-dist validate  checks a krew manifest (and, with --dist, its archives)
+//	registry-dist krew-version VERSION
+//	                        prints the version the manifest gets for VERSION
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "registry-dist:", err)
+		os.Exit(1)
+	}
+}
+
+const usage = `usage:
+  registry-dist package --version V --bin-dir DIR --out DIR --license FILE --template FILE --base-url URL [--platforms "os/arch ..."]
+  registry-dist image --binary FILE --output FILE [--arch ARCH] [--version V] [--tag IMAGE]
+  registry-dist validate [--name registry] [--dist DIR] MANIFEST
+  registry-dist krew-version VERSION`
+
+func run(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return errors.New(usage)
+	}
+	cmd, args := args[0], args[1:]
+	fs := flag.NewFlagSet("registry-dist "+cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	switch cmd {
+	case "package":
+		var o packageOptions
+		platforms := fs.String("platforms", platformList(distPlatforms), "platforms to package, os/arch separated by spaces or commas")
+		fs.StringVar(&o.Version, "version", "", "version the binaries were built with")
+		fs.StringVar(&o.BinDir, "bin-dir", "", "directory of the binaries: <bin-dir>/<os>_<arch>/kubectl-registry[.exe]")
+		fs.StringVar(&o.OutDir, "out", "dist", "output directory")
+		fs.StringVar(&o.License, "license", "LICENSE", "license file put into every archive")
+		fs.StringVar(&o.Template, "template", ".krew.yaml", "krew manifest template")
+		fs.StringVar(&o.BaseURL, "base-url", "", "URL the archives are published under (uri = base-url/archive)")
+		if err := parse(fs, args, 0); err != nil {
+			return err
+		}
+		if o.Version == "" || o.BinDir == "" {
+			return errors.New("package: --version and --bin-dir are required")
+		}
+		var err error
+		if o.Platforms, err = parsePlatforms(*platforms); err != nil {
+			return fmt.Errorf("--platforms: %w", err)
+		}
+		return packageDist(o, stderr)
+	case "image":
+		var o imageOptions
+		output := fs.String("output", "", "image tarball to write")
+		fs.StringVar(&o.Binary, "binary", "", "static kubectl-registry built for linux/<arch>")
+		fs.StringVar(&o.Arch, "arch", runtime.GOARCH, "architecture of the binary (GOARCH)")
+		fs.StringVar(&o.Version, "version", "", "version label of the image")
+		fs.StringVar(&o.Tag, "tag", "", "image name (default the manifests' default image)")
+		if err := parse(fs, args, 0); err != nil {
+			return err
+		}
+		if o.Binary == "" || *output == "" {
+			return errors.New("image: --binary and --output are required")
+		}
+		return writeImage(o, *output, stderr)
+	case "validate":
+		name := fs.String("name", pluginName, "plugin name the manifest must have (krew: its file name)")
+		dist := fs.String("dist", "", "directory of the archives and checksums.txt to check the manifest against")
+		if err := parse(fs, args, 1); err != nil {
+			return err
+		}
+		p, err := readPlugin(fs.Arg(0))
+		if err != nil {
+			return err
+		}
+		if err := validatePlugin(p, *name); err != nil {
+			return err
+		}
+		if *dist != "" {
+			if probs := validateDist(p, *dist, nil); len(probs) > 0 {
+				return &ValidationError{Problems: probs}
+			}
+		}
+		fmt.Fprintf(stdout, "%s: valid krew manifest of %s %s (%d platforms)\n", fs.Arg(0), p.Metadata.Name, p.Spec.Version, len(p.Spec.Platforms))
+		return nil
+	case "krew-version":
+		if err := parse(fs, args, 1); err != nil {
+			return err
+		}
+		v, _ := krewVersion(fs.Arg(0))
+		fmt.Fprintln(stdout, v)
+		return nil
+	default:
+		return fmt.Errorf("unknown command %q\n%s", cmd, usage)
+	}
+}
+
+// parse parses flags and requires exactly nargs arguments.
+func parse(fs *flag.FlagSet, args []string, nargs int) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != nargs {
+		return fmt.Errorf("%s: want %d argument(s), got %d\n%s", fs.Name(), nargs, fs.NArg(), usage)
+	}
+	return nil
+}
+
+func platformList(ps []osArch) string {
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = p.String()
+	}
+	return strings.Join(s, " ")
+}
