@@ -87,6 +87,12 @@ demo: build testbin ## Three API servers on loopback, a controller each, joined 
 demo-check: ## make demo without waiting: exits once the example Secret is on every cluster (CI runs it)
 	$(MAKE) demo DEMO_FLAGS=--check
 
+##@ Benchmarks
+
+.PHONY: bench
+bench: build testbin ## Sync latency, burst, write amplification and RSS on three API servers, against a trivial copier (BENCH_FLAGS=--quick)
+	KUBEBUILDER_ASSETS=$(TESTBIN) $(GO) run ./cmd/registry-bench --bin $(BIN)/kubectl-registry $(BENCH_FLAGS)
+
 ##@ Test
 
 .PHONY: testbin
