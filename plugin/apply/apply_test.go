@@ -9,14 +9,11 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-registry/kubectl-registry/plugin/apply"
-	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/plugintest"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/testbed"
 )
@@ -32,41 +29,8 @@ func TestMain(m *testing.M) {
 // plugin/root.go: kubectl's kubeconfig flags are persistent flags of the root.
 func run(t *testing.T, stdin string, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
-	streams, in, out, errOut := genericiooptions.NewTestIOStreams()
-	in.WriteString(stdin)
-	root := &cobra.Command{
-		Use:           "kubectl-registry",
-		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl registry"},
-		SilenceUsage:  true,
-		SilenceErrors: true,
-	}
-	root.SetOut(out)
-	root.SetErr(errOut)
-	root.SetFlagErrorFunc(cmdutil.FlagErrorFunc)
-	configFlags := genericclioptions.NewConfigFlags(true)
-	configFlags.AddFlags(root.PersistentFlags())
-	root.AddCommand(apply.NewCmdApply(configFlags, streams))
-	root.SetArgs(append([]string{"apply"}, args...))
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	err = root.ExecuteContext(ctx)
-	t.Logf("apply %s\nstdout:\n%sstderr:\n%serr: %v", strings.Join(args, " "), out.String(), errOut.String(), err)
-	return out.String(), errOut.String(), err
-}
-
-func wantExit2(t *testing.T, err error, contains ...string) {
-	t.Helper()
-	if err == nil {
-		t.Fatal("no error, want exit code 2")
-	}
-	if code := cmdutil.ExitCode(err); code != 2 {
-		t.Errorf("exit code %d, want 2 (error %v)", code, err)
-	}
-	for _, s := range contains {
-		if !strings.Contains(err.Error(), s) {
-			t.Errorf("error %q does not contain %q", err, s)
-		}
-	}
+	cmd := plugintest.Command{New: []plugintest.NewCmd{apply.NewCmdApply}, Stdin: stdin, Timeout: 2 * time.Minute}
+	return cmd.Run(t, append([]string{"apply"}, args...)...)
 }
 
 func wantOut(t *testing.T, want, got string) {
@@ -121,7 +85,7 @@ func TestUsageErrors(t *testing.T) {
 				testbed.SkipIfNoAssets(t)
 			}
 			out, _, err := run(t, "", append(tt.args, "--kubeconfig", kc)...)
-			wantExit2(t, err, tt.contains...)
+			plugintest.WantExitCode(t, err, 2, tt.contains...)
 			if out != "" {
 				t.Errorf("stdout %q, want nothing", out)
 			}
@@ -236,7 +200,7 @@ spec:
   featureName: fine
 `)
 		out, errOut, err := run(t, "", append([]string{"-f", file, "-f", seedRule}, both...)...)
-		wantExit2(t, err, "applying failed on 2 of 2 contexts: a, b")
+		plugintest.WantExitCode(t, err, 2, "applying failed on 2 of 2 contexts: a, b")
 		wantOut(t, `a: clusterfeature.clusterregistry.k8s.cisco.com/fine created
 a: resourcesyncrule.clusterregistry.k8s.cisco.com/test-secret-sink unchanged
 b: clusterfeature.clusterregistry.k8s.cisco.com/fine created
@@ -277,7 +241,7 @@ spec:
   featureName: during-cut
 `)
 		out, errOut, err := run(t, "", append([]string{"-f", file, "-f", seedRule}, both...)...)
-		wantExit2(t, err, "applying failed on 1 of 2 contexts: b")
+		plugintest.WantExitCode(t, err, 2, "applying failed on 1 of 2 contexts: b")
 		wantOut(t, `a: clusterfeature.clusterregistry.k8s.cisco.com/during-cut created
 a: resourcesyncrule.clusterregistry.k8s.cisco.com/test-secret-sink unchanged
 `, out)

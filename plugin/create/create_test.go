@@ -5,20 +5,16 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubectl-registry/kubectl-registry/plugin/create"
-	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/plugintest"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/testbed"
 )
@@ -36,25 +32,8 @@ func TestMain(m *testing.M) {
 // plugin/root.go: kubectl's kubeconfig flags are persistent flags of the root.
 func run(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
-	streams, _, out, errOut := genericiooptions.NewTestIOStreams()
-	root := &cobra.Command{
-		Use:           "kubectl-registry",
-		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl registry"},
-		SilenceUsage:  true,
-		SilenceErrors: true,
-	}
-	root.SetOut(out)
-	root.SetErr(errOut)
-	root.SetFlagErrorFunc(cmdutil.FlagErrorFunc)
-	configFlags := genericclioptions.NewConfigFlags(true)
-	configFlags.AddFlags(root.PersistentFlags())
-	root.AddCommand(create.NewCmdCreate(configFlags, streams))
-	root.SetArgs(append([]string{"create"}, args...))
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	err = root.ExecuteContext(ctx)
-	t.Logf("create %s\nstdout:\n%sstderr:\n%serr: %v", strings.Join(args, " "), out.String(), errOut.String(), err)
-	return out.String(), errOut.String(), err
+	cmd := plugintest.Command{New: []plugintest.NewCmd{create.NewCmdCreate}, Timeout: time.Minute}
+	return cmd.Run(t, append([]string{"create"}, args...)...)
 }
 
 // offline makes sure that --dry-run=client does not read any kubeconfig.
@@ -97,21 +76,6 @@ func readSeed(t *testing.T, name string) []byte {
 		t.Fatal(err)
 	}
 	return data
-}
-
-func wantExit2(t *testing.T, err error, contains ...string) {
-	t.Helper()
-	if err == nil {
-		t.Fatal("no error, want exit code 2")
-	}
-	if code := cmdutil.ExitCode(err); code != 2 {
-		t.Errorf("exit code %d, want 2 (error %v)", code, err)
-	}
-	for _, s := range contains {
-		if !strings.Contains(err.Error(), s) {
-			t.Errorf("error %q does not contain %q", err, s)
-		}
-	}
 }
 
 // TestDryRunMatchesSeed checks that the seed's rules can be written with the flags.
@@ -224,7 +188,7 @@ func TestUsageErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			// No usable kubeconfig: a usage error must come before any use of it.
 			out, _, err := run(t, append(tt.args, "--kubeconfig", "/nonexistent/kubeconfig")...)
-			wantExit2(t, err, tt.want...)
+			plugintest.WantExitCode(t, err, 2, tt.want...)
 			if out != "" {
 				t.Errorf("stdout %q, want nothing", out)
 			}
@@ -311,6 +275,6 @@ func TestCreateInCluster(t *testing.T) {
 
 	t.Run("unreachable", func(t *testing.T) {
 		_, _, err := run(t, "feature", "x", "--feature", "f", "--server", "https://127.0.0.1:1", "--insecure-skip-tls-verify")
-		wantExit2(t, err, "cannot reach the API server at https://127.0.0.1:1")
+		plugintest.WantExitCode(t, err, 2, "cannot reach the API server at https://127.0.0.1:1")
 	})
 }

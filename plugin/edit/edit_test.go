@@ -10,18 +10,15 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
-	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-registry/kubectl-registry/manifests"
 	"github.com/kubectl-registry/kubectl-registry/plugin/edit"
-	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/plugintest"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/testbed"
 )
@@ -37,40 +34,8 @@ func TestMain(m *testing.M) {
 // plugin/root.go: kubectl's kubeconfig flags are persistent flags of the root.
 func run(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
-	streams, _, out, errOut := genericiooptions.NewTestIOStreams()
-	root := &cobra.Command{
-		Use:           "kubectl-registry",
-		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl registry"},
-		SilenceUsage:  true,
-		SilenceErrors: true,
-	}
-	root.SetOut(out)
-	root.SetErr(errOut)
-	root.SetFlagErrorFunc(cmdutil.FlagErrorFunc)
-	configFlags := genericclioptions.NewConfigFlags(true)
-	configFlags.AddFlags(root.PersistentFlags())
-	root.AddCommand(edit.NewCmdEdit(configFlags, streams))
-	root.SetArgs(append([]string{"edit"}, args...))
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	err = root.ExecuteContext(ctx)
-	t.Logf("edit %s\nstdout:\n%sstderr:\n%serr: %v", strings.Join(args, " "), out.String(), errOut.String(), err)
-	return out.String(), errOut.String(), err
-}
-
-func wantExit2(t *testing.T, err error, contains ...string) {
-	t.Helper()
-	if err == nil {
-		t.Fatal("no error, want exit code 2")
-	}
-	if code := cmdutil.ExitCode(err); code != 2 {
-		t.Errorf("exit code %d, want 2 (error %v)", code, err)
-	}
-	for _, s := range contains {
-		if !strings.Contains(err.Error(), s) {
-			t.Errorf("error %q does not contain %q", err, s)
-		}
-	}
+	cmd := plugintest.Command{New: []plugintest.NewCmd{edit.NewCmdEdit}, Timeout: 2 * time.Minute}
+	return cmd.Run(t, append([]string{"edit"}, args...)...)
 }
 
 func wantOut(t *testing.T, want, got string) {
@@ -169,7 +134,7 @@ func TestUsageErrors(t *testing.T) {
 				testbed.SkipIfNoAssets(t)
 			}
 			out, _, err := run(t, append(tt.args, "--kubeconfig", kc)...)
-			wantExit2(t, err, tt.contains...)
+			plugintest.WantExitCode(t, err, 2, tt.contains...)
 			if out != "" {
 				t.Errorf("stdout %q, want nothing", out)
 			}
@@ -367,7 +332,7 @@ b: clusterfeature.clusterregistry.k8s.cisco.com/test-secret-source unchanged
 			before := resourceVersions(t, rule)
 			dir := editor(t, tt.script)
 			out, _, err := run(t, append([]string{"rsr", "test-secret-sink"}, both...)...)
-			wantExit2(t, err, append(tt.contains, "the edited file is kept in")...)
+			plugintest.WantExitCode(t, err, 2, append(tt.contains, "the edited file is kept in")...)
 			wantOut(t, "", out)
 			wantKept(t, editedPath(t, dir), err)
 			if diff := cmp.Diff(before, resourceVersions(t, rule)); diff != "" {
@@ -380,7 +345,7 @@ b: clusterfeature.clusterregistry.k8s.cisco.com/test-secret-source unchanged
 		before := resourceVersions(t, feature)
 		dir := editor(t, `sed -i 's/featureName: edited-feature/featureName: bad name!/' "$1"`)
 		out, errOut, err := run(t, append([]string{"cf", "test-secret-source"}, both...)...)
-		wantExit2(t, err, "editing failed on 2 of 2 contexts: a, b", "kubectl registry apply -f "+editedPath(t, dir)+" --contexts a,b")
+		plugintest.WantExitCode(t, err, 2, "editing failed on 2 of 2 contexts: a, b", "kubectl registry apply -f "+editedPath(t, dir)+" --contexts a,b")
 		wantOut(t, "", out)
 		for _, name := range []string{"a", "b"} {
 			if !strings.Contains(errOut, "error: "+name+": applying clusterfeature.clusterregistry.k8s.cisco.com/test-secret-source: ") ||
@@ -458,7 +423,7 @@ b: clusterfeature.clusterregistry.k8s.cisco.com/test-secret-source configured
 	t.Run("not found on the first context", func(t *testing.T) {
 		dir := editor(t, "")
 		_, _, err := run(t, append([]string{"rsr", "nope"}, both...)...)
-		wantExit2(t, err, "a: resourcesyncrule.clusterregistry.k8s.cisco.com/nope not found")
+		plugintest.WantExitCode(t, err, 2, "a: resourcesyncrule.clusterregistry.k8s.cisco.com/nope not found")
 		if _, err := os.Stat(filepath.Join(dir, "path")); err == nil {
 			t.Errorf("the editor ran for a missing object")
 		}
@@ -476,7 +441,7 @@ b: clusterfeature.clusterregistry.k8s.cisco.com/test-secret-source configured
 		})
 		dir := editor(t, `sed -i 's/edited-feature/during-cut/' "$1"`)
 		out, errOut, err := run(t, append([]string{"cf", "test-secret-source"}, both...)...)
-		wantExit2(t, err, "editing failed on 1 of 2 contexts: b", "--contexts b")
+		plugintest.WantExitCode(t, err, 2, "editing failed on 1 of 2 contexts: b", "--contexts b")
 		wantOut(t, "a: clusterfeature.clusterregistry.k8s.cisco.com/test-secret-source configured\n", out)
 		if !strings.Contains(errOut, "error: b: cannot reach the API server at "+b.Host()) {
 			t.Errorf("stderr does not report b unreachable:\n%s", errOut)

@@ -13,17 +13,15 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/spf13/cobra"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/plugintest"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/testbed"
 )
@@ -133,32 +131,12 @@ func daemonSet(name string) *appsv1.DaemonSet {
 // flags, like the plugin's, against the bed's kubeconfig.
 func runGet(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	streams, _, out, errOut := genericiooptions.NewTestIOStreams()
-	configFlags := genericclioptions.NewConfigFlags(true)
-	root := &cobra.Command{
-		Use:           "kubectl-registry",
-		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl registry"},
-		SilenceUsage:  true,
-		SilenceErrors: true,
-	}
-	root.SetOut(out)
-	root.SetErr(errOut)
-	root.SetFlagErrorFunc(cmdutil.FlagErrorFunc)
-	configFlags.AddFlags(root.PersistentFlags())
-	root.AddCommand(NewCmdGet(configFlags, streams))
 	kubeconfig := "/nonexistent"
 	if bed != nil {
 		kubeconfig = bed.KubeconfigPath
 	}
-	root.SetArgs(append([]string{"get", "--kubeconfig", kubeconfig}, args...))
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	err := root.ExecuteContext(ctx)
-	if err != nil && err.Error() != "" {
-		errOut.WriteString("error: " + err.Error() + "\n")
-	}
-	t.Logf("get %s\nstdout:\n%sstderr:\n%s", strings.Join(args, " "), out.String(), errOut.String())
-	return out.String(), errOut.String(), cmdutil.ExitCode(err)
+	cmd := plugintest.Command{New: []plugintest.NewCmd{NewCmdGet}, Timeout: time.Minute}
+	return cmd.Exit(t, append([]string{"get", "--kubeconfig", kubeconfig}, args...)...)
 }
 
 var ageRegexp = regexp.MustCompile(`(?m)\b\d+(ms|s|m|h|d|y)(\d+(s|m|h|d))?$`)

@@ -16,14 +16,11 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	"github.com/google/go-cmp/cmp"
-	"github.com/spf13/cobra"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -31,7 +28,7 @@ import (
 
 	"github.com/kubectl-registry/kubectl-registry/manifests"
 	"github.com/kubectl-registry/kubectl-registry/plugin/install"
-	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/plugintest"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/manager"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/testbed"
@@ -52,24 +49,8 @@ func TestMain(m *testing.M) {
 // kubectl's kubeconfig flags are persistent flags of the root.
 func run(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
-	streams, _, out, errOut := genericiooptions.NewTestIOStreams()
-	root := &cobra.Command{
-		Use:           "kubectl-registry",
-		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl registry"},
-		SilenceUsage:  true,
-		SilenceErrors: true,
-	}
-	root.SetOut(out)
-	root.SetErr(errOut)
-	root.SetFlagErrorFunc(cmdutil.FlagErrorFunc)
-	configFlags := genericclioptions.NewConfigFlags(true)
-	configFlags.AddFlags(root.PersistentFlags())
-	root.AddCommand(install.NewCmdInstall(configFlags, streams))
-	root.SetArgs(args)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	err = root.ExecuteContext(ctx)
-	return out.String(), errOut.String(), err
+	cmd := plugintest.Command{New: []plugintest.NewCmd{install.NewCmdInstall}, Timeout: 3 * time.Minute}
+	return cmd.Run(t, args...)
 }
 
 // needBed skips without the test binaries and returns the cluster and its admin client.
@@ -129,21 +110,6 @@ func notFound(t *testing.T, c client.Client, obj client.Object, key client.Objec
 	}
 }
 
-func wantExit2(t *testing.T, err error, contains ...string) {
-	t.Helper()
-	if err == nil {
-		t.Fatal("no error")
-	}
-	if code := cmdutil.ExitCode(err); code != 2 {
-		t.Errorf("exit code %d, want 2 (error %v)", code, err)
-	}
-	for _, s := range contains {
-		if !strings.Contains(err.Error(), s) {
-			t.Errorf("error %q does not contain %q", err, s)
-		}
-	}
-}
-
 func TestUsageErrors(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -166,7 +132,7 @@ func TestUsageErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			stdout, _, err := run(t, append([]string{"install"}, tt.args...)...)
-			wantExit2(t, err, append(tt.wantErr, "See 'kubectl registry install --help' for usage.")...)
+			plugintest.WantExitCode(t, err, 2, append(tt.wantErr, "See 'kubectl registry install --help' for usage.")...)
 			if stdout != "" {
 				t.Errorf("stdout: %q", stdout)
 			}
@@ -208,7 +174,7 @@ func TestUnreachableCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	stdout, _, err := run(t, "install", "--kubeconfig", path, "--context", "unreachable", "--cluster-name", "east")
-	wantExit2(t, err, "cannot reach the API server at https://127.0.0.1:1", `context "unreachable"`)
+	plugintest.WantExitCode(t, err, 2, "cannot reach the API server at https://127.0.0.1:1", `context "unreachable"`)
 	if stdout != "" {
 		t.Errorf("stdout: %q", stdout)
 	}
@@ -372,7 +338,7 @@ func TestInstall(t *testing.T) {
 
 	t.Run("another namespace is refused", func(t *testing.T) {
 		stdout, _, err := run(t, append(args, "--namespace", "registry-two")...)
-		wantExit2(t, err, `the registry is already installed in namespace "cluster-registry"`, "--namespace cluster-registry")
+		plugintest.WantExitCode(t, err, 2, `the registry is already installed in namespace "cluster-registry"`, "--namespace cluster-registry")
 		if stdout != "" {
 			t.Errorf("stdout: %q", stdout)
 		}
@@ -444,7 +410,7 @@ func TestNothingWritten(t *testing.T) {
 		}
 		path := writeKubeconfig(t, "nobody", cfg)
 		stdout, _, err := run(t, "install", "--kubeconfig", path, "--cluster-name", "west")
-		wantExit2(t, err, "forbidden", `User "nobody"`, "cluster-admin")
+		plugintest.WantExitCode(t, err, 2, "forbidden", `User "nobody"`, "cluster-admin")
 		if stdout != "" {
 			t.Errorf("stdout: %q", stdout)
 		}
@@ -454,7 +420,7 @@ func TestNothingWritten(t *testing.T) {
 	t.Run("wait without a controller times out", func(t *testing.T) {
 		start := time.Now()
 		stdout, stderr, err := run(t, append(args, "--wait", "--timeout", "3s")...)
-		wantExit2(t, err, "timed out after 3s", "the controller has not reported", `no Cluster "west"`,
+		plugintest.WantExitCode(t, err, 2, "timed out after 3s", "the controller has not reported", `no Cluster "west"`,
 			"deployment cluster-registry/cluster-registry-controller: 0/1 replicas available", "kubectl logs -n cluster-registry deployment/cluster-registry-controller")
 		if elapsed := time.Since(start); elapsed > 30*time.Second {
 			t.Errorf("took %s", elapsed)

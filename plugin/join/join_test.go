@@ -12,18 +12,15 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-registry/kubectl-registry/manifests"
-	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/plugintest"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/e2e/harness"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
@@ -47,25 +44,8 @@ func TestMain(m *testing.M) {
 // flags, like the plugin's, against the bed's kubeconfig.
 func runJoin(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
-	streams, _, out, errOut := genericiooptions.NewTestIOStreams()
-	configFlags := genericclioptions.NewConfigFlags(true)
-	root := &cobra.Command{
-		Use:           "kubectl-registry",
-		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl registry"},
-		SilenceUsage:  true,
-		SilenceErrors: true,
-	}
-	root.SetOut(out)
-	root.SetErr(errOut)
-	root.SetFlagErrorFunc(cmdutil.FlagErrorFunc)
-	configFlags.AddFlags(root.PersistentFlags())
-	root.AddCommand(NewCmdJoin(configFlags, streams))
-	root.SetArgs(append([]string{"join", "--kubeconfig", bed.KubeconfigPath}, args...))
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	err = root.ExecuteContext(ctx)
-	t.Logf("join %s\nstdout:\n%sstderr:\n%s", strings.Join(args, " "), out.String(), errOut.String())
-	return out.String(), errOut.String(), err
+	cmd := plugintest.Command{New: []plugintest.NewCmd{NewCmdJoin}, Timeout: 4 * time.Minute}
+	return cmd.Run(t, append([]string{"join", "--kubeconfig", bed.KubeconfigPath}, args...)...)
 }
 
 // golden compares got with testdata/<name>, or rewrites it with -update.
@@ -84,22 +64,6 @@ func golden(t *testing.T, name, got string) {
 	}
 	if diff := cmp.Diff(string(want), got); diff != "" {
 		t.Errorf("output differs from %s (-want +got):\n%s", path, diff)
-	}
-}
-
-// wantError checks that err is an error of exit code 2 whose message holds every part.
-func wantError(t *testing.T, err error, parts ...string) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("join succeeded, want an error with %q", parts)
-	}
-	if code := cmdutil.ExitCode(err); code != 2 {
-		t.Errorf("exit code %d, want 2 (error %v)", code, err)
-	}
-	for _, p := range parts {
-		if !strings.Contains(err.Error(), p) {
-			t.Errorf("error %q does not contain %q", err, p)
-		}
 	}
 }
 
@@ -173,17 +137,17 @@ func TestJoin(t *testing.T) {
 		before := snapshot(t, a)
 
 		_, _, err := runJoin(t, "--context", "a", "--peer-context", "nosuch", "--allow-loopback")
-		wantError(t, err, `--peer-context "nosuch": no such context in the kubeconfig`, "See 'kubectl registry join --help' for usage.")
+		plugintest.WantExitCode(t, err, 2, `--peer-context "nosuch": no such context in the kubeconfig`, "See 'kubectl registry join --help' for usage.")
 
 		_, _, err = runJoin(t, "--context", "a", "--peer-context", "b")
-		wantError(t, err, "context a advertises its API server at "+bed.Cluster("a").Host()+", a loopback address",
+		plugintest.WantExitCode(t, err, 2, "context a advertises its API server at "+bed.Cluster("a").Host()+", a loopback address",
 			"--server", "--allow-loopback")
 
 		_, _, err = runJoin(t, "--context", "a", "--peer-context", "b", "--one-way", "--peer-server", "b.example.com")
-		wantError(t, err, "--peer-server has no effect with --one-way")
+		plugintest.WantExitCode(t, err, 2, "--peer-server has no effect with --one-way")
 
 		_, _, err = runJoin(t, "--context", "a", "--peer-context", "a", "--allow-loopback")
-		wantError(t, err, "context a and context a are the same cluster", "join needs two different clusters")
+		plugintest.WantExitCode(t, err, 2, "context a and context a are the same cluster", "join needs two different clusters")
 
 		if err := bed.Cluster("b").Cut(); err != nil {
 			t.Fatal(err)
@@ -192,16 +156,16 @@ func TestJoin(t *testing.T) {
 		if herr := bed.Cluster("b").Heal(); herr != nil {
 			t.Fatal(herr)
 		}
-		wantError(t, err, "cannot reach the API server of context b at "+bed.Cluster("b").Host())
+		plugintest.WantExitCode(t, err, 2, "cannot reach the API server of context b at "+bed.Cluster("b").Host())
 
 		// The advertised address of a, rewritten to a port nobody listens on.
 		_, _, err = runJoin(t, "--context", "a", "--peer-context", "b", "--allow-loopback", "--server", harness.FreeAddr(t))
-		wantError(t, err, "this machine cannot reach https://127.0.0.1:", "where context a advertises its API server to b", "pass --server")
+		plugintest.WantExitCode(t, err, 2, "this machine cannot reach https://127.0.0.1:", "where context a advertises its API server to b", "pass --server")
 
 		// The advertised address of a, rewritten to the API server of another cluster
 		// (whose certificate another CA signed).
 		_, _, err = runJoin(t, "--context", "a", "--peer-context", "b", "--allow-loopback", "--server", bed.Cluster("c").Host())
-		wantError(t, err, "the API server at "+bed.Cluster("c").Host()+" (from the reader kubeconfig of context a) fails TLS verification",
+		plugintest.WantExitCode(t, err, 2, "the API server at "+bed.Cluster("c").Host()+" (from the reader kubeconfig of context a) fails TLS verification",
 			"Either it is not the API server of a", "pass --server")
 
 		if diff := cmp.Diff(before, snapshot(t, a)); diff != "" {
@@ -217,13 +181,13 @@ func TestJoin(t *testing.T) {
 		d := bed.Cluster("d")
 		// d has the CRDs (the bed installs them) but not the namespace.
 		_, _, err := runJoin(t, "--context", "a", "--peer-context", "d", "--allow-loopback")
-		wantError(t, err, "the registry is not installed on context d: the namespace cluster-registry is missing",
+		plugintest.WantExitCode(t, err, 2, "the registry is not installed on context d: the namespace cluster-registry is missing",
 			"run: kubectl registry install --context d")
 
 		// Installed, but no controller runs there.
 		dc := harness.Install(t, d)
 		_, _, err = runJoin(t, "--context", "a", "--peer-context", "d", "--allow-loopback")
-		wantError(t, err, "context d has no local Cluster", `Is "kubectl registry serve" running there?`)
+		plugintest.WantExitCode(t, err, 2, "context d has no local Cluster", `Is "kubectl registry serve" running there?`)
 
 		// Without the CRD.
 		crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "clusters." + v1alpha1.GroupVersion.Group}}

@@ -13,18 +13,15 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/plugintest"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/e2e/harness"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/testbed"
@@ -47,25 +44,8 @@ func TestMain(m *testing.M) {
 // kubeconfig flags, like the plugin's.
 func runStatus(t *testing.T, kubeconfig string, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
-	streams, _, out, errOut := genericiooptions.NewTestIOStreams()
-	configFlags := genericclioptions.NewConfigFlags(true)
-	root := &cobra.Command{
-		Use:           "kubectl-registry",
-		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl registry"},
-		SilenceUsage:  true,
-		SilenceErrors: true,
-	}
-	root.SetOut(out)
-	root.SetErr(errOut)
-	root.SetFlagErrorFunc(cmdutil.FlagErrorFunc)
-	configFlags.AddFlags(root.PersistentFlags())
-	root.AddCommand(NewCmdStatus(configFlags, streams))
-	root.SetArgs(append([]string{"status", "--kubeconfig", kubeconfig}, args...))
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	err = root.ExecuteContext(ctx)
-	t.Logf("status %s\nstdout:\n%sstderr:\n%serr: %v", strings.Join(args, " "), out.String(), errOut.String(), err)
-	return out.String(), errOut.String(), err
+	cmd := plugintest.Command{New: []plugintest.NewCmd{NewCmdStatus}, Timeout: time.Minute}
+	return cmd.Run(t, append([]string{"status", "--kubeconfig", kubeconfig}, args...)...)
 }
 
 // golden compares got with testdata/<name>, or rewrites it with -update.
@@ -84,22 +64,6 @@ func golden(t *testing.T, name, got string) {
 	}
 	if diff := cmp.Diff(string(want), got); diff != "" {
 		t.Errorf("output differs from %s (-want +got):\n%s", path, diff)
-	}
-}
-
-// wantExit2 checks that err exits with 2 and that its message holds every part.
-func wantExit2(t *testing.T, err error, parts ...string) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("status succeeded, want an error with %q", parts)
-	}
-	if code := cmdutil.ExitCode(err); code != 2 {
-		t.Errorf("exit code %d, want 2 (error %v)", code, err)
-	}
-	for _, p := range parts {
-		if !strings.Contains(err.Error(), p) {
-			t.Errorf("error %q does not contain %q", err, p)
-		}
 	}
 }
 
@@ -245,7 +209,7 @@ func TestStatus(t *testing.T) {
 			return nil
 		})
 		out, stderr, err := runStatus(t, kc, "--contexts", "a,b,c")
-		wantExit2(t, err, "could not read 1 of 3 contexts: c")
+		plugintest.WantExitCode(t, err, 2, "could not read 1 of 3 contexts: c")
 		if want := "cannot reach the API server of context c at " + bed.Cluster("c").Host(); !strings.Contains(stderr, want) {
 			t.Errorf("stderr %q does not contain %q", stderr, want)
 		}
@@ -265,7 +229,7 @@ func TestStatus(t *testing.T) {
 
 		// Alone, the cut context is an error naming the server.
 		_, _, err = runStatus(t, kc, "--context", "c")
-		wantExit2(t, err, "cannot reach the API server of context c at "+bed.Cluster("c").Host())
+		plugintest.WantExitCode(t, err, 2, "cannot reach the API server of context c at "+bed.Cluster("c").Host())
 	})
 
 	t.Run("registry not installed", func(t *testing.T) {
@@ -287,7 +251,7 @@ func TestStatus(t *testing.T) {
 			return nil
 		})
 		_, _, err = runStatus(t, kc, "--context", "d")
-		wantExit2(t, err, "the registry is not installed on context d", "run: kubectl registry install --context d --kubeconfig "+kc)
+		plugintest.WantExitCode(t, err, 2, "the registry is not installed on context d", "run: kubectl registry install --context d --kubeconfig "+kc)
 	})
 }
 
@@ -326,7 +290,7 @@ func TestBadFlags(t *testing.T) {
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			_, _, err := runStatus(t, kc, tc.args...)
-			wantExit2(t, err, tc.want...)
+			plugintest.WantExitCode(t, err, 2, tc.want...)
 		})
 	}
 }

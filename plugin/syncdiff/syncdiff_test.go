@@ -12,17 +12,14 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/plugintest"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/e2e/harness"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/testbed"
@@ -69,29 +66,8 @@ spec:
 // kubeconfig flags, like the plugin's, and returns the exit code main would use.
 func runSyncDiff(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	streams, _, out, errOut := genericiooptions.NewTestIOStreams()
-	configFlags := genericclioptions.NewConfigFlags(true)
-	root := &cobra.Command{
-		Use:           "kubectl-registry",
-		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl registry"},
-		SilenceUsage:  true,
-		SilenceErrors: true,
-	}
-	root.SetOut(out)
-	root.SetErr(errOut)
-	root.SetFlagErrorFunc(cmdutil.FlagErrorFunc)
-	configFlags.AddFlags(root.PersistentFlags())
-	root.AddCommand(NewCmdSyncDiff(configFlags, streams))
-	root.SetArgs(append([]string{"sync-diff", "--kubeconfig", bed.KubeconfigPath}, args...))
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	err := root.ExecuteContext(ctx)
-	if err != nil && err.Error() != "" {
-		errOut.WriteString("error: " + err.Error() + "\n")
-	}
-	code = cmdutil.ExitCode(err)
-	t.Logf("sync-diff %s -> exit %d\nstdout:\n%sstderr:\n%s", strings.Join(args, " "), code, out.String(), errOut.String())
-	return out.String(), errOut.String(), code
+	cmd := plugintest.Command{New: []plugintest.NewCmd{NewCmdSyncDiff}, Timeout: 2 * time.Minute}
+	return cmd.Exit(t, append([]string{"sync-diff", "--kubeconfig", bed.KubeconfigPath}, args...)...)
 }
 
 // grantRead lets peers read (and the controller write) the resources on every cluster,

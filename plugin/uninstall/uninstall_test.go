@@ -10,20 +10,17 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-registry/kubectl-registry/plugin/install"
-	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/plugintest"
 	"github.com/kubectl-registry/kubectl-registry/plugin/uninstall"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/testbed"
@@ -42,24 +39,8 @@ func TestMain(m *testing.M) {
 // run runs "kubectl registry <args>" through a root command built like plugin/root.go.
 func run(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
-	streams, _, out, errOut := genericiooptions.NewTestIOStreams()
-	root := &cobra.Command{
-		Use:           "kubectl-registry",
-		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl registry"},
-		SilenceUsage:  true,
-		SilenceErrors: true,
-	}
-	root.SetOut(out)
-	root.SetErr(errOut)
-	root.SetFlagErrorFunc(cmdutil.FlagErrorFunc)
-	configFlags := genericclioptions.NewConfigFlags(true)
-	configFlags.AddFlags(root.PersistentFlags())
-	root.AddCommand(install.NewCmdInstall(configFlags, streams), uninstall.NewCmdUninstall(configFlags, streams))
-	root.SetArgs(args)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	err = root.ExecuteContext(ctx)
-	return out.String(), errOut.String(), err
+	cmd := plugintest.Command{New: []plugintest.NewCmd{install.NewCmdInstall, uninstall.NewCmdUninstall}, Timeout: 3 * time.Minute}
+	return cmd.Run(t, args...)
 }
 
 func golden(t *testing.T, name, got string) {
@@ -82,21 +63,6 @@ func golden(t *testing.T, name, got string) {
 	}
 }
 
-func wantExit2(t *testing.T, err error, contains ...string) {
-	t.Helper()
-	if err == nil {
-		t.Fatal("no error")
-	}
-	if code := cmdutil.ExitCode(err); code != 2 {
-		t.Errorf("exit code %d, want 2 (error %v)", code, err)
-	}
-	for _, s := range contains {
-		if !strings.Contains(err.Error(), s) {
-			t.Errorf("error %q does not contain %q", err, s)
-		}
-	}
-}
-
 func TestUsageErrors(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -114,7 +80,7 @@ func TestUsageErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			stdout, _, err := run(t, append([]string{"uninstall"}, tt.args...)...)
-			wantExit2(t, err, append(tt.wantErr, "See 'kubectl registry uninstall --help' for usage.")...)
+			plugintest.WantExitCode(t, err, 2, append(tt.wantErr, "See 'kubectl registry uninstall --help' for usage.")...)
 			if stdout != "" {
 				t.Errorf("stdout: %q", stdout)
 			}
@@ -144,7 +110,7 @@ func TestUnreachableCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _, err := run(t, "uninstall", "--kubeconfig", path, "--context", "unreachable")
-	wantExit2(t, err, "cannot reach the API server at https://127.0.0.1:1", `context "unreachable"`)
+	plugintest.WantExitCode(t, err, 2, "cannot reach the API server at https://127.0.0.1:1", `context "unreachable"`)
 }
 
 func exists(t *testing.T, c client.Client, obj client.Object, name string) bool {
@@ -203,7 +169,7 @@ func TestUninstall(t *testing.T) {
 
 	t.Run("another namespace is refused", func(t *testing.T) {
 		_, _, err := run(t, append(uninstallArgs, "-n", "elsewhere")...)
-		wantExit2(t, err, `the registry is installed in namespace "cluster-registry", not "elsewhere"`)
+		plugintest.WantExitCode(t, err, 2, `the registry is installed in namespace "cluster-registry", not "elsewhere"`)
 		if !exists(t, c, &rbacv1.ClusterRole{}, v1alpha1.ControllerName) {
 			t.Errorf("the refused uninstall deleted something")
 		}
@@ -242,7 +208,7 @@ func TestUninstall(t *testing.T) {
 		}
 		start := time.Now()
 		_, _, err := run(t, append(uninstallArgs, "--wait", "--timeout", "1s")...)
-		wantExit2(t, err, "timed out after 1s", "still present: namespace/cluster-registry (terminating")
+		plugintest.WantExitCode(t, err, 2, "timed out after 1s", "still present: namespace/cluster-registry (terminating")
 		if elapsed := time.Since(start); elapsed > 15*time.Second {
 			t.Errorf("uninstall --wait --timeout 1s took %s", elapsed)
 		}

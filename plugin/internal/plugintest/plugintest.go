@@ -1,0 +1,102 @@
+// Package plugintest runs the plugin's verbs in tests through a root command built like
+// plugin/root.go, and checks the errors they return.
+package plugintest
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
+)
+
+// DefaultTimeout bounds a run when Command.Timeout is zero.
+const DefaultTimeout = time.Minute
+
+// NewCmd is the constructor of a verb, like apply.NewCmdApply.
+type NewCmd func(genericclioptions.RESTClientGetter, genericiooptions.IOStreams) *cobra.Command
+
+// Command is how a test runs "kubectl registry <args>".
+type Command struct {
+	// New are the verbs the root command gets.
+	New []NewCmd
+	// Stdin is what the command reads from its standard input.
+	Stdin string
+	// Timeout bounds the run's context; zero means DefaultTimeout.
+	Timeout time.Duration
+}
+
+// Run runs "kubectl registry <args>" (args start with the verb) through a root command
+// with newCmd, with DefaultTimeout. See Command.Run.
+func Run(t testing.TB, newCmd NewCmd, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	return Command{New: []NewCmd{newCmd}}.Run(t, args...)
+}
+
+// Run runs "kubectl registry <args>" (args start with the verb) through a root command
+// built like plugin/root.go: its errors are returned, never printed, and kubectl's
+// kubeconfig flags are persistent flags of the root. It logs the invocation, its output
+// and its error.
+func (c Command) Run(t testing.TB, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	streams, in, out, errOut := genericiooptions.NewTestIOStreams()
+	in.WriteString(c.Stdin)
+	root := &cobra.Command{
+		Use:           "kubectl-registry",
+		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl registry"},
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(out)
+	root.SetErr(errOut)
+	root.SetFlagErrorFunc(cmdutil.FlagErrorFunc)
+	configFlags := genericclioptions.NewConfigFlags(true)
+	configFlags.AddFlags(root.PersistentFlags())
+	for _, newCmd := range c.New {
+		root.AddCommand(newCmd(configFlags, streams))
+	}
+	root.SetArgs(args)
+	timeout := c.Timeout
+	if timeout == 0 {
+		timeout = DefaultTimeout
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	err = root.ExecuteContext(ctx)
+	t.Logf("%s\nstdout:\n%sstderr:\n%serr: %v", strings.Join(args, " "), out.String(), errOut.String(), err)
+	return out.String(), errOut.String(), err
+}
+
+// Exit runs the command like Run and then does what main does with its error: it
+// appends "error: <err>" to stderr (unless the error's message is empty) and returns the
+// exit code of the error.
+func (c Command) Exit(t testing.TB, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	stdout, stderr, err := c.Run(t, args...)
+	if err != nil && err.Error() != "" {
+		stderr += "error: " + err.Error() + "\n"
+	}
+	return stdout, stderr, cmdutil.ExitCode(err)
+}
+
+// WantExitCode checks that err is not nil, that main would exit with code for it, and
+// that its message holds every string of contains. It stops the test when err is nil.
+func WantExitCode(t testing.TB, err error, code int, contains ...string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("no error, want exit code %d and an error with %q", code, contains)
+	}
+	if got := cmdutil.ExitCode(err); got != code {
+		t.Errorf("exit code %d, want %d (error %v)", got, code, err)
+	}
+	for _, s := range contains {
+		if !strings.Contains(err.Error(), s) {
+			t.Errorf("error %q does not contain %q", err, s)
+		}
+	}
+}
