@@ -109,6 +109,19 @@ $(TESTBIN)/etcd: testdata/testbin/go.mod
 .PHONY: test
 test: testbin ## Build what the tests need and run every test on real API servers
 	KUBEBUILDER_ASSETS=$(TESTBIN) $(GO) test $(GOTEST_FLAGS) ./...
+	$(MAKE) fuzz FUZZTIME=5s
+
+# Fuzz targets: package:FuzzName.
+FUZZ_TARGETS := ./reconciler/kubeconfig:FuzzParse ./reconciler/rules:FuzzApply ./reconciler/rules:FuzzPath ./reconciler/engine:FuzzDecide
+FUZZTIME ?= 2m
+
+.PHONY: fuzz
+fuzz: ## Run every fuzz target for FUZZTIME each (default 2m; make test runs them for 5s)
+	@for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "fuzzing $$name in $$pkg for $(FUZZTIME)"; \
+		$(GO) test $$pkg -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 3s || exit 1; \
+	done
 
 .PHONY: lint
 lint: ## Check formatting (gofmt) and run go vet
