@@ -17,6 +17,7 @@ import (
 	"github.com/kubectl-registry/kubectl-registry/plugin/install"
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
 	"github.com/kubectl-registry/kubectl-registry/plugin/join"
+	"github.com/kubectl-registry/kubectl-registry/plugin/leave"
 	"github.com/kubectl-registry/kubectl-registry/plugin/serve"
 	"github.com/kubectl-registry/kubectl-registry/plugin/status"
 	"github.com/kubectl-registry/kubectl-registry/plugin/syncdiff"
@@ -93,6 +94,7 @@ func NewCmdRegistry(streams genericiooptions.IOStreams) *cobra.Command {
 		install.NewCmdInstall(configFlags, streams),
 		uninstall.NewCmdUninstall(configFlags, streams),
 		join.NewCmdJoin(configFlags, streams),
+		leave.NewCmdLeave(configFlags, streams),
 		status.NewCmdStatus(configFlags, streams),
 		get.NewCmdGet(configFlags, streams),
 		syncdiff.NewCmdSyncDiff(configFlags, streams),

@@ -129,6 +129,8 @@ type Options struct {
 	Timeout time.Duration
 	// PollInterval is how often --wait polls; zero means one second.
 	PollInterval time.Duration
+	// Now is the clock of the joined-again mark; nil means time.Now.
+	Now func() time.Time
 
 	PrintFlags *genericclioptions.PrintFlags
 
@@ -289,6 +291,13 @@ func (o *Options) Run(ctx context.Context) error {
 		return nil
 	}
 	return o.wait(ctx, p.waits())
+}
+
+func (o *Options) now() time.Time {
+	if o.Now != nil {
+		return o.Now()
+	}
+	return time.Now()
 }
 
 // sideA describes side A from the root's kubeconfig flags.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/membership"
 )
 
 // side is one of the two clusters join connects.
@@ -43,7 +45,9 @@ type side struct {
 	clusters []v1alpha1.Cluster
 	local    *v1alpha1.Cluster
 	secret   *corev1.Secret
-	copies   copies
+	// rejoin is the local Cluster with the joined-at mark, when this side left the group.
+	rejoin *v1alpha1.Cluster
+	copies copies
 }
 
 func newSide(name, flags, serverFlag, advertise string, cfg *rest.Config, scheme *runtime.Scheme) (*side, error) {
@@ -77,6 +81,8 @@ type sideWrites struct {
 
 // plan is what the preflight found: the writes per side, in order.
 type plan struct {
+	// rejoin are the sides that left the group and are marked as joined again first.
+	rejoin []*side
 	writes []sideWrites
 }
 
@@ -111,6 +117,22 @@ func (o *Options) preflight(ctx context.Context) (plan, error) {
 			return plan{}, err
 		}
 	}
+	// A side that left the group is marked as joined again (on its own Cluster, so the
+	// mark travels with the copies): otherwise the controllers would delete the copies.
+	gone, _ := membership.InForce(a.clusters, b.clusters)
+	var rejoin []*side
+	for _, s := range []*side{a, b} {
+		if _, left := gone[s.id]; left {
+			rejoin = append(rejoin, s)
+			marked := s.local.DeepCopy()
+			if marked.Annotations == nil {
+				marked.Annotations = map[string]string{}
+			}
+			marked.Annotations[v1alpha1.JoinedAtAnnotation] = o.now().UTC().Format(time.RFC3339Nano)
+			s.rejoin = marked
+			s.local = marked
+		}
+	}
 	sources := []*side{a}
 	if !o.OneWay {
 		sources = append(sources, b)
@@ -139,7 +161,7 @@ func (o *Options) preflight(ctx context.Context) (plan, error) {
 			return plan{}, err
 		}
 	}
-	var p plan
+	p := plan{rejoin: rejoin}
 	for _, from := range sources {
 		to := o.other(from)
 		items, err := to.checkTarget(ctx, from, o.Namespace)

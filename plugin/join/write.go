@@ -3,12 +3,14 @@ package join
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
@@ -31,6 +33,12 @@ func (o *Options) write(ctx context.Context, p plan) error {
 	}
 	var out []printed
 	var done []string
+	for _, s := range p.rejoin {
+		if err := o.markRejoined(ctx, s); err != nil {
+			return fmt.Errorf("marking the Cluster %s on context %s as joined again after it left the group: %w\nnothing else was written", s.rejoin.Name, s.name, err)
+		}
+		fmt.Fprintf(o.statusOut(), "%s/%s on %s had left the group: marked as joined again%s\n", clusterResource, s.rejoin.Name, s.name, suffix)
+	}
 	for wi, w := range p.writes {
 		for ii, it := range w.items {
 			obj, outcome, err := o.apply(ctx, w.on, it)
@@ -109,6 +117,28 @@ func (o *Options) apply(ctx context.Context, on *side, it item) (runtime.Object,
 		outcome = "unchanged"
 	}
 	return u, outcome, nil
+}
+
+// markRejoined sets the joined-at annotation on the local Cluster of a side that left
+// the group, before the copies are written.
+func (o *Options) markRejoined(ctx context.Context, s *side) error {
+	if o.DryRun == dryRunClient {
+		return nil
+	}
+	opts := []client.PatchOption{client.FieldOwner(v1alpha1.FieldManager)}
+	if o.DryRun == dryRunServer {
+		opts = append(opts, client.DryRunAll)
+	}
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	patch := map[string]any{"metadata": map[string]any{"annotations": map[string]string{
+		v1alpha1.JoinedAtAnnotation: s.rejoin.Annotations[v1alpha1.JoinedAtAnnotation],
+	}}}
+	data, err := json.Marshal(patch)
+	if err != nil {
+		return err
+	}
+	return s.client.Patch(ctx, s.rejoin.DeepCopy(), client.RawPatch(types.MergePatchType, data), opts...)
 }
 
 // notDone lists the writes after item ii of side wi, which is the one that failed.

@@ -82,7 +82,8 @@ const (
 		reports.
 
 		Uninstalling does not tell the other members of the group: they keep this cluster's
-		Cluster and report it unreachable.
+		Cluster and report it unreachable. Run "kubectl registry leave" first to remove it
+		from the group.
 
 		Namespaces and CRDs take a while to go away (their contents are deleted first); --wait
 		waits, up to --timeout, until everything deleted is gone, printing progress on stderr.

@@ -17,7 +17,11 @@
 //     hand-made swap, and adopting them lets token renewals reach them.
 //   - The cluster-disabled annotation and kubectl's last-applied annotation are local
 //     decisions and are never copied or overwritten.
-//   - Nothing is deleted.
+//   - Nothing is deleted, but for a cluster that left the group ("kubectl registry
+//     leave", see InForce): its Cluster CR and the reader Secret copies are deleted and it
+//     is not learnt again until a later join; every controller keeps the departures it
+//     knows on its own Cluster CR, so they spread like membership does. A cluster that
+//     sees itself departed deletes its copies of every other member.
 package membership
 
 import (
@@ -155,6 +159,13 @@ func (r *Reconciler) write(ctx context.Context, w Write) error {
 		return err
 	case OpUpdate:
 		return r.Client.Update(ctx, w.Object, opts)
+	case OpDelete:
+		uid := w.Object.GetUID()
+		err := r.Client.Delete(ctx, w.Object, client.Preconditions{UID: &uid})
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			return nil // gone already, or replaced since: the next reconcile decides again
+		}
+		return err
 	case OpReplace:
 		// A Secret's type is immutable: delete the old one (guarded by its UID) and
 		// create the copy.

@@ -52,6 +52,9 @@ const (
 	// OpReplace deletes the object (guarded by its UID) and creates it again; for a
 	// Secret whose type must change.
 	OpReplace Op = "replace"
+	// OpDelete deletes the object, guarded by its UID: a copy describing a cluster that
+	// left the group, or, on a cluster that left, a copy describing another member.
+	OpDelete Op = "delete"
 )
 
 // Write is one write of the plan. Object carries the resourceVersion of the local
@@ -106,6 +109,25 @@ func Plan(in Input) Result {
 		}
 	}
 
+	// Departures: a cluster that left is deleted and not learnt again; a local cluster
+	// that left forgets the group.
+	sets := [][]v1alpha1.Cluster{in.Local.Clusters}
+	for _, p := range peers {
+		sets = append(sets, p.Clusters)
+	}
+	gone, problems := InForce(sets...)
+	res.Conflicts = append(res.Conflicts, problems...)
+	if own := localClusters[in.LocalName]; own != nil && own.Spec.ClusterID == in.LocalID {
+		if w := planDepartures(own, gone); w != nil {
+			res.Writes = append(res.Writes, *w)
+		}
+	}
+	if _, left := gone[in.LocalID]; left {
+		res.Writes = append(res.Writes, forget(in, ownSecrets, func(types.UID) bool { return true })...)
+		return res
+	}
+	res.Writes = append(res.Writes, forget(in, ownSecrets, func(x types.UID) bool { _, ok := gone[x]; return ok })...)
+
 	type source struct {
 		view      View
 		cluster   v1alpha1.Cluster
@@ -126,10 +148,16 @@ func Plan(in Input) Result {
 	chosen := map[string]source{}
 	var names []string
 	for _, view := range peers {
+		if _, left := gone[view.ClusterID]; left {
+			continue // a cluster that left teaches nothing
+		}
 		for _, c := range view.Clusters {
 			x := c.Spec.ClusterID
 			if x == "" || x == in.LocalID {
 				continue // a peer's copy of the local cluster never overwrites ours
+			}
+			if _, left := gone[x]; left {
+				continue
 			}
 			if c.Name == in.LocalName {
 				res.Conflicts = append(res.Conflicts, fmt.Sprintf("peer %s has Cluster %s for cluster %s, but %s is the local cluster's name", view.Name, c.Name, x, c.Name))
@@ -198,6 +226,80 @@ func Plan(in Input) Result {
 		}
 	}
 	return res
+}
+
+// planDepartures keeps the local cluster's own list of departures equal to the ones in
+// force, so that the list spreads with the local Cluster CR and entries cancelled by a
+// later join are dropped.
+func planDepartures(own *v1alpha1.Cluster, gone Departures) *Write {
+	want := gone.Format()
+	if own.Annotations[v1alpha1.LeftClustersAnnotation] == want {
+		return nil
+	}
+	c := own.DeepCopy()
+	if want == "" {
+		delete(c.Annotations, v1alpha1.LeftClustersAnnotation)
+		if len(c.Annotations) == 0 {
+			c.Annotations = nil
+		}
+	} else {
+		if c.Annotations == nil {
+			c.Annotations = map[string]string{}
+		}
+		c.Annotations[v1alpha1.LeftClustersAnnotation] = want
+	}
+	return &Write{Op: OpUpdate, Object: c, Describes: own.Spec.ClusterID}
+}
+
+// forget deletes the local Cluster CRs of the clusters drop selects (never the local
+// cluster's own) with the reader Secrets they reference, when those are copies of that
+// cluster's or were made by hand for it, and the leftover copies of those clusters'
+// Secrets.
+func forget(in Input, ownSecrets map[string]bool, drop func(types.UID) bool) []Write {
+	var ws []Write
+	clusters := append([]v1alpha1.Cluster(nil), in.Local.Clusters...)
+	sort.Slice(clusters, func(i, j int) bool { return clusters[i].Name < clusters[j].Name })
+	secrets := append([]corev1.Secret(nil), in.Local.Secrets...)
+	sort.Slice(secrets, func(i, j int) bool { return secrets[i].Name < secrets[j].Name })
+	byName := map[string]*corev1.Secret{}
+	for i := range secrets {
+		byName[secrets[i].Name] = &secrets[i]
+	}
+	deleted := map[string]bool{}
+	deleteSecret := func(s *corev1.Secret, x types.UID) {
+		if deleted[s.Name] || ownSecrets[s.Name] {
+			return
+		}
+		deleted[s.Name] = true
+		obj := &corev1.Secret{}
+		obj.Namespace, obj.Name, obj.UID = s.Namespace, s.Name, s.UID
+		ws = append(ws, Write{Op: OpDelete, Object: obj, Describes: x})
+	}
+	for _, c := range clusters {
+		x := c.Spec.ClusterID
+		if x == "" || x == in.LocalID || !drop(x) {
+			continue
+		}
+		obj := &v1alpha1.Cluster{}
+		obj.Name, obj.UID = c.Name, c.UID
+		ws = append(ws, Write{Op: OpDelete, Object: obj, Describes: x})
+		ref := c.Spec.AuthInfo.SecretRef
+		if ref.Name == "" || (ref.Namespace != "" && ref.Namespace != in.Namespace) {
+			continue
+		}
+		if s := byName[ref.Name]; s != nil {
+			if mark := s.Annotations[v1alpha1.OwnershipAnnotation]; mark == "" || mark == string(x) {
+				deleteSecret(s, x)
+			}
+		}
+	}
+	for i := range secrets {
+		s := &secrets[i]
+		if mark := types.UID(s.Annotations[v1alpha1.OwnershipAnnotation]); mark != "" && mark != in.LocalID && drop(mark) {
+			deleteSecret(s, mark)
+		}
+	}
+	return ws
 }
 
 // refSecret returns the Secret of view that c references in the registry namespace ns, or

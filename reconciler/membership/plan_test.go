@@ -4,12 +4,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
@@ -257,6 +259,15 @@ func apply(in Input, res Result) Input {
 	next := 1000
 	for _, w := range res.Writes {
 		next++
+		if w.Op == OpDelete {
+			switch w.Object.(type) {
+			case *v1alpha1.Cluster:
+				out.Local.Clusters = slices.DeleteFunc(out.Local.Clusters, func(c v1alpha1.Cluster) bool { return c.UID == w.Object.GetUID() && c.Name == w.Object.GetName() })
+			case *corev1.Secret:
+				out.Local.Secrets = slices.DeleteFunc(out.Local.Secrets, func(s corev1.Secret) bool { return s.UID == w.Object.GetUID() && s.Name == w.Object.GetName() })
+			}
+			continue
+		}
 		obj := w.Object.DeepCopyObject().(client.Object)
 		switch w.Op {
 		case OpCreate, OpReplace:
@@ -757,7 +768,7 @@ func planCases() []planCase {
 			}),
 		},
 
-		// 11. Nothing is deleted.
+		// 11. Nothing is deleted (but for departures, 12).
 		{
 			name: "copies no peer has any more are kept",
 			in: input(objs(copies("a", idA), copies("x", idX), copies("b", idB)), []View{
@@ -765,7 +776,138 @@ func planCases() []planCase {
 				peer("x", idX),
 			}),
 		},
+
+		// 12. Departures ("kubectl registry leave").
+		{
+			name: "a departure on a peer's Cluster deletes the departed cluster's copies and is recorded locally",
+			in: dinput(steadyLocal, []View{
+				peer("a", idA, objs([]client.Object{cl("a", idA, left(idX, 1)), sec("a", defaultExpiryAt)}, copies("x", idX))...),
+				steadyX,
+			}),
+			want: []string{
+				"update Cluster l from= describes=uid-l",
+				"delete Cluster x from= describes=uid-x",
+				"delete Secret cluster-registry/x from= describes=uid-x",
+				"update Cluster a from=a describes=uid-a",
+			},
+		},
+		{
+			name: "a departed cluster is not learnt again from a peer that still has it",
+			in:   dinput(copies("a", idA), []View{steadyA, steadyX}, idX).withOwn(left(idX, 1)),
+		},
+		{
+			name: "a departed cluster's leftover Secret copy is deleted",
+			in:   dinput(objs(copies("a", idA), []client.Object{sec("x", defaultExpiryAt, mark(idX))}), []View{steadyA}).withOwn(left(idX, 1)),
+			want: []string{"delete Secret cluster-registry/x from= describes=uid-x"},
+		},
+		{
+			name: "a later join cancels the departure: the cluster is learnt again and the entry dropped",
+			in: dinput(copies("a", idA), []View{
+				steadyA,
+				peer("x", idX, cl("x", idX, annotate(v1alpha1.JoinedAtAnnotation, at(2))), sec("x", defaultExpiryAt)),
+			}).withOwn(left(idX, 1)),
+			want: []string{
+				"update Cluster l from= describes=uid-l",
+				"create Cluster x from=x describes=uid-x",
+				"create Secret cluster-registry/x from=x describes=uid-x",
+			},
+		},
+		{
+			name: "a join before the departure does not cancel it",
+			in: dinput(objs(copies("a", idA), []client.Object{cl("x", idX, mark(idX), annotate(v1alpha1.JoinedAtAnnotation, at(1))), sec("x", defaultExpiryAt, mark(idX))}), []View{
+				steadyA,
+			}).withOwn(left(idX, 2)),
+			want: []string{
+				"delete Cluster x from= describes=uid-x",
+				"delete Secret cluster-registry/x from= describes=uid-x",
+			},
+		},
+		{
+			name: "the later of two departures of the same cluster is kept",
+			in: dinput(steadyLocal, []View{
+				peer("a", idA, objs([]client.Object{cl("a", idA, left(idX, 3)), sec("a", defaultExpiryAt)}, copies("x", idX))...),
+			}).withOwn(left(idX, 1)),
+			want: []string{
+				"update Cluster l from= describes=uid-l",
+				"delete Cluster x from= describes=uid-x",
+				"delete Secret cluster-registry/x from= describes=uid-x",
+				"update Cluster a from=a describes=uid-a",
+			},
+		},
+		{
+			name: "the local cluster that left forgets the group and learns nothing",
+			in: dinput(objs(steadyLocal, []client.Object{cl("b", idB, mark(idB))}), []View{
+				peer("a", idA, objs([]client.Object{cl("a", idA, left(idL, 1)), sec("a", defaultExpiryAt)}, copies("x", idX), copies("y", idY))...),
+				steadyX,
+			}),
+			want: []string{
+				"update Cluster l from= describes=uid-l",
+				"delete Cluster a from= describes=uid-a",
+				"delete Secret cluster-registry/a from= describes=uid-a",
+				"delete Cluster b from= describes=uid-b",
+				"delete Cluster x from= describes=uid-x",
+				"delete Secret cluster-registry/x from= describes=uid-x",
+			},
+		},
+		{
+			name: "a hand-made copy of a departed cluster is deleted; other local Secrets are kept",
+			in:   dinput([]client.Object{cl("x", idX), sec("x", defaultExpiryAt), sec("mine", defaultExpiryAt, stype(opaqueSecret)), sec("other", defaultExpiryAt, mark(idA))}, nil).withOwn(left(idX, 1)),
+			want: []string{
+				"delete Cluster x from= describes=uid-x",
+				"delete Secret cluster-registry/x from= describes=uid-x",
+			},
+		},
+		{
+			name: "the local reader Secret is kept even when a departed cluster's Cluster references it",
+			in:   dinput([]client.Object{cl("x", idX, secretRef("l", ns))}, nil).withOwn(left(idX, 1)),
+			want: []string{"delete Cluster x from= describes=uid-x"},
+		},
+		{
+			name: "a Secret that is another cluster's copy is kept when a departed cluster's Cluster references it",
+			in:   dinput([]client.Object{cl("x", idX, secretRef("a", ns)), sec("a", defaultExpiryAt, mark(idA))}, nil).withOwn(left(idX, 1)),
+			want: []string{"delete Cluster x from= describes=uid-x"},
+		},
+		{
+			name: "an unreadable departure entry is reported and ignored",
+			in: dinput(steadyLocal, []View{
+				peer("a", idA, objs([]client.Object{cl("a", idA, annotate(v1alpha1.LeftClustersAnnotation, "garbage, uid-x@yesterday")), sec("a", defaultExpiryAt)}, copies("x", idX))...),
+				steadyX,
+			}),
+			want:      []string{"update Cluster a from=a describes=uid-a"},
+			conflicts: []string{`Cluster a: entry "garbage" of`, `Cluster a: entry "uid-x@yesterday" of`},
+		},
 	}
+}
+
+// dinput is input with a UID on every local object, as the API server gives them.
+func dinput(local []client.Object, peers []View, unreachable ...types.UID) Input {
+	in := input(local, peers, unreachable...)
+	for i := range in.Local.Clusters {
+		in.Local.Clusters[i].UID = types.UID("uid-cluster-" + in.Local.Clusters[i].Name)
+	}
+	for i := range in.Local.Secrets {
+		in.Local.Secrets[i].UID = types.UID("uid-secret-" + in.Local.Secrets[i].Name)
+	}
+	return in
+}
+
+// left lists id as departed h hours after t0 (the annotation "kubectl registry leave"
+// writes).
+func left(id types.UID, h int) mod {
+	return annotate(v1alpha1.LeftClustersAnnotation, string(id)+"@"+at(h))
+}
+
+// withOwn returns the input with mods applied to the local cluster's own Cluster.
+func (in Input) withOwn(mods ...mod) Input {
+	in.Local.Clusters = clone(in.Local.Clusters)
+	for i := range in.Local.Clusters {
+		if c := &in.Local.Clusters[i]; c.Spec.ClusterID == in.LocalID {
+			for _, m := range mods {
+				m(c)
+			}
+		}
+	}
+	return in
 }
 
 // with returns the view holding also objs.
@@ -790,12 +932,28 @@ func TestPlan(t *testing.T) {
 			if !apiequality.Semantic.DeepEqual(before, tc.in) {
 				t.Errorf("Plan modified its input")
 			}
+			gone := departures(tc.in)
+			_, localLeft := gone[tc.in.LocalID]
 			for _, w := range res.Writes {
-				// 11. Nothing is ever deleted: only create, update and replace.
+				// 11. Nothing is deleted but the copies of a departed cluster, or every copy
+				// on a cluster that left (12); always guarded by the UID.
 				switch w.Op {
 				case OpCreate, OpUpdate, OpReplace:
+				case OpDelete:
+					if _, ok := gone[w.Describes]; !ok && !localLeft {
+						t.Errorf("delete of %s, but cluster %s has not left", w.Object.GetName(), w.Describes)
+					}
+					if w.Object.GetUID() == "" {
+						t.Errorf("delete of %s without a UID precondition", w.Object.GetName())
+					}
+					continue
 				default:
 					t.Errorf("unexpected op %q", w.Op)
+				}
+				if c, ok := w.Object.(*v1alpha1.Cluster); ok && c.Spec.ClusterID == tc.in.LocalID {
+					// Only the list of departures of the local cluster's own Cluster is written.
+					checkOnlyDepartures(t, tc.in, c)
+					continue
 				}
 				if w.From == "" || w.Describes == "" {
 					t.Errorf("write of %s lacks From or Describes: %+v", w.Object.GetName(), w)
@@ -816,6 +974,35 @@ func TestPlan(t *testing.T) {
 			}
 		})
 	}
+}
+
+// departures are the departures in force in an input.
+func departures(in Input) Departures {
+	sets := [][]v1alpha1.Cluster{in.Local.Clusters}
+	for _, p := range in.Peers {
+		sets = append(sets, p.Clusters)
+	}
+	d, _ := InForce(sets...)
+	return d
+}
+
+// checkOnlyDepartures fails unless c is the local Cluster of in with only its
+// LeftClustersAnnotation changed.
+func checkOnlyDepartures(t *testing.T, in Input, c *v1alpha1.Cluster) {
+	t.Helper()
+	for _, orig := range in.Local.Clusters {
+		if orig.Name != c.Name {
+			continue
+		}
+		a, b := orig.DeepCopy(), c.DeepCopy()
+		delete(a.Annotations, v1alpha1.LeftClustersAnnotation)
+		delete(b.Annotations, v1alpha1.LeftClustersAnnotation)
+		if diff := cmp.Diff(a, b, cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("write of the local Cluster %s changes more than its departures (-before +after):\n%s", c.Name, diff)
+		}
+		return
+	}
+	t.Errorf("write of the local Cluster %s, which does not exist", c.Name)
 }
 
 // TestPlanIdempotent runs every case's plan on the state its writes produce: nothing more

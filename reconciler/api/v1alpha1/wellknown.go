@@ -43,6 +43,19 @@ const (
 	// CreatedByAnnotation marks a namespace created by the sync engine (value: the
 	// name of the rule), so it is deleted only if we created it and it is empty.
 	CreatedByAnnotation = "cluster-registry.k8s.cisco.com/created-by"
+
+	// LeftClustersAnnotation, on a cluster's own Cluster CR, lists the clusters that left
+	// the group: "<clusterID>@<RFC 3339 time>" entries separated by commas. "kubectl
+	// registry leave" writes it; every controller merges the lists it sees into its own
+	// Cluster CR, deletes its copies of the departed clusters' Cluster CRs and reader
+	// Secrets, and does not learn them again. A departed cluster that sees itself in a
+	// list forgets the group. An entry no longer applies once the cluster's
+	// JoinedAtAnnotation is later than its time.
+	LeftClustersAnnotation = "cluster-registry.k8s.cisco.com/left-clusters"
+	// JoinedAtAnnotation, on a cluster's own Cluster CR, is the RFC 3339 time of the
+	// "kubectl registry join" that brought it back after it left. It travels with the
+	// copies of the Cluster CR and cancels earlier LeftClustersAnnotation entries.
+	JoinedAtAnnotation = "cluster-registry.k8s.cisco.com/joined-at"
 )
 
 // The reader kubeconfig Secret a cluster publishes for its peers.

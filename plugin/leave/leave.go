@@ -1,0 +1,570 @@
+// Package leave implements "kubectl registry leave": it removes a cluster from the group,
+// from the context of any member (or of the leaving cluster itself).
+//
+// The group has no hub, and every member copies membership from the others, so deleting
+// a Cluster CR somewhere is undone by the next member that still has it. leave records
+// the departure instead: it adds the leaving cluster to the left-clusters annotation of
+// the own Cluster CR of the member it talks to. That list travels with the Cluster CR;
+// every controller that sees it deletes its copies of the departed cluster's Cluster CR
+// and reader Secret and does not learn them again, and the departed cluster, seeing
+// itself listed, deletes its copies of every other member (see reconciler/membership).
+// "kubectl registry join" brings a cluster that left back.
+package leave
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/cli-runtime/pkg/printers"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/conditions"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/membership"
+)
+
+const (
+	leaveLong = `
+		Remove a cluster from the group, from the context of any member, or of the leaving
+		cluster itself.
+
+		leave records the departure on the own Cluster CR of the cluster of --context (the
+		annotation cluster-registry.k8s.cisco.com/left-clusters); the controllers spread it
+		like membership. Every member then deletes its Cluster CR of the departed cluster and
+		its copy of that cluster's reader Secret, and does not learn it again from the others;
+		the departed cluster deletes its copies of every other member's Cluster CR and reader
+		Secret. Nothing else is deleted: objects synced to or from the departed cluster are
+		kept (they keep their ownership mark and are no longer updated), and the registry
+		stays installed on it ("kubectl registry uninstall" removes it).
+
+		The departed cluster must be Ready in the view of --context, so that it can be told to
+		forget the group. --force removes a cluster that cannot be reached (a dead or
+		unreachable cluster): the members drop it at once, and it forgets the group when its
+		controller next reaches any member. leave talks only to the API server of --context
+		and, with --wait, reads the members with their reader kubeconfigs; it never waits on a
+		member that is not Ready.
+
+		A cluster that left comes back with "kubectl registry join"; recreating its Cluster CR
+		by hand is not enough, the members would delete it again.
+
+		--wait waits, up to --timeout, until the controllers have done it, as read from the
+		clusters themselves: no Ready member holds a Cluster CR of the departed cluster any
+		more, and the departed cluster (if it is Ready) holds none of the others'.`
+
+	leaveExample = `
+		# Remove the cluster "west" from the group, from the context of any member
+		kubectl registry leave west --context east --wait
+
+		# Leave the group with the cluster of the current context
+		kubectl registry leave
+
+		# Remove a cluster that is gone for good
+		kubectl registry leave west --context east --force
+
+		# Show the Cluster CR leave would write, and write nothing
+		kubectl registry leave west --context east --dry-run=client -o yaml`
+)
+
+// Dry-run strategies of --dry-run.
+const (
+	dryRunNone   = "none"
+	dryRunClient = "client"
+	dryRunServer = "server"
+	// dryRunUnset is the value of a bare --dry-run, refused as kubectl does.
+	dryRunUnset = "unchanged"
+)
+
+const (
+	// DefaultTimeout is the default of --timeout.
+	DefaultTimeout = 2 * time.Minute
+	// requestTimeout bounds every request leave makes.
+	requestTimeout = 10 * time.Second
+	// pollInterval is how often --wait looks.
+	pollInterval = time.Second
+)
+
+const clusterResource = "cluster.clusterregistry.k8s.cisco.com"
+
+// Options holds the flags and the state of "kubectl registry leave".
+type Options struct {
+	// Name is the Cluster CR (as named on --context) of the leaving cluster; empty for
+	// the cluster of --context itself.
+	Name string
+	// Namespace is the registry namespace.
+	Namespace string
+	// Force removes a cluster that is not Ready.
+	Force bool
+	// DryRun is none, client or server.
+	DryRun string
+	// Wait waits, up to Timeout, until the controllers have carried the departure out.
+	Wait    bool
+	Timeout time.Duration
+	// PollInterval is how often --wait polls; zero means one second.
+	PollInterval time.Duration
+	// Now is the clock of the departure time; nil means time.Now.
+	Now func() time.Time
+
+	PrintFlags *genericclioptions.PrintFlags
+
+	printer          printers.ResourcePrinter
+	contextName      string
+	restClientGetter genericclioptions.RESTClientGetter
+	scheme           *runtime.Scheme
+	genericiooptions.IOStreams
+}
+
+// NewOptions returns Options with the defaults of the flags.
+func NewOptions(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *Options {
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+	return &Options{
+		Namespace:        v1alpha1.DefaultNamespace,
+		DryRun:           dryRunNone,
+		Timeout:          DefaultTimeout,
+		PrintFlags:       genericclioptions.NewPrintFlags("left the group").WithTypeSetter(scheme),
+		restClientGetter: restClientGetter,
+		scheme:           scheme,
+		IOStreams:        streams,
+	}
+}
+
+// NewCmdLeave returns the "leave" command. restClientGetter is the root command's
+// kubeconfig flags: they name the member leave talks to.
+func NewCmdLeave(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *cobra.Command {
+	o := NewOptions(restClientGetter, streams)
+	cmd := &cobra.Command{
+		Use:     "leave [CLUSTER] [--context MEMBER] [--force] [--wait]",
+		Short:   "Remove a cluster from the group (keeps synced objects)",
+		Long:    cmdutil.LongDesc(leaveLong),
+		Example: cmdutil.Examples(leaveExample),
+		Args:    cmdutil.UsageErrorArgs(cobra.MaximumNArgs(1)),
+		RunE:    cmdutil.RunE(o),
+	}
+	o.AddFlags(cmd)
+	return cmd
+}
+
+// AddFlags adds the flags of leave to cmd.
+func (o *Options) AddFlags(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	// Shadows the root's --namespace: for leave it is the registry namespace.
+	fs.StringVarP(&o.Namespace, "namespace", "n", o.Namespace,
+		"Registry namespace: where the reader Secrets live.")
+	fs.BoolVar(&o.Force, "force", o.Force,
+		"Remove the cluster even when it is not Ready (dead or unreachable): it forgets the group when its controller next reaches a member.")
+	fs.StringVar(&o.DryRun, "dry-run", o.DryRun,
+		`Must be "none", "client", or "server". With "client", only print what would be written; with "server", also submit it as a dry-run request. Nothing is written either way.`)
+	fs.Lookup("dry-run").NoOptDefVal = dryRunUnset
+	fs.BoolVar(&o.Wait, "wait", o.Wait,
+		"Wait until the Ready members have dropped the cluster and it has dropped them (progress on stderr).")
+	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "How long --wait waits.")
+	o.PrintFlags.AddFlags(cmd)
+}
+
+// Complete takes the argument and derives the options that follow other flags.
+func (o *Options) Complete(cmd *cobra.Command, args []string) error {
+	if len(args) == 1 {
+		o.Name = args[0]
+	}
+	if o.DryRun == "" {
+		o.DryRun = dryRunNone
+	}
+	if o.PrintFlags.OutputFormat != nil && *o.PrintFlags.OutputFormat != "" {
+		p, err := o.PrintFlags.ToPrinter()
+		if err != nil {
+			return cmdutil.UsageError(cmd, err)
+		}
+		o.printer = p
+	}
+	if f := cmd.Flag("context"); f != nil {
+		o.contextName = f.Value.String()
+	}
+	if o.contextName == "" {
+		if raw, err := o.restClientGetter.ToRawKubeConfigLoader().RawConfig(); err == nil {
+			o.contextName = raw.CurrentContext
+		}
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	// controller-runtime's clients warn with a stack trace when no logger is set.
+	ctrllog.SetLogger(logr.Discard())
+	return nil
+}
+
+// Validate checks the flags. It does no I/O.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.Name != "" {
+		if msgs := validation.IsDNS1123Subdomain(o.Name); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("cluster name %q: %s", o.Name, strings.Join(msgs, "; ")))
+		}
+	}
+	if msgs := validation.IsDNS1123Label(o.Namespace); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("--namespace %q: %s", o.Namespace, strings.Join(msgs, "; ")))
+	}
+	if !slices.Contains([]string{dryRunNone, dryRunClient, dryRunServer}, o.DryRun) {
+		if o.DryRun == dryRunUnset {
+			errs = append(errs, errors.New(`--dry-run flag without a value was specified. A value must be set: "none", "server", or "client"`))
+		} else {
+			errs = append(errs, fmt.Errorf(`--dry-run must be "none", "server", or "client", got %q`, o.DryRun))
+		}
+	}
+	if o.Wait && o.DryRun != dryRunNone {
+		errs = append(errs, errors.New("--wait cannot be used with --dry-run: nothing is written to wait for"))
+	}
+	if o.Wait && o.Timeout <= 0 {
+		errs = append(errs, fmt.Errorf("--timeout must be positive, got %s", o.Timeout))
+	}
+	return errors.Join(errs...)
+}
+
+// member is what leave knows of the cluster of --context.
+type member struct {
+	name     string // the context, for messages
+	client   client.Client
+	id       types.UID
+	clusters []v1alpha1.Cluster
+	own      *v1alpha1.Cluster
+}
+
+// Run records the departure and, with --wait, waits for the controllers.
+func (o *Options) Run(ctx context.Context) error {
+	m, err := o.connect(ctx)
+	if err != nil {
+		return err
+	}
+	target, self, err := o.target(m)
+	if err != nil {
+		return err
+	}
+	x := target.Spec.ClusterID
+	if !self && !o.Force {
+		if err := notReady(target); err != nil {
+			return fmt.Errorf("cluster %s is not Ready in the view of context %s (%w), so it cannot be told to forget the group now. Re-run with --force to remove it anyway: the members drop it at once, and it forgets the group when its controller next reaches one of them",
+				target.Name, m.name, err)
+		}
+	}
+
+	// The clusters --wait reads, chosen before anything changes: the reader Secrets of the
+	// departed cluster are deleted by the controllers.
+	var watched []watchTarget
+	if o.Wait {
+		watched = o.watchTargets(ctx, m, target, self)
+	}
+
+	current, _ := membership.ParseDepartures(m.own.Annotations[v1alpha1.LeftClustersAnnotation])
+	inForce, _ := membership.InForce(m.clusters)
+	if _, already := inForce[x]; already {
+		fmt.Fprintf(o.ErrOut, "cluster %s (clusterID %s) already left the group at %s (recorded on %s/%s)\n",
+			target.Name, x, current[x].UTC().Format(time.RFC3339), clusterResource, m.own.Name)
+	} else {
+		updated, err := o.record(ctx, m, x)
+		if err != nil {
+			return err
+		}
+		if err := o.print(updated, target, self, m); err != nil {
+			return err
+		}
+	}
+	if !o.Wait {
+		return nil
+	}
+	return o.wait(ctx, watched)
+}
+
+// connect reaches the API server of --context and reads the registry's Clusters there.
+func (o *Options) connect(ctx context.Context) (*member, error) {
+	cfg, err := o.restClientGetter.ToRESTConfig()
+	if err != nil {
+		return nil, fmt.Errorf("loading the kubeconfig: %w", err)
+	}
+	cfg = rest.CopyConfig(cfg)
+	if cfg.Timeout == 0 {
+		cfg.Timeout = requestTimeout
+	}
+	name := o.contextName
+	if name == "" {
+		name = cfg.Host
+	}
+	cl, err := client.New(cfg, client.Options{Scheme: o.scheme})
+	if err != nil {
+		return nil, fmt.Errorf("context %s: creating a client: %w", name, err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("context %s: creating a client: %w", name, err)
+	}
+	m := &member{name: name, client: cl}
+	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	ns, err := cs.CoreV1().Namespaces().Get(rctx, metav1.NamespaceSystem, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("cannot reach the API server of context %s at %s: %w", name, cfg.Host, err)
+	}
+	m.id = ns.UID
+	var list v1alpha1.ClusterList
+	if err := cl.List(rctx, &list); err != nil {
+		if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("the registry is not installed on context %s: the CRD clusters.%s is missing", name, v1alpha1.GroupVersion.Group)
+		}
+		return nil, fmt.Errorf("context %s: listing Clusters: %w", name, err)
+	}
+	m.clusters = list.Items
+	for i := range m.clusters {
+		if m.clusters[i].Spec.ClusterID == m.id {
+			if m.own != nil {
+				return nil, fmt.Errorf("context %s has several Clusters claiming to be the local cluster (clusterID %s): %s and %s; delete all but one first", name, m.id, m.own.Name, m.clusters[i].Name)
+			}
+			m.own = &m.clusters[i]
+		}
+	}
+	if m.own == nil {
+		return nil, fmt.Errorf("context %s has no local Cluster (none has clusterID %s, the UID of its kube-system namespace): the controller has not bootstrapped it. Is \"kubectl registry serve\" running there?", name, m.id)
+	}
+	return m, nil
+}
+
+// target finds the leaving cluster's Cluster CR on the member.
+func (o *Options) target(m *member) (*v1alpha1.Cluster, bool, error) {
+	if o.Name == "" || o.Name == m.own.Name {
+		return m.own, true, nil
+	}
+	var names []string
+	for i := range m.clusters {
+		c := &m.clusters[i]
+		if c.Name == o.Name {
+			return c, false, nil
+		}
+		names = append(names, c.Name)
+	}
+	sort.Strings(names)
+	return nil, false, fmt.Errorf("context %s has no Cluster %s: it is not a member of the group as %s sees it (its Clusters: %s; see \"kubectl registry status\")",
+		m.name, o.Name, m.name, strings.Join(names, ", "))
+}
+
+// notReady returns why a Cluster is not Ready in its status, or nil.
+func notReady(c *v1alpha1.Cluster) error {
+	if c.Annotations[v1alpha1.ClusterDisabledAnnotation] == "true" {
+		return errors.New("it is disabled")
+	}
+	cond, ok := conditions.Get(c.Status.Conditions, v1alpha1.ClusterConditionReady)
+	if !ok {
+		return errors.New("it has no Ready condition yet")
+	}
+	if cond.Status != corev1.ConditionTrue {
+		return fmt.Errorf("Ready=%s, %s: %s", cond.Status, cond.Reason, cond.Message)
+	}
+	return nil
+}
+
+// record adds the departure of x to the member's own Cluster CR.
+func (o *Options) record(ctx context.Context, m *member, x types.UID) (*v1alpha1.Cluster, error) {
+	d, _ := membership.ParseDepartures(m.own.Annotations[v1alpha1.LeftClustersAnnotation])
+	d.Add(x, o.Now())
+	updated := m.own.DeepCopy()
+	if updated.Annotations == nil {
+		updated.Annotations = map[string]string{}
+	}
+	updated.Annotations[v1alpha1.LeftClustersAnnotation] = d.Format()
+	if o.DryRun == dryRunClient {
+		return updated, nil
+	}
+	opts := []client.PatchOption{client.FieldOwner(v1alpha1.FieldManager)}
+	if o.DryRun == dryRunServer {
+		opts = append(opts, client.DryRunAll)
+	}
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	// Optimistic lock: a departure recorded at the same time by someone else is not lost.
+	patch := client.MergeFromWithOptions(m.own, client.MergeFromWithOptimisticLock{})
+	if err := m.client.Patch(ctx, updated, patch, opts...); err != nil {
+		if apierrors.IsConflict(err) {
+			return nil, fmt.Errorf("the Cluster %s on context %s changed while leave was writing it; nothing was written: run the same leave again: %w", m.own.Name, m.name, err)
+		}
+		return nil, fmt.Errorf("recording the departure on the Cluster %s on context %s: %w", m.own.Name, m.name, err)
+	}
+	return updated, nil
+}
+
+// print reports what was written.
+func (o *Options) print(updated, target *v1alpha1.Cluster, self bool, m *member) error {
+	if o.printer != nil {
+		updated.SetManagedFields(nil)
+		return o.printer.PrintObj(updated, o.Out)
+	}
+	suffix := ""
+	switch o.DryRun {
+	case dryRunClient:
+		suffix = " (dry run)"
+	case dryRunServer:
+		suffix = " (server dry run)"
+	}
+	fmt.Fprintf(o.Out, "%s/%s left the group (recorded on %s/%s on context %s)%s\n", clusterResource, target.Name, clusterResource, m.own.Name, m.name, suffix)
+	if self {
+		fmt.Fprintf(o.ErrOut, "The other members drop %s once their controllers read %s's Cluster; %s drops its copies of theirs. Synced objects are kept.\n", target.Name, target.Name, target.Name)
+	} else {
+		fmt.Fprintf(o.ErrOut, "The members drop %s as the departure spreads; %s drops its copies of theirs when its controller reads any member. Synced objects are kept.\n", target.Name, target.Name)
+	}
+	return nil
+}
+
+// watchTarget is one cluster --wait reads: done when it holds no Cluster describing a
+// cluster in gone (by clusterID), or, for the departed cluster itself, no Cluster but its own.
+type watchTarget struct {
+	name   string
+	reader client.Reader
+	// gone is the departed cluster's ID, or "" for the departed cluster itself.
+	gone types.UID
+	self types.UID
+}
+
+// watchTargets picks what --wait reads: the member itself with the user's credentials, and
+// every other Ready member (and the departed cluster, if Ready) with its reader kubeconfig
+// from the member's copy of its Secret. Members that are not Ready are not waited for.
+func (o *Options) watchTargets(ctx context.Context, m *member, target *v1alpha1.Cluster, self bool) []watchTarget {
+	x := target.Spec.ClusterID
+	var out []watchTarget
+	if self {
+		out = append(out, watchTarget{name: m.name, reader: m.client, self: m.id})
+	} else {
+		out = append(out, watchTarget{name: m.name, reader: m.client, gone: x})
+	}
+	for i := range m.clusters {
+		c := &m.clusters[i]
+		if c.Spec.ClusterID == m.id {
+			continue
+		}
+		if err := notReady(c); err != nil {
+			fmt.Fprintf(o.ErrOut, "not waiting for %s: %v\n", c.Name, err)
+			continue
+		}
+		rd, err := o.reader(ctx, m, c)
+		if err != nil {
+			fmt.Fprintf(o.ErrOut, "not waiting for %s: %v\n", c.Name, err)
+			continue
+		}
+		if c.Spec.ClusterID == x {
+			out = append(out, watchTarget{name: c.Name, reader: rd, self: x})
+		} else {
+			out = append(out, watchTarget{name: c.Name, reader: rd, gone: x})
+		}
+	}
+	return out
+}
+
+// reader builds a read-only client for a member from the member's copy of its reader
+// Secret, sanitised like the controller does.
+func (o *Options) reader(ctx context.Context, m *member, c *v1alpha1.Cluster) (client.Reader, error) {
+	ref := c.Spec.AuthInfo.SecretRef
+	ns := ref.Namespace
+	if ns == "" {
+		ns = o.Namespace
+	}
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	var s corev1.Secret
+	if err := m.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, &s); err != nil {
+		return nil, fmt.Errorf("reading its reader Secret %s/%s: %w", ns, ref.Name, err)
+	}
+	cfg, err := kubeconfig.Parse(s.Data[v1alpha1.KubeconfigKey])
+	if err != nil {
+		return nil, fmt.Errorf("its reader Secret %s/%s: %w", ns, ref.Name, err)
+	}
+	cfg.Timeout = requestTimeout
+	return client.New(cfg, client.Options{Scheme: o.scheme})
+}
+
+// check reports whether t is done, and what it waits for.
+func (t watchTarget) check(ctx context.Context) (bool, string) {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	var list v1alpha1.ClusterList
+	if err := t.reader.List(ctx, &list); err != nil {
+		return false, fmt.Sprintf("%s: cannot list its Clusters: %v", t.name, err)
+	}
+	var left []string
+	for _, c := range list.Items {
+		switch {
+		case t.gone != "" && c.Spec.ClusterID == t.gone:
+			left = append(left, c.Name)
+		case t.gone == "" && c.Spec.ClusterID != t.self:
+			left = append(left, c.Name)
+		}
+	}
+	if len(left) == 0 {
+		return true, ""
+	}
+	sort.Strings(left)
+	return false, fmt.Sprintf("%s still has the Cluster %s", t.name, strings.Join(left, ", "))
+}
+
+// wait polls the targets until each is done, printing progress on stderr.
+func (o *Options) wait(ctx context.Context, targets []watchTarget) error {
+	interval := o.PollInterval
+	if interval <= 0 {
+		interval = pollInterval
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	last := make([]string, len(targets))
+	done := make([]bool, len(targets))
+	for {
+		pending := 0
+		for i, t := range targets {
+			if done[i] {
+				continue
+			}
+			ok, state := t.check(ctx)
+			if ok {
+				done[i] = true
+				fmt.Fprintf(o.ErrOut, "%s: done\n", t.name)
+				continue
+			}
+			pending++
+			if state != last[i] {
+				last[i] = state
+				fmt.Fprintf(o.ErrOut, "waiting: %s\n", state)
+			}
+		}
+		if pending == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			var still []string
+			for i := range targets {
+				if !done[i] {
+					still = append(still, last[i])
+				}
+			}
+			return fmt.Errorf("timed out after %s waiting for the controllers: %s. The departure is recorded and the controllers carry it out when they can; see \"kubectl registry status\" and the controllers' logs",
+				o.Timeout, strings.Join(still, "; "))
+		case <-time.After(interval):
+		}
+	}
+}
