@@ -107,8 +107,14 @@ $(TESTBIN)/etcd: testdata/testbin/go.mod
 	cd testdata/testbin && CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $@ go.etcd.io/etcd/server/v3
 
 .PHONY: test
-test: testbin ## Build what the tests need and run every test on real API servers
-	KUBEBUILDER_ASSETS=$(TESTBIN) $(GO) test $(GOTEST_FLAGS) ./...
+test: testbin ## Build what the tests need, run every test on real API servers, and scan the output for leaked secrets
+	@mkdir -p $(BIN)
+	@status=0; \
+	KUBEBUILDER_ASSETS=$(TESTBIN) $(GO) test $(GOTEST_FLAGS) -json ./... 2>&1 | tee $(BIN)/test-output.json \
+		| $(GO) run ./cmd/registry-leakscan -progress || status=$$?; \
+	echo "scanning the tests' output ($(BIN)/test-output.json) for tokens, private keys and the canary"; \
+	$(GO) run ./cmd/registry-leakscan $(BIN)/test-output.json; \
+	exit $$status
 	$(MAKE) fuzz FUZZTIME=5s
 
 # Fuzz targets: package:FuzzName.

@@ -45,9 +45,9 @@ const (
 
 		Clusters are reached through the contexts of your kubeconfig: by default every
 		context whose cluster has the registry installed (the Cluster CRD is served), or the
-		contexts of --contexts. Each context is shown under the name of its registry Cluster:
-		the local Cluster CR (status.type Local) whose spec.clusterID is the UID of the
-		cluster's kube-system namespace. When a context has no such Cluster, the context name
+		contexts of --contexts, or the one of --context. Each context is shown under the
+		name of its registry Cluster: the local Cluster CR (status.type Local) whose
+		spec.clusterID is the UID of the cluster's kube-system namespace. When a context has no such Cluster, the context name
 		is used and a warning says so. --clusters keeps only the named Clusters. Two contexts
 		that reach the same cluster are queried once.
 
@@ -135,7 +135,7 @@ func NewCmdGet(restClientGetter genericclioptions.RESTClientGetter, streams gene
 		Short:   "Search resources across the clusters of the group, with a CLUSTER column",
 		Long:    cmdutil.LongDesc(getLong),
 		Example: cmdutil.Examples(getExample),
-		Args:    cmdutil.UsageErrorArgs(cobra.MinimumNArgs(1)),
+		Args:    resourceArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.Complete(cmd, args); err != nil {
 				return cmdutil.UsageError(cmd, err)
@@ -175,6 +175,14 @@ func (o *Options) AddFlags(cmd *cobra.Command) {
 	if f := fs.Lookup("output"); f != nil {
 		f.Usage = "Output format: wide, " + strings.Join(o.PrintFlags.AllowedFormats(), ", ") + ". Default: a table."
 	}
+}
+
+// resourceArgs requires the RESOURCE argument, with kubectl's message when it is missing.
+func resourceArgs(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return cmdutil.UsageErrorf(cmd, "you must specify the type of resource to get (e.g. pods, or the collection workloads)")
+	}
+	return nil
 }
 
 // Complete derives the state of the flags and reads the kubeconfig. It contacts no API
@@ -228,7 +236,21 @@ func (o *Options) Complete(cmd *cobra.Command, args []string) error {
 	if err != nil {
 		return fmt.Errorf("reading kubeconfig: %w", err)
 	}
+	// --context narrows the search to that one context, like --contexts with one name;
+	// it is never silently ignored.
+	contextFlag := ""
+	if f := cmd.Flag("context"); f != nil {
+		contextFlag = f.Value.String()
+	}
 	contexts := o.Contexts
+	flagName := "--contexts"
+	if contextFlag != "" {
+		if len(contexts) > 0 {
+			return errors.New("--context and --contexts cannot be used together")
+		}
+		contexts = []string{contextFlag}
+		flagName = "--context"
+	}
 	o.explicitCtx = len(contexts) > 0
 	if !o.explicitCtx {
 		for name := range raw.Contexts {
@@ -244,7 +266,7 @@ func (o *Options) Complete(cmd *cobra.Command, args []string) error {
 		seen[name] = true
 		kctx, ok := raw.Contexts[name]
 		if !ok {
-			return fmt.Errorf("--contexts: context %q not found in the kubeconfig", name)
+			return fmt.Errorf("%s: context %q not found in the kubeconfig", flagName, name)
 		}
 		ns := o.namespaceFlag
 		if ns == "" {

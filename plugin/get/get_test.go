@@ -198,6 +198,21 @@ func TestGetClustersFilter(t *testing.T) {
 	}
 }
 
+// TestGetContext checks that --context narrows the search to that context instead of
+// being ignored.
+func TestGetContext(t *testing.T) {
+	setup(t)
+	out, stderr, code := runGet(t, "cm", "-A", "-l", "app=x", "--context", "b", "--no-headers")
+	expectOK(t, stderr, code)
+	got := map[string]int{}
+	for line := range strings.Lines(out) {
+		got[strings.Fields(line)[0]]++
+	}
+	if diff := cmp.Diff(map[string]int{"b": 2}, got); diff != "" {
+		t.Errorf("rows per cluster (-want +got):\n%s", diff)
+	}
+}
+
 func TestGetSortByLimit(t *testing.T) {
 	setup(t)
 	out, stderr, code := runGet(t, "configmaps", "-A", "-l", "app=x", "--sort-by", ".metadata.name", "--limit", "2")

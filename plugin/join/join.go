@@ -83,7 +83,8 @@ const (
 		kubectl registry join --context east --peer-context west \
 		  --server https://east.example.com:6443 --peer-server https://west.example.com:6443
 
-		# Show the objects that would be written on each side, and write nothing
+		# Show the objects that would be written on each side, and write nothing (the reader
+		# Secrets' data is masked; --show-secrets prints it, e.g. to commit it to a GitOps repo)
 		kubectl registry join --context east --peer-context west --dry-run=client -o yaml`
 )
 
@@ -129,6 +130,8 @@ type Options struct {
 	Timeout time.Duration
 	// PollInterval is how often --wait polls; zero means one second.
 	PollInterval time.Duration
+	// ShowSecrets prints the Secrets' data with -o; masked otherwise.
+	ShowSecrets bool
 	// Now is the clock of the joined-again mark; nil means time.Now.
 	Now func() time.Time
 
@@ -203,6 +206,8 @@ func (o *Options) AddFlags(cmd *cobra.Command) {
 		"After writing, wait until each side's controller reports the other's Cluster Ready and ClustersSynced (Ready only with --one-way).")
 	fs.DurationVar(&o.Timeout, "timeout", o.Timeout,
 		"How long --wait waits.")
+	fs.BoolVar(&o.ShowSecrets, "show-secrets", o.ShowSecrets,
+		"With -o, print the reader Secrets' data (live tokens); masked as *** otherwise.")
 	o.PrintFlags.AddFlags(cmd)
 }
 

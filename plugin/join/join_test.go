@@ -262,7 +262,26 @@ func TestJoin(t *testing.T) {
 
 		// a's API server, under another name its certificate holds.
 		server := strings.Replace(bed.Cluster("a").Host(), "127.0.0.1", "localhost", 1)
-		stdout, stderr, err := runJoin(t, "--context", "a", "--peer-context", "c", "--allow-loopback", "--dry-run=client", "-o", "yaml", "--server", server)
+		// Without --show-secrets the reader Secrets' data (live tokens) is masked.
+		stdout, _, err = runJoin(t, "--context", "a", "--peer-context", "c", "--allow-loopback", "--dry-run=client", "-o", "yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		masked, err := manifests.Decode([]byte(stdout))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range masked {
+			if o.GetKind() != "Secret" {
+				continue
+			}
+			data, _, _ := unstructured.NestedStringMap(o.Object, "data")
+			if want := map[string]string{v1alpha1.KubeconfigKey: "Kioq"}; !cmp.Equal(data, want) {
+				t.Errorf("Secret %s printed with data %v, want it masked as %v", o.GetName(), data, want)
+			}
+		}
+
+		stdout, stderr, err := runJoin(t, "--context", "a", "--peer-context", "c", "--allow-loopback", "--dry-run=client", "-o", "yaml", "--show-secrets", "--server", server)
 		if err != nil {
 			t.Fatal(err)
 		}

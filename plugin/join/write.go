@@ -3,18 +3,23 @@ package join
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 )
+
+// secretMask replaces each value of a printed Secret without --show-secrets.
+const secretMask = "***"
 
 // write applies the copies side by side, Secret before Cluster, and reports each object
 // like kubectl does. With --dry-run nothing is written. When a write fails, the error
@@ -97,7 +102,7 @@ func (o *Options) apply(ctx context.Context, on *side, it item) (runtime.Object,
 		return nil, "", err
 	}
 	if o.DryRun == dryRunClient {
-		return u, it.outcome, nil
+		return o.masked(u), it.outcome, nil
 	}
 	if it.outcome == "unchanged" {
 		// Applying would change no field: do not write at all.
@@ -116,7 +121,31 @@ func (o *Options) apply(ctx context.Context, on *side, it item) (runtime.Object,
 	if it.existing != nil && o.DryRun == dryRunNone && u.GetResourceVersion() == it.existing.GetResourceVersion() {
 		outcome = "unchanged"
 	}
-	return u, outcome, nil
+	return o.masked(u), outcome, nil
+}
+
+// masked returns u with the values of a Secret's data replaced by "***" (base64 of it in
+// data), unless --show-secrets: printed reader kubeconfigs hold live tokens.
+func (o *Options) masked(u *unstructured.Unstructured) *unstructured.Unstructured {
+	if o.ShowSecrets || u.GetKind() != "Secret" {
+		return u
+	}
+	u = u.DeepCopy()
+	for _, field := range []string{"data", "stringData"} {
+		m, found, _ := unstructured.NestedMap(u.Object, field)
+		if !found {
+			continue
+		}
+		for k := range m {
+			if field == "data" {
+				m[k] = base64.StdEncoding.EncodeToString([]byte(secretMask))
+			} else {
+				m[k] = secretMask
+			}
+		}
+		_ = unstructured.SetNestedMap(u.Object, m, field)
+	}
+	return u
 }
 
 // markRejoined sets the joined-at annotation on the local Cluster of a side that left

@@ -268,7 +268,9 @@ func (o *Options) runMulti(ctx context.Context) error {
 			}
 		}
 		perr = o.printDocument(doc)
-	} else {
+	} else if len(names) < len(o.targets) {
+		// A table of no context's view would be an empty header: print nothing when
+		// every context failed, like any other error.
 		perr = printCompare(o.Out, o.Contexts, compare(views, failed))
 	}
 	if perr != nil {
