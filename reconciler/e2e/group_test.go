@@ -375,6 +375,16 @@ func TestGroup(t *testing.T) {
 		execKubeconfig := "apiVersion: v1\nkind: Config\ncurrent-context: x\nclusters: [{name: x, cluster: {server: 'https://203.0.113.1'}}]\n" +
 			"users: [{name: x, user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/sh, args: ['-c', 'touch /tmp/pwned']}}}]\n" +
 			"contexts: [{name: x, context: {cluster: x, user: x}}]\n"
+		// withAuth is a kubeconfig whose user has the YAML fields user and whose cluster has
+		// cluster besides its server.
+		withAuth := func(user, cluster string) string {
+			c := "server: 'https://203.0.113.1'"
+			if cluster != "" {
+				c += ", " + cluster
+			}
+			return "apiVersion: v1\nkind: Config\ncurrent-context: x\nclusters: [{name: x, cluster: {" + c + "}}]\n" +
+				"users: [{name: x, user: {" + user + "}}]\ncontexts: [{name: x, context: {cluster: x, user: x}}]\n"
+		}
 		secretOf := func(name string, typ corev1.SecretType, data map[string][]byte) *corev1.Secret {
 			return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: v1alpha1.DefaultNamespace, Name: name}, Type: typ, Data: data}
 		}
@@ -393,9 +403,14 @@ func TestGroup(t *testing.T) {
 			{name: "bad-garbage", secret: secretOf("bad-garbage", v1alpha1.SecretTypeClusterRegistry, kc([]byte("{{{ not a kubeconfig"))), wantState: v1alpha1.ClusterStateInvalidAuthInfo, wantMsg: "invalid kubeconfig"},
 			{name: "bad-exec", secret: secretOf("bad-exec", v1alpha1.SecretTypeClusterRegistry, kc([]byte(execKubeconfig))), wantState: v1alpha1.ClusterStateInvalidAuthInfo, wantMsg: "exec"},
 			{name: "bad-wrong-cluster", secret: secretOf("bad-wrong-cluster", v1alpha1.SecretTypeClusterRegistry, good.Data), wantState: v1alpha1.ClusterStateInvalidAuthInfo, wantMsg: "not 00000000-0000-0000-0000-00000000000"},
+			{name: "bad-token-file", secret: secretOf("bad-token-file", v1alpha1.SecretTypeClusterRegistry, kc([]byte(withAuth("tokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token", "")))), wantState: v1alpha1.ClusterStateInvalidAuthInfo, wantMsg: "tokenFile: file paths are not allowed"},
+			{name: "bad-ca-file", secret: secretOf("bad-ca-file", v1alpha1.SecretTypeClusterRegistry, kc([]byte(withAuth("token: abc", "certificate-authority: /etc/ssl/certs/ca-certificates.crt")))), wantState: v1alpha1.ClusterStateInvalidAuthInfo, wantMsg: "certificate-authority: file paths are not allowed"},
+			{name: "bad-proxy", secret: secretOf("bad-proxy", v1alpha1.SecretTypeClusterRegistry, kc([]byte(withAuth("token: abc", "proxy-url: http://127.0.0.1:3128")))), wantState: v1alpha1.ClusterStateInvalidAuthInfo, wantMsg: "proxies are not allowed"},
+			{name: "bad-insecure", secret: secretOf("bad-insecure", v1alpha1.SecretTypeClusterRegistry, kc([]byte(withAuth("token: abc", "insecure-skip-tls-verify: true")))), wantState: v1alpha1.ClusterStateInvalidAuthInfo, wantMsg: "TLS verification must not be turned off"},
+			{name: "bad-huge", secret: secretOf("bad-huge", v1alpha1.SecretTypeClusterRegistry, kc([]byte(withAuth("token: abc", "")+"# "+strings.Repeat("x", 200<<10)+"\n"))), wantState: v1alpha1.ClusterStateInvalidAuthInfo, wantMsg: "more than the limit"},
 		}
 		for i, tt := range tests {
-			cl := &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: tt.name}, Spec: v1alpha1.ClusterSpec{ClusterID: types.UID(fmt.Sprintf("00000000-0000-0000-0000-00000000000%d", i))}}
+			cl := &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: tt.name}, Spec: v1alpha1.ClusterSpec{ClusterID: types.UID(fmt.Sprintf("00000000-0000-0000-0000-%012d", i))}}
 			if !tt.noRef {
 				cl.Spec.AuthInfo.SecretRef = v1alpha1.NamespacedName{Name: tt.name, Namespace: v1alpha1.DefaultNamespace}
 			}

@@ -74,6 +74,9 @@ type Options struct {
 	Workers  int
 	Recorder record.EventRecorder
 	Metrics  *Metrics
+	// Settle bounds the rewrites of a copy that the local cluster changes after each
+	// write; zero means DefaultSettlePolicy.
+	Settle SettlePolicy
 }
 
 // item is one local object.
@@ -105,7 +108,10 @@ type ruleEntry struct {
 	conflicts map[item]string
 	failures  map[item]string
 	synced    map[item]bool
-	lastSync  time.Time
+	// held are the copies not rewritten because something changes them after each
+	// write, with the reason.
+	held     map[item]string
+	lastSync time.Time
 }
 
 func (r *ruleEntry) setErr(err error) {
@@ -126,6 +132,7 @@ func (r *ruleEntry) record(it item, synced bool, conflict, failure string) {
 	delete(r.conflicts, it)
 	delete(r.failures, it)
 	delete(r.synced, it)
+	delete(r.held, it)
 	switch {
 	case conflict != "":
 		r.conflicts[it] = conflict
@@ -133,6 +140,33 @@ func (r *ruleEntry) record(it item, synced bool, conflict, failure string) {
 		r.failures[it] = failure
 	case synced:
 		r.synced[it] = true
+	}
+}
+
+// hold records that the copy is held: not rewritten, for reason.
+func (r *ruleEntry) hold(it item, reason string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.conflicts, it)
+	delete(r.failures, it)
+	delete(r.synced, it)
+	r.held[it] = reason
+}
+
+// unhold forgets that the copy is held by this rule.
+func (r *ruleEntry) unhold(it item) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.held, it)
+}
+
+// unholdOthers forgets that the copy is held by any rule but rule: another rule's
+// candidate was chosen for it.
+func unholdOthers(it item, rule string, entries []*ruleEntry) {
+	for _, r := range entries {
+		if r.rsr.Name != rule {
+			r.unhold(it)
+		}
 	}
 }
 
@@ -145,6 +179,11 @@ type Engine struct {
 	seen     sync.Map // item -> time the event that queued it arrived
 
 	retryDelay time.Duration
+
+	// history is what the engine remembers of its recent writes of each copy, for
+	// Settle.
+	histMu  sync.Mutex
+	history map[item]WriteHistory
 
 	mu      sync.RWMutex
 	rules   map[string]*ruleEntry
@@ -167,6 +206,9 @@ func New(opts Options) (*Engine, error) {
 	if opts.Metrics == nil {
 		opts.Metrics = NewMetrics(nil)
 	}
+	if opts.Settle == (SettlePolicy{}) {
+		opts.Settle = DefaultSettlePolicy()
+	}
 	e := &Engine{
 		opts:     opts,
 		watchers: newWatchers(),
@@ -177,6 +219,7 @@ func New(opts Options) (*Engine, error) {
 		refresh: make(chan struct{}, 1),
 		rules:   map[string]*ruleEntry{},
 		mappers: map[string]peerMapper{},
+		history: map[item]WriteHistory{},
 	}
 	core, err := rules.Compile(coreRule())
 	if err != nil {
@@ -205,7 +248,7 @@ func newEntry(rsr *v1alpha1.ResourceSyncRule, compiled *rules.Rule, err error, b
 		}
 	}
 	return &ruleEntry{rsr: rsr, compiled: compiled, err: err, builtin: builtin, namespaces: namespaces,
-		conflicts: map[item]string{}, failures: map[item]string{}, synced: map[item]bool{}}
+		conflicts: map[item]string{}, failures: map[item]string{}, synced: map[item]bool{}, held: map[item]string{}}
 }
 
 // localNamespaces returns the namespaces the rule's copies can land in, or nil for all.
@@ -342,7 +385,7 @@ func (e *Engine) ruleChanged(o any) {
 	entry := newEntry(rsr, compiled, err, false)
 	e.mu.Lock()
 	if old, ok := e.rules[rsr.Name]; ok && !old.builtin {
-		entry.conflicts, entry.failures, entry.synced, entry.lastSync = old.conflicts, old.failures, old.synced, old.lastSync
+		entry.conflicts, entry.failures, entry.synced, entry.held, entry.lastSync = old.conflicts, old.failures, old.synced, old.held, old.lastSync
 	}
 	e.rules[rsr.Name] = entry
 	e.mu.Unlock()
@@ -353,6 +396,7 @@ func (e *Engine) ruleDeleted(rsr *v1alpha1.ResourceSyncRule) {
 	e.mu.Lock()
 	if r, ok := e.rules[rsr.Name]; ok && !r.builtin {
 		delete(e.rules, rsr.Name)
+		e.opts.Metrics.heldObjects.DeleteLabelValues(rsr.Name)
 	}
 	e.mu.Unlock()
 	if rsr.Spec.DeletionPolicy == v1alpha1.DeletionPolicyDelete {
@@ -652,7 +696,81 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 	}
 	cands, originGone := g.Candidates, g.OriginGone
 	act := Decide(Input{LocalID: e.opts.LocalID, Observed: observed, Candidates: cands, OriginGone: originGone})
+	if act.Type == ActionCreate || act.Type == ActionUpdate {
+		if v := e.settle(it, act.Source, observed); v.Hold {
+			e.held(it, act.Source.Rule, v, entries)
+			return max(time.Until(v.Until), time.Second), nil
+		}
+	}
 	return 0, e.execute(ctx, it, act, entries)
+}
+
+// settle asks Settle whether the copy chosen from src is written now, given the recent
+// writes of it.
+func (e *Engine) settle(it item, src *Candidate, observed *unstructured.Unstructured) Verdict {
+	e.histMu.Lock()
+	h, ok := e.history[it]
+	e.histMu.Unlock()
+	if !ok {
+		return Verdict{} // not written recently
+	}
+	in := SettleInput{History: h, Desired: Digest(src.Object, src.SyncStatus), Missing: observed == nil, Now: time.Now(), Policy: e.opts.Settle}
+	if observed != nil {
+		in.Drift = Changes(src.Object, observed, src.SyncStatus)
+	}
+	h, v := Settle(in)
+	e.histMu.Lock()
+	e.history[it] = h
+	e.histMu.Unlock()
+	return v
+}
+
+// held records a copy that is not rewritten: on the rule's status, in the metrics and,
+// when the hold starts, in the log and as an event on the rule.
+func (e *Engine) held(it item, rule string, v Verdict, entries []*ruleEntry) {
+	unholdOthers(it, rule, entries)
+	for _, r := range entries {
+		if r.rsr.Name != rule {
+			continue
+		}
+		r.hold(it, v.Reason)
+		if v.Started && e.opts.Recorder != nil && !r.builtin {
+			e.opts.Recorder.Eventf(r.rsr, corev1.EventTypeWarning, ReasonChangedAfterWrite, "%s: %s", it, v.Reason)
+		}
+	}
+	if v.Started {
+		e.opts.Metrics.held.WithLabelValues(rule).Inc()
+		e.log.Info("holding a copy that is changed after each write", "object", it.String(), "rule", rule, "reason", v.Reason, "until", v.Until.UTC().Format(time.RFC3339))
+	}
+}
+
+// written remembers a write of the copy chosen from src, whose stored object is stored.
+func (e *Engine) written(it item, src *Candidate, stored *unstructured.Unstructured) {
+	var changed []string
+	if stored != nil {
+		// Status is written separately (syncStatus) and may be set by the local cluster.
+		changed = Changes(src.Object, stored, false)
+	}
+	if len(changed) > 0 {
+		e.opts.Metrics.changedOnWrite.WithLabelValues(src.Rule).Inc()
+		e.log.Info("the cluster changed a copy on write", "object", it.String(), "rule", src.Rule, "changed", changed)
+	}
+	d := Digest(src.Object, src.SyncStatus)
+	now := time.Now()
+	e.histMu.Lock()
+	defer e.histMu.Unlock()
+	e.history[it] = e.history[it].Written(d, changed, now, e.opts.Settle)
+}
+
+// forgetHistory drops the write histories Settle no longer needs.
+func (e *Engine) forgetHistory(now time.Time) {
+	e.histMu.Lock()
+	defer e.histMu.Unlock()
+	for it, h := range e.history {
+		if h.Forgettable(now, e.opts.Settle) {
+			delete(e.history, it)
+		}
+	}
 }
 
 func containsGVK(list []schema.GroupVersionKind, gvk schema.GroupVersionKind) bool {
@@ -761,6 +879,7 @@ func (e *Engine) execute(ctx context.Context, it item, act Action, entries []*ru
 	case ActionNone:
 		if r := entry(rule); r != nil {
 			r.record(it, true, "", "")
+			unholdOthers(it, rule, entries)
 		} else if act.Source == nil && act.Object == nil {
 			for _, r := range entries {
 				r.record(it, false, "", "")
@@ -790,6 +909,7 @@ func (e *Engine) execute(ctx context.Context, it item, act Action, entries []*ru
 			}
 			return fmt.Errorf("creating %s: %w", it, err)
 		}
+		e.written(it, act.Source, created)
 		if act.Source.SyncStatus {
 			if st, ok := act.Object.Object["status"]; ok {
 				created.Object["status"] = st
@@ -804,6 +924,7 @@ func (e *Engine) execute(ctx context.Context, it item, act Action, entries []*ru
 			}
 			return fmt.Errorf("updating %s: %w", it, err)
 		}
+		e.written(it, act.Source, updated)
 		if act.Source.SyncStatus {
 			if st, ok := act.Object.Object["status"]; ok {
 				updated.Object["status"] = st
@@ -827,6 +948,7 @@ func (e *Engine) execute(ctx context.Context, it item, act Action, entries []*ru
 		e.opts.Metrics.latency.WithLabelValues(rule).Observe(time.Since(t.(time.Time)).Seconds())
 	}
 	if r := entry(rule); r != nil {
+		unholdOthers(it, rule, entries)
 		r.record(it, act.Type != ActionDelete, "", "")
 		r.mu.Lock()
 		r.lastSync = time.Now()
@@ -867,6 +989,24 @@ func (e *Engine) ensureNamespace(ctx context.Context, it item, r *ruleEntry) err
 		return fmt.Errorf("creating namespace %s: %w", it.namespace, err)
 	}
 	return nil
+}
+
+// summarizeReasons lists the first objects of m, by name, each with its reason.
+func summarizeReasons(m map[item]string, max int) string {
+	keys := make([]item, 0, len(m))
+	for it := range m {
+		keys = append(keys, it)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+	var parts []string
+	for i, it := range keys {
+		if i == max {
+			parts = append(parts, fmt.Sprintf("and %d more", len(keys)-max))
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%s (%s)", it, m[it]))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func summarize(m map[item]string, max int) string {

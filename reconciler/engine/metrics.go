@@ -12,6 +12,11 @@ type Metrics struct {
 	conflicts *prometheus.CounterVec
 	errors    *prometheus.CounterVec
 	latency   *prometheus.HistogramVec
+	// held, changedOnWrite and heldObjects count the copies the local cluster changes
+	// after each write (see Settle).
+	held           *prometheus.CounterVec
+	changedOnWrite *prometheus.CounterVec
+	heldObjects    *prometheus.GaugeVec
 }
 
 // NewMetrics returns the engine's metrics registered with reg (nil: not registered). A
@@ -35,6 +40,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Time from a change seen on a source (or locally) to the local write.",
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 		}, []string{"rule"}),
+		held: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "kubectl_registry", Subsystem: "sync", Name: "held_total",
+			Help: "Holds of copies that something in the local cluster changes after each write: they are not rewritten for a while (backing off).",
+		}, []string{"rule"}),
+		changedOnWrite: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "kubectl_registry", Subsystem: "sync", Name: "changed_on_write_total",
+			Help: "Writes of copies that the local cluster stored differently from what was written (a mutating admission webhook or defaulting).",
+		}, []string{"rule"}),
+		heldObjects: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "kubectl_registry", Subsystem: "sync", Name: "held_objects",
+			Help: "Copies currently held (not rewritten) because something changes them after each write.",
+		}, []string{"rule"}),
 	}
 	if reg == nil {
 		return m
@@ -43,6 +60,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.conflicts = registerVec(reg, m.conflicts)
 	m.errors = registerVec(reg, m.errors)
 	m.latency = registerVec(reg, m.latency)
+	m.held = registerVec(reg, m.held)
+	m.changedOnWrite = registerVec(reg, m.changedOnWrite)
+	m.heldObjects = registerVec(reg, m.heldObjects)
 	return m
 }
 

@@ -1,8 +1,13 @@
 package engine
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
+	"time"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -206,4 +211,252 @@ func runtimeDeepCopy(v any) any {
 		return nil
 	}
 	return (&unstructured.Unstructured{Object: map[string]any{"v": v}}).DeepCopy().Object["v"]
+}
+
+// Settling. A copy that something in the local cluster changes after each of our writes
+// (a mutating admission webhook, defaulting our copy does not have, another controller
+// or a user restoring their version) would otherwise be rewritten forever: every write
+// is followed by a change, every change by a watch event, every event by a write. The
+// engine remembers its recent writes of each copy (WriteHistory) and asks Settle, before
+// each write, whether to write or to hold the copy as it is for a while, backing off.
+
+// SettlePolicy bounds the rewrites of one copy.
+type SettlePolicy struct {
+	// Window and MaxWrites: a copy written MaxWrites times within Window with the same
+	// desired content is changed by someone else after each write. Once a copy has been
+	// held, two writes within Window are enough.
+	Window    time.Duration
+	MaxWrites int
+	// Hold is how long the first hold lasts; each further hold in a row doubles it, up
+	// to MaxHold. After a hold the copy is written once more, to see whether the other
+	// writer is gone.
+	Hold    time.Duration
+	MaxHold time.Duration
+}
+
+// DefaultSettlePolicy is the engine's policy.
+func DefaultSettlePolicy() SettlePolicy {
+	return SettlePolicy{Window: time.Minute, MaxWrites: 5, Hold: 5 * time.Minute, MaxHold: time.Hour}
+}
+
+// WriteHistory is what the engine remembers of its recent writes of one copy.
+type WriteHistory struct {
+	// Desired is the Digest of the content last written.
+	Desired string
+	// Writes are the times that content was written within the policy's window, oldest
+	// first.
+	Writes []time.Time
+	// Changed lists what the cluster changed in the last write (Changes between what was
+	// written and what the write stored); empty when it was stored as written.
+	Changed []string
+	// Holds counts the holds in a row, for the backoff.
+	Holds int
+	// HeldUntil ends the current hold; Reason says why the copy is held.
+	HeldUntil time.Time
+	Reason    string
+}
+
+// SettleInput is what Settle decides from.
+type SettleInput struct {
+	History WriteHistory
+	// Desired is the Digest of the copy Decide asks to write.
+	Desired string
+	// Missing is true when there is no observed object (Decide asks for a create).
+	Missing bool
+	// Drift is Changes from the desired copy to the observed one: what someone else
+	// changed.
+	Drift  []string
+	Now    time.Time
+	Policy SettlePolicy
+}
+
+// Verdict is Settle's answer.
+type Verdict struct {
+	// Hold is true when the copy must not be written now.
+	Hold bool
+	// Until is when the copy is written again (once) at the latest.
+	Until time.Time
+	// Started is true when this verdict starts the hold.
+	Started bool
+	// Reason says why the copy is held.
+	Reason string
+}
+
+// Settle decides whether the copy Decide asks to write is written now. It is pure. Its
+// rules:
+//   - new desired content (the source changed) is always written once;
+//   - a copy under hold is not written until the hold ends;
+//   - a copy whose last write the cluster changed on the way (admission, defaulting) is
+//     held;
+//   - a copy written MaxWrites times within Window with the same content (2 once it has
+//     been held) is held;
+//   - a hold lasts Hold, doubled for each hold in a row up to MaxHold, and consumes its
+//     evidence: when it ends the copy is written once more.
+//
+// It returns the history to keep.
+func Settle(in SettleInput) (WriteHistory, Verdict) {
+	h, p := in.History, in.Policy
+	if in.Desired != h.Desired {
+		return h, Verdict{}
+	}
+	if in.Now.Before(h.HeldUntil) {
+		return h, Verdict{Hold: true, Until: h.HeldUntil, Reason: h.Reason}
+	}
+	h.Writes = recent(h.Writes, in.Now, p.Window)
+	limit := p.MaxWrites
+	if h.Holds > 0 {
+		limit = min(2, limit)
+	}
+	var reason string
+	switch {
+	case len(h.Changed) > 0:
+		reason = fmt.Sprintf("changed by the cluster on every write (%s): a mutating admission webhook or defaulting that the copy does not have", listPaths(h.Changed))
+	case len(h.Writes) >= limit && in.Missing:
+		reason = fmt.Sprintf("written %d times in %s with the same content and gone again after each write: something else deletes it", len(h.Writes), p.Window)
+	case len(h.Writes) >= limit:
+		what := ""
+		if len(in.Drift) > 0 {
+			what = " (" + listPaths(in.Drift) + ")"
+		}
+		reason = fmt.Sprintf("written %d times in %s with the same content and changed again after each write%s: another controller or a user writes it too", len(h.Writes), p.Window, what)
+	default:
+		return h, Verdict{}
+	}
+	d := holdFor(p, h.Holds)
+	h.Holds++
+	h.HeldUntil = in.Now.Add(d)
+	h.Reason = fmt.Sprintf("%s; not rewritten for %s", reason, d)
+	h.Writes, h.Changed = nil, nil
+	return h, Verdict{Hold: true, Until: h.HeldUntil, Started: true, Reason: h.Reason}
+}
+
+// Written returns the history after a write of content desired at now, whose stored
+// object differed from what was written by changed (nil when stored as written).
+func (h WriteHistory) Written(desired string, changed []string, now time.Time, p SettlePolicy) WriteHistory {
+	if desired != h.Desired {
+		h.Desired, h.Writes = desired, nil
+	}
+	h.Writes = append(recent(h.Writes, now, p.Window), now)
+	h.Changed = append([]string(nil), changed...)
+	return h
+}
+
+// Forgettable reports whether the history holds nothing Settle still needs at now: no
+// write within the window and no hold, or none for MaxHold after a hold.
+func (h WriteHistory) Forgettable(now time.Time, p SettlePolicy) bool {
+	last := h.HeldUntil
+	if n := len(h.Writes); n > 0 && h.Writes[n-1].After(last) {
+		last = h.Writes[n-1]
+	}
+	if h.Holds > 0 || len(h.Changed) > 0 {
+		return now.Sub(last) > p.MaxHold
+	}
+	return now.Sub(last) > p.Window
+}
+
+// recent returns the times within window before now (a new slice).
+func recent(times []time.Time, now time.Time, window time.Duration) []time.Time {
+	var out []time.Time
+	for _, t := range times {
+		if now.Sub(t) < window {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func holdFor(p SettlePolicy, holds int) time.Duration {
+	d := p.Hold
+	for i := 0; i < holds && d < p.MaxHold; i++ {
+		d *= 2
+	}
+	if p.MaxHold > 0 && d > p.MaxHold {
+		d = p.MaxHold
+	}
+	return d
+}
+
+func listPaths(paths []string) string {
+	const max = 3
+	if len(paths) > max {
+		return strings.Join(paths[:max], ", ") + fmt.Sprintf(" and %d more", len(paths)-max)
+	}
+	return strings.Join(paths, ", ")
+}
+
+// Digest identifies the content of a desired copy, as Equal compares it: labels,
+// annotations and everything but metadata (and status, unless syncStatus).
+func Digest(obj *unstructured.Unstructured, syncStatus bool) string {
+	b, err := json.Marshal([]any{obj.GetLabels(), obj.GetAnnotations(), content(obj.Object, syncStatus)})
+	if err != nil {
+		// Unstructured content always marshals; fall back to a digest that changes.
+		b = []byte(fmt.Sprintf("%#v", obj.Object))
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16])
+}
+
+// Changes lists, sorted, where observed differs from desired as Equal sees it:
+// "metadata.labels[k]", "metadata.annotations[k]" and dotted paths into the content
+// ("data.x", "spec.template"). A missing value, null and an empty map or list are the
+// same.
+func Changes(desired, observed *unstructured.Unstructured, syncStatus bool) []string {
+	var out []string
+	for _, m := range []struct {
+		name string
+		a, b map[string]string
+	}{{"labels", desired.GetLabels(), observed.GetLabels()}, {"annotations", desired.GetAnnotations(), observed.GetAnnotations()}} {
+		for k, v := range m.a {
+			if w, ok := m.b[k]; !ok || w != v {
+				out = append(out, fmt.Sprintf("metadata.%s[%s]", m.name, k))
+			}
+		}
+		for k := range m.b {
+			if _, ok := m.a[k]; !ok {
+				out = append(out, fmt.Sprintf("metadata.%s[%s]", m.name, k))
+			}
+		}
+	}
+	out = diffPaths(out, "", content(desired.Object, syncStatus), content(observed.Object, syncStatus))
+	sort.Strings(out)
+	return out
+}
+
+func diffPaths(out []string, prefix string, a, b map[string]any) []string {
+	keys := map[string]bool{}
+	for k := range a {
+		keys[k] = true
+	}
+	for k := range b {
+		keys[k] = true
+	}
+	for k := range keys {
+		path := k
+		if prefix != "" {
+			path = prefix + "." + k
+		}
+		av, bv := a[k], b[k]
+		am, aok := av.(map[string]any)
+		bm, bok := bv.(map[string]any)
+		switch {
+		case aok && bok:
+			out = diffPaths(out, path, am, bm)
+		case empty(av) && empty(bv):
+		case !apiequality.Semantic.DeepEqual(av, bv):
+			out = append(out, path)
+		}
+	}
+	return out
+}
+
+func empty(v any) bool {
+	switch x := v.(type) {
+	case nil:
+		return true
+	case map[string]any:
+		return len(x) == 0
+	case []any:
+		return len(x) == 0
+	}
+	return false
 }

@@ -18,10 +18,20 @@ import (
 	"github.com/kubectl-registry/kubectl-registry/reconciler/rules"
 )
 
+// ReasonChangedAfterWrite is the reason of a rule's Degraded condition (and of the
+// Warning event on the rule) when copies are held: something in the local cluster changes
+// them after each write, so they are no longer rewritten on every change (see Settle).
+const ReasonChangedAfterWrite = "ChangedAfterWrite"
+
 // writeStatuses brings every rule's status up to date (written only when it changed) and
 // runs the deletion policy of rules being deleted.
 func (e *Engine) writeStatuses(ctx context.Context) {
+	e.forgetHistory(time.Now())
 	for _, r := range e.snapshot() {
+		r.mu.Lock()
+		nHeld := len(r.held)
+		r.mu.Unlock()
+		e.opts.Metrics.heldObjects.WithLabelValues(r.rsr.Name).Set(float64(nHeld))
 		if r.builtin {
 			continue
 		}
@@ -87,6 +97,8 @@ func (e *Engine) status(ctx context.Context, r *ruleEntry) v1alpha1.ResourceSync
 			firstFailure = f
 		}
 	}
+	nHeld := len(r.held)
+	held := summarizeReasons(r.held, 5)
 	if !r.lastSync.IsZero() {
 		t := metav1.NewTime(r.lastSync.Truncate(time.Second))
 		st.LastSyncTime = &t
@@ -108,15 +120,29 @@ func (e *Engine) status(ctx context.Context, r *ruleEntry) v1alpha1.ResourceSync
 	} else {
 		set(v1alpha1.RuleConditionConflict, false, v1alpha1.ReasonNoConflicts, "")
 	}
+	heldMsg := ""
+	if nHeld > 0 {
+		heldMsg = fmt.Sprintf("%d copies are changed by something else after each write and are no longer rewritten on every change (held, backing off up to %s; fix or exclude the other writer): %s",
+			nHeld, e.opts.Settle.MaxHold, held)
+	}
 	switch {
 	case nFailures > 0:
-		set(v1alpha1.RuleConditionDegraded, true, v1alpha1.ReasonSourceFailing, fmt.Sprintf("%d objects fail to sync (%s): %s", nFailures, failures, firstFailure))
+		set(v1alpha1.RuleConditionDegraded, true, v1alpha1.ReasonSourceFailing, joinMsg(fmt.Sprintf("%d objects fail to sync (%s): %s", nFailures, failures, firstFailure), heldMsg))
 	case failing > 0:
-		set(v1alpha1.RuleConditionDegraded, true, v1alpha1.ReasonSourceFailing, fmt.Sprintf("%d sources fail; see status.sources", failing))
+		set(v1alpha1.RuleConditionDegraded, true, v1alpha1.ReasonSourceFailing, joinMsg(fmt.Sprintf("%d sources fail; see status.sources", failing), heldMsg))
+	case nHeld > 0:
+		set(v1alpha1.RuleConditionDegraded, true, ReasonChangedAfterWrite, heldMsg)
 	default:
 		set(v1alpha1.RuleConditionDegraded, false, v1alpha1.ReasonAllSourcesOK, "")
 	}
 	return st
+}
+
+func joinMsg(msg, more string) string {
+	if more == "" {
+		return msg
+	}
+	return msg + "; " + more
 }
 
 func asInvalid(err error, target **rules.InvalidRuleError) bool {
