@@ -10,6 +10,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"sort"
 	"strings"
 
 	"github.com/pmezard/go-difflib/difflib"
@@ -94,7 +96,7 @@ func maskSecrets(from, to *unstructured.Unstructured) {
 // server-set fields dropped, Secret data masked unless showSecrets.
 func diffPair(it Item, showSecrets bool) (live, desired *unstructured.Unstructured) {
 	live = forDiff(it.live, it.syncStatus)
-	if it.Action == string(engine.ActionUpdate) || it.Action == string(engine.ActionCreate) {
+	if it.Object != nil && it.Action != string(engine.ActionDelete) {
 		desired = forDiff(it.Object, it.syncStatus)
 	}
 	if it.Action == string(engine.ActionCreate) {
@@ -156,7 +158,15 @@ func printText(w io.Writer, v *view, items []Item, verbose, showSecrets, externa
 		counts[it.Action]++
 	}
 	var summary []string
-	for _, a := range []string{"create", "update", "delete", "conflict", ActionFailed} {
+	order := []string{"create", "update", "replace", "delete", "conflict", ActionFailed}
+	var others []string
+	for a := range counts {
+		if !slices.Contains(order, a) && a != string(engine.ActionNone) {
+			others = append(others, a)
+		}
+	}
+	sort.Strings(others)
+	for _, a := range append(order, others...) {
 		if counts[a] > 0 {
 			summary = append(summary, fmt.Sprintf("%d %s", counts[a], a))
 		}
@@ -172,13 +182,20 @@ func printText(w io.Writer, v *view, items []Item, verbose, showSecrets, externa
 			action = "unchanged"
 		}
 		var detail []string
+		if it.Membership {
+			detail = append(detail, "membership")
+		}
 		if it.Rule != "" {
 			detail = append(detail, "rule "+it.Rule)
 		}
 		if it.From != "" {
 			detail = append(detail, "from "+it.From)
 		}
-		line := fmt.Sprintf("  %-9s %s", action, objectRef(it))
+		ref := objectRef(it)
+		if it.Kind == "" {
+			ref = "-"
+		}
+		line := fmt.Sprintf("  %-9s %s", action, ref)
 		if len(detail) > 0 {
 			line += " (" + strings.Join(detail, ", ") + ")"
 		}
@@ -186,7 +203,7 @@ func printText(w io.Writer, v *view, items []Item, verbose, showSecrets, externa
 			line += ": " + it.Reason
 		}
 		fmt.Fprintln(w, line)
-		if it.Action == string(engine.ActionUpdate) && !external {
+		if showsDiff(it) && !external {
 			for _, l := range strings.SplitAfter(unifiedDiff(it, showSecrets), "\n") {
 				if l != "" {
 					fmt.Fprint(w, "    "+l)
@@ -194,6 +211,12 @@ func printText(w io.Writer, v *view, items []Item, verbose, showSecrets, externa
 			}
 		}
 	}
+}
+
+// showsDiff reports whether the item changes an object that is there: an update, or a
+// membership replace (or any op that writes over the live object).
+func showsDiff(it Item) bool {
+	return it.Object != nil && it.live != nil && it.Action != string(engine.ActionCreate) && it.difference()
 }
 
 // plan is the machine-readable output of -o json|yaml.
@@ -254,8 +277,10 @@ func externalDiff(ctx context.Context, env string, items []Item, showSecrets boo
 	found := false
 	for _, it := range items {
 		switch it.Action {
-		case "create", "update", "delete":
-		default:
+		case string(engine.ActionNone), string(engine.ActionConflict), ActionFailed:
+			continue
+		}
+		if it.Object == nil && it.live == nil {
 			continue
 		}
 		found = true

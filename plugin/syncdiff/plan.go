@@ -28,8 +28,12 @@ type Item struct {
 	// Cluster is the diffed cluster (its Cluster CR's name) and Context its context.
 	Cluster string `json:"cluster"`
 	Context string `json:"context"`
-	// Rule is the ResourceSyncRule the action comes from.
-	Rule   string `json:"rule,omitempty"`
+	// Rule is the ResourceSyncRule the action comes from; Membership is set instead on
+	// the Clusters and reader Secrets of the membership sync (--membership).
+	Rule       string `json:"rule,omitempty"`
+	Membership bool   `json:"membership,omitempty"`
+	// Action is create, update, delete, conflict, failed or none; a membership write
+	// has the op of membership.Plan (create, update, replace, delete...).
 	Action string `json:"action"`
 	// APIVersion, Kind, Namespace and Name identify the local object.
 	APIVersion string `json:"apiVersion"`
@@ -165,9 +169,17 @@ func orAll(nss []string) []string {
 	return nss
 }
 
+// rsrGVK is the kind of ResourceSyncRules, which the built-in rule syncs.
+var rsrGVK = v1alpha1.GroupVersion.WithKind("ResourceSyncRule")
+
 // plan computes what the controller of the local cluster would do: for every local
 // object a rule may write (every target of a matching source object, and every local
 // copy a rule wrote), engine.Gather and engine.Decide, exactly as the engine calls them.
+//
+// The rules are planned first: the ResourceSyncRules the built-in rule would create,
+// update or delete here are the rules this cluster's controller runs once it has written
+// them, so the plan of every other object uses them. A rule applied on one member then
+// shows its effect on every member, as the controllers reach it.
 func (p *planner) plan(ctx context.Context) result {
 	var res result
 	ruleSet := p.ruleSet(&res)
@@ -178,9 +190,72 @@ func (p *planner) plan(ctx context.Context) result {
 	} else {
 		res.Notes = append(res.Notes, fmt.Sprintf("cluster %s (context %s) has no local Cluster CR: its controller has not bootstrapped it", p.local.Name(), p.local.Context))
 	}
-	fail := func(rule string, t target, reason string) {
-		res.Items = append(res.Items, p.item(rule, string(ActionFailed), t, reason))
+	var first result // its warnings come again in the second pass
+	ruleItems := p.items(ctx, &first, ruleSet, sources, localCluster, func(gvk schema.GroupVersionKind) bool { return gvk == rsrGVK })
+	ruleSet = p.withRuleCopies(ruleSet, ruleItems, &res)
+	res.Items = p.items(ctx, &res, ruleSet, sources, localCluster, nil)
+	return res
+}
+
+// withRuleCopies returns the rules the local controller runs after it wrote the
+// ResourceSyncRules of items: created and updated rules replace or join ruleSet, deleted
+// ones leave it. Previewed rules (-f) and the built-in rule stay as they are.
+func (p *planner) withRuleCopies(ruleSet []engine.Rule, items []Item, res *result) []engine.Rule {
+	byName := map[string]engine.Rule{}
+	for _, r := range ruleSet {
+		byName[r.Spec.Name] = r
 	}
+	keep := map[string]bool{engine.CoreRuleName: true}
+	for _, r := range p.preview {
+		keep[r.Name] = true
+	}
+	changed := false
+	for _, it := range items {
+		if it.Kind != rsrGVK.Kind || it.APIVersion != rsrGVK.GroupVersion().String() || keep[it.Name] {
+			continue
+		}
+		switch it.Action {
+		case string(engine.ActionCreate), string(engine.ActionUpdate):
+			var rsr v1alpha1.ResourceSyncRule
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(it.Object.Object, &rsr); err != nil {
+				res.Notes = append(res.Notes, fmt.Sprintf("cluster %s: the copy of rule %s cannot be read: %v", p.local.Name(), it.Name, err))
+				continue
+			}
+			compiled, err := engine.CompileRule(&rsr)
+			if err != nil {
+				res.Notes = append(res.Notes, fmt.Sprintf("cluster %s: rule %s, copied from %s, is invalid and is not run: %v", p.local.Name(), it.Name, it.From, err))
+				delete(byName, it.Name)
+			} else {
+				byName[it.Name] = engine.Rule{Spec: &rsr, Compiled: compiled}
+			}
+			changed = true
+		case string(engine.ActionDelete):
+			delete(byName, it.Name)
+			changed = true
+		}
+	}
+	if !changed {
+		return ruleSet
+	}
+	names := make([]string, 0, len(byName))
+	for n := range byName {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	out := make([]engine.Rule, 0, len(names))
+	for _, n := range names {
+		out = append(out, byName[n])
+	}
+	return out
+}
+
+// items plans every local object of ruleSet whose kind passes only (nil for all).
+func (p *planner) items(ctx context.Context, res *result, ruleSet []engine.Rule, sources []engine.Source, localCluster map[string]any, only func(schema.GroupVersionKind) bool) []Item {
+	var out []Item
+	fail := func(rule string, t target, reason string) {
+		out = append(out, p.item(rule, string(ActionFailed), t, reason))
+	}
+	add := func(t target) bool { return only == nil || only(t.gvk) }
 
 	targets := map[target]bool{}
 	for _, r := range ruleSet {
@@ -213,7 +288,9 @@ func (p *planner) plan(ctx context.Context) result {
 					if !ok {
 						continue
 					}
-					targets[target{mut.TargetGVK(r.Compiled.GVK), tk}] = true
+					if t := (target{mut.TargetGVK(r.Compiled.GVK), tk}); add(t) {
+						targets[t] = true
+					}
 				}
 			}
 		}
@@ -228,7 +305,9 @@ func (p *planner) plan(ctx context.Context) result {
 				for i := range l.objs {
 					o := &l.objs[i]
 					if o.GetAnnotations()[v1alpha1.OwnershipAnnotation] != "" {
-						targets[target{gvk, types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}}] = true
+						if t := (target{gvk, types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}}); add(t) {
+							targets[t] = true
+						}
 					}
 				}
 			}
@@ -260,19 +339,24 @@ func (p *planner) plan(ctx context.Context) result {
 		}
 		g := engine.Gather(p.local.ID, localCluster, ruleSet, sources, t.gvk, t.key, observed)
 		failed := false
-		for rule, fails := range g.Failures {
-			for _, f := range fails {
+		failing := make([]string, 0, len(g.Failures))
+		for rule := range g.Failures {
+			failing = append(failing, rule)
+		}
+		sort.Strings(failing)
+		for _, rule := range failing {
+			for _, f := range g.Failures[rule] {
 				fail(rule, t, f)
 				failed = true
 			}
 		}
 		act := engine.Decide(engine.Input{LocalID: p.local.ID, Observed: observed, Candidates: g.Candidates, OriginGone: g.OriginGone})
-		if failed && act.Type == engine.ActionNone {
-			continue
+		if act.Type == engine.ActionNone && (failed || observed == nil) {
+			continue // nothing there and nothing to write: not an object of the plan
 		}
-		res.Items = append(res.Items, p.actionItem(ctx, ruleSet, t, observed, g, act))
+		out = append(out, p.actionItem(ctx, ruleSet, t, observed, g, act))
 	}
-	return res
+	return out
 }
 
 func (p *planner) item(rule, action string, t target, reason string) Item {

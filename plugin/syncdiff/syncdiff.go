@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -76,7 +77,16 @@ const (
 		with (it gets two directories, live and desired). Secret data is masked unless
 		--show-secrets.
 
-		The Cluster CRs and reader Secrets of the membership sync are not diffed.`
+		Rules a cluster's controller would copy from its peers (the built-in rule that syncs
+		ResourceSyncRules) count as its rules, so a rule applied on one member shows what
+		it writes on every member it reaches.
+
+		--membership also diffs the membership sync: the Cluster CRs and the reader Secrets
+		(in the registry namespace, --namespace) that each diffed cluster's controller
+		copies from its peers, computed with the controller's own planner. Each write is
+		shown with its op (create, update, replace, delete, ...) and, when it changes a live
+		object, a unified diff; a copy the planner may not write is a conflict. Peers are
+		read through your contexts, as for the rules, not through their reader Secrets.`
 
 	syncDiffExample = `
 		# What do the rules of the group write, or where has it drifted?
@@ -89,7 +99,10 @@ const (
 		kubectl registry sync-diff configmaps
 
 		# The plan as JSON
-		kubectl registry sync-diff --contexts east,west -o json`
+		kubectl registry sync-diff --contexts east,west -o json
+
+		# The rules and the membership: Cluster CRs and reader Secrets
+		kubectl registry sync-diff --contexts east,west,north --membership`
 )
 
 // Options holds the flags and the state of "kubectl registry sync-diff".
@@ -102,6 +115,10 @@ type Options struct {
 	RuleNames   []string
 	ShowSecrets bool
 	Verbose     bool
+	// Membership adds the membership sync (Cluster CRs and reader Secrets) to the diff.
+	Membership bool
+	// Namespace is the registry namespace, where the reader Secrets live.
+	Namespace string
 	// Output is "", "yaml" or "json".
 	Output string
 
@@ -123,7 +140,7 @@ func NewOptions(restClientGetter genericclioptions.RESTClientGetter, streams gen
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
-	return &Options{restClientGetter: restClientGetter, scheme: scheme, IOStreams: streams}
+	return &Options{Namespace: v1alpha1.DefaultNamespace, restClientGetter: restClientGetter, scheme: scheme, IOStreams: streams}
 }
 
 // NewCmdSyncDiff returns the "sync-diff" command.
@@ -150,6 +167,11 @@ func (o *Options) AddFlags(cmd *cobra.Command) {
 	fs.BoolVar(&o.ShowSecrets, "show-secrets", o.ShowSecrets, "Show the data of Secrets instead of masking it.")
 	fs.BoolVarP(&o.Verbose, "verbose", "v", o.Verbose, "List unchanged objects too.")
 	fs.StringVarP(&o.Output, "output", "o", o.Output, "Output format: yaml or json, a machine-readable plan. Default: a human-readable diff.")
+	fs.BoolVar(&o.Membership, "membership", o.Membership,
+		"Also diff the membership sync: the Cluster CRs and reader Secrets each controller copies from its peers.")
+	// Shadows the root's --namespace: for sync-diff it is the registry namespace.
+	fs.StringVarP(&o.Namespace, "namespace", "n", o.Namespace,
+		"Registry namespace: where the reader Secrets live (with --membership).")
 }
 
 // Complete reads the kubeconfig and the rule files.
@@ -272,6 +294,9 @@ func (o *Options) Validate() error {
 		}
 		seen[c] = true
 	}
+	if errs := validation.IsDNS1123Label(o.Namespace); len(errs) > 0 {
+		return fmt.Errorf("--namespace %q: %s", o.Namespace, strings.Join(errs, "; "))
+	}
 	if o.Output != "" && o.Output != "yaml" && o.Output != "json" {
 		return fmt.Errorf("--output must be yaml or json, got %q", o.Output)
 	}
@@ -345,9 +370,14 @@ func (o *Options) Run(ctx context.Context) error {
 		}
 	}
 	results := make([]result, len(diffed))
+	members := make([]result, len(diffed))
 	for i, v := range diffed {
 		wg.Go(func() {
-			results[i] = (&planner{local: v, byID: byID, preview: o.preview, unreadable: unreadable}).plan(ctx)
+			p := &planner{local: v, byID: byID, preview: o.preview, unreadable: unreadable}
+			results[i] = p.plan(ctx)
+			if o.Membership {
+				members[i] = p.membership(ctx, o.Namespace, o.scheme)
+			}
 		})
 	}
 	wg.Wait()
@@ -363,7 +393,7 @@ func (o *Options) Run(ctx context.Context) error {
 				fmt.Fprintf(o.ErrOut, "note: %s\n", n)
 			}
 		}
-		for _, w := range results[i].Warnings {
+		for _, w := range append(results[i].Warnings, members[i].Warnings...) {
 			if !seenMsg[w] {
 				seenMsg[w] = true
 				errorf("%s", w)
@@ -375,10 +405,13 @@ func (o *Options) Run(ctx context.Context) error {
 			if len(filter) > 0 && !slices.Contains(filter, it.Rule) {
 				continue
 			}
+			items = append(items, it)
+		}
+		items = append(items, members[i].Items...)
+		for _, it := range items {
 			if it.difference() {
 				differences = true
 			}
-			items = append(items, it)
 		}
 		if o.Output == "" {
 			printText(o.Out, v, items, o.Verbose, o.ShowSecrets, o.externalEnv != "")

@@ -144,7 +144,8 @@ func Decide(in Input) Action {
 			Reason: fmt.Sprintf("the local copy comes from cluster %s, which still has it; cluster %s has one too", mark, best.Origin)}
 	}
 	if Equal(best.Object, obs, best.SyncStatus) {
-		return Action{Type: ActionNone}
+		// The source names the rule the copy is synced by, for the rule's status.
+		return Action{Type: ActionNone, Source: best}
 	}
 	return Action{Type: ActionUpdate, Object: Merge(best.Object, obs, best.SyncStatus), Source: best}
 }

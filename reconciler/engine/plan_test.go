@@ -394,7 +394,7 @@ func TestDecideFollowsTheCopysOrigin(t *testing.T) {
 			name:     "copy of B is up to date",
 			cands:    []Candidate{fromA, fromB},
 			observed: planObj(planMarked(planOrigB), planData("a", "from-b"), planServerMeta("4")),
-			want:     func(*unstructured.Unstructured) Action { return Action{Type: ActionNone} },
+			want:     func(*unstructured.Unstructured) Action { return Action{Type: ActionNone, Source: &fromB} },
 		},
 		{
 			name:     "copy of B follows B's change",
@@ -545,7 +545,8 @@ func TestDecideUpdate(t *testing.T) {
 			cand.SyncStatus = tt.syncStatus
 			got := planDecide(t, Input{LocalID: planLocal, Observed: tt.observed, Candidates: []Candidate{cand}})
 			if tt.want == ActionNone {
-				planCheck(t, got, Action{Type: ActionNone})
+				// Nothing to write; the source names the rule the copy is synced by.
+				planCheck(t, got, Action{Type: ActionNone, Source: &cand})
 				return
 			}
 			planCheck(t, got, Action{Type: ActionUpdate, Object: Merge(desired, tt.observed, tt.syncStatus), Source: &cand})
