@@ -687,22 +687,37 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 		})
 	}
 	g := Gather(e.opts.LocalID, e.localCluster(ctx), ruleSet, sources, it.gvk, target, observed)
-	for rule, fails := range g.Failures {
-		for _, r := range entries {
-			if r.rsr.Name == rule {
-				r.record(it, false, "", fails[0])
+	cands, originGone := g.Candidates, g.OriginGone
+	act := Decide(Input{LocalID: e.opts.LocalID, Observed: observed, Candidates: cands, OriginGone: originGone})
+	// The objects a rule failed to mutate (a template error or limit) are reported on the
+	// rule after the action is recorded, which would clear them; not retried: a change of
+	// the object or the rule brings them back.
+	recordFailures := func(synced string) {
+		for rule, fails := range g.Failures {
+			if rule == synced {
+				continue // another source's object synced it
+			}
+			for _, r := range entries {
+				if r.rsr.Name == rule {
+					r.record(it, false, "", fails[0])
+				}
 			}
 		}
 	}
-	cands, originGone := g.Candidates, g.OriginGone
-	act := Decide(Input{LocalID: e.opts.LocalID, Observed: observed, Candidates: cands, OriginGone: originGone})
 	if act.Type == ActionCreate || act.Type == ActionUpdate {
 		if v := e.settle(it, act.Source, observed); v.Hold {
 			e.held(it, act.Source.Rule, v, entries)
+			recordFailures(act.Source.Rule)
 			return max(time.Until(v.Until), time.Second), nil
 		}
 	}
-	return 0, e.execute(ctx, it, act, entries)
+	err = e.execute(ctx, it, act, entries)
+	syncedBy := ""
+	if err == nil && act.Source != nil && act.Type != ActionConflict {
+		syncedBy = act.Source.Rule
+	}
+	recordFailures(syncedBy)
+	return 0, err
 }
 
 // settle asks Settle whether the copy chosen from src is written now, given the recent

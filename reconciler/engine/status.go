@@ -89,14 +89,8 @@ func (e *Engine) status(ctx context.Context, r *ruleEntry) v1alpha1.ResourceSync
 	st.SyncedObjects = int32(len(r.synced))
 	st.Conflicts = int32(len(r.conflicts))
 	conflicts := summarize(r.conflicts, 5)
-	failures := summarize(r.failures, 5)
+	failures := summarizeReasons(r.failures, 5)
 	nFailures := len(r.failures)
-	var firstFailure string
-	for _, f := range r.failures {
-		if firstFailure == "" || f < firstFailure {
-			firstFailure = f
-		}
-	}
 	nHeld := len(r.held)
 	held := summarizeReasons(r.held, 5)
 	if !r.lastSync.IsZero() {
@@ -127,7 +121,7 @@ func (e *Engine) status(ctx context.Context, r *ruleEntry) v1alpha1.ResourceSync
 	}
 	switch {
 	case nFailures > 0:
-		set(v1alpha1.RuleConditionDegraded, true, v1alpha1.ReasonSourceFailing, joinMsg(fmt.Sprintf("%d objects fail to sync (%s): %s", nFailures, failures, firstFailure), heldMsg))
+		set(v1alpha1.RuleConditionDegraded, true, v1alpha1.ReasonSourceFailing, joinMsg(fmt.Sprintf("%d objects fail to sync: %s", nFailures, failures), heldMsg))
 	case failing > 0:
 		set(v1alpha1.RuleConditionDegraded, true, v1alpha1.ReasonSourceFailing, joinMsg(fmt.Sprintf("%d sources fail; see status.sources", failing), heldMsg))
 	case nHeld > 0:
