@@ -18,10 +18,8 @@ import (
 	"github.com/kubectl-registry/kubectl-registry/reconciler/rules"
 )
 
-// ReasonChangedAfterWrite is the reason of a rule's Degraded condition (and of the
-// Warning event on the rule) when copies are held: something in the local cluster changes
-// them after each write, so they are no longer rewritten on every change (see Settle).
-const ReasonChangedAfterWrite = "ChangedAfterWrite"
+// ReasonChangedAfterWrite is v1alpha1.ReasonChangedAfterWrite.
+const ReasonChangedAfterWrite = v1alpha1.ReasonChangedAfterWrite
 
 // writeStatuses brings every rule's status up to date (written only when it changed) and
 // runs the deletion policy of rules being deleted.

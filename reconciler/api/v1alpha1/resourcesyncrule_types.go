@@ -250,7 +250,11 @@ const (
 	ReasonObjectConflict = "UnownedObjectsInTheWay"
 	ReasonNoConflicts    = "NoConflicts"
 	ReasonSourceFailing  = "SourceFailing"
-	ReasonAllSourcesOK   = "AllSourcesHealthy"
+	// ReasonChangedAfterWrite: copies that something in the cluster changes after each
+	// write (a mutating admission webhook, defaulting, another writer) are held, not
+	// rewritten on every change.
+	ReasonChangedAfterWrite = "ChangedAfterWrite"
+	ReasonAllSourcesOK      = "AllSourcesHealthy"
 )
 
 // ResourceSyncRuleStatus is the observed state of a ResourceSyncRule (an addition to
