@@ -153,6 +153,11 @@ The group is up. In another terminal:
   kubectl config get-contexts
   kubectl --context beta get clusters -o wide
   kubectl --context alpha get rsr test-secret-sink -o yaml
+  kubectl registry status --contexts alpha,beta,gamma
+  kubectl registry get secrets -n cluster-registry
+  kubectl registry sync-diff --membership
+  kubectl registry leave gamma --context alpha --wait     # and back:
+  kubectl registry join --context gamma --peer-context beta --allow-loopback --wait
 
 Controller logs: %s/serve-*.log. Press Ctrl-C to stop everything.
 `, d.kubeconfig, strings.Join([]string{filepath.Dir(d.kubectl), filepath.Dir(d.bin)}, ":"), d.logs)
