@@ -2,14 +2,15 @@ package join
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/conditions"
 )
@@ -31,55 +32,27 @@ func (o *Options) wait(ctx context.Context, targets []waitTarget) error {
 	if interval <= 0 {
 		interval = pollInterval
 	}
-	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
-	defer cancel()
-	last := make([]string, len(targets))
-	ok := make([]bool, len(targets))
-	for {
-		pending := 0
-		for i, t := range targets {
-			if ok[i] {
-				continue
-			}
-			done, state := t.check(ctx)
-			if done {
-				ok[i] = true
-				what := "Ready"
-				if t.synced {
-					what = "Ready and synced"
-				}
-				fmt.Fprintf(o.statusOut(), "%s/%s %s on %s\n", clusterResource, t.cluster, what, t.on.name)
-				continue
-			}
-			pending++
-			if state != last[i] {
-				last[i] = state
-				fmt.Fprintf(o.ErrOut, "waiting: %s\n", state)
-			}
-		}
-		if pending == 0 {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			if ctx.Err() == context.DeadlineExceeded {
-				var still []string
-				for i := range targets {
-					if !ok[i] {
-						still = append(still, last[i])
-					}
-				}
-				return fmt.Errorf("timed out after %s waiting for the controllers: %s. The objects are written; see \"kubectl get clusters -o wide\" on each side and the controllers' logs",
-					o.Timeout, strings.Join(still, "; "))
-			}
-			return ctx.Err()
-		case <-time.After(interval):
-		}
+	ts := make([]cmdutil.WaitTarget, len(targets))
+	for i := range targets {
+		ts[i] = targets[i]
 	}
+	still, err := cmdutil.WaitAll(ctx, o.Timeout, interval, ts, o.ErrOut, func(i int) {
+		t := targets[i]
+		what := "Ready"
+		if t.synced {
+			what = "Ready and synced"
+		}
+		fmt.Fprintf(o.statusOut(), "%s/%s %s on %s\n", clusterResource, t.cluster, what, t.on.name)
+	})
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("timed out after %s waiting for the controllers: %s. The objects are written; see \"kubectl get clusters -o wide\" on each side and the controllers' logs",
+			o.Timeout, strings.Join(still, "; "))
+	}
+	return err
 }
 
-// check reads the target Cluster and reports whether it is there yet, or how it is.
-func (t waitTarget) check(ctx context.Context) (bool, string) {
+// Check reads the target Cluster and reports whether it is there yet, or how it is.
+func (t waitTarget) Check(ctx context.Context) (bool, string) {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	var c v1alpha1.Cluster

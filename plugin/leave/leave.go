@@ -499,8 +499,8 @@ func (o *Options) reader(ctx context.Context, m *member, c *v1alpha1.Cluster) (c
 	return client.New(cfg, client.Options{Scheme: o.scheme})
 }
 
-// check reports whether t is done, and what it waits for.
-func (t watchTarget) check(ctx context.Context) (bool, string) {
+// Check reports whether t is done, and what it waits for.
+func (t watchTarget) Check(ctx context.Context) (bool, string) {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	var list v1alpha1.ClusterList
@@ -529,42 +529,16 @@ func (o *Options) wait(ctx context.Context, targets []watchTarget) error {
 	if interval <= 0 {
 		interval = pollInterval
 	}
-	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
-	defer cancel()
-	last := make([]string, len(targets))
-	done := make([]bool, len(targets))
-	for {
-		pending := 0
-		for i, t := range targets {
-			if done[i] {
-				continue
-			}
-			ok, state := t.check(ctx)
-			if ok {
-				done[i] = true
-				fmt.Fprintf(o.ErrOut, "%s: done\n", t.name)
-				continue
-			}
-			pending++
-			if state != last[i] {
-				last[i] = state
-				fmt.Fprintf(o.ErrOut, "waiting: %s\n", state)
-			}
-		}
-		if pending == 0 {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			var still []string
-			for i := range targets {
-				if !done[i] {
-					still = append(still, last[i])
-				}
-			}
-			return fmt.Errorf("timed out after %s waiting for the controllers: %s. The departure is recorded and the controllers carry it out when they can; see \"kubectl registry status\" and the controllers' logs",
-				o.Timeout, strings.Join(still, "; "))
-		case <-time.After(interval):
-		}
+	ts := make([]cmdutil.WaitTarget, len(targets))
+	for i := range targets {
+		ts[i] = targets[i]
 	}
+	still, err := cmdutil.WaitAll(ctx, o.Timeout, interval, ts, o.ErrOut, func(i int) {
+		fmt.Fprintf(o.ErrOut, "%s: done\n", targets[i].name)
+	})
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("timed out after %s waiting for the controllers: %s. The departure is recorded and the controllers carry it out when they can; see \"kubectl registry status\" and the controllers' logs",
+			o.Timeout, strings.Join(still, "; "))
+	}
+	return err
 }
