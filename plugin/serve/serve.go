@@ -117,6 +117,12 @@ func (o *Options) AddFlags(cmd *cobra.Command) {
 		"Namespace of the leader election Lease; follows --namespace unless set.")
 	fs.StringVar(&m.LeaderElectionID, "leader-election-id", m.LeaderElectionID,
 		"Name of the leader election Lease.")
+	fs.DurationVar(&m.LeaseDuration, "leader-elect-lease-duration", manager.DefaultLeaseDuration,
+		"How long a standby waits, after the leader stopped renewing the Lease (a crash), before it takes over. A graceful stop hands the Lease over at once.")
+	fs.DurationVar(&m.RenewDeadline, "leader-elect-renew-deadline", manager.DefaultRenewDeadline,
+		"How long the leader keeps leading while it cannot renew the Lease (its API server is down) before it gives up and exits; less than the lease duration.")
+	fs.DurationVar(&m.RetryPeriod, "leader-elect-retry-period", manager.DefaultRetryPeriod,
+		"How often the replicas try to acquire or renew the Lease.")
 	r := &m.Registry
 	fs.StringVar(&o.APIServerEndpoint, "api-server-endpoint", o.APIServerEndpoint,
 		"Address peers reach this cluster's API server at (host, host:port or https URL), written into the local Cluster's kubernetesApiEndpoints for --network-name and into the reader kubeconfig. Needed in a pod unless the Cluster already lists one: the in-cluster service address is never advertised.")

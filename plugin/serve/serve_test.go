@@ -38,6 +38,9 @@ func TestFlags(t *testing.T) {
 		HealthProbeBindAddress:  ":8081",
 		LeaderElectionNamespace: "cluster-registry",
 		LeaderElectionID:        "cluster-registry-controller-leader",
+		LeaseDuration:           time.Minute,
+		RenewDeadline:           45 * time.Second,
+		RetryPeriod:             5 * time.Second,
 		GracefulShutdownTimeout: 30 * time.Second,
 		Registry: manager.RegistryOptions{
 			TokenLifetime: 24 * time.Hour, PeerHealthInterval: 5 * time.Second, PeerFailureThreshold: 3,
@@ -56,6 +59,7 @@ func TestFlags(t *testing.T) {
 				"--namespace=registry", "--cluster-name=east",
 				"--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:9000",
 				"--leader-elect", "--leader-election-namespace=kube-system", "--leader-election-id=lock",
+				"--leader-elect-lease-duration=30s", "--leader-elect-renew-deadline=20s", "--leader-elect-retry-period=2s",
 				"--graceful-shutdown-timeout=5s",
 				"--api-server-endpoint=203.0.113.7:6443", "--network-name=east-net",
 				"--reader-token-lifetime=1h", "--peer-health-interval=1s", "--peer-failure-threshold=5",
@@ -65,6 +69,7 @@ func TestFlags(t *testing.T) {
 				o.Namespace, o.ClusterName = "registry", "east"
 				o.MetricsBindAddress, o.HealthProbeBindAddress = "0", "127.0.0.1:9000"
 				o.LeaderElection, o.LeaderElectionNamespace, o.LeaderElectionID = true, "kube-system", "lock"
+				o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = 30*time.Second, 20*time.Second, 2*time.Second
 				o.GracefulShutdownTimeout = 5 * time.Second
 				o.Registry = manager.RegistryOptions{
 					APIServerEndpoint: "https://203.0.113.7:6443", NetworkName: "east-net",

@@ -56,6 +56,10 @@ const CoreRuleName = "core-resourcesyncrules"
 // DefaultWorkers is how many objects are reconciled at once.
 const DefaultWorkers = 8
 
+// unsyncedRetry is how soon a copy is looked at again when its origin's view had not
+// synced yet.
+const unsyncedRetry = time.Second
+
 // Options configure the Engine.
 type Options struct {
 	LocalID   types.UID
@@ -717,6 +721,15 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 		syncedBy = act.Source.Rule
 	}
 	recordFailures(syncedBy)
+	if err == nil && act.Type == ActionNone && observed != nil {
+		// A copy whose origin is readable but not synced yet (a peer reconnected, a new
+		// process or leader): whether the origin still has the object is not known. Look
+		// again once it has synced, or a delete made meanwhile would never reach the copy:
+		// the origin's informer, once synced, only enqueues the objects it still has.
+		if origin := types.UID(observed.GetAnnotations()[v1alpha1.OwnershipAnnotation]); origin != "" && g.Unsynced[origin] {
+			return unsyncedRetry, nil
+		}
+	}
 	return 0, err
 }
 

@@ -45,6 +45,10 @@ type Gathered struct {
 	OriginGone map[types.UID]bool
 	// Failures are mutation errors, by rule name.
 	Failures map[string][]string
+	// Unsynced holds the sources that are readable but whose view of a source key has not
+	// synced yet: what they hold is not known, so a decision that needs them (the delete
+	// of a copy of theirs) must be made again once they have synced.
+	Unsynced map[types.UID]bool
 }
 
 // Gather computes, purely, the candidates and the deletion evidence for the local object
@@ -53,7 +57,7 @@ type Gathered struct {
 // the local Cluster (unstructured content) for templates.
 func Gather(localID types.UID, localCluster map[string]any, ruleSet []Rule, sources []Source,
 	gvk schema.GroupVersionKind, target types.NamespacedName, observed *unstructured.Unstructured) Gathered {
-	out := Gathered{OriginGone: map[types.UID]bool{}, Failures: map[string][]string{}}
+	out := Gathered{OriginGone: map[types.UID]bool{}, Failures: map[string][]string{}, Unsynced: map[types.UID]bool{}}
 	var cands []Candidate
 	present, unknown, gone := map[types.UID]bool{}, map[types.UID]bool{}, map[types.UID]bool{}
 	var covering []string
@@ -71,6 +75,7 @@ func Gather(localID types.UID, localCluster map[string]any, ruleSet []Rule, sour
 				obj, synced := p.Lookup(r.Compiled.GVK, srcKey.Namespace, srcKey.Name)
 				if !synced {
 					unknown[p.ClusterID] = true
+					out.Unsynced[p.ClusterID] = true
 					continue
 				}
 				if obj == nil {

@@ -45,6 +45,15 @@ const (
 	// DefaultGracefulShutdownTimeout bounds how long the runnables get to stop once the
 	// context is cancelled.
 	DefaultGracefulShutdownTimeout = 30 * time.Second
+	// DefaultLeaseDuration, DefaultRenewDeadline and DefaultRetryPeriod time the leader
+	// election. The leader keeps leading while it cannot reach its API server for up to
+	// the renew deadline, so an API server restart does not end the process (client-go's
+	// 10 s default did: the controller exited with "leader election lost" and needed a
+	// restart); a standby takes over the Lease of a crashed leader within lease duration
+	// plus retry period. A graceful stop hands the Lease over at once.
+	DefaultLeaseDuration = 60 * time.Second
+	DefaultRenewDeadline = 45 * time.Second
+	DefaultRetryPeriod   = 5 * time.Second
 	// DisabledBindAddress disables a server when used as its bind address.
 	DisabledBindAddress = "0"
 
@@ -76,6 +85,13 @@ type Options struct {
 	LeaderElectionNamespace string
 	// LeaderElectionID is the name of the leader election Lease.
 	LeaderElectionID string
+	// LeaseDuration, RenewDeadline and RetryPeriod time the leader election; zero means
+	// DefaultLeaseDuration, DefaultRenewDeadline and DefaultRetryPeriod. The leader gives
+	// up after failing to renew for RenewDeadline; a standby takes over a Lease not
+	// renewed for LeaseDuration, trying every RetryPeriod.
+	LeaseDuration time.Duration
+	RenewDeadline time.Duration
+	RetryPeriod   time.Duration
 
 	// GracefulShutdownTimeout bounds how long the runnables get to stop once the context
 	// is cancelled. Zero means DefaultGracefulShutdownTimeout.
@@ -130,6 +146,9 @@ func (o Options) Validate() error {
 		} else if msgs := validation.IsDNS1123Subdomain(o.LeaderElectionID); len(msgs) > 0 {
 			errs = append(errs, fmt.Errorf("invalid leader election ID %q: %s", o.LeaderElectionID, strings.Join(msgs, "; ")))
 		}
+		if err := o.validateLeaseTimes(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if err := o.Registry.validate(); err != nil {
 		errs = append(errs, err)
@@ -138,6 +157,34 @@ func (o Options) Validate() error {
 		errs = append(errs, fmt.Errorf("the graceful shutdown timeout must not be negative, got %s", o.GracefulShutdownTimeout))
 	}
 	return errors.Join(errs...)
+}
+
+// leaseTimes returns the leader election's timing with the defaults applied.
+func (o Options) leaseTimes() (lease, renew, retry time.Duration) {
+	lease, renew, retry = o.LeaseDuration, o.RenewDeadline, o.RetryPeriod
+	if lease == 0 {
+		lease = DefaultLeaseDuration
+	}
+	if renew == 0 {
+		renew = DefaultRenewDeadline
+	}
+	if retry == 0 {
+		retry = DefaultRetryPeriod
+	}
+	return lease, renew, retry
+}
+
+// validateLeaseTimes checks what client-go's leader election requires: lease duration >
+// renew deadline > 1.2 x retry period, all positive.
+func (o Options) validateLeaseTimes() error {
+	if o.LeaseDuration < 0 || o.RenewDeadline < 0 || o.RetryPeriod < 0 {
+		return fmt.Errorf("the leader election lease duration, renew deadline and retry period must not be negative, got %s, %s, %s", o.LeaseDuration, o.RenewDeadline, o.RetryPeriod)
+	}
+	lease, renew, retry := o.leaseTimes()
+	if lease <= renew || float64(renew) <= 1.2*float64(retry) {
+		return fmt.Errorf("the leader election needs lease duration > renew deadline > 1.2 x retry period, got %s, %s, %s", lease, renew, retry)
+	}
+	return nil
 }
 
 // ValidateClusterName checks the name of a cluster in the group: empty (not set) or an
@@ -207,6 +254,7 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if shutdown == 0 {
 		shutdown = DefaultGracefulShutdownTimeout
 	}
+	lease, renew, retry := opts.leaseTimes()
 
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme,
@@ -226,6 +274,9 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		LeaderElection:          opts.LeaderElection,
 		LeaderElectionNamespace: leNamespace,
 		LeaderElectionID:        opts.LeaderElectionID,
+		LeaseDuration:           &lease,
+		RenewDeadline:           &renew,
+		RetryPeriod:             &retry,
 		// Hand the Lease over at once on a clean shutdown (rolling update, SIGTERM)
 		// instead of letting the next leader wait for it to expire. Safe because Run
 		// returns, and the process exits, right after the manager stops.

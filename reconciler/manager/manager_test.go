@@ -69,6 +69,43 @@ func TestValidate(t *testing.T) {
 			},
 		},
 		{
+			name: "leader election timing",
+			mutate: func(o *Options) {
+				o.LeaderElection = true
+				o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = 15*time.Second, 10*time.Second, 2*time.Second
+			},
+		},
+		{
+			name: "renew deadline not below the default lease duration",
+			mutate: func(o *Options) {
+				o.LeaderElection = true
+				o.RenewDeadline = DefaultLeaseDuration
+			},
+			wantErr: []string{"lease duration > renew deadline > 1.2 x retry period"},
+		},
+		{
+			name: "retry period too close to the renew deadline",
+			mutate: func(o *Options) {
+				o.LeaderElection = true
+				o.RenewDeadline, o.RetryPeriod = 10*time.Second, 9*time.Second
+			},
+			wantErr: []string{"lease duration > renew deadline > 1.2 x retry period"},
+		},
+		{
+			name: "negative lease duration",
+			mutate: func(o *Options) {
+				o.LeaderElection = true
+				o.LeaseDuration = -time.Second
+			},
+			wantErr: []string{"must not be negative"},
+		},
+		{
+			name: "leader election timing ignored without leader election",
+			mutate: func(o *Options) {
+				o.RetryPeriod = time.Hour
+			},
+		},
+		{
 			name:    "negative shutdown timeout",
 			mutate:  func(o *Options) { o.GracefulShutdownTimeout = -time.Second },
 			wantErr: []string{"graceful shutdown timeout must not be negative"},

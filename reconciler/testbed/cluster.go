@@ -30,6 +30,8 @@ const (
 	// starting at once on two cores need more.
 	controlPlaneStartTimeout = 90 * time.Second
 	controlPlaneStopTimeout  = 20 * time.Second
+	// apiServerWatchGracePeriod is how long a stopping API server lets watches drain.
+	apiServerWatchGracePeriod = 2 * time.Second
 	// controllerManagerReadyTimeout bounds the wait for kube-controller-manager's first work.
 	controllerManagerReadyTimeout = 90 * time.Second
 	// logTailBytes is how much of a process log an error quotes.
@@ -53,6 +55,9 @@ type Cluster struct {
 	logs   []*os.File
 
 	userMu sync.Mutex // envtest's client certificate CA is not safe for concurrent use
+
+	apiMu      sync.Mutex // serializes StopAPIServer and StartAPIServer
+	apiStopped bool       // StopAPIServer ran and StartAPIServer has not succeeded since
 }
 
 // start brings the cluster up: control plane, proxy, controller manager.
@@ -128,6 +133,9 @@ func (c *Cluster) startControlPlane(ctx context.Context, assetsDir string, opts 
 	api.Set("authorization-mode", "RBAC")
 	api.Set("bind-address", "127.0.0.1")
 	api.Set("advertise-address", "127.0.0.1")
+	// On SIGTERM, end open watches within this grace period instead of waiting for the
+	// HTTP server's 60 s shutdown timeout: StopAPIServer then takes a second or two.
+	api.Set("shutdown-watch-termination-grace-period", apiServerWatchGracePeriod.String())
 
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("starting control plane: %w", context.Cause(ctx))

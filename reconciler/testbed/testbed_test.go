@@ -709,3 +709,146 @@ func TestStartStopCleansUp(t *testing.T) {
 		t.Errorf("left behind in TMPDIR: %s", e.Name())
 	}
 }
+
+// TestRestartAPIServer stops the first cluster's API server and starts it again: same
+// address, certificates and data, so clients, users and tokens from before keep working,
+// and kube-controller-manager carries on.
+func TestRestartAPIServer(t *testing.T) {
+	b := needBed(t)
+	c := b.Clusters[0]
+	t.Cleanup(func() {
+		if err := c.StartAPIServer(context.Background()); err != nil {
+			t.Errorf("start in cleanup: %v", err)
+		}
+	})
+	ctx := t.Context()
+	cs := clientset(t, c.Config) // made before the stop, used after it
+	uid, err := c.KubeSystemUID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := namespace(t, cs)
+	cm, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kept"}, Data: map[string]string{"k": "v"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	userCfg, err := c.ConfigFor("restart-user", []string{"restart-group"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "reader"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "reader", &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokenCfg := &rest.Config{Host: c.Host(), TLSClientConfig: rest.TLSClientConfig{CAData: c.CAData()}, BearerToken: tr.Status.Token}
+	host, direct := c.Host(), c.APIServerURL()
+	// Process names are cut at 15 characters (kube-controller-manager is kube-controller).
+	count := func(name string) int {
+		n := 0
+		for _, child := range children(t) {
+			if child == name[:min(len(name), 15)] {
+				n++
+			}
+		}
+		return n
+	}
+	apiServers := count("kube-apiserver")
+
+	if err := c.StopAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	if c.APIServerRunning() {
+		t.Error("APIServerRunning() = true after StopAPIServer")
+	}
+	if err := c.StopAPIServer(); err != nil {
+		t.Errorf("second StopAPIServer: %v", err)
+	}
+	if got := count("kube-apiserver"); got != apiServers-1 {
+		t.Errorf("%d kube-apiserver processes after StopAPIServer, want %d", got, apiServers-1)
+	}
+	for _, name := range []string{"etcd", "kube-controller-manager"} {
+		if count(name) != len(b.Clusters) {
+			t.Errorf("%s stopped with the API server: children %v", name, children(t))
+		}
+	}
+	short, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if _, err := cs.CoreV1().Namespaces().Get(short, metav1.NamespaceSystem, metav1.GetOptions{}); err == nil {
+		t.Error("a request through the proxy succeeded while the API server is stopped")
+	}
+	if err := c.Healthy(short); err == nil {
+		t.Error("Healthy() = nil while the API server is stopped")
+	}
+	if _, err := clientset(t, c.DirectConfig()).CoreV1().Namespaces().Get(ctx, metav1.NamespaceSystem, metav1.GetOptions{}); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Errorf("direct request while stopped: got %v, want connection refused", err)
+	}
+
+	began := time.Now()
+	if err := c.StartAPIServer(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("kube-apiserver started again in %s", time.Since(began).Round(time.Millisecond))
+	if !c.APIServerRunning() {
+		t.Error("APIServerRunning() = false after StartAPIServer")
+	}
+	if err := c.StartAPIServer(ctx); err != nil {
+		t.Errorf("second StartAPIServer: %v", err)
+	}
+	if c.Host() != host || c.APIServerURL() != direct {
+		t.Errorf("addresses changed: proxy %s -> %s, API server %s -> %s", host, c.Host(), direct, c.APIServerURL())
+	}
+	if got := count("kube-apiserver"); got != apiServers {
+		t.Errorf("%d kube-apiserver processes after StartAPIServer, want %d", got, apiServers)
+	}
+
+	// The very same client, the same data.
+	got, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, "kept", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the same client after the restart: %v", err)
+	}
+	if got.UID != cm.UID || got.Data["k"] != "v" {
+		t.Errorf("ConfigMap after the restart: uid %s data %v, want uid %s data map[k:v]", got.UID, got.Data, cm.UID)
+	}
+	if again, err := c.KubeSystemUID(ctx); err != nil || again != uid {
+		t.Errorf("kube-system UID after the restart: %s, %v; want %s", again, err, uid)
+	}
+	// The bed's kubeconfig, a certificate user and a token issued before the stop.
+	kc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+		&clientcmd.ClientConfigLoadingRules{ExplicitPath: b.KubeconfigPath},
+		&clientcmd.ConfigOverrides{CurrentContext: c.Name}).ClientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name, user string
+		cfg        *rest.Config
+	}{
+		{"kubeconfig", "", kc},
+		{"certificate user", "restart-user", userCfg},
+		{"service account token", "system:serviceaccount:" + ns + ":reader", tokenCfg},
+	} {
+		review, err := clientset(t, tt.cfg).AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+		if err != nil {
+			t.Errorf("%s after the restart: %v", tt.name, err)
+			continue
+		}
+		if tt.user != "" && review.Status.UserInfo.Username != tt.user {
+			t.Errorf("%s authenticates as %q, want %q", tt.name, review.Status.UserInfo.Username, tt.user)
+		}
+	}
+	t.Run("controller manager after the restart", func(t *testing.T) {
+		checkNamespaceDeletion(t, c, cs)
+	})
+
+	if err := c.RestartAPIServer(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Healthy(ctx); err != nil {
+		t.Errorf("Healthy() after RestartAPIServer: %v", err)
+	}
+}
