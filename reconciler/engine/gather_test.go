@@ -48,7 +48,9 @@ func TestGatherUnsynced(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := Source{Name: "origin", ClusterID: origin, Readable: tc.readable,
-				Lookup: func(schema.GroupVersionKind, string, string) (*unstructured.Unstructured, bool) { return nil, tc.synced }}
+				Lookup: func(schema.GroupVersionKind, string, string) (*unstructured.Unstructured, bool) {
+					return nil, tc.synced
+				}}
 			g := Gather("uid-local", nil, []Rule{{Spec: rsr, Compiled: compiled}}, []Source{src}, gvk, target, copyOf)
 			if diff := cmp.Diff(tc.wantGone, g.OriginGone); diff != "" {
 				t.Errorf("OriginGone (-want +got):\n%s", diff)
