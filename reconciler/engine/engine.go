@@ -13,6 +13,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"sort"
@@ -55,6 +56,23 @@ const CoreRuleName = "core-resourcesyncrules"
 
 // DefaultWorkers is how many objects are reconciled at once.
 const DefaultWorkers = 8
+
+// ownWrite is a write of the engine whose local event has not arrived yet.
+type ownWrite struct {
+	resourceVersion string
+	at              time.Time
+}
+
+// ownWriteWait bounds how long a copy created by the engine and not yet in the local
+// cache is waited for before it is created again.
+const ownWriteWait = 5 * time.Second
+
+// errAppeared: a create found the object already there (the local cache was behind).
+var errAppeared = errors.New("the object already exists")
+
+// appearedRetry is how soon a copy whose create found it already there is looked at
+// again (its informer event usually queues it sooner).
+const appearedRetry = 100 * time.Millisecond
 
 // unsyncedRetry is how soon a copy is looked at again when its origin's view had not
 // synced yet.
@@ -181,6 +199,12 @@ type Engine struct {
 	queue    workqueue.TypedRateLimitingInterface[item]
 	refresh  chan struct{}
 	seen     sync.Map // item -> time the event that queued it arrived
+	// clusters caches the Clusters' content for templates (clusterObject).
+	clusterMu sync.Mutex
+	clusters  map[string]clusterContent
+	// ownWrites holds, per copy, the resourceVersion of the engine's last write when the
+	// cluster stored it as written: the local event of that write is not queued.
+	ownWrites sync.Map // item -> ownWrite
 
 	retryDelay time.Duration
 
@@ -569,8 +593,14 @@ func (e *Engine) enqueueScope(s scope) {
 	if !ok {
 		return
 	}
+	now := time.Now()
 	for _, o := range w.informer.GetStore().List() {
 		u := o.(*unstructured.Unstructured)
+		if s.cluster == "" {
+			// Every local object, even one as the engine wrote it: the rules may have changed.
+			e.add(item{gvk: s.gvk, namespace: u.GetNamespace(), name: u.GetName()}, now)
+			continue
+		}
 		e.onEvent(s, nil, u)
 	}
 }
@@ -579,10 +609,21 @@ func (e *Engine) enqueueScope(s scope) {
 func (e *Engine) onEvent(s scope, oldObj, newObj *unstructured.Unstructured) {
 	now := time.Now()
 	if s.cluster == "" {
+		if newObj != nil {
+			// The event of our own write, stored as written: nothing to look at again.
+			it := item{gvk: s.gvk, namespace: newObj.GetNamespace(), name: newObj.GetName()}
+			if w, ok := e.ownWrites.Load(it); ok && w.(ownWrite).resourceVersion == newObj.GetResourceVersion() {
+				e.ownWrites.Delete(it)
+				return
+			}
+		}
 		for _, o := range []*unstructured.Unstructured{oldObj, newObj} {
 			if o != nil {
 				e.add(item{gvk: s.gvk, namespace: o.GetNamespace(), name: o.GetName()}, now)
 			}
+		}
+		if newObj == nil && oldObj != nil {
+			e.ownWrites.Delete(item{gvk: s.gvk, namespace: oldObj.GetNamespace(), name: oldObj.GetName()})
 		}
 		return
 	}
@@ -605,8 +646,8 @@ func (e *Engine) onEvent(s scope, oldObj, newObj *unstructured.Unstructured) {
 			continue
 		}
 		for _, o := range []*unstructured.Unstructured{oldObj, newObj} {
-			if o == nil {
-				continue
+			if o == nil || types.UID(o.GetAnnotations()[v1alpha1.OwnershipAnnotation]) == e.opts.LocalID {
+				continue // a peer's copy of one of our objects decides nothing here (see Gather)
 			}
 			mut, ok := r.compiled.Match(o)
 			if !ok {
@@ -708,6 +749,13 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 			}
 		}
 	}
+	if act.Type == ActionCreate {
+		if w, pending := e.ownWrites.Load(it); pending && time.Since(w.(ownWrite).at) < ownWriteWait {
+			// Created by this engine a moment ago, and the local cache has not seen it yet:
+			// wait for it rather than create it twice.
+			return appearedRetry, nil
+		}
+	}
 	if act.Type == ActionCreate || act.Type == ActionUpdate {
 		if v := e.settle(it, act.Source, observed); v.Hold {
 			e.held(it, act.Source.Rule, v, entries)
@@ -716,6 +764,9 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 		}
 	}
 	err = e.execute(ctx, it, act, entries)
+	if errors.Is(err, errAppeared) {
+		return appearedRetry, nil
+	}
 	syncedBy := ""
 	if err == nil && act.Source != nil && act.Type != ActionConflict {
 		syncedBy = act.Source.Rule
@@ -782,6 +833,8 @@ func (e *Engine) written(it item, src *Candidate, stored *unstructured.Unstructu
 	if len(changed) > 0 {
 		e.opts.Metrics.changedOnWrite.WithLabelValues(src.Rule).Inc()
 		e.log.Info("the cluster changed a copy on write", "object", it.String(), "rule", src.Rule, "changed", changed)
+	} else if stored != nil && !src.SyncStatus {
+		e.ownWrites.Store(it, ownWrite{resourceVersion: stored.GetResourceVersion(), at: time.Now()})
 	}
 	d := Digest(src.Object, src.SyncStatus)
 	now := time.Now()
@@ -792,6 +845,12 @@ func (e *Engine) written(it item, src *Candidate, stored *unstructured.Unstructu
 
 // forgetHistory drops the write histories Settle no longer needs.
 func (e *Engine) forgetHistory(now time.Time) {
+	e.ownWrites.Range(func(k, v any) bool {
+		if now.Sub(v.(ownWrite).at) > time.Minute {
+			e.ownWrites.Delete(k) // its event came before the write returned, or never
+		}
+		return true
+	})
 	e.histMu.Lock()
 	defer e.histMu.Unlock()
 	for it, h := range e.history {
@@ -872,16 +931,34 @@ func (e *Engine) peerCluster(ctx context.Context, name string) map[string]any {
 	return e.clusterObject(ctx, name)
 }
 
+// clusterObject returns the content of the local Cluster named name for templates. The
+// conversion is kept per resourceVersion: every reconcile asks for it, and templates only
+// read it.
 func (e *Engine) clusterObject(ctx context.Context, name string) map[string]any {
 	var c v1alpha1.Cluster
 	if err := e.opts.Client.Get(ctx, client.ObjectKey{Name: name}, &c); err != nil {
 		return nil
 	}
+	e.clusterMu.Lock()
+	defer e.clusterMu.Unlock()
+	if cached, ok := e.clusters[name]; ok && cached.resourceVersion == c.ResourceVersion && c.ResourceVersion != "" {
+		return cached.content
+	}
 	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&c)
 	if err != nil {
 		return nil
 	}
+	if e.clusters == nil {
+		e.clusters = map[string]clusterContent{}
+	}
+	e.clusters[name] = clusterContent{resourceVersion: c.ResourceVersion, content: m}
 	return m
+}
+
+// clusterContent is a Cluster converted for templates, at one resourceVersion.
+type clusterContent struct {
+	resourceVersion string
+	content         map[string]any
 }
 
 // execute carries out an action and records the outcome for the rules' status.
@@ -929,7 +1006,8 @@ func (e *Engine) execute(ctx context.Context, it item, act Action, entries []*ru
 		}
 		created, err := ri.Create(ctx, act.Object, opts)
 		if apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("%s appeared meanwhile: %w", it, err)
+			// The local cache had not seen it yet: its event queues the copy again.
+			return fmt.Errorf("%s appeared meanwhile: %w", it, errAppeared)
 		}
 		if err != nil {
 			if r := entry(rule); r != nil {

@@ -1,0 +1,329 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/kubectl-registry/kubectl-registry/reconciler/testbed"
+)
+
+// group is one set of clusters with a controller each, joined into a registry group, with
+// the bench's rule (ConfigMaps of namespace bench) applied on the first cluster, the origin.
+type group struct {
+	b     *bench
+	label string
+	names []string
+	// kcm: the clusters run kube-controller-manager. Without it the bench does the one
+	// thing of it the registry needs, ClusterRole aggregation (aggregateClusterRoles).
+	kcm        bool
+	profile    bool
+	bed        *testbed.Bed
+	kubeconfig string
+	logs       string
+	cs         map[string]kubernetes.Interface
+	ctrls      []*controller
+	setupTime  time.Duration
+}
+
+type controller struct {
+	name    string
+	cmd     *exec.Cmd
+	metrics string // http://127.0.0.1:PORT/metrics
+	profile string // path prefix of the profiles (--profile), or ""
+}
+
+// startGroup starts the clusters of a group (not the controllers: see setup).
+func (b *bench) startGroup(ctx context.Context, label string, names []string, kcm bool) (*group, error) {
+	what := "with kube-controller-manager"
+	if !kcm {
+		what = "without kube-controller-manager"
+	}
+	step("[%s] starting %d API servers on loopback (%s), %s", label, len(names), strings.Join(names, ", "), what)
+	// Several API servers starting at once on two cores can take longer than the testbed's
+	// default; the timeout grows with the group.
+	startCtx, cancel := context.WithTimeout(ctx, b.o.timeout+time.Duration(len(names))*20*time.Second)
+	defer cancel()
+	t0 := time.Now()
+	bed, err := testbed.Start(startCtx, testbed.Options{Names: names, NoControllerManager: !kcm})
+	if err != nil {
+		return nil, fmt.Errorf("[%s] starting the clusters: %w", label, err)
+	}
+	step("[%s] clusters up in %.1fs", label, time.Since(t0).Seconds())
+	g := &group{b: b, label: label, names: names, kcm: kcm, bed: bed, kubeconfig: bed.KubeconfigPath, logs: bed.Dir, cs: map[string]kubernetes.Interface{}}
+	for _, n := range names {
+		cfg := rest.CopyConfig(bed.Cluster(n).Config)
+		cfg.QPS, cfg.Burst = 5000, 10000
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			g.stop()
+			return nil, err
+		}
+		g.cs[n] = cs
+	}
+	return g, nil
+}
+
+func (g *group) origin() kubernetes.Interface { return g.cs[g.names[0]] }
+func (g *group) peers() []string              { return g.names[1:] }
+
+// stop stops the controllers, then the clusters.
+func (g *group) stop() {
+	for _, c := range g.ctrls {
+		_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	for _, c := range g.ctrls {
+		_, _ = c.cmd.Process.Wait()
+	}
+	g.ctrls = nil
+	step("[%s] stopping the clusters", g.label)
+	_ = g.bed.Stop()
+}
+
+// setup installs the registry on every cluster, starts a controller for each, joins the
+// first cluster with every other one and applies the bench rule on the first cluster.
+func (g *group) setup(ctx context.Context) error {
+	t0 := time.Now()
+	step("[%s] kubectl registry install on %d clusters", g.label, len(g.names))
+	errs := make([]error, len(g.names))
+	var wg sync.WaitGroup
+	for i, n := range g.names {
+		wg.Go(func() { errs[i] = g.plugin(ctx, "install", "--context", n, "--cluster-name", n) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	step("[%s] granting peers ConfigMap read and creating namespaces %s, %s on every cluster", g.label, nsRegistry, nsFloor)
+	for _, n := range g.names {
+		cr := &rbacv1.ClusterRole{
+			ObjectMeta: metav1.ObjectMeta{Name: "registry-reader-configmaps", Labels: map[string]string{"cluster-registry.k8s.cisco.com/reader-aggregated": "true"}},
+			Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}}},
+		}
+		if _, err := g.cs[n].RbacV1().ClusterRoles().Create(ctx, cr, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("%s: %w", n, err)
+		}
+		for _, ns := range []string{nsRegistry, nsFloor} {
+			if _, err := g.cs[n].CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("%s: %w", n, err)
+			}
+		}
+		if !g.kcm {
+			if err := aggregateClusterRoles(ctx, g.cs[n]); err != nil {
+				return fmt.Errorf("%s: %w", n, err)
+			}
+		}
+	}
+	for _, n := range g.names {
+		c, err := g.startController(n)
+		if err != nil {
+			return err
+		}
+		g.ctrls = append(g.ctrls, c)
+	}
+	for _, n := range g.names {
+		if err := g.waitKubectl(ctx, "Ready", "--context", n, "get", "cluster", n, "-o", "jsonpath={.status.state}"); err != nil {
+			return err
+		}
+	}
+	step("[%s] controllers report their Clusters Ready; joining %s with %s", g.label, g.names[0], strings.Join(g.peers(), ", "))
+	for _, peer := range g.peers() {
+		if err := g.plugin(ctx, "join", "--context", g.names[0], "--peer-context", peer, "--allow-loopback", "--wait", "--timeout", g.b.o.timeout.String()); err != nil {
+			return err
+		}
+	}
+	rule := fmt.Sprintf(`apiVersion: clusterregistry.k8s.cisco.com/v1alpha1
+kind: ResourceSyncRule
+metadata:
+  name: %s
+spec:
+  groupVersionKind:
+    kind: ConfigMap
+    version: v1
+  rules:
+  - match:
+    - namespaces: [%s]
+`, ruleName, nsRegistry)
+	step("[%s] applying ResourceSyncRule %s (ConfigMaps in %s) on %s and waiting for it on every peer", g.label, ruleName, nsRegistry, g.names[0])
+	cmd := exec.CommandContext(ctx, g.b.kubectl, "--kubeconfig", g.kubeconfig, "--context", g.names[0], "apply", "-f", "-")
+	var out bytes.Buffer
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(rule), &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("applying the rule: %w: %s", err, out.String())
+	}
+	for _, n := range g.peers() {
+		if err := g.waitKubectl(ctx, ruleName, "--context", n, "get", "rsr", ruleName, "-o", "jsonpath={.metadata.name}"); err != nil {
+			return err
+		}
+	}
+	g.setupTime = time.Since(t0)
+	step("[%s] group formed in %.1fs", g.label, g.setupTime.Seconds())
+	return nil
+}
+
+// startController runs "kubectl-registry serve" for cluster n as a process. With
+// --profile (main group only) the process is this bench binary running the plugin's
+// command tree with profiling on signals (see profile.go).
+func (g *group) startController(n string) (*controller, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	log, err := os.Create(filepath.Join(g.logs, "serve-"+n+".log"))
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"serve", "--kubeconfig", g.kubeconfig, "--context", n, "--cluster-name", n,
+		"--metrics-bind-address", addr, "--health-probe-bind-address", "0", "--peer-health-interval", "1s"}
+	c := &controller{name: n, metrics: "http://" + addr + "/metrics"}
+	c.cmd = exec.Command(g.b.bin, args...)
+	c.cmd.Env = append(os.Environ(), g.b.o.controllerEnv...)
+	if g.profile {
+		c.profile = filepath.Join(g.b.o.profile, n)
+		c.cmd = exec.Command(g.b.self, args...)
+		c.cmd.Env = append(os.Environ(), append(g.b.o.controllerEnv, envRunPlugin+"=1", envProfile+"="+c.profile)...)
+	}
+	c.cmd.Stdout, c.cmd.Stderr = log, log
+	if err := c.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting serve for %s: %w", n, err)
+	}
+	return c, nil
+}
+
+// plugin runs the kubectl-registry binary; its output goes to the group's plugin log and
+// is quoted on failure.
+func (g *group) plugin(ctx context.Context, args ...string) error {
+	cmd := exec.CommandContext(ctx, g.b.bin, append(args, "--kubeconfig", g.kubeconfig)...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	if log, lerr := os.OpenFile(filepath.Join(g.logs, "plugin.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644); lerr == nil {
+		fmt.Fprintf(log, "$ kubectl registry %s\n%s\n", strings.Join(args, " "), out.String())
+		_ = log.Close()
+	}
+	if err != nil {
+		return fmt.Errorf("kubectl registry %s: %w:\n%s", strings.Join(args, " "), err, tail(out.String(), 2000))
+	}
+	return nil
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "..." + s[len(s)-n:]
+}
+
+// waitKubectl polls kubectl until it prints want.
+func (g *group) waitKubectl(ctx context.Context, want string, args ...string) error {
+	deadline := time.Now().Add(g.b.o.timeout)
+	for {
+		out, _ := exec.CommandContext(ctx, g.b.kubectl, append([]string{"--kubeconfig", g.kubeconfig}, args...)...).Output()
+		if strings.TrimSpace(string(out)) == want {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("kubectl %s: not %q within %s (controller logs in %s)", strings.Join(args, " "), want, g.b.o.timeout, g.logs)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+// aggregateClusterRoles does what kube-controller-manager's clusterrole-aggregation
+// controller does, once: every ClusterRole with an aggregationRule gets the rules of the
+// ClusterRoles its selectors match. The registry's reader role is aggregated; groups
+// started without kube-controller-manager (to save two cores the cost of N of them) call it
+// after the labelled roles are in place.
+func aggregateClusterRoles(ctx context.Context, cs kubernetes.Interface) error {
+	roles, err := cs.RbacV1().ClusterRoles().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("listing ClusterRoles: %w", err)
+	}
+	for _, agg := range roles.Items {
+		if agg.AggregationRule == nil {
+			continue
+		}
+		var rules []rbacv1.PolicyRule
+		for _, ls := range agg.AggregationRule.ClusterRoleSelectors {
+			sel, err := metav1.LabelSelectorAsSelector(&ls)
+			if err != nil {
+				return fmt.Errorf("ClusterRole %s: %w", agg.Name, err)
+			}
+			for _, r := range roles.Items {
+				if r.Name == agg.Name || !sel.Matches(labels.Set(r.Labels)) {
+					continue
+				}
+				for _, pr := range r.Rules {
+					if !slices.ContainsFunc(rules, func(x rbacv1.PolicyRule) bool { return equality.Semantic.DeepEqual(x, pr) }) {
+						rules = append(rules, pr)
+					}
+				}
+			}
+		}
+		if equality.Semantic.DeepEqual(agg.Rules, rules) {
+			continue
+		}
+		agg.Rules = rules
+		if _, err := cs.RbacV1().ClusterRoles().Update(ctx, &agg, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("aggregating ClusterRole %s: %w", agg.Name, err)
+		}
+	}
+	return nil
+}
+
+// rss reads the peak (VmHWM) and current (VmRSS) resident set of a process, in MiB.
+func rss(pid int) (peak, cur float64, err error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	var found int
+	for line := range strings.SplitSeq(string(data), "\n") {
+		for key, dst := range map[string]*float64{"VmHWM:": &peak, "VmRSS:": &cur} {
+			if rest, ok := strings.CutPrefix(line, key); ok {
+				var kb float64
+				if _, err := fmt.Sscan(rest, &kb); err != nil {
+					return 0, 0, fmt.Errorf("%s %q: %w", key, rest, err)
+				}
+				*dst = kb / 1024
+				found++
+			}
+		}
+	}
+	if found != 2 {
+		return 0, 0, errors.New("no VmHWM/VmRSS in /proc status")
+	}
+	return peak, cur, nil
+}
+
+// controllersRSS returns each controller's peak and current RSS in MiB.
+func (g *group) controllersRSS() (peak, cur map[string]float64, err error) {
+	peak, cur = map[string]float64{}, map[string]float64{}
+	for _, c := range g.ctrls {
+		p, r, err := rss(c.cmd.Process.Pid)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", c.name, err)
+		}
+		peak[c.name], cur[c.name] = p, r
+	}
+	return peak, cur, nil
+}

@@ -1,0 +1,347 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// side is one system under measurement: the registry (namespace bench) or the floor
+// (namespace bench-floor), with trackers on every peer.
+type side struct {
+	name      string
+	namespace string
+	peers     []*tracker
+}
+
+func (g *group) newSide(ctx context.Context, name, namespace string) (*side, error) {
+	s := &side{name: name, namespace: namespace}
+	for _, n := range g.peers() {
+		t, err := startTracker(ctx, g.cs[n], n, namespace)
+		if err != nil {
+			return nil, err
+		}
+		s.peers = append(s.peers, t)
+	}
+	return s, nil
+}
+
+// newSides starts the trackers of the registry and the floor, and the floor copier.
+func (g *group) newSides(ctx context.Context) (reg, floor *side, cp *copier, err error) {
+	if reg, err = g.newSide(ctx, "registry", nsRegistry); err != nil {
+		return nil, nil, nil, err
+	}
+	if floor, err = g.newSide(ctx, "floor", nsFloor); err != nil {
+		return nil, nil, nil, err
+	}
+	var peers []kubernetes.Interface
+	for _, n := range g.peers() {
+		peers = append(peers, g.cs[n])
+	}
+	if cp, err = startCopier(ctx, g.origin(), peers, nsFloor, g.b.o.floorWorkers); err != nil {
+		return nil, nil, nil, err
+	}
+	return reg, floor, cp, nil
+}
+
+// warmUp sends one ConfigMap through each side (RBAC aggregation, peer watches) and
+// deletes it again, so that the namespaces hold only what is measured.
+func (g *group) warmUp(ctx context.Context, sides ...*side) error {
+	for _, s := range sides {
+		cms := g.origin().CoreV1().ConfigMaps(s.namespace)
+		if _, err := cms.Create(ctx, cm(s.namespace, "warmup", "w"), metav1.CreateOptions{}); err != nil {
+			return err
+		}
+		if _, err := s.waitPeers(ctx, g.b.o.timeout, "warmup", "w"); err != nil {
+			return fmt.Errorf("%s: %w (controller logs in %s)", s.name, err, g.logs)
+		}
+		if err := cms.Delete(ctx, "warmup", metav1.DeleteOptions{}); err != nil {
+			return err
+		}
+		if _, err := s.waitPeers(ctx, g.b.o.timeout, "warmup", deletedMark); err != nil {
+			return fmt.Errorf("%s: %w (controller logs in %s)", s.name, err, g.logs)
+		}
+	}
+	return nil
+}
+
+// waitPeers returns the time the last peer first showed name with value.
+func (s *side) waitPeers(ctx context.Context, timeout time.Duration, name, value string) (time.Time, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var last time.Time
+	for _, t := range s.peers {
+		at, err := t.wait(ctx, name, value)
+		if err != nil {
+			return time.Time{}, err
+		}
+		if at.After(last) {
+			last = at
+		}
+	}
+	return last, nil
+}
+
+func cm(ns, name, v string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Data: map[string]string{"v": v, "payload": "bench"}}
+}
+
+// sample runs op on the origin and returns the time until every peer shows value.
+func sample(ctx context.Context, s *side, name, value string, op func(context.Context) error) (time.Duration, error) {
+	t0 := time.Now()
+	if err := op(ctx); err != nil {
+		return 0, err
+	}
+	at, err := s.waitPeers(ctx, 30*time.Second, name, value)
+	if err != nil {
+		return 0, err
+	}
+	return at.Sub(t0), nil
+}
+
+// latency takes n samples of each phase, alternating the sides, and returns
+// side -> phase -> durations and the failed samples by "side phase".
+func (g *group) latency(ctx context.Context, n int, phases []string, sides ...*side) (map[string]map[string][]time.Duration, map[string]int, error) {
+	origin := g.origin()
+	lat := map[string]map[string][]time.Duration{}
+	for _, s := range sides {
+		lat[s.name] = map[string][]time.Duration{}
+	}
+	failures := map[string]int{}
+	for i := range n {
+		name := fmt.Sprintf("lat-%d", i)
+		for _, phase := range phases {
+			for _, s := range sides {
+				cms := origin.CoreV1().ConfigMaps(s.namespace)
+				var value string
+				var op func(context.Context) error
+				switch phase {
+				case "create":
+					value = fmt.Sprintf("c%d", i)
+					op = func(ctx context.Context) error {
+						_, err := cms.Create(ctx, cm(s.namespace, name, value), metav1.CreateOptions{})
+						return err
+					}
+				case "update":
+					value = fmt.Sprintf("u%d", i)
+					op = func(ctx context.Context) error {
+						_, err := cms.Update(ctx, cm(s.namespace, name, value), metav1.UpdateOptions{})
+						return err
+					}
+				case "delete":
+					value = deletedMark
+					op = func(ctx context.Context) error { return cms.Delete(ctx, name, metav1.DeleteOptions{}) }
+				}
+				d, err := sample(ctx, s, name, value, op)
+				if ctx.Err() != nil {
+					return nil, nil, ctx.Err()
+				}
+				if err != nil {
+					failures[s.name+" "+phase]++
+					fmt.Fprintf(os.Stderr, "  %s %s: %v\n", s.name, phase, err)
+					if failures[s.name+" "+phase] > 5 {
+						return nil, nil, fmt.Errorf("too many failed samples: %w (controller logs in %s)", err, g.logs)
+					}
+					continue
+				}
+				lat[s.name][phase] = append(lat[s.name][phase], d)
+			}
+		}
+		if (i+1)%50 == 0 {
+			step("[%s]   %d/%d", g.label, i+1, n)
+		}
+	}
+	return lat, failures, nil
+}
+
+// runMain measures the main group of three clusters (with kube-controller-manager).
+func (b *bench) runMain(ctx context.Context, res *results) error {
+	g, err := b.startGroup(ctx, "main", mainNames, true)
+	if err != nil {
+		return err
+	}
+	defer g.stop()
+	g.profile = b.o.profile != ""
+	if err := g.setup(ctx); err != nil {
+		return err
+	}
+	res.SetupSeconds = g.setupTime.Seconds()
+	// Trackers and the floor copier stop before the clusters do.
+	mctx, mcancel := context.WithCancel(ctx)
+	defer mcancel()
+	reg, floor, cp, err := g.newSides(mctx)
+	if err != nil {
+		return err
+	}
+	step("[main] warm-up: one ConfigMap through each side and back")
+	if err := g.warmUp(mctx, reg, floor); err != nil {
+		return err
+	}
+
+	step("[main] latency: %d samples of create, update, delete on %s, alternating registry and floor", b.o.samples, g.names[0])
+	phases := []string{"create", "update", "delete"}
+	lat, failures, err := g.latency(mctx, b.o.samples, phases, reg, floor)
+	if err != nil {
+		return err
+	}
+	for _, phase := range phases {
+		res.addLatency(phase, lat["registry"][phase], lat["floor"][phase])
+	}
+	res.Failures = failures
+
+	// Burst: registry first (with metrics and, with --profile, profiles around it), then
+	// the floor.
+	settle := func() { time.Sleep(2 * time.Second) }
+	settle()
+	beforeM, err := g.allMetrics(mctx)
+	if err != nil {
+		return err
+	}
+	burstObjs := names("burst", 0, b.o.burst)
+	burstDur := map[string]time.Duration{}
+	for _, s := range []*side{reg, floor} {
+		step("[main] burst: %d ConfigMaps created at once on %s (%s, %d workers)", b.o.burst, g.names[0], s.name, b.o.workers)
+		if s == reg {
+			g.startProfiles()
+		}
+		d, err := g.createAll(mctx, s, burstObjs)
+		if err != nil {
+			return fmt.Errorf("%s burst: %w (controller logs in %s)", s.name, err, g.logs)
+		}
+		burstDur[s.name] = d
+		step("[main]   %s: %.2fs", s.name, d.Seconds())
+		if s == reg {
+			res.Profiles = append(res.Profiles, g.stopProfiles("burst")...)
+			settle()
+			afterM, err := g.allMetrics(mctx)
+			if err != nil {
+				return err
+			}
+			res.BurstWrites = diffWrites(perController(afterM, syncWrites), perController(beforeM, syncWrites))
+			res.BurstQueue = newQueueStats(diffWrites(perController(afterM, queueCounters), perController(beforeM, queueCounters)), b.o.burst)
+		}
+	}
+	res.addBurst(b.o.burst, burstDur["registry"], burstDur["floor"])
+
+	peak, _, err := g.controllersRSS()
+	if err != nil {
+		return err
+	}
+	res.PeakRSSMiB = peak
+	res.SyncedObjects = b.o.burst
+
+	// The CLI over the burst's objects, synced in the three clusters.
+	contexts := g.names[0] + "," + g.names[1] + "," + g.names[2]
+	step("[main] CLI: sync-diff --contexts %s over %d synced ConfigMaps, %d runs", contexts, b.o.burst, b.o.cliRuns)
+	sd := g.timeCLI(mctx, b.o.cliRuns, "sync-diff", "--contexts", contexts)
+	sd.Clusters, sd.Objects = len(g.names), b.o.burst
+	res.CLI.SyncDiff = &sd
+
+	if n := b.o.memoryObjects - b.o.burst; b.o.memoryObjects > 0 && n <= 0 {
+		res.Memory = &memoryResult{Objects: b.o.burst, PeakRSSMiB: peak, RSSMiB: map[string]float64{}, FloorObjects: b.o.burst}
+	} else if n > 0 {
+		objs := names("mem", 0, n)
+		step("[main] memory: %d more ConfigMaps on %s, %d synced in all", n, g.names[0], b.o.memoryObjects)
+		d, err := g.createAll(mctx, reg, objs)
+		if err != nil {
+			return fmt.Errorf("memory fill: %w (controller logs in %s)", err, g.logs)
+		}
+		step("[main]   on every peer after %.1fs", d.Seconds())
+		settle()
+		res.Profiles = append(res.Profiles, g.stopProfiles("memory")...)
+		peak, cur, err := g.controllersRSS()
+		if err != nil {
+			return err
+		}
+		res.Memory = &memoryResult{
+			Objects: b.o.memoryObjects, FillObjects: n, FillSeconds: d.Seconds(),
+			FillObjectsPerSecond: ratio(float64(n), d.Seconds()), PeakRSSMiB: peak, RSSMiB: cur,
+			FloorObjects: b.o.burst,
+		}
+	}
+
+	step("[main] idle: sampling sync writes for %s with nothing changing", b.o.idle)
+	settle()
+	before, err := g.allWrites(mctx)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-time.After(b.o.idle):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	after, err := g.allWrites(mctx)
+	if err != nil {
+		return err
+	}
+	res.IdleWrites = diffWrites(after, before)
+	res.IdleWritesPerMin = (total(after) - total(before)) / b.o.idle.Minutes()
+	res.FloorCopierErrors += cp.errors.Load()
+	return nil
+}
+
+func names(prefix string, from, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%d", prefix, from+i)
+	}
+	return out
+}
+
+// createAll creates the named ConfigMaps on the origin with o.workers goroutines and
+// returns the time from the first create until the last one is on every peer.
+func (g *group) createAll(ctx context.Context, s *side, objs []string) (time.Duration, error) {
+	cms := g.origin().CoreV1().ConfigMaps(s.namespace)
+	work := make(chan string)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstErr error
+	t0 := time.Now()
+	for range g.b.o.workers {
+		wg.Go(func() {
+			for n := range work {
+				if _, err := cms.Create(ctx, cm(s.namespace, n, "b"), metav1.CreateOptions{}); err != nil {
+					mu.Lock()
+					firstErr = firstNonNil(firstErr, err)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for _, n := range objs {
+		work <- n
+	}
+	close(work)
+	wg.Wait()
+	if firstErr != nil {
+		return 0, firstErr
+	}
+	// The wait grows with the objects: 10,000 on a loaded machine take minutes.
+	wctx, cancel := context.WithTimeout(ctx, g.b.o.timeout+time.Duration(len(objs))*10*time.Millisecond)
+	defer cancel()
+	var last time.Time
+	for _, t := range s.peers {
+		at, err := t.waitAll(wctx, objs)
+		if err != nil {
+			return 0, err
+		}
+		if at.After(last) {
+			last = at
+		}
+	}
+	return last.Sub(t0), nil
+}
+
+func firstNonNil(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
