@@ -719,12 +719,21 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 		entries = append(entries, r)
 		ruleSet = append(ruleSet, Rule{Spec: r.rsr, Compiled: r.compiled})
 	}
+	// The peers' ClusterFeatures are listed only for rules that select sources by them.
+	needFeatures := false
+	for _, r := range ruleSet {
+		needFeatures = needFeatures || r.Compiled.NeedsFeatures()
+	}
 	var sources []Source
 	for _, p := range e.opts.Peers.List() {
 		name := p.Name
+		var features []v1alpha1.ClusterFeature
+		if needFeatures {
+			features = peerFeatures(ctx, p)
+		}
 		sources = append(sources, Source{
 			Name: p.Name, ClusterID: p.ClusterID, Readable: p.Ready && p.Config() != nil,
-			Features: peerFeatures(ctx, p), Cluster: e.peerCluster(ctx, p.Name),
+			Features: features, Cluster: e.peerCluster(ctx, p.Name),
 			Lookup: func(gvk schema.GroupVersionKind, ns, n string) (*unstructured.Unstructured, bool) {
 				obj, synced, _ := e.watchers.lookup(name, gvk, ns, n)
 				return obj, synced

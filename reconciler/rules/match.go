@@ -26,6 +26,10 @@ func (r *Rule) Sources(features []v1alpha1.ClusterFeature) bool {
 	return true
 }
 
+// NeedsFeatures reports whether Sources looks at the ClusterFeatures at all: a rule
+// without clusterFeatureMatch entries takes every peer.
+func (r *Rule) NeedsFeatures() bool { return len(r.features) > 0 }
+
 func (m featureMatcher) matches(f v1alpha1.ClusterFeature) bool {
 	if m.featureName != "" && m.featureName != f.Spec.FeatureName {
 		return false

@@ -315,6 +315,14 @@ func TestSources(t *testing.T) {
 			if got := r.Sources(tc.features); got != tc.want {
 				t.Errorf("Sources = %v, want %v", got, tc.want)
 			}
+			// The engine lists no features for a rule that does not need them: Sources
+			// must then take every peer.
+			if got := r.NeedsFeatures(); got != (tc.match != "") {
+				t.Errorf("NeedsFeatures = %v with clusterFeatureMatch %q", got, tc.match)
+			}
+			if !r.NeedsFeatures() && !r.Sources(nil) {
+				t.Errorf("a rule that needs no features refuses a peer without any")
+			}
 		})
 	}
 }
