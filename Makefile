@@ -90,7 +90,7 @@ demo-check: ## make demo without waiting: exits once the example Secret is on ev
 ##@ Benchmarks
 
 .PHONY: bench
-bench: build testbin ## Sync latency, burst, write amplification and RSS on three API servers, against a trivial copier (BENCH_FLAGS=--quick)
+bench: build testbin ## Sync latency, burst, write amplification, RSS at 10,000 objects, groups of 2/3/5/8 and CLI timings, against a trivial copier (BENCH_FLAGS=--quick)
 	KUBEBUILDER_ASSETS=$(TESTBIN) $(GO) run ./cmd/registry-bench --bin $(BIN)/kubectl-registry $(BENCH_FLAGS)
 
 ##@ Test
