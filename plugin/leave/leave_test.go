@@ -98,6 +98,20 @@ func holdsExactly(t *testing.T, cl client.Client, on string, names ...string) {
 	}
 }
 
+// hasEvent checks that an event with reason is recorded on the Cluster named name.
+func hasEvent(cl client.Client, name, reason string) error {
+	var events corev1.EventList
+	if err := cl.List(context.Background(), &events); err != nil {
+		return err
+	}
+	for _, e := range events.Items {
+		if e.InvolvedObject.Kind == "Cluster" && e.InvolvedObject.Name == name && e.Reason == reason {
+			return nil
+		}
+	}
+	return fmt.Errorf("no %s event on Cluster %s among %d events", reason, name, len(events.Items))
+}
+
 func leftEntries(t *testing.T, cl client.Client, name string) membership.Departures {
 	t.Helper()
 	var c v1alpha1.Cluster
@@ -203,6 +217,10 @@ func TestLeave(t *testing.T) {
 		// Synced objects are kept.
 		if err := copyOnB(); err != nil {
 			t.Errorf("c's feature on b: %v", err)
+		}
+		// The controllers say what they did: an event on their own Cluster.
+		for _, m := range []struct{ on, reason string }{{"a", "ClusterLeft"}, {"b", "ClusterLeft"}, {"c", "LeftGroup"}} {
+			harness.Eventually(t, 30*time.Second, m.on+" records "+m.reason, func() error { return hasEvent(cl[m.on], m.on, m.reason) })
 		}
 	})
 

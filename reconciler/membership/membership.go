@@ -139,6 +139,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 			continue
 		}
 		log.Info("membership copy written", "op", w.Op, "kind", kindOf(w.Object), "name", client.ObjectKeyFromObject(w.Object).String(), "from", w.From, "describes", w.Describes)
+		if _, isCluster := w.Object.(*v1alpha1.Cluster); isCluster && w.Op == OpDelete && r.Recorder != nil {
+			if own := ownCluster(clusters.Items, r.Identity); own != nil {
+				reason, msg := "ClusterLeft", fmt.Sprintf("cluster %s (clusterID %s) left the group: its Cluster and reader Secret copy were deleted here", w.Object.GetName(), w.Describes)
+				if w.Describes != r.Identity.ID && departedSelf(clusters.Items, in) {
+					reason, msg = "LeftGroup", fmt.Sprintf("this cluster left the group: its copy of cluster %s (clusterID %s) was deleted", w.Object.GetName(), w.Describes)
+				}
+				r.Recorder.Eventf(own, corev1.EventTypeNormal, reason, "%s", msg)
+			}
+		}
 	}
 	for _, c := range plan.Conflicts {
 		log.Info("membership copy not written", "reason", c)
@@ -150,6 +159,27 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		return reconcile.Result{RequeueAfter: conflictRetry}, nil
 	}
 	return reconcile.Result{RequeueAfter: resyncPeriod}, nil
+}
+
+// ownCluster returns the local cluster's own Cluster among clusters, or nil.
+func ownCluster(clusters []v1alpha1.Cluster, id bootstrap.Identity) *v1alpha1.Cluster {
+	for i := range clusters {
+		if clusters[i].Name == id.Name && clusters[i].Spec.ClusterID == id.ID {
+			return &clusters[i]
+		}
+	}
+	return nil
+}
+
+// departedSelf reports whether the local cluster is among the departures in force.
+func departedSelf(local []v1alpha1.Cluster, in Input) bool {
+	sets := [][]v1alpha1.Cluster{local}
+	for _, p := range in.Peers {
+		sets = append(sets, p.Clusters)
+	}
+	gone, _ := InForce(sets...)
+	_, left := gone[in.LocalID]
+	return left
 }
 
 func kindOf(o client.Object) string {
