@@ -149,6 +149,7 @@ func TestBadInput(t *testing.T) {
 				{"bad duration", []string{"--cluster-timeout=soon"}, []string{`invalid argument "soon" for "--cluster-timeout" flag`}},
 				{"bad output", []string{"-o", "foo"}, []string{`output format "foo"`}},
 				{"bad sort-by", []string{"--sort-by", ".metadata.name["}, []string{"--sort-by"}},
+				{"bad request timeout", []string{"--request-timeout=abc"}, []string{"Invalid timeout value"}},
 			},
 			extra: []badArgs{
 				{"unknown contexts", []string{"--contexts", "dead,no-such-context"}, []string{`--contexts: context "no-such-context" not found`}},
@@ -160,6 +161,7 @@ func TestBadInput(t *testing.T) {
 			malformed: []badArgs{
 				{"bad bool", []string{"--show-secrets=maybe"}, []string{`invalid argument "maybe" for "--show-secrets" flag`}},
 				{"bad output", []string{"-o", "foo"}, []string{`--output must be yaml or json, got "foo"`}},
+				{"bad request timeout", []string{"--request-timeout=abc"}, []string{"Invalid timeout value"}},
 			},
 			extra: []badArgs{
 				{"unknown contexts", []string{"--contexts", "dead,no-such-context"}, []string{`context "no-such-context": no such context`}},

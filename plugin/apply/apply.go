@@ -291,7 +291,7 @@ func ResolveTargets(cmd *cobra.Command, getter genericclioptions.RESTClientGette
 		}
 		rules := clientcmd.NewDefaultClientConfigLoadingRules()
 		rules.ExplicitPath = explicit
-		cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: name}).ClientConfig()
+		cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, cmdutil.ContextOverrides(getter, name)).ClientConfig()
 		if err != nil {
 			return nil, fmt.Errorf("loading the kubeconfig of context %s: %w", name, err)
 		}

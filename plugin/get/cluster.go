@@ -22,6 +22,8 @@ import (
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
+
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 )
 
@@ -129,12 +131,14 @@ func parallel(n int, f func(i int)) {
 }
 
 func (o *Options) connect(t target) (*clusterConn, error) {
-	cfg, err := clientcmd.NewNonInteractiveClientConfig(*t.config, t.context, &clientcmd.ConfigOverrides{}, nil).ClientConfig()
+	cfg, err := clientcmd.NewNonInteractiveClientConfig(*t.config, t.context, cmdutil.ContextOverrides(o.restClientGetter, t.context), nil).ClientConfig()
 	if err != nil {
 		return nil, err
 	}
 	cfg = rest.CopyConfig(cfg)
-	cfg.Timeout = o.ClusterTimeout
+	if cfg.Timeout == 0 || cfg.Timeout > o.ClusterTimeout {
+		cfg.Timeout = o.ClusterTimeout // --cluster-timeout bounds each cluster
+	}
 	cfg.QPS, cfg.Burst = 50, 100
 	cfg.WarningHandler = rest.NoWarnings{}
 	kube, err := kubernetes.NewForConfig(cfg)

@@ -215,7 +215,7 @@ func (o *Options) Complete(cmd *cobra.Command, _ []string) error {
 		}
 		rules := clientcmd.NewDefaultClientConfigLoadingRules()
 		rules.ExplicitPath = explicit
-		cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: name}).ClientConfig()
+		cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, cmdutil.ContextOverrides(o.restClientGetter, name)).ClientConfig()
 		if err != nil {
 			return fmt.Errorf("loading the kubeconfig of context %s: %w", name, err)
 		}

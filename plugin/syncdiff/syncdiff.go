@@ -219,7 +219,7 @@ func (o *Options) Complete(cmd *cobra.Command, args []string) error {
 		if _, ok := raw.Contexts[n]; !ok {
 			return cmdutil.UsageErrorf(cmd, "context %q: no such context in the kubeconfig", n)
 		}
-		cfg, err := clientcmd.NewNonInteractiveClientConfig(raw, n, &clientcmd.ConfigOverrides{}, nil).ClientConfig()
+		cfg, err := clientcmd.NewNonInteractiveClientConfig(raw, n, cmdutil.ContextOverrides(o.restClientGetter, n), nil).ClientConfig()
 		if err != nil {
 			if slices.Contains(o.diffed, n) {
 				return fmt.Errorf("context %s: %w", n, err)
