@@ -485,6 +485,30 @@ func (e *Engine) doRefresh(ctx context.Context) {
 	needed := map[scope]bool{}
 	failed := false
 	all := e.opts.Peers.List()
+	// The peers' informers are started after every rule is seen: a scope some rule needs
+	// the peer's copies of our objects in (syncStatusBack) keeps them.
+	type peerScope struct {
+		peer    types.UID
+		dyn     dynamic.Interface
+		mapper  meta.RESTMapper
+		keepOwn bool
+	}
+	peerScopes := map[scope]*peerScope{}
+	var peerOrder []scope // the order the rules and peers ask for them, as before
+	var members []types.UID
+	for _, p := range all {
+		members = append(members, p.ClusterID)
+	}
+	wantPeer := func(s scope, p peers.Peer, dyn dynamic.Interface, mapper meta.RESTMapper, keepOwn bool) {
+		needed[s] = true
+		ps := peerScopes[s]
+		if ps == nil {
+			ps = &peerScope{peer: p.ClusterID, dyn: dyn, mapper: mapper}
+			peerScopes[s] = ps
+			peerOrder = append(peerOrder, s)
+		}
+		ps.keepOwn = ps.keepOwn || keepOwn
+	}
 	for _, r := range e.snapshot() {
 		if r.compiled == nil {
 			continue
@@ -510,7 +534,7 @@ func (e *Engine) doRefresh(ctx context.Context) {
 					continue
 				}
 				needed[s] = true
-				if err := e.watchers.ensure(ctx, s, e.opts.Dynamic, e.opts.Mapper, e.onEvent); err != nil {
+				if err := e.watchers.ensure(ctx, s, "", e.opts.Dynamic, e.opts.Mapper, e.onEvent); err != nil {
 					r.setErr(err)
 					failed = true
 				}
@@ -531,8 +555,7 @@ func (e *Engine) doRefresh(ctx context.Context) {
 					failed = true
 					continue // reported in the rule's source status
 				}
-				needed[s] = true
-				_ = e.watchers.ensure(ctx, s, dyn, mapper, e.onEvent)
+				wantPeer(s, p, dyn, mapper, false)
 			}
 			if r.rsr.Spec.SyncStatusBack {
 				// The peers' copies of our objects, whose status flows back.
@@ -547,12 +570,15 @@ func (e *Engine) doRefresh(ctx context.Context) {
 							failed = true
 							continue
 						}
-						needed[s] = true
-						_ = e.watchers.ensure(ctx, s, dyn, mapper, e.onEvent)
+						wantPeer(s, p, dyn, mapper, true)
 					}
 				}
 			}
 		}
+	}
+	for _, s := range peerOrder {
+		ps := peerScopes[s]
+		_ = e.watchers.ensure(ctx, s, uselessCopies(e.opts.LocalID, ps.peer, members, ps.keepOwn), ps.dyn, ps.mapper, e.onEvent)
 	}
 	e.watchers.retain(func(s scope) bool { return needed[s] })
 	if failed {
