@@ -142,7 +142,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		if _, isCluster := w.Object.(*v1alpha1.Cluster); isCluster && w.Op == OpDelete && r.Recorder != nil {
 			if own := ownCluster(clusters.Items, r.Identity); own != nil {
 				reason, msg := "ClusterLeft", fmt.Sprintf("cluster %s (clusterID %s) left the group: its Cluster and reader Secret copy were deleted here", w.Object.GetName(), w.Describes)
-				if w.Describes != r.Identity.ID && departedSelf(clusters.Items, in) {
+				if _, selfLeft := plan.Departed[r.Identity.ID]; selfLeft {
 					reason, msg = "LeftGroup", fmt.Sprintf("this cluster left the group: its copy of cluster %s (clusterID %s) was deleted", w.Object.GetName(), w.Describes)
 				}
 				r.Recorder.Eventf(own, corev1.EventTypeNormal, reason, "%s", msg)
@@ -169,17 +169,6 @@ func ownCluster(clusters []v1alpha1.Cluster, id bootstrap.Identity) *v1alpha1.Cl
 		}
 	}
 	return nil
-}
-
-// departedSelf reports whether the local cluster is among the departures in force.
-func departedSelf(local []v1alpha1.Cluster, in Input) bool {
-	sets := [][]v1alpha1.Cluster{local}
-	for _, p := range in.Peers {
-		sets = append(sets, p.Clusters)
-	}
-	gone, _ := InForce(sets...)
-	_, left := gone[in.LocalID]
-	return left
 }
 
 func kindOf(o client.Object) string {

@@ -70,6 +70,8 @@ type Write struct {
 type Result struct {
 	Writes    []Write
 	Conflicts []string
+	// Departed are the departures in force the plan carried out (see InForce).
+	Departed Departures
 }
 
 // notCopied are annotations that are local decisions, never copied between clusters.
@@ -116,6 +118,7 @@ func Plan(in Input) Result {
 		sets = append(sets, p.Clusters)
 	}
 	gone, problems := InForce(sets...)
+	res.Departed = gone
 	res.Conflicts = append(res.Conflicts, problems...)
 	if own := localClusters[in.LocalName]; own != nil && own.Spec.ClusterID == in.LocalID {
 		if w := planDepartures(own, gone); w != nil {

@@ -341,10 +341,21 @@ func PeerState(cl client.Client, name string) (v1alpha1.ClusterState, string, er
 // membership spreads. It returns an admin client per cluster.
 func FormGroup(t *testing.T, bed *testbed.Bed, names ...string) map[string]client.Client {
 	t.Helper()
+	return FormGroupServing(t, bed, nil, names...)
+}
+
+// FormGroupServing is FormGroup with extra arguments of each cluster's "serve" (nil
+// for none).
+func FormGroupServing(t *testing.T, bed *testbed.Bed, serveArgs func(name string) []string, names ...string) map[string]client.Client {
+	t.Helper()
 	clients := map[string]client.Client{}
 	for _, n := range names {
 		clients[n] = Install(t, bed.Cluster(n))
-		Serve(t, bed.Cluster(n))
+		var extra []string
+		if serveArgs != nil {
+			extra = serveArgs(n)
+		}
+		Serve(t, bed.Cluster(n), extra...)
 	}
 	for _, n := range names {
 		Eventually(t, 60*time.Second, n+" bootstraps", func() error { return LocalReady(clients[n], n) })

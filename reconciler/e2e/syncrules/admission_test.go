@@ -201,28 +201,12 @@ func ptrTo[T any](v T) *T { return &v }
 // it returns the clients and the metrics URLs.
 func formGroupWithMetrics(t *testing.T, names ...string) (map[string]client.Client, map[string]string) {
 	t.Helper()
-	clients, urls := map[string]client.Client{}, map[string]string{}
-	for _, n := range names {
-		clients[n] = harness.Install(t, bed.Cluster(n))
+	urls := map[string]string{}
+	clients := harness.FormGroupServing(t, bed, func(n string) []string {
 		addr := harness.FreeAddr(t)
 		urls[n] = "http://" + addr + "/metrics"
-		harness.Serve(t, bed.Cluster(n), "--metrics-bind-address", addr)
-	}
-	for _, n := range names {
-		harness.Eventually(t, 60*time.Second, n+" bootstraps", func() error { return harness.LocalReady(clients[n], n) })
-	}
-	for _, n := range names[1:] {
-		harness.Swap(t, clients[names[0]], clients[n], names[0])
-		harness.Swap(t, clients[n], clients[names[0]], n)
-	}
-	harness.Eventually(t, 60*time.Second, "the group forms", func() error {
-		for _, n := range names {
-			if err := harness.Members(clients[n], n, names...); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+		return []string{"--metrics-bind-address", addr}
+	}, names...)
 	return clients, urls
 }
 
