@@ -203,7 +203,8 @@ type Engine struct {
 	clusterMu sync.Mutex
 	clusters  map[string]clusterContent
 	// ownWrites holds, per copy, the resourceVersion of the engine's last write when the
-	// cluster stored it as written: the local event of that write is not queued.
+	// cluster stored it as written, until the local cache has it: a create is not made
+	// twice meanwhile.
 	ownWrites sync.Map // item -> ownWrite
 
 	retryDelay time.Duration
@@ -485,30 +486,6 @@ func (e *Engine) doRefresh(ctx context.Context) {
 	needed := map[scope]bool{}
 	failed := false
 	all := e.opts.Peers.List()
-	// The peers' informers are started after every rule is seen: a scope some rule needs
-	// the peer's copies of our objects in (syncStatusBack) keeps them.
-	type peerScope struct {
-		peer    types.UID
-		dyn     dynamic.Interface
-		mapper  meta.RESTMapper
-		keepOwn bool
-	}
-	peerScopes := map[scope]*peerScope{}
-	var peerOrder []scope // the order the rules and peers ask for them, as before
-	var members []types.UID
-	for _, p := range all {
-		members = append(members, p.ClusterID)
-	}
-	wantPeer := func(s scope, p peers.Peer, dyn dynamic.Interface, mapper meta.RESTMapper, keepOwn bool) {
-		needed[s] = true
-		ps := peerScopes[s]
-		if ps == nil {
-			ps = &peerScope{peer: p.ClusterID, dyn: dyn, mapper: mapper}
-			peerScopes[s] = ps
-			peerOrder = append(peerOrder, s)
-		}
-		ps.keepOwn = ps.keepOwn || keepOwn
-	}
 	for _, r := range e.snapshot() {
 		if r.compiled == nil {
 			continue
@@ -534,7 +511,7 @@ func (e *Engine) doRefresh(ctx context.Context) {
 					continue
 				}
 				needed[s] = true
-				if err := e.watchers.ensure(ctx, s, "", e.opts.Dynamic, e.opts.Mapper, e.onEvent); err != nil {
+				if err := e.watchers.ensure(ctx, s, e.opts.Dynamic, e.opts.Mapper, e.onEvent); err != nil {
 					r.setErr(err)
 					failed = true
 				}
@@ -555,7 +532,8 @@ func (e *Engine) doRefresh(ctx context.Context) {
 					failed = true
 					continue // reported in the rule's source status
 				}
-				wantPeer(s, p, dyn, mapper, false)
+				needed[s] = true
+				_ = e.watchers.ensure(ctx, s, dyn, mapper, e.onEvent)
 			}
 			if r.rsr.Spec.SyncStatusBack {
 				// The peers' copies of our objects, whose status flows back.
@@ -570,15 +548,12 @@ func (e *Engine) doRefresh(ctx context.Context) {
 							failed = true
 							continue
 						}
-						wantPeer(s, p, dyn, mapper, true)
+						needed[s] = true
+						_ = e.watchers.ensure(ctx, s, dyn, mapper, e.onEvent)
 					}
 				}
 			}
 		}
-	}
-	for _, s := range peerOrder {
-		ps := peerScopes[s]
-		_ = e.watchers.ensure(ctx, s, uselessCopies(e.opts.LocalID, ps.peer, members, ps.keepOwn), ps.dyn, ps.mapper, e.onEvent)
 	}
 	e.watchers.retain(func(s scope) bool { return needed[s] })
 	if failed {
@@ -636,11 +611,11 @@ func (e *Engine) onEvent(s scope, oldObj, newObj *unstructured.Unstructured) {
 	now := time.Now()
 	if s.cluster == "" {
 		if newObj != nil {
-			// The event of our own write, stored as written: nothing to look at again.
+			// The event of our own write: the local cache has it now. It is still looked
+			// at again: the source may have changed (or gone) since the write.
 			it := item{gvk: s.gvk, namespace: newObj.GetNamespace(), name: newObj.GetName()}
 			if w, ok := e.ownWrites.Load(it); ok && w.(ownWrite).resourceVersion == newObj.GetResourceVersion() {
 				e.ownWrites.Delete(it)
-				return
 			}
 		}
 		for _, o := range []*unstructured.Unstructured{oldObj, newObj} {

@@ -3,9 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -14,13 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	toolscache "k8s.io/client-go/tools/cache"
-
-	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 )
 
 // scope names one watch: a cluster ("" for the local one), a kind and a namespace (""
@@ -47,8 +41,6 @@ func (s scope) String() string {
 type watcher struct {
 	informer toolscache.SharedIndexInformer
 	cancel   context.CancelFunc
-	// selector is the label selector of its lists and watches ("" for none).
-	selector string
 	// err is the last list/watch error (forbidden, unknown kind...), for rule status.
 	mu  sync.Mutex
 	err error
@@ -77,18 +69,13 @@ func newWatchers() *watchers { return &watchers{all: map[scope]*watcher{}} }
 // handler receives the objects of a scope that changed (old and new; either may be nil).
 type handler func(s scope, oldObj, newObj *unstructured.Unstructured)
 
-// ensure starts the informer of scope s if it is not running with the label selector
-// selector, replacing one that runs with another selector. mapper resolves the kind;
+// ensure starts the informer of scope s if it is not running. mapper resolves the kind;
 // client lists and watches.
-func (ws *watchers) ensure(ctx context.Context, s scope, selector string, client dynamic.Interface, mapper meta.RESTMapper, h handler) error {
+func (ws *watchers) ensure(ctx context.Context, s scope, client dynamic.Interface, mapper meta.RESTMapper, h handler) error {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
-	if w, ok := ws.all[s]; ok {
-		if w.selector == selector {
-			return nil
-		}
-		w.cancel()
-		delete(ws.all, s)
+	if _, ok := ws.all[s]; ok {
+		return nil
 	}
 	mapping, err := mapper.RESTMapping(s.gvk.GroupKind(), s.gvk.Version)
 	if err != nil {
@@ -100,16 +87,14 @@ func (ws *watchers) ensure(ctx context.Context, s scope, selector string, client
 	}
 	lw := &toolscache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			opts.LabelSelector = selector
 			return ri.List(ctx, opts)
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			opts.LabelSelector = selector
 			return ri.Watch(ctx, opts)
 		},
 	}
 	inf := toolscache.NewSharedIndexInformer(lw, &unstructured.Unstructured{}, 0, toolscache.Indexers{})
-	w := &watcher{informer: inf, selector: selector}
+	w := &watcher{informer: inf}
 	_ = inf.SetTransform(func(o any) (any, error) {
 		if u, ok := o.(*unstructured.Unstructured); ok {
 			u.SetManagedFields(nil)
@@ -242,32 +227,4 @@ func clusterName(c string) string {
 		return "local"
 	}
 	return c
-}
-
-// uselessCopies returns the label selector of a peer's informer that leaves out the
-// copies on that peer which decide nothing here (see Gather): copies of the local
-// cluster's objects (unless keepOwn: their status flows back), and copies of objects of
-// the other members, which this cluster reads from their origins directly. Values that
-// are not valid label values are not left out.
-func uselessCopies(local types.UID, peer types.UID, members []types.UID, keepOwn bool) string {
-	var ids []string
-	add := func(id types.UID) {
-		if id != "" && len(validation.IsValidLabelValue(string(id))) == 0 {
-			ids = append(ids, string(id))
-		}
-	}
-	if !keepOwn {
-		add(local)
-	}
-	for _, m := range members {
-		if m != peer && m != local {
-			add(m)
-		}
-	}
-	if len(ids) == 0 {
-		return ""
-	}
-	sort.Strings(ids)
-	ids = slices.Compact(ids)
-	return v1alpha1.OwnershipLabel + " notin (" + strings.Join(ids, ",") + ")"
 }
