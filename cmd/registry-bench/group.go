@@ -315,6 +315,39 @@ func rss(pid int) (peak, cur float64, err error) {
 	return peak, cur, nil
 }
 
+// fileRSS reads the file-backed part of a process's resident set (RssFile), in MiB: the
+// pages of its binary (and other mapped files) it has touched, shared with every process
+// that maps them and dropped by the kernel under memory pressure without swapping.
+func fileRSS(pid int) (float64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "RssFile:"); ok {
+			var kb float64
+			if _, err := fmt.Sscan(rest, &kb); err != nil {
+				return 0, fmt.Errorf("RssFile %q: %w", rest, err)
+			}
+			return kb / 1024, nil
+		}
+	}
+	return 0, errors.New("no RssFile in /proc status")
+}
+
+// controllersFileRSS returns the file-backed part of each controller's RSS in MiB.
+func (g *group) controllersFileRSS() (map[string]float64, error) {
+	out := map[string]float64{}
+	for _, c := range g.ctrls {
+		f, err := fileRSS(c.cmd.Process.Pid)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", c.name, err)
+		}
+		out[c.name] = f
+	}
+	return out, nil
+}
+
 // controllersRSS returns each controller's peak and current RSS in MiB.
 func (g *group) controllersRSS() (peak, cur map[string]float64, err error) {
 	peak, cur = map[string]float64{}, map[string]float64{}

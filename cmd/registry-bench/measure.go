@@ -259,10 +259,14 @@ func (b *bench) runMain(ctx context.Context, res *results) error {
 		if err != nil {
 			return err
 		}
+		file, err := g.controllersFileRSS()
+		if err != nil {
+			return err
+		}
 		res.Memory = &memoryResult{
 			Objects: b.o.memoryObjects, FillObjects: n, FillSeconds: d.Seconds(),
 			FillObjectsPerSecond: ratio(float64(n), d.Seconds()), PeakRSSMiB: peak, RSSMiB: cur,
-			FloorObjects: b.o.burst,
+			FileRSSMiB: file, FloorObjects: b.o.burst,
 		}
 	}
 

@@ -8,8 +8,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"runtime"
+	"strconv"
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
@@ -62,6 +64,9 @@ type Options struct {
 	// APIServerCAFile is --api-server-ca-file, read in Run.
 	APIServerCAFile string
 
+	// Memory tunes the Go runtime's garbage collector and soft memory limit.
+	Memory manager.MemoryOptions
+
 	// KubeAPIQPS and KubeAPIBurst limit the requests to the API server on the client side;
 	// a negative QPS leaves flow control to the API server's priority and fairness.
 	KubeAPIQPS   float32
@@ -75,6 +80,7 @@ type Options struct {
 func NewOptions(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *Options {
 	return &Options{
 		Manager:          manager.DefaultOptions(),
+		Memory:           manager.MemoryOptions{GCPercent: manager.DefaultGCPercent, LimitRatio: manager.DefaultMemoryLimitRatio},
 		KubeAPIQPS:       -1,
 		KubeAPIBurst:     0,
 		restClientGetter: restClientGetter,
@@ -144,6 +150,10 @@ func (o *Options) AddFlags(cmd *cobra.Command) {
 		"How many synced objects are reconciled at once.")
 	fs.DurationVar(&m.GracefulShutdownTimeout, "graceful-shutdown-timeout", manager.DefaultGracefulShutdownTimeout,
 		"How long the controller gets to stop after SIGTERM.")
+	fs.IntVar(&o.Memory.GCPercent, "gc-percent", o.Memory.GCPercent,
+		"Garbage collector target, as GOGC: how much the heap may grow over the live heap before a collection, in percent. Without the flag, GOGC in the environment wins.")
+	fs.Float64Var(&o.Memory.LimitRatio, "memory-limit-ratio", o.Memory.LimitRatio,
+		"With a cgroup memory limit (a container's limits.memory), the fraction of it set as the Go soft memory limit; 0 sets none. GOMEMLIMIT in the environment wins.")
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS,
 		"Requests per second to the API server allowed on the client side; negative leaves flow control to the API server (priority and fairness).")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst,
@@ -161,6 +171,9 @@ func (o *Options) Complete(cmd *cobra.Command, _ []string) error {
 	if !cmd.Flags().Changed("leader-election-namespace") {
 		o.Manager.LeaderElectionNamespace = o.Manager.Namespace
 	}
+	if _, set := os.LookupEnv("GOGC"); set && !cmd.Flags().Changed("gc-percent") {
+		o.Memory.GCPercent = 0 // the runtime applied GOGC
+	}
 	if o.APIServerEndpoint != "" {
 		server, err := kubeconfig.NormalizeServer(o.APIServerEndpoint)
 		if err != nil {
@@ -175,6 +188,9 @@ func (o *Options) Complete(cmd *cobra.Command, _ []string) error {
 func (o *Options) Validate() error {
 	if err := o.Manager.Validate(); err != nil {
 		return err
+	}
+	if err := o.Memory.Validate(); err != nil {
+		return fmt.Errorf("--gc-percent, --memory-limit-ratio: %w", err)
 	}
 	if o.Verbosity < 0 {
 		return fmt.Errorf("-v must not be negative, got %d", o.Verbosity)
@@ -210,6 +226,15 @@ func (o *Options) Run(ctx context.Context) error {
 	cfg.UserAgent = fmt.Sprintf("kubectl-registry/%s (%s/%s) serve", info.Version, runtime.GOOS, runtime.GOARCH)
 
 	logger.Info("kubectl-registry serve", "version", info.Version, "commit", info.Commit)
+	mem, err := manager.ApplyMemory(o.Memory, "/")
+	if err != nil {
+		return err
+	}
+	memLimit := "none"
+	if mem.Limit < math.MaxInt64 {
+		memLimit = strconv.FormatInt(mem.Limit, 10)
+	}
+	logger.Info("memory", "gcPercent", mem.GCPercent, "memoryLimitBytes", memLimit, "cgroupLimitBytes", mem.CgroupLimit)
 	o.Manager.Logger = logger
 	return manager.Run(ctx, cfg, o.Manager)
 }

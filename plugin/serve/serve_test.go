@@ -112,6 +112,8 @@ func TestValidate(t *testing.T) {
 		{[]string{"--api-server-endpoint", "http://203.0.113.7"}, "--api-server-endpoint"},
 		{[]string{"--reader-token-lifetime", "1m"}, "the reader token lifetime must be at least 10m0s"},
 		{[]string{"--peer-failure-threshold", "0"}, "the peer failure threshold must be at least 1"},
+		{[]string{"--gc-percent", "-5"}, "--gc-percent, --memory-limit-ratio: the GC percent must be from 1 to 10000"},
+		{[]string{"--memory-limit-ratio", "2"}, "the memory limit ratio must be from 0 (none) to 1, got 2"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -141,5 +143,33 @@ func TestInvalidClusterName(t *testing.T) {
 	}
 	if out.Len() != 0 || errOut.Len() != 0 {
 		t.Errorf("unexpected output %q, %q", out, errOut)
+	}
+}
+
+// TestMemoryFlags: the GC target defaults to manager.DefaultGCPercent unless GOGC is set
+// (then the runtime's is kept), and the flag wins over GOGC.
+func TestMemoryFlags(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		gogc string // "" for unset
+		args []string
+		want manager.MemoryOptions
+	}{
+		{name: "defaults", want: manager.MemoryOptions{GCPercent: manager.DefaultGCPercent, LimitRatio: manager.DefaultMemoryLimitRatio}},
+		{name: "GOGC set", gogc: "200", want: manager.MemoryOptions{GCPercent: 0, LimitRatio: manager.DefaultMemoryLimitRatio}},
+		{name: "flag wins over GOGC", gogc: "200", args: []string{"--gc-percent=80", "--memory-limit-ratio=0"}, want: manager.MemoryOptions{GCPercent: 80}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.gogc != "" {
+				t.Setenv("GOGC", tc.gogc)
+			}
+			o, err := parse(t, tc.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, o.Memory); diff != "" {
+				t.Errorf("memory options (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -78,6 +78,15 @@ const appearedRetry = 100 * time.Millisecond
 // synced yet.
 const unsyncedRetry = time.Second
 
+// A create waits up to createWait (from when the object was first queued) for the views
+// of readable sources that are still syncing, looking again every createRetry: one of
+// them may have the object too, and which origin a copy follows must not depend on
+// which view synced first.
+const (
+	createWait  = 10 * time.Second
+	createRetry = 250 * time.Millisecond
+)
+
 // Options configure the Engine.
 type Options struct {
 	LocalID   types.UID
@@ -212,7 +221,7 @@ type Engine struct {
 	// history is what the engine remembers of its recent writes of each copy, for
 	// Settle.
 	histMu  sync.Mutex
-	history map[item]WriteHistory
+	history map[item]writeRecord
 
 	mu      sync.RWMutex
 	rules   map[string]*ruleEntry
@@ -248,7 +257,7 @@ func New(opts Options) (*Engine, error) {
 		refresh: make(chan struct{}, 1),
 		rules:   map[string]*ruleEntry{},
 		mappers: map[string]peerMapper{},
-		history: map[item]WriteHistory{},
+		history: map[item]writeRecord{},
 	}
 	core, err := rules.Compile(coreRule())
 	if err != nil {
@@ -486,6 +495,27 @@ func (e *Engine) doRefresh(ctx context.Context) {
 	needed := map[scope]bool{}
 	failed := false
 	all := e.opts.Peers.List()
+	// The peers' informers are started once every rule is seen: a scope that some rule
+	// needs the peer's copies of our objects in (syncStatusBack) keeps them.
+	type peerScope struct {
+		peer    types.UID
+		dyn     dynamic.Interface
+		mapper  meta.RESTMapper
+		keepOwn bool
+	}
+	peerScopes := map[scope]*peerScope{}
+	var peerOrder []scope // in the order the rules and peers ask for them
+	members := memberIDs(all)
+	wantPeer := func(s scope, p peers.Peer, dyn dynamic.Interface, mapper meta.RESTMapper, keepOwn bool) {
+		needed[s] = true
+		ps := peerScopes[s]
+		if ps == nil {
+			ps = &peerScope{peer: p.ClusterID, dyn: dyn, mapper: mapper}
+			peerScopes[s] = ps
+			peerOrder = append(peerOrder, s)
+		}
+		ps.keepOwn = ps.keepOwn || keepOwn
+	}
 	for _, r := range e.snapshot() {
 		if r.compiled == nil {
 			continue
@@ -511,7 +541,7 @@ func (e *Engine) doRefresh(ctx context.Context) {
 					continue
 				}
 				needed[s] = true
-				if err := e.watchers.ensure(ctx, s, e.opts.Dynamic, e.opts.Mapper, e.onEvent); err != nil {
+				if err := e.watchers.ensure(ctx, s, "", e.opts.Dynamic, e.opts.Mapper, e.onEvent); err != nil {
 					r.setErr(err)
 					failed = true
 				}
@@ -532,8 +562,7 @@ func (e *Engine) doRefresh(ctx context.Context) {
 					failed = true
 					continue // reported in the rule's source status
 				}
-				needed[s] = true
-				_ = e.watchers.ensure(ctx, s, dyn, mapper, e.onEvent)
+				wantPeer(s, p, dyn, mapper, false)
 			}
 			if r.rsr.Spec.SyncStatusBack {
 				// The peers' copies of our objects, whose status flows back.
@@ -548,12 +577,15 @@ func (e *Engine) doRefresh(ctx context.Context) {
 							failed = true
 							continue
 						}
-						needed[s] = true
-						_ = e.watchers.ensure(ctx, s, dyn, mapper, e.onEvent)
+						wantPeer(s, p, dyn, mapper, true)
 					}
 				}
 			}
 		}
+	}
+	for _, s := range peerOrder {
+		ps := peerScopes[s]
+		_ = e.watchers.ensure(ctx, s, uselessCopies(e.opts.LocalID, ps.peer, members, ps.keepOwn), ps.dyn, ps.mapper, e.onEvent)
 	}
 	e.watchers.retain(func(s scope) bool { return needed[s] })
 	if failed {
@@ -568,6 +600,15 @@ func (e *Engine) doRefresh(ctx context.Context) {
 	for s := range needed {
 		go e.enqueueScope(s)
 	}
+}
+
+// memberIDs returns the cluster IDs of the peers.
+func memberIDs(all []peers.Peer) []types.UID {
+	ids := make([]types.UID, 0, len(all))
+	for _, p := range all {
+		ids = append(ids, p.ClusterID)
+	}
+	return ids
 }
 
 // scopeFor normalises a scope: cluster-scoped kinds have no namespace.
@@ -596,38 +637,56 @@ func (e *Engine) enqueueScope(s scope) {
 	}
 	now := time.Now()
 	for _, o := range w.informer.GetStore().List() {
-		u := o.(*unstructured.Unstructured)
+		c := asCached(o)
 		if s.cluster == "" {
 			// Every local object, even one as the engine wrote it: the rules may have changed.
-			e.add(item{gvk: s.gvk, namespace: u.GetNamespace(), name: u.GetName()}, now)
+			e.add(c.item(s.gvk), now)
 			continue
 		}
-		e.onEvent(s, nil, u)
+		e.onEvent(s, nil, c)
 	}
 }
 
 // onEvent maps a change in a watched scope to the local objects it may affect.
-func (e *Engine) onEvent(s scope, oldObj, newObj *unstructured.Unstructured) {
+func (e *Engine) onEvent(s scope, oldC, newC *cachedObject) {
 	now := time.Now()
 	if s.cluster == "" {
-		if newObj != nil {
+		if newC != nil {
 			// The event of our own write: the local cache has it now. It is still looked
 			// at again: the source may have changed (or gone) since the write.
-			it := item{gvk: s.gvk, namespace: newObj.GetNamespace(), name: newObj.GetName()}
-			if w, ok := e.ownWrites.Load(it); ok && w.(ownWrite).resourceVersion == newObj.GetResourceVersion() {
+			it := newC.item(s.gvk)
+			if w, ok := e.ownWrites.Load(it); ok && w.(ownWrite).resourceVersion == newC.resourceVersion() {
 				e.ownWrites.Delete(it)
 			}
 		}
-		for _, o := range []*unstructured.Unstructured{oldObj, newObj} {
-			if o != nil {
-				e.add(item{gvk: s.gvk, namespace: o.GetNamespace(), name: o.GetName()}, now)
+		for _, c := range []*cachedObject{oldC, newC} {
+			if c != nil {
+				e.add(c.item(s.gvk), now)
 			}
 		}
-		if newObj == nil && oldObj != nil {
-			e.ownWrites.Delete(item{gvk: s.gvk, namespace: oldObj.GetNamespace(), name: oldObj.GetName()})
+		if newC == nil && oldC != nil {
+			e.ownWrites.Delete(oldC.item(s.gvk))
 		}
 		return
 	}
+	e.onPeerEvent(s, e.decode(s, oldC), e.decode(s, newC), now)
+}
+
+// decode returns the object of an informer's cachedObject (nil for nil).
+func (e *Engine) decode(s scope, c *cachedObject) *unstructured.Unstructured {
+	if c == nil {
+		return nil
+	}
+	u, err := c.object(s.gvk)
+	if err != nil {
+		e.log.Error(err, "reading a cached object", "scope", s.String())
+		return nil
+	}
+	return u
+}
+
+// onPeerEvent maps a change of a peer's object to the local objects it may affect.
+func (e *Engine) onPeerEvent(s scope, oldObj, newObj *unstructured.Unstructured, now time.Time) {
 	for _, r := range e.snapshot() {
 		if r.compiled == nil {
 			continue
@@ -726,8 +785,9 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 		needFeatures = needFeatures || r.Compiled.NeedsFeatures()
 	}
 	var sources []Source
+	failingViews := map[types.UID]bool{} // readable sources whose view fails to sync
 	for _, p := range e.opts.Peers.List() {
-		name := p.Name
+		name, id := p.Name, p.ClusterID
 		var features []v1alpha1.ClusterFeature
 		if needFeatures {
 			features = peerFeatures(ctx, p)
@@ -736,7 +796,10 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 			Name: p.Name, ClusterID: p.ClusterID, Readable: p.Ready && p.Config() != nil,
 			Features: features, Cluster: e.peerCluster(ctx, p.Name),
 			Lookup: func(gvk schema.GroupVersionKind, ns, n string) (*unstructured.Unstructured, bool) {
-				obj, synced, _ := e.watchers.lookup(name, gvk, ns, n)
+				obj, synced, err := e.watchers.lookup(name, gvk, ns, n)
+				if !synced && err != nil {
+					failingViews[id] = true
+				}
 				return obj, synced
 			},
 		})
@@ -760,6 +823,9 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 		}
 	}
 	if act.Type == ActionCreate {
+		if e.waitForViews(it, g.Unsynced, failingViews) {
+			return createRetry, nil
+		}
 		if w, pending := e.ownWrites.Load(it); pending && time.Since(w.(ownWrite).at) < ownWriteWait {
 			// Created by this engine a moment ago, and the local cache has not seen it yet:
 			// wait for it rather than create it twice.
@@ -794,11 +860,27 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 	return 0, err
 }
 
+// waitForViews reports whether a create of it waits for the views of sources that are
+// still syncing (unsynced, and not failing), within createWait of when it was queued.
+func (e *Engine) waitForViews(it item, unsynced, failing map[types.UID]bool) bool {
+	first, ok := e.seen.Load(it)
+	if !ok || time.Since(first.(time.Time)) > createWait {
+		return false
+	}
+	for id := range unsynced {
+		if !failing[id] {
+			return true
+		}
+	}
+	return false
+}
+
 // settle asks Settle whether the copy chosen from src is written now, given the recent
 // writes of it.
 func (e *Engine) settle(it item, src *Candidate, observed *unstructured.Unstructured) Verdict {
 	e.histMu.Lock()
-	h, ok := e.history[it]
+	rec, ok := e.history[it]
+	h := rec.history()
 	e.histMu.Unlock()
 	if !ok {
 		return Verdict{} // not written recently
@@ -809,7 +891,7 @@ func (e *Engine) settle(it item, src *Candidate, observed *unstructured.Unstruct
 	}
 	h, v := Settle(in)
 	e.histMu.Lock()
-	e.history[it] = h
+	e.history[it] = newWriteRecord(h)
 	e.histMu.Unlock()
 	return v
 }
@@ -850,7 +932,34 @@ func (e *Engine) written(it item, src *Candidate, stored *unstructured.Unstructu
 	now := time.Now()
 	e.histMu.Lock()
 	defer e.histMu.Unlock()
-	e.history[it] = e.history[it].Written(d, changed, now, e.opts.Settle)
+	e.history[it] = newWriteRecord(e.history[it].history().Written(d, changed, now, e.opts.Settle))
+}
+
+// writeRecord is how the engine keeps a WriteHistory: the common one (a single write,
+// stored as written, never held) without its slices, for a smaller entry per copy written
+// within the last Window; any other in full.
+type writeRecord struct {
+	desired string
+	at      time.Time
+	full    *WriteHistory
+}
+
+func newWriteRecord(h WriteHistory) writeRecord {
+	if len(h.Writes) == 1 && len(h.Changed) == 0 && h.Holds == 0 && h.HeldUntil.IsZero() && h.Reason == "" {
+		return writeRecord{desired: h.Desired, at: h.Writes[0]}
+	}
+	return writeRecord{full: &h}
+}
+
+// history returns the WriteHistory the record keeps (the zero one for the zero record).
+func (r writeRecord) history() WriteHistory {
+	switch {
+	case r.full != nil:
+		return *r.full
+	case r.at.IsZero():
+		return WriteHistory{Desired: r.desired}
+	}
+	return WriteHistory{Desired: r.desired, Writes: []time.Time{r.at}}
 }
 
 // forgetHistory drops the write histories Settle no longer needs.
@@ -863,10 +972,13 @@ func (e *Engine) forgetHistory(now time.Time) {
 	})
 	e.histMu.Lock()
 	defer e.histMu.Unlock()
-	for it, h := range e.history {
-		if h.Forgettable(now, e.opts.Settle) {
+	for it, rec := range e.history {
+		if rec.history().Forgettable(now, e.opts.Settle) {
 			delete(e.history, it)
 		}
+	}
+	if len(e.history) == 0 {
+		e.history = map[item]writeRecord{} // a Go map keeps its size: let the one of a burst go
 	}
 }
 

@@ -3,7 +3,8 @@ package engine
 import (
 	"context"
 	"fmt"
-	"sort"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -12,9 +13,13 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 )
 
 // scope names one watch: a cluster ("" for the local one), a kind and a namespace (""
@@ -41,9 +46,26 @@ func (s scope) String() string {
 type watcher struct {
 	informer toolscache.SharedIndexInformer
 	cancel   context.CancelFunc
+	// selector is the label selector of its lists and watches ("" for none).
+	selector string
 	// err is the last list/watch error (forbidden, unknown kind...), for rule status.
 	mu  sync.Mutex
 	err error
+	// version counts the informer's events; counts are the match counts at a version.
+	version uint64
+	counts  map[any]matchCount
+}
+
+type matchCount struct {
+	version uint64
+	n       int
+}
+
+// changed records an event of the informer.
+func (w *watcher) changed() {
+	w.mu.Lock()
+	w.version++
+	w.mu.Unlock()
 }
 
 func (w *watcher) setErr(err error) {
@@ -67,15 +89,20 @@ type watchers struct {
 func newWatchers() *watchers { return &watchers{all: map[scope]*watcher{}} }
 
 // handler receives the objects of a scope that changed (old and new; either may be nil).
-type handler func(s scope, oldObj, newObj *unstructured.Unstructured)
+type handler func(s scope, oldObj, newObj *cachedObject)
 
-// ensure starts the informer of scope s if it is not running. mapper resolves the kind;
-// client lists and watches.
-func (ws *watchers) ensure(ctx context.Context, s scope, client dynamic.Interface, mapper meta.RESTMapper, h handler) error {
+// ensure starts the informer of scope s with the label selector selector ("" for none) if
+// it is not running, replacing one that runs with another selector. mapper resolves the
+// kind; client lists and watches.
+func (ws *watchers) ensure(ctx context.Context, s scope, selector string, client dynamic.Interface, mapper meta.RESTMapper, h handler) error {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
-	if _, ok := ws.all[s]; ok {
-		return nil
+	if w, ok := ws.all[s]; ok {
+		if w.selector == selector {
+			return nil
+		}
+		w.cancel()
+		delete(ws.all, s)
 	}
 	mapping, err := mapper.RESTMapping(s.gvk.GroupKind(), s.gvk.Version)
 	if err != nil {
@@ -87,46 +114,39 @@ func (ws *watchers) ensure(ctx context.Context, s scope, client dynamic.Interfac
 	}
 	lw := &toolscache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			opts.LabelSelector = selector
 			return ri.List(ctx, opts)
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			opts.LabelSelector = selector
 			return ri.Watch(ctx, opts)
 		},
 	}
 	inf := toolscache.NewSharedIndexInformer(lw, &unstructured.Unstructured{}, 0, toolscache.Indexers{})
-	w := &watcher{informer: inf}
-	_ = inf.SetTransform(func(o any) (any, error) {
-		if u, ok := o.(*unstructured.Unstructured); ok {
-			u.SetManagedFields(nil)
-		}
-		return o, nil
-	})
+	w := &watcher{informer: inf, selector: selector}
+	_ = inf.SetTransform(compactFor(s.gvk))
 	_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *toolscache.Reflector, err error) {
 		w.setErr(err)
 	})
 	_, _ = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc: func(o any) { h(s, nil, asUnstructured(o)) },
+		AddFunc: func(o any) {
+			w.changed()
+			h(s, nil, asCached(o))
+		},
 		UpdateFunc: func(o, n any) {
 			w.setErr(nil)
-			h(s, asUnstructured(o), asUnstructured(n))
+			w.changed()
+			h(s, asCached(o), asCached(n))
 		},
-		DeleteFunc: func(o any) { h(s, asUnstructured(o), nil) },
+		DeleteFunc: func(o any) {
+			w.changed()
+			h(s, asCached(o), nil)
+		},
 	})
 	wctx, cancel := context.WithCancel(ctx)
 	w.cancel = cancel
 	ws.all[s] = w
 	go inf.RunWithContext(wctx)
-	return nil
-}
-
-func asUnstructured(o any) *unstructured.Unstructured {
-	switch t := o.(type) {
-	case *unstructured.Unstructured:
-		return t
-	case toolscache.DeletedFinalStateUnknown:
-		u, _ := t.Obj.(*unstructured.Unstructured)
-		return u
-	}
 	return nil
 }
 
@@ -161,13 +181,19 @@ func (ws *watchers) lookup(cluster string, gvk schema.GroupVersionKind, namespac
 		if !exists {
 			return nil, true, nil
 		}
-		return item.(*unstructured.Unstructured), true, nil
+		obj, err := asCached(item).object(gvk)
+		if err != nil {
+			return nil, false, err
+		}
+		return obj, true, nil
 	}
 	return nil, false, nil
 }
 
-// list returns every object of the kind in the cluster's synced informers.
-func (ws *watchers) list(cluster string, gvk schema.GroupVersionKind) []*unstructured.Unstructured {
+// count returns how many objects of the kind in the cluster's informers match, counted
+// once per object key. match sees each object as decode returns it. The count is kept per
+// informer and matcher and recomputed only when the informer has had events since.
+func (ws *watchers) count(cluster string, gvk schema.GroupVersionKind, matcher any, decode func(*cachedObject) (*unstructured.Unstructured, error), match func(*unstructured.Unstructured) bool) int {
 	ws.mu.Lock()
 	var ws2 []*watcher
 	for s, w := range ws.all {
@@ -176,22 +202,58 @@ func (ws *watchers) list(cluster string, gvk schema.GroupVersionKind) []*unstruc
 		}
 	}
 	ws.mu.Unlock()
+	if len(ws2) == 1 {
+		return ws2[0].count(matcher, decode, match)
+	}
+	// Overlapping scopes (a namespace and all namespaces): count each key once.
 	seen := map[string]bool{}
-	var out []*unstructured.Unstructured
+	n := 0
 	for _, w := range ws2 {
 		for _, item := range w.informer.GetStore().List() {
-			u := item.(*unstructured.Unstructured)
-			k := u.GetNamespace() + "/" + u.GetName()
-			if !seen[k] {
-				seen[k] = true
-				out = append(out, u)
+			c := asCached(item)
+			k := c.namespace() + "/" + c.name()
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+			if u, err := decode(c); err == nil && match(u) {
+				n++
 			}
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		return out[i].GetNamespace()+"/"+out[i].GetName() < out[j].GetNamespace()+"/"+out[j].GetName()
-	})
-	return out
+	return n
+}
+
+// count counts the informer's objects that match, reusing the last count for the same
+// matcher while the informer has had no events.
+func (w *watcher) count(matcher any, decode func(*cachedObject) (*unstructured.Unstructured, error), match func(*unstructured.Unstructured) bool) int {
+	w.mu.Lock()
+	if c, ok := w.counts[matcher]; ok && c.version == w.version {
+		w.mu.Unlock()
+		return c.n
+	}
+	version := w.version
+	w.mu.Unlock()
+	n := 0
+	for _, item := range w.informer.GetStore().List() {
+		if u, err := decode(asCached(item)); err == nil && match(u) {
+			n++
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.counts == nil {
+		w.counts = map[any]matchCount{}
+	}
+	// Counts at older versions are recomputed when asked for: drop them, so matchers of
+	// rules changed or gone do not stay.
+	for m, c := range w.counts {
+		if c.version != version {
+			delete(w.counts, m)
+		}
+	}
+	w.counts[matcher] = matchCount{version: version, n: n}
+	return n
 }
 
 // retain stops every informer whose scope keep rejects.
@@ -227,4 +289,40 @@ func clusterName(c string) string {
 		return "local"
 	}
 	return c
+}
+
+// uselessCopies returns the label selector of a peer's informer that leaves out the
+// copies on that peer which decide nothing here (see Gather): copies of the local
+// cluster's objects (unless keepOwn: their status flows back), and copies of the objects
+// of the other members, which this cluster reads from their origins directly. Values that
+// are not valid label values are not left out.
+func uselessCopies(local, peer types.UID, members []types.UID, keepOwn bool) string {
+	var ids []string
+	add := func(id types.UID) {
+		if id != "" && len(validation.IsValidLabelValue(string(id))) == 0 {
+			ids = append(ids, string(id))
+		}
+	}
+	if !keepOwn {
+		add(local)
+	}
+	for _, m := range members {
+		if m != peer && m != local {
+			add(m)
+		}
+	}
+	if len(ids) == 0 {
+		return ""
+	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	return v1alpha1.OwnershipLabel + " notin (" + strings.Join(ids, ",") + ")"
+}
+
+// offered reports whether a peer's object is one the peer offers as a source: its own or
+// a copy of an object of a cluster that is not a member (not a copy uselessCopies would
+// leave out, whatever the informer's selector).
+func offered(u *unstructured.Unstructured, local, peer types.UID, members []types.UID) bool {
+	origin := types.UID(u.GetAnnotations()[v1alpha1.OwnershipAnnotation])
+	return origin == "" || origin == peer || (origin != local && !slices.Contains(members, origin))
 }

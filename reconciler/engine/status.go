@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -73,11 +74,21 @@ func (e *Engine) status(ctx context.Context, r *ruleEntry) v1alpha1.ResourceSync
 					src.State, src.Message = v1alpha1.SourceFailing, err.Error()
 					failing++
 				}
-				for _, o := range e.watchers.list(p.Name, r.compiled.GVK) {
-					if _, ok := r.compiled.Match(o); ok {
-						src.Objects++
-					}
+				gvk := r.compiled.GVK
+				decode := func(c *cachedObject) (*unstructured.Unstructured, error) { return c.object(gvk) }
+				if !r.compiled.ReadsContent() {
+					decode = func(c *cachedObject) (*unstructured.Unstructured, error) { return c.metadataOnly(gvk) }
 				}
+				// What the peer offers: not its copies of our objects or of other members'
+				// (its informer may hold them for syncStatusBack).
+				members := memberIDs(e.opts.Peers.List())
+				src.Objects = int32(e.watchers.count(p.Name, r.compiled.GVK, r.compiled, decode, func(o *unstructured.Unstructured) bool {
+					if !offered(o, e.opts.LocalID, p.ClusterID, members) {
+						return false
+					}
+					_, ok := r.compiled.Match(o)
+					return ok
+				}))
 			}
 			st.Sources = append(st.Sources, src)
 		}

@@ -37,6 +37,19 @@ func (m featureMatcher) matches(f v1alpha1.ClusterFeature) bool {
 	return m.selector == nil || m.selector.Matches(labels.Set(f.Labels))
 }
 
+// ReadsContent reports whether Match reads more of an object than its apiVersion, kind,
+// name, namespace, labels and annotations: whether an entry selects by content.
+func (r *Rule) ReadsContent() bool {
+	for i := range r.syncRules {
+		for j := range r.syncRules[i].matches {
+			if len(r.syncRules[i].matches[j].content) > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // Match reports whether the source object matches the rule and returns the merged
 // mutations of every matching entry of spec.rules, in order. See the package
 // documentation for the semantics.

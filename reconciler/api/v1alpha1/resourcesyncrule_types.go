@@ -306,7 +306,8 @@ type RuleSource struct {
 	Cluster string `json:"cluster"`
 	// State of the peer as a source.
 	State RuleSourceState `json:"state"`
-	// Objects is how many of the peer's objects match the rule.
+	// Objects is how many of the objects the peer offers match the rule: its own, and its
+	// copies of objects of clusters that are not members (not its copies of members' objects).
 	// +optional
 	Objects int32 `json:"objects,omitempty"`
 	// Message explains State.

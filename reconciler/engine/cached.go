@@ -1,0 +1,158 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+	toolscache "k8s.io/client-go/tools/cache"
+)
+
+// cachedObject is how the engine's informers keep an object: its namespace, name and
+// resourceVersion, and the rest as the JSON the API server sent (without managedFields),
+// all in one string. An unstructured object costs about four times its JSON in maps and
+// boxed strings; the engine caches every synced object of every member, so the cache
+// holds bytes and decodes an object when it is read (a lookup, an event), which costs
+// microseconds against a reconcile's milliseconds.
+type cachedObject struct {
+	// data is namespace, name, resourceVersion and JSON, concatenated; the ends are the
+	// offsets of the first three.
+	data                  string
+	nsEnd, nameEnd, rvEnd uint32
+}
+
+func (c *cachedObject) namespace() string       { return c.data[:c.nsEnd] }
+func (c *cachedObject) name() string            { return c.data[c.nsEnd:c.nameEnd] }
+func (c *cachedObject) resourceVersion() string { return c.data[c.nameEnd:c.rvEnd] }
+func (c *cachedObject) json() []byte            { return []byte(c.data[c.rvEnd:]) }
+
+// item is the work item of the cached object. Its strings are copies: an item outlives
+// the cached version it was made from (in the queue, the write history), and a substring
+// would keep that whole version in memory.
+func (c *cachedObject) item(gvk schema.GroupVersionKind) item {
+	return item{gvk: gvk, namespace: strings.Clone(c.namespace()), name: strings.Clone(c.name())}
+}
+
+// GetObjectMeta makes a cachedObject readable by meta.Accessor, which the informer's
+// store uses for the key and the resourceVersion. The strings are copies: the store keeps
+// a key (the name itself for a cluster-scoped object) for as long as the object exists,
+// and a substring would keep the version it was made from.
+func (c *cachedObject) GetObjectMeta() metav1.Object {
+	return &metav1.ObjectMeta{Namespace: strings.Clone(c.namespace()), Name: strings.Clone(c.name()), ResourceVersion: strings.Clone(c.resourceVersion())}
+}
+
+// compactFor returns the transform of the informers of kind gvk: an unstructured object
+// becomes a cachedObject. What the cachedObject restores on decoding is left out of the
+// JSON: apiVersion and kind (when they are gvk's, as the dynamic client returns them),
+// and metadata's namespace, name and resourceVersion. The transform is idempotent, as
+// informers require.
+func compactFor(gvk schema.GroupVersionKind) toolscache.TransformFunc {
+	apiVersion, kind := gvk.GroupVersion().String(), gvk.Kind
+	return func(o any) (any, error) {
+		u, ok := o.(*unstructured.Unstructured)
+		if !ok {
+			return o, nil // a cachedObject already, or a tombstone the informer handles
+		}
+		ns, name, rv := u.GetNamespace(), u.GetName(), u.GetResourceVersion()
+		u.SetManagedFields(nil)
+		if u.GetAPIVersion() == apiVersion && u.GetKind() == kind {
+			delete(u.Object, "apiVersion")
+			delete(u.Object, "kind")
+		}
+		if md, ok := u.Object["metadata"].(map[string]any); ok {
+			delete(md, "namespace")
+			delete(md, "name")
+			delete(md, "resourceVersion")
+		}
+		raw, err := json.Marshal(u.Object)
+		if err != nil {
+			return nil, fmt.Errorf("caching %s %s/%s: %w", kind, ns, name, err)
+		}
+		var b strings.Builder
+		b.Grow(len(ns) + len(name) + len(rv) + len(raw))
+		b.WriteString(ns)
+		b.WriteString(name)
+		b.WriteString(rv)
+		b.Write(raw)
+		nsEnd := len(ns)
+		return &cachedObject{data: b.String(), nsEnd: uint32(nsEnd), nameEnd: uint32(nsEnd + len(name)), rvEnd: uint32(nsEnd + len(name) + len(rv))}, nil
+	}
+}
+
+// object decodes the cached object of kind gvk: a new unstructured object each time,
+// which the caller owns. It decodes as the dynamic client does (integers stay int64).
+func (c *cachedObject) object(gvk schema.GroupVersionKind) (*unstructured.Unstructured, error) {
+	m := map[string]any{}
+	if err := utiljson.Unmarshal(c.json(), &m); err != nil {
+		return nil, fmt.Errorf("decoding the cached %s %s/%s: %w", gvk.Kind, c.namespace(), c.name(), err)
+	}
+	u := &unstructured.Unstructured{Object: m}
+	c.restore(u, gvk)
+	return u, nil
+}
+
+// restore puts back what compactFor left out of the JSON.
+func (c *cachedObject) restore(u *unstructured.Unstructured, gvk schema.GroupVersionKind) {
+	if _, ok := u.Object["apiVersion"]; !ok {
+		u.SetAPIVersion(gvk.GroupVersion().String())
+	}
+	if _, ok := u.Object["kind"]; !ok {
+		u.SetKind(gvk.Kind)
+	}
+	for _, f := range []struct {
+		v   string
+		set func(string)
+	}{{c.namespace(), u.SetNamespace}, {c.name(), u.SetName}, {c.resourceVersion(), u.SetResourceVersion}} {
+		if f.v != "" {
+			f.set(strings.Clone(f.v))
+		}
+	}
+}
+
+// metadataOnly decodes only what matching by name, namespace, labels and annotations reads
+// (plus apiVersion and kind): far cheaper than object for counting matches over a cache.
+func (c *cachedObject) metadataOnly(gvk schema.GroupVersionKind) (*unstructured.Unstructured, error) {
+	var m struct {
+		APIVersion *string `json:"apiVersion"`
+		Kind       *string `json:"kind"`
+		Metadata   struct {
+			Labels      map[string]string `json:"labels"`
+			Annotations map[string]string `json:"annotations"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(c.json(), &m); err != nil {
+		return nil, fmt.Errorf("decoding the cached %s %s/%s: %w", gvk.Kind, c.namespace(), c.name(), err)
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{}}
+	if m.APIVersion != nil {
+		u.Object["apiVersion"] = *m.APIVersion
+	}
+	if m.Kind != nil {
+		u.Object["kind"] = *m.Kind
+	}
+	if m.Metadata.Labels != nil {
+		u.SetLabels(m.Metadata.Labels)
+	}
+	if m.Metadata.Annotations != nil {
+		u.SetAnnotations(m.Metadata.Annotations)
+	}
+	c.restore(u, gvk)
+	return u, nil
+}
+
+// asCached returns the cachedObject an informer passed to a handler or holds in its
+// store, unwrapping a tombstone; nil for anything else.
+func asCached(o any) *cachedObject {
+	switch t := o.(type) {
+	case *cachedObject:
+		return t
+	case toolscache.DeletedFinalStateUnknown:
+		c, _ := t.Obj.(*cachedObject)
+		return c
+	}
+	return nil
+}
