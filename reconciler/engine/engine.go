@@ -797,8 +797,8 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 			Features: features, Cluster: e.peerCluster(ctx, p.Name),
 			Lookup: func(gvk schema.GroupVersionKind, ns, n string) (*unstructured.Unstructured, bool) {
 				obj, synced, err := e.watchers.lookup(name, gvk, ns, n)
-				if !synced && err != nil {
-					failingViews[id] = true
+				if !synced && (err != nil || !e.watchers.covers(name, gvk, ns)) {
+					failingViews[id] = true // failing, or never started (the peer does not serve the kind)
 				}
 				return obj, synced
 			},

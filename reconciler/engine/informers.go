@@ -190,6 +190,17 @@ func (ws *watchers) lookup(cluster string, gvk schema.GroupVersionKind, namespac
 	return nil, false, nil
 }
 
+// covers reports whether an informer runs for the objects of the kind in the namespace
+// (its own or the all-namespaces one), synced or not.
+func (ws *watchers) covers(cluster string, gvk schema.GroupVersionKind, namespace string) bool {
+	for _, ns := range []string{namespace, ""} {
+		if _, ok := ws.get(scope{cluster: cluster, gvk: gvk, namespace: ns}); ok {
+			return true
+		}
+	}
+	return false
+}
+
 // count returns how many objects of the kind in the cluster's informers match, counted
 // once per object key. match sees each object as decode returns it. The count is kept per
 // informer and matcher and recomputed only when the informer has had events since.

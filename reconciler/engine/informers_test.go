@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
@@ -111,5 +112,25 @@ func TestWaitForViews(t *testing.T) {
 				t.Errorf("waitForViews = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestWatchersCovers(t *testing.T) {
+	cm := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	ws := newWatchers()
+	ws.all[scope{cluster: "a", gvk: cm, namespace: "ns"}] = &watcher{}
+	ws.all[scope{cluster: "b", gvk: cm}] = &watcher{}
+	for _, tc := range []struct {
+		cluster, namespace string
+		want               bool
+	}{
+		{"a", "ns", true},
+		{"a", "other", false},
+		{"b", "any", true},
+		{"c", "ns", false},
+	} {
+		if got := ws.covers(tc.cluster, cm, tc.namespace); got != tc.want {
+			t.Errorf("covers(%s, %s) = %v, want %v", tc.cluster, tc.namespace, got, tc.want)
+		}
 	}
 }
