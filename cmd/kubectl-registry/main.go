@@ -3,12 +3,7 @@
 package main
 
 import (
-	"context"
-	"fmt"
 	"os"
-	"os/signal"
-	"strings"
-	"syscall"
 
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
@@ -16,24 +11,5 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	go func() {
-		// After the first signal, restore the default handling so that a second one
-		// kills a shutdown that hangs.
-		<-ctx.Done()
-		stop()
-	}()
-
-	cmd := plugin.NewCmdRegistry(genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr})
-	err := cmd.ExecuteContext(ctx)
-	stop()
-	if err != nil {
-		if msg := err.Error(); msg != "" {
-			if !strings.HasPrefix(msg, "error: ") {
-				msg = "error: " + msg
-			}
-			fmt.Fprintln(os.Stderr, msg)
-		}
-	}
-	os.Exit(plugin.ExitCode(err))
+	os.Exit(plugin.Main(genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}, nil))
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -232,5 +233,20 @@ garbage line
 	wantStats := queueStats{AddsPerObject: 2.1, ReconcilesPerObject: 2, MeanReconcileMs: 10, MeanQueueWaitMs: 2, Retries: 3, SyncErrors: 3, WriteRequests: 1009, FailedWriteRequests: 3}
 	if diff := cmp.Diff(wantStats, got); diff != "" {
 		t.Errorf("newQueueStats (-want +got):\n%s", diff)
+	}
+}
+
+// TestProcMiB reads this test's own /proc status: the peak RSS is at least the current
+// one, which is at least its file-backed part, and a missing field is an error.
+func TestProcMiB(t *testing.T) {
+	v, err := procMiB(os.Getpid(), "VmHWM", "VmRSS", "RssFile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !(v[0] >= v[1] && v[1] >= v[2] && v[2] > 0) {
+		t.Errorf("VmHWM %v, VmRSS %v, RssFile %v MiB: want VmHWM >= VmRSS >= RssFile > 0", v[0], v[1], v[2])
+	}
+	if _, err := procMiB(os.Getpid(), "VmHWM", "NoSuchField"); err == nil || !strings.Contains(err.Error(), "NoSuchField") {
+		t.Errorf("error %v, want one naming the missing field", err)
 	}
 }

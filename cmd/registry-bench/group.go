@@ -290,49 +290,51 @@ func aggregateClusterRoles(ctx context.Context, cs kubernetes.Interface) error {
 	return nil
 }
 
-// rss reads the peak (VmHWM) and current (VmRSS) resident set of a process, in MiB.
-func rss(pid int) (peak, cur float64, err error) {
+// procMiB reads the fields keys (like "VmHWM") of a process's /proc status, in MiB, in
+// the order of keys.
+func procMiB(pid int, keys ...string) ([]float64, error) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0, 0, err
+		return nil, err
 	}
-	var found int
+	out := make([]float64, len(keys))
+	found := 0
 	for line := range strings.SplitSeq(string(data), "\n") {
-		for key, dst := range map[string]*float64{"VmHWM:": &peak, "VmRSS:": &cur} {
-			if rest, ok := strings.CutPrefix(line, key); ok {
+		for i, key := range keys {
+			if rest, ok := strings.CutPrefix(line, key+":"); ok {
 				var kb float64
 				if _, err := fmt.Sscan(rest, &kb); err != nil {
-					return 0, 0, fmt.Errorf("%s %q: %w", key, rest, err)
+					return nil, fmt.Errorf("%s %q: %w", key, rest, err)
 				}
-				*dst = kb / 1024
+				out[i] = kb / 1024
 				found++
 			}
 		}
 	}
-	if found != 2 {
-		return 0, 0, errors.New("no VmHWM/VmRSS in /proc status")
+	if found != len(keys) {
+		return nil, fmt.Errorf("not all of %s in /proc status", strings.Join(keys, ", "))
 	}
-	return peak, cur, nil
+	return out, nil
+}
+
+// rss reads the peak (VmHWM) and current (VmRSS) resident set of a process, in MiB.
+func rss(pid int) (peak, cur float64, err error) {
+	v, err := procMiB(pid, "VmHWM", "VmRSS")
+	if err != nil {
+		return 0, 0, err
+	}
+	return v[0], v[1], nil
 }
 
 // fileRSS reads the file-backed part of a process's resident set (RssFile), in MiB: the
 // pages of its binary (and other mapped files) it has touched, shared with every process
 // that maps them and dropped by the kernel under memory pressure without swapping.
 func fileRSS(pid int) (float64, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	v, err := procMiB(pid, "RssFile")
 	if err != nil {
 		return 0, err
 	}
-	for line := range strings.SplitSeq(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "RssFile:"); ok {
-			var kb float64
-			if _, err := fmt.Sscan(rest, &kb); err != nil {
-				return 0, fmt.Errorf("RssFile %q: %w", rest, err)
-			}
-			return kb / 1024, nil
-		}
-	}
-	return 0, errors.New("no RssFile in /proc status")
+	return v[0], nil
 }
 
 // controllersFileRSS returns the file-backed part of each controller's RSS in MiB.

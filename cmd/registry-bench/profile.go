@@ -7,7 +7,6 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
-	"strings"
 	"syscall"
 	"time"
 
@@ -34,29 +33,14 @@ const (
 
 // runPlugin is main for a controller started with --profile.
 func runPlugin() int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-ctx.Done()
-		stop()
-	}()
-	if prefix := os.Getenv(envProfile); prefix != "" {
-		// Sample every 4 KiB allocated rather than every 512 KiB: the heap profiles at
-		// 10,000 objects must tell apart caches of a few MB.
-		runtime.MemProfileRate = 4096
-		go profileOnSignals(ctx, prefix)
-	}
-	cmd := plugin.NewCmdRegistry(genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr})
-	err := cmd.ExecuteContext(ctx)
-	stop()
-	if err != nil {
-		if msg := err.Error(); msg != "" {
-			if !strings.HasPrefix(msg, "error: ") {
-				msg = "error: " + msg
-			}
-			fmt.Fprintln(os.Stderr, msg)
+	return plugin.Main(genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}, func(ctx context.Context) {
+		if prefix := os.Getenv(envProfile); prefix != "" {
+			// Sample every 4 KiB allocated rather than every 512 KiB: the heap profiles at
+			// 10,000 objects must tell apart caches of a few MB.
+			runtime.MemProfileRate = 4096
+			go profileOnSignals(ctx, prefix)
 		}
-	}
-	return plugin.ExitCode(err)
+	})
 }
 
 func profileOnSignals(ctx context.Context, prefix string) {

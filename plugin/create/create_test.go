@@ -41,22 +41,7 @@ var offline = []string{"--kubeconfig", "/nonexistent/kubeconfig", "--dry-run=cli
 
 func golden(t *testing.T, name, got string) {
 	t.Helper()
-	path := filepath.Join("testdata", name+".golden")
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run the test with -update to create it)", err)
-	}
-	if diff := cmp.Diff(string(want), got); diff != "" {
-		t.Errorf("output differs from %s (-want +got; run with -update if intended):\n%s", path, diff)
-	}
+	plugintest.Golden(t, filepath.Join("testdata", name+".golden"), got, *update)
 }
 
 // decode parses one YAML document strictly into a T.

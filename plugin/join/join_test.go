@@ -51,20 +51,7 @@ func runJoin(t *testing.T, args ...string) (stdout, stderr string, err error) {
 // golden compares got with testdata/<name>, or rewrites it with -update.
 func golden(t *testing.T, name, got string) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run the test with -update to create it)", err)
-	}
-	if diff := cmp.Diff(string(want), got); diff != "" {
-		t.Errorf("output differs from %s (-want +got):\n%s", path, diff)
-	}
+	plugintest.Golden(t, filepath.Join("testdata", name), got, *update)
 }
 
 // snapshot fingerprints what a user or join can change on a cluster: the Clusters (all

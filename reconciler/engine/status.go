@@ -61,7 +61,14 @@ func (e *Engine) status(ctx context.Context, r *ruleEntry) v1alpha1.ResourceSync
 	st.Sources = nil
 	failing := 0
 	if r.compiled != nil {
-		for _, p := range e.opts.Peers.List() {
+		all := e.opts.Peers.List()
+		members := memberIDs(all)
+		gvk := r.compiled.GVK
+		decode := func(c *cachedObject) (*unstructured.Unstructured, error) { return c.object(gvk) }
+		if !r.compiled.ReadsContent() {
+			decode = func(c *cachedObject) (*unstructured.Unstructured, error) { return c.metadataOnly(gvk) }
+		}
+		for _, p := range all {
 			src := v1alpha1.RuleSource{Cluster: p.Name}
 			switch {
 			case !p.Ready || p.Config() == nil:
@@ -74,15 +81,9 @@ func (e *Engine) status(ctx context.Context, r *ruleEntry) v1alpha1.ResourceSync
 					src.State, src.Message = v1alpha1.SourceFailing, err.Error()
 					failing++
 				}
-				gvk := r.compiled.GVK
-				decode := func(c *cachedObject) (*unstructured.Unstructured, error) { return c.object(gvk) }
-				if !r.compiled.ReadsContent() {
-					decode = func(c *cachedObject) (*unstructured.Unstructured, error) { return c.metadataOnly(gvk) }
-				}
 				// What the peer offers: not its copies of our objects or of other members'
 				// (its informer may hold them for syncStatusBack).
-				members := memberIDs(e.opts.Peers.List())
-				src.Objects = int32(e.watchers.count(p.Name, r.compiled.GVK, r.compiled, decode, func(o *unstructured.Unstructured) bool {
+				src.Objects = int32(e.watchers.count(p.Name, gvk, r.compiled, decode, func(o *unstructured.Unstructured) bool {
 					if !offered(o, e.opts.LocalID, p.ClusterID, members) {
 						return false
 					}
