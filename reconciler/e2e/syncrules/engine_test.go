@@ -238,6 +238,37 @@ spec:
 		}
 	})
 
+	t.Run("a source's object count is what it offers, not its copies of members' objects", func(t *testing.T) {
+		// third's status of the rule: first and second each offer their own matching
+		// ConfigMaps; second also holds copies of first's, which its informer on third
+		// does not even receive (label selector) and which are not counted.
+		offered := map[string]int32{}
+		for _, name := range []string{"first", "second"} {
+			for _, cm := range listCM(t, cl[name]) {
+				if _, copied := cm.Annotations[v1alpha1.OwnershipAnnotation]; !copied && cm.Labels["skip"] == "" {
+					offered[name]++
+				}
+			}
+		}
+		if offered["first"] == 0 || offered["second"] == 0 {
+			t.Fatalf("offered %v: the test needs originals on both", offered)
+		}
+		harness.Eventually(t, 30*time.Second, "third's source counts", func() error {
+			r, err := rule(third, "configmaps")
+			if err != nil {
+				return err
+			}
+			got := map[string]int32{}
+			for _, src := range r.Status.Sources {
+				got[src.Cluster] = src.Objects
+			}
+			if got["first"] != offered["first"] || got["second"] != offered["second"] {
+				return fmt.Errorf("source objects %v, want %v", got, offered)
+			}
+			return nil
+		})
+	})
+
 	t.Run("a delete at the origin propagates; a copy that stops matching is removed", func(t *testing.T) {
 		if err := first.Delete(context.Background(), configMap("burst-000", nil)); err != nil {
 			t.Fatal(err)
