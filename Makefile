@@ -118,7 +118,7 @@ test: testbin ## Build what the tests need, run every test on real API servers, 
 	$(MAKE) fuzz FUZZTIME=5s
 
 # Fuzz targets: package:FuzzName.
-FUZZ_TARGETS := ./reconciler/kubeconfig:FuzzParse ./reconciler/rules:FuzzApply ./reconciler/rules:FuzzPath ./reconciler/engine:FuzzDecide
+FUZZ_TARGETS := ./reconciler/kubeconfig:FuzzParse ./reconciler/rules:FuzzApply ./reconciler/rules:FuzzPath ./reconciler/planner:FuzzDecide
 FUZZTIME ?= 2m
 
 .PHONY: fuzz

@@ -15,8 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
-	"github.com/kubectl-registry/kubectl-registry/reconciler/engine"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/membership"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/planner"
 )
 
 var (
@@ -64,7 +64,7 @@ func isPeer(c *v1alpha1.Cluster, localSecrets map[string]*corev1.Secret, namespa
 // membership.Plan: the local Clusters and registry-namespace Secrets, and the view of
 // every peer, read through the context that maps to its cluster ID. A peer no context
 // reads is counted unreachable (and the rule plan already warns about it).
-func (p *planner) membershipInput(ctx context.Context, namespace string, res *result) (membership.Input, bool) {
+func (p *differ) membershipInput(ctx context.Context, namespace string, res *result) (membership.Input, bool) {
 	in := membership.Input{LocalID: p.local.ID, Namespace: namespace}
 	if c := p.local.localCluster(); c != nil {
 		in.LocalName = c.Name
@@ -115,9 +115,9 @@ type objKey struct {
 
 // membership plans the membership sync of the local cluster with membership.Plan, the
 // function its controller runs: every write (create, update, replace, delete, or any
-// other op the planner has) and every conflict, and the Clusters and reader Secrets it
+// other op the differ has) and every conflict, and the Clusters and reader Secrets it
 // leaves unchanged.
-func (p *planner) membership(ctx context.Context, namespace string, scheme *runtime.Scheme) result {
+func (p *differ) membership(ctx context.Context, namespace string, scheme *runtime.Scheme) result {
 	var res result
 	in, ok := p.membershipInput(ctx, namespace, &res)
 	if !ok {
@@ -135,7 +135,7 @@ func (p *planner) membership(ctx context.Context, namespace string, scheme *runt
 		res.Items = append(res.Items, it)
 	}
 	for _, c := range plan.Conflicts {
-		it := Item{Cluster: p.local.Name(), Context: p.local.Context, Membership: true, Action: string(engine.ActionConflict), Reason: c}
+		it := Item{Cluster: p.local.Name(), Context: p.local.Context, Membership: true, Action: string(planner.ActionConflict), Reason: c}
 		for _, re := range conflictRef {
 			m := re.FindStringSubmatch(c)
 			if m == nil {
@@ -177,15 +177,15 @@ func (p *planner) membership(ctx context.Context, namespace string, scheme *runt
 	return res
 }
 
-func (p *planner) membershipItem(gvk schema.GroupVersionKind, namespace, name string) Item {
-	return Item{Cluster: p.local.Name(), Context: p.local.Context, Membership: true, Action: string(engine.ActionNone),
+func (p *differ) membershipItem(gvk schema.GroupVersionKind, namespace, name string) Item {
+	return Item{Cluster: p.local.Name(), Context: p.local.Context, Membership: true, Action: string(planner.ActionNone),
 		APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Namespace: namespace, Name: name}
 }
 
 // membershipWrite turns a write of membership.Plan into a plan item. The op is kept as
 // it is: a delete shows as a deletion, every other op as a diff of the live object
 // against the written one.
-func (p *planner) membershipWrite(ctx context.Context, w membership.Write, scheme *runtime.Scheme) (Item, error) {
+func (p *differ) membershipWrite(ctx context.Context, w membership.Write, scheme *runtime.Scheme) (Item, error) {
 	gvk, err := apiutil.GVKForObject(w.Object, scheme)
 	if err != nil {
 		return Item{}, fmt.Errorf("%s %s: %w", w.Op, client.ObjectKeyFromObject(w.Object), err)
@@ -202,7 +202,7 @@ func (p *planner) membershipWrite(ctx context.Context, w membership.Write, schem
 	if ok {
 		it.live = live
 	}
-	if it.Action != string(engine.ActionDelete) {
+	if it.Action != string(planner.ActionDelete) {
 		it.Object = u
 	}
 	if it.Origin == "" {

@@ -15,7 +15,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
-	"github.com/kubectl-registry/kubectl-registry/reconciler/engine"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/planner"
 )
 
 const idC = types.UID("id-c")
@@ -90,7 +90,7 @@ func TestMembershipPlan(t *testing.T) {
 		[]v1alpha1.Cluster{member("a", idA, ""), member("b", idB, "")},
 		readerSecret(t, "a", "b2xkLXRva2Vu", ""), readerSecret(t, "b", "dG9rZW4tYg==", ""))
 	byID := map[types.UID]*view{idA: a, idB: b}
-	res := (&planner{local: b, byID: byID}).membership(context.Background(), v1alpha1.DefaultNamespace, scheme)
+	res := (&differ{local: b, byID: byID}).membership(context.Background(), v1alpha1.DefaultNamespace, scheme)
 	if len(res.Warnings) != 0 {
 		t.Errorf("warnings: %v", res.Warnings)
 	}
@@ -147,7 +147,7 @@ func TestMembershipPlan(t *testing.T) {
 	}
 
 	// a: its peer b is read, and nothing is to be written (b's view has nothing newer).
-	res = (&planner{local: a, byID: byID}).membership(context.Background(), v1alpha1.DefaultNamespace, scheme)
+	res = (&differ{local: a, byID: byID}).membership(context.Background(), v1alpha1.DefaultNamespace, scheme)
 	for _, it := range res.Items {
 		if it.difference() {
 			t.Errorf("a: unexpected %s", it.Action+" "+objectRef(it))
@@ -165,10 +165,10 @@ func TestMembershipConflictsAndUnreadablePeers(t *testing.T) {
 	b := memberView(t, "ctx-b", idB,
 		[]v1alpha1.Cluster{member("a", idA, idA), member("b", idB, ""), mine},
 		readerSecret(t, "a", "dG9rZW4tYQ==", idA), readerSecret(t, "b", "dG9rZW4tYg==", ""))
-	res := (&planner{local: b, byID: map[types.UID]*view{idA: a, idB: b}}).membership(context.Background(), v1alpha1.DefaultNamespace, scheme)
+	res := (&differ{local: b, byID: map[types.UID]*view{idA: a, idB: b}}).membership(context.Background(), v1alpha1.DefaultNamespace, scheme)
 	var conflicts []Item
 	for _, it := range res.Items {
-		if it.Action == string(engine.ActionConflict) {
+		if it.Action == string(planner.ActionConflict) {
 			conflicts = append(conflicts, it)
 		} else if it.difference() {
 			t.Errorf("unexpected %s %s", it.Action, objectRef(it))
@@ -183,7 +183,7 @@ func TestMembershipConflictsAndUnreadablePeers(t *testing.T) {
 	stale := memberView(t, "ctx-b", idB,
 		[]v1alpha1.Cluster{member("a", idA, idA), member("b", idB, "")},
 		readerSecret(t, "a", "b2xk", idA), readerSecret(t, "b", "dG9rZW4tYg==", ""))
-	res = (&planner{local: stale, byID: map[types.UID]*view{idB: stale}}).membership(context.Background(), v1alpha1.DefaultNamespace, scheme)
+	res = (&differ{local: stale, byID: map[types.UID]*view{idB: stale}}).membership(context.Background(), v1alpha1.DefaultNamespace, scheme)
 	for _, it := range res.Items {
 		if it.difference() {
 			t.Errorf("unreadable peer: unexpected %s %s", it.Action, objectRef(it))
@@ -195,7 +195,7 @@ func TestMembershipConflictsAndUnreadablePeers(t *testing.T) {
 	disabled.Annotations[v1alpha1.ClusterDisabledAnnotation] = "true"
 	c := memberView(t, "ctx-b", idB, []v1alpha1.Cluster{disabled, member("b", idB, "")},
 		readerSecret(t, "a", "dG9rZW4tYQ==", idA), readerSecret(t, "b", "dG9rZW4tYg==", ""))
-	in, ok := (&planner{local: c, byID: map[types.UID]*view{idA: a, idB: c}}).membershipInput(context.Background(), v1alpha1.DefaultNamespace, &result{})
+	in, ok := (&differ{local: c, byID: map[types.UID]*view{idA: a, idB: c}}).membershipInput(context.Background(), v1alpha1.DefaultNamespace, &result{})
 	if !ok || len(in.Peers) != 0 || len(in.Unreachable) != 0 || in.LocalName != "b" || len(in.Local.Secrets) != 2 {
 		t.Errorf("input with a disabled peer: peers %d unreachable %v local name %q secrets %d", len(in.Peers), in.Unreachable, in.LocalName, len(in.Local.Secrets))
 	}
@@ -238,7 +238,7 @@ func TestRuleCopiesAreRun(t *testing.T) {
 	res := planB(t, []*unstructured.Unstructured{rsr, cm}, nil)
 	want := []string{
 		"create ConfigMap diff-test/one configmaps",
-		"create ResourceSyncRule configmaps " + engine.CoreRuleName,
+		"create ResourceSyncRule configmaps " + v1alpha1.CoreRuleName,
 	}
 	if diff := cmp.Diff(want, actions(res.Items)); diff != "" {
 		t.Errorf("plan (-want +got):\n%s", diff)

@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
-	"github.com/kubectl-registry/kubectl-registry/reconciler/engine"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/planner"
 )
 
 // ExternalDiffEnv names the program that shows the update diffs, as for kubectl diff.
@@ -96,10 +96,10 @@ func maskSecrets(from, to *unstructured.Unstructured) {
 // server-set fields dropped, Secret data masked unless showSecrets.
 func diffPair(it Item, showSecrets bool) (live, desired *unstructured.Unstructured) {
 	live = forDiff(it.live, it.syncStatus)
-	if it.Object != nil && it.Action != string(engine.ActionDelete) {
+	if it.Object != nil && it.Action != string(planner.ActionDelete) {
 		desired = forDiff(it.Object, it.syncStatus)
 	}
-	if it.Action == string(engine.ActionCreate) {
+	if it.Action == string(planner.ActionCreate) {
 		live = nil
 	}
 	if !showSecrets {
@@ -161,7 +161,7 @@ func printText(w io.Writer, v *view, items []Item, verbose, showSecrets, externa
 	order := []string{"create", "update", "replace", "delete", "conflict", ActionFailed}
 	var others []string
 	for a := range counts {
-		if !slices.Contains(order, a) && a != string(engine.ActionNone) {
+		if !slices.Contains(order, a) && a != string(planner.ActionNone) {
 			others = append(others, a)
 		}
 	}
@@ -171,7 +171,7 @@ func printText(w io.Writer, v *view, items []Item, verbose, showSecrets, externa
 			summary = append(summary, fmt.Sprintf("%d %s", counts[a], a))
 		}
 	}
-	summary = append(summary, fmt.Sprintf("%d unchanged", counts[string(engine.ActionNone)]))
+	summary = append(summary, fmt.Sprintf("%d unchanged", counts[string(planner.ActionNone)]))
 	fmt.Fprintf(w, "cluster %s (context %s): %s\n", v.Name(), v.Context, strings.Join(summary, ", "))
 	for _, it := range items {
 		if !it.difference() && !verbose {
@@ -216,7 +216,7 @@ func printText(w io.Writer, v *view, items []Item, verbose, showSecrets, externa
 // showsDiff reports whether the item changes an object that is there: an update, or a
 // membership replace (or any op that writes over the live object).
 func showsDiff(it Item) bool {
-	return it.Object != nil && it.live != nil && it.Action != string(engine.ActionCreate) && it.difference()
+	return it.Object != nil && it.live != nil && it.Action != string(planner.ActionCreate) && it.difference()
 }
 
 // plan is the machine-readable output of -o json|yaml.
@@ -277,7 +277,7 @@ func externalDiff(ctx context.Context, env string, items []Item, showSecrets boo
 	found := false
 	for _, it := range items {
 		switch it.Action {
-		case string(engine.ActionNone), string(engine.ActionConflict), ActionFailed:
+		case string(planner.ActionNone), string(planner.ActionConflict), ActionFailed:
 			continue
 		}
 		if it.Object == nil && it.live == nil {

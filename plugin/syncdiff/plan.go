@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
-	"github.com/kubectl-registry/kubectl-registry/reconciler/engine"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/planner"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/rules"
 )
 
@@ -55,10 +55,10 @@ type Item struct {
 
 // difference reports whether the item is a change (or a failure) rather than an
 // unchanged object.
-func (it Item) difference() bool { return it.Action != string(engine.ActionNone) }
+func (it Item) difference() bool { return it.Action != string(planner.ActionNone) }
 
-// planner computes the plan of one cluster with the engine's own functions.
-type planner struct {
+// differ computes the plan of one cluster with the engine's own functions.
+type differ struct {
 	// local is the diffed cluster.
 	local *view
 	// byID holds every cluster read, by cluster ID.
@@ -85,7 +85,7 @@ type target struct {
 // ruleSet returns the rules the controller of the local cluster runs: its
 // ResourceSyncRules with the previewed ones replacing or joining them, and the built-in
 // rule. Invalid rules are left out, as the engine leaves them out, with a warning.
-func (p *planner) ruleSet(res *result) []engine.Rule {
+func (p *differ) ruleSet(res *result) []planner.Rule {
 	byName := map[string]*v1alpha1.ResourceSyncRule{}
 	for i := range p.local.Rules {
 		byName[p.local.Rules[i].Name] = &p.local.Rules[i]
@@ -93,37 +93,37 @@ func (p *planner) ruleSet(res *result) []engine.Rule {
 	for _, r := range p.preview {
 		byName[r.Name] = r
 	}
-	core := engine.CoreRule()
+	core := planner.CoreRule()
 	byName[core.Name] = core
 	names := make([]string, 0, len(byName))
 	for n := range byName {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	var out []engine.Rule
+	var out []planner.Rule
 	for _, n := range names {
 		rsr := byName[n]
-		compiled, err := engine.CompileRule(rsr)
+		compiled, err := planner.CompileRule(rsr)
 		if err != nil {
 			res.Notes = append(res.Notes, fmt.Sprintf("cluster %s: rule %s is invalid and is not run: %v", p.local.Name(), n, err))
 			continue
 		}
-		out = append(out, engine.Rule{Spec: rsr, Compiled: compiled})
+		out = append(out, planner.Rule{Spec: rsr, Compiled: compiled})
 	}
 	return out
 }
 
 // sources returns the peers the local controller reads: its Cluster CRs other than its
 // own, but disabled ones, each read through the context that maps to its cluster ID.
-func (p *planner) sources(ctx context.Context, res *result) []engine.Source {
-	var out []engine.Source
+func (p *differ) sources(ctx context.Context, res *result) []planner.Source {
+	var out []planner.Source
 	for i := range p.local.Clusters {
 		c := &p.local.Clusters[i]
 		if c.Spec.ClusterID == p.local.ID || c.Annotations[v1alpha1.ClusterDisabledAnnotation] == "true" {
 			continue
 		}
 		clusterMap, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(c)
-		src := engine.Source{Name: c.Name, ClusterID: c.Spec.ClusterID, Cluster: clusterMap}
+		src := planner.Source{Name: c.Name, ClusterID: c.Spec.ClusterID, Cluster: clusterMap}
 		v := p.byID[c.Spec.ClusterID]
 		switch {
 		case v == nil && len(p.unreadable) > 0:
@@ -174,13 +174,13 @@ var rsrGVK = v1alpha1.GroupVersion.WithKind("ResourceSyncRule")
 
 // plan computes what the controller of the local cluster would do: for every local
 // object a rule may write (every target of a matching source object, and every local
-// copy a rule wrote), engine.Gather and engine.Decide, exactly as the engine calls them.
+// copy a rule wrote), planner.Gather and planner.Decide, exactly as the engine calls them.
 //
 // The rules are planned first: the ResourceSyncRules the built-in rule would create,
 // update or delete here are the rules this cluster's controller runs once it has written
 // them, so the plan of every other object uses them. A rule applied on one member then
 // shows its effect on every member, as the controllers reach it.
-func (p *planner) plan(ctx context.Context) result {
+func (p *differ) plan(ctx context.Context) result {
 	var res result
 	ruleSet := p.ruleSet(&res)
 	sources := p.sources(ctx, &res)
@@ -200,12 +200,12 @@ func (p *planner) plan(ctx context.Context) result {
 // withRuleCopies returns the rules the local controller runs after it wrote the
 // ResourceSyncRules of items: created and updated rules replace or join ruleSet, deleted
 // ones leave it. Previewed rules (-f) and the built-in rule stay as they are.
-func (p *planner) withRuleCopies(ruleSet []engine.Rule, items []Item, res *result) []engine.Rule {
-	byName := map[string]engine.Rule{}
+func (p *differ) withRuleCopies(ruleSet []planner.Rule, items []Item, res *result) []planner.Rule {
+	byName := map[string]planner.Rule{}
 	for _, r := range ruleSet {
 		byName[r.Spec.Name] = r
 	}
-	keep := map[string]bool{engine.CoreRuleName: true}
+	keep := map[string]bool{v1alpha1.CoreRuleName: true}
 	for _, r := range p.preview {
 		keep[r.Name] = true
 	}
@@ -215,21 +215,21 @@ func (p *planner) withRuleCopies(ruleSet []engine.Rule, items []Item, res *resul
 			continue
 		}
 		switch it.Action {
-		case string(engine.ActionCreate), string(engine.ActionUpdate):
+		case string(planner.ActionCreate), string(planner.ActionUpdate):
 			var rsr v1alpha1.ResourceSyncRule
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(it.Object.Object, &rsr); err != nil {
 				res.Notes = append(res.Notes, fmt.Sprintf("cluster %s: the copy of rule %s cannot be read: %v", p.local.Name(), it.Name, err))
 				continue
 			}
-			compiled, err := engine.CompileRule(&rsr)
+			compiled, err := planner.CompileRule(&rsr)
 			if err != nil {
 				res.Notes = append(res.Notes, fmt.Sprintf("cluster %s: rule %s, copied from %s, is invalid and is not run: %v", p.local.Name(), it.Name, it.From, err))
 				delete(byName, it.Name)
 			} else {
-				byName[it.Name] = engine.Rule{Spec: &rsr, Compiled: compiled}
+				byName[it.Name] = planner.Rule{Spec: &rsr, Compiled: compiled}
 			}
 			changed = true
-		case string(engine.ActionDelete):
+		case string(planner.ActionDelete):
 			delete(byName, it.Name)
 			changed = true
 		}
@@ -242,7 +242,7 @@ func (p *planner) withRuleCopies(ruleSet []engine.Rule, items []Item, res *resul
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	out := make([]engine.Rule, 0, len(names))
+	out := make([]planner.Rule, 0, len(names))
 	for _, n := range names {
 		out = append(out, byName[n])
 	}
@@ -250,7 +250,7 @@ func (p *planner) withRuleCopies(ruleSet []engine.Rule, items []Item, res *resul
 }
 
 // items plans every local object of ruleSet whose kind passes only (nil for all).
-func (p *planner) items(ctx context.Context, res *result, ruleSet []engine.Rule, sources []engine.Source, localCluster map[string]any, only func(schema.GroupVersionKind) bool) []Item {
+func (p *differ) items(ctx context.Context, res *result, ruleSet []planner.Rule, sources []planner.Source, localCluster map[string]any, only func(schema.GroupVersionKind) bool) []Item {
 	var out []Item
 	fail := func(rule string, t target, reason string) {
 		out = append(out, p.item(rule, string(ActionFailed), t, reason))
@@ -277,7 +277,7 @@ func (p *planner) items(ctx context.Context, res *result, ruleSet []engine.Rule,
 				}
 				for i := range l.objs {
 					o := &l.objs[i]
-					if engine.MembershipObject(o) {
+					if planner.MembershipObject(o) {
 						continue
 					}
 					mut, ok := r.Compiled.Match(o)
@@ -334,10 +334,10 @@ func (p *planner) items(ctx context.Context, res *result, ruleSet []engine.Rule,
 			fail("", t, fmt.Sprintf("cannot list %s in cluster %s", t.gvk.Kind, p.local.Name()))
 			continue
 		}
-		if observed != nil && engine.MembershipObject(observed) {
+		if observed != nil && planner.MembershipObject(observed) {
 			continue // the membership sync's, never the engine's
 		}
-		g := engine.Gather(p.local.ID, localCluster, ruleSet, sources, t.gvk, t.key, observed)
+		g := planner.Gather(p.local.ID, localCluster, ruleSet, sources, t.gvk, t.key, observed)
 		failed := false
 		failing := make([]string, 0, len(g.Failures))
 		for rule := range g.Failures {
@@ -350,8 +350,8 @@ func (p *planner) items(ctx context.Context, res *result, ruleSet []engine.Rule,
 				failed = true
 			}
 		}
-		act := engine.Decide(engine.Input{LocalID: p.local.ID, Observed: observed, Candidates: g.Candidates, OriginGone: g.OriginGone})
-		if act.Type == engine.ActionNone && (failed || observed == nil) {
+		act := planner.Decide(planner.Input{LocalID: p.local.ID, Observed: observed, Candidates: g.Candidates, OriginGone: g.OriginGone})
+		if act.Type == planner.ActionNone && (failed || observed == nil) {
 			continue // nothing there and nothing to write: not an object of the plan
 		}
 		out = append(out, p.actionItem(ctx, ruleSet, t, observed, g, act))
@@ -359,31 +359,31 @@ func (p *planner) items(ctx context.Context, res *result, ruleSet []engine.Rule,
 	return out
 }
 
-func (p *planner) item(rule, action string, t target, reason string) Item {
+func (p *differ) item(rule, action string, t target, reason string) Item {
 	return Item{Cluster: p.local.Name(), Context: p.local.Context, Rule: rule, Action: action,
 		APIVersion: t.gvk.GroupVersion().String(), Kind: t.gvk.Kind, Namespace: t.key.Namespace, Name: t.key.Name, Reason: reason}
 }
 
 // actionItem turns Decide's action into a plan item.
-func (p *planner) actionItem(ctx context.Context, ruleSet []engine.Rule, t target, observed *unstructured.Unstructured, g engine.Gathered, act engine.Action) Item {
+func (p *differ) actionItem(ctx context.Context, ruleSet []planner.Rule, t target, observed *unstructured.Unstructured, g planner.Gathered, act planner.Action) Item {
 	rule := ""
 	switch {
 	case act.Source != nil:
 		rule = act.Source.Rule
-	case act.Type == engine.ActionDelete:
-		rule = act.Object.GetLabels()[engine.RuleLabel]
+	case act.Type == planner.ActionDelete:
+		rule = act.Object.GetLabels()[v1alpha1.RuleLabel]
 	default:
-		if c := engine.Choose(g.Candidates); c != nil {
+		if c := planner.Choose(g.Candidates); c != nil {
 			rule = c.Rule
 		} else if observed != nil {
-			rule = observed.GetLabels()[engine.RuleLabel]
+			rule = observed.GetLabels()[v1alpha1.RuleLabel]
 		}
 	}
 	it := p.item(rule, string(act.Type), t, act.Reason)
 	it.live = observed
-	if c := act.Source; c != nil || act.Type == engine.ActionNone {
+	if c := act.Source; c != nil || act.Type == planner.ActionNone {
 		if c == nil {
-			c = engine.Choose(g.Candidates)
+			c = planner.Choose(g.Candidates)
 		}
 		if c != nil {
 			it.From, it.Origin, it.syncStatus = c.Peer, c.Origin, c.SyncStatus
@@ -393,10 +393,10 @@ func (p *planner) actionItem(ctx context.Context, ruleSet []engine.Rule, t targe
 		it.Origin = types.UID(observed.GetAnnotations()[v1alpha1.OwnershipAnnotation])
 	}
 	switch act.Type {
-	case engine.ActionCreate, engine.ActionUpdate:
+	case planner.ActionCreate, planner.ActionUpdate:
 		it.Object = act.Object
 	}
-	if act.Type == engine.ActionCreate && t.key.Namespace != "" {
+	if act.Type == planner.ActionCreate && t.key.Namespace != "" {
 		// The engine creates a missing namespace only when the rule allows it.
 		nsGVK := schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}
 		if ns, ok := p.local.lookup(ctx, nsGVK, "", t.key.Namespace); ok && ns == nil {

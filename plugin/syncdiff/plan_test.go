@@ -16,10 +16,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
-	"github.com/kubectl-registry/kubectl-registry/reconciler/engine"
 )
 
-// These tests run the planner on clusters held in memory: the update diffs of a
+// These tests run the differ on clusters held in memory: the update diffs of a
 // hand-edited copy, deletes, conflicts and Secret masking, which the envtest suite cannot
 // show reliably (the running controllers restore a hand edit within a second).
 
@@ -80,7 +79,7 @@ func planB(t *testing.T, onA, onB []*unstructured.Unstructured, preview ...*v1al
 	a.Clusters = []v1alpha1.Cluster{cluster("a", idA)}
 	b := fakeView("ctx-b", idB, append([]*unstructured.Unstructured{obj(t, nsYAML)}, onB...)...)
 	b.Clusters = []v1alpha1.Cluster{cluster("a", idA), cluster("b", idB)}
-	p := &planner{local: b, byID: map[types.UID]*view{idA: a, idB: b}, preview: preview}
+	p := &differ{local: b, byID: map[types.UID]*view{idA: a, idB: b}, preview: preview}
 	return p.plan(context.Background())
 }
 
@@ -174,7 +173,7 @@ func TestPlanDeleteAndConflict(t *testing.T) {
 	a := fakeView("ctx-a", idA, source)
 	b := fakeView("ctx-b", idB)
 	b.Clusters = []v1alpha1.Cluster{cluster("a", idA), cluster("b", idB)}
-	res = (&planner{local: b, byID: map[types.UID]*view{idA: a, idB: b}, preview: []*v1alpha1.ResourceSyncRule{cmRule}}).plan(context.Background())
+	res = (&differ{local: b, byID: map[types.UID]*view{idA: a, idB: b}, preview: []*v1alpha1.ResourceSyncRule{cmRule}}).plan(context.Background())
 	if diff := cmp.Diff([]string{"failed ConfigMap diff-test/one configmaps"}, actions(res.Items)); diff != "" {
 		t.Fatalf("plan (-want +got):\n%s", diff)
 	}
@@ -185,7 +184,7 @@ func TestUnreachablePeerIsAWarningAndNeverADelete(t *testing.T) {
 	create := planB(t, []*unstructured.Unstructured{source}, nil, cmRule).Items[0]
 	b := fakeView("ctx-b", idB, obj(t, nsYAML), written(create))
 	b.Clusters = []v1alpha1.Cluster{cluster("a", idA), cluster("b", idB)}
-	res := (&planner{local: b, byID: map[types.UID]*view{idB: b}, preview: []*v1alpha1.ResourceSyncRule{cmRule}}).plan(context.Background())
+	res := (&differ{local: b, byID: map[types.UID]*view{idB: b}, preview: []*v1alpha1.ResourceSyncRule{cmRule}}).plan(context.Background())
 	if diff := cmp.Diff([]string{"none ConfigMap diff-test/one configmaps"}, actions(res.Items)); diff != "" {
 		t.Fatalf("plan (-want +got):\n%s", diff)
 	}
@@ -245,7 +244,7 @@ func TestMembershipObjectsAndCoreRule(t *testing.T) {
 	for _, it := range res.Items {
 		all = append(all, it.Action+" "+objectRef(it)+" "+it.Rule)
 	}
-	want := []string{"create ResourceSyncRule from-a " + engine.CoreRuleName}
+	want := []string{"create ResourceSyncRule from-a " + v1alpha1.CoreRuleName}
 	if diff := cmp.Diff(want, all); diff != "" {
 		t.Errorf("plan (-want +got):\n%s", diff)
 	}

@@ -1,6 +1,6 @@
 // Package syncdiff implements "kubectl registry sync-diff": the exact preview and drift
 // report of the ResourceSyncRules of a group, computed with the controller's own decision
-// code (engine.Gather and engine.Decide, rules.Compile), read through kubeconfig contexts.
+// code (planner.Gather and planner.Decide, rules.Compile), read through kubeconfig contexts.
 package syncdiff
 
 import (
@@ -35,7 +35,7 @@ import (
 
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
-	"github.com/kubectl-registry/kubectl-registry/reconciler/engine"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/planner"
 )
 
 const (
@@ -47,7 +47,7 @@ const (
 		of the named RULEs) exactly as that cluster's controller does, with the controller's
 		own code: the cluster's rules and the built-in rule that syncs ResourceSyncRules, its
 		peers (its Cluster CRs) as sources with their ClusterFeatures, matching, mutations and
-		ownership marks, and the planner that decides create, update, delete or conflict. It
+		ownership marks, and the differ that decides create, update, delete or conflict. It
 		then compares the result with the objects the cluster has:
 
 		  create     the copy is missing
@@ -85,7 +85,7 @@ const (
 		(in the registry namespace, --namespace) that each diffed cluster's controller
 		copies from its peers, computed with the controller's own planner. Each write is
 		shown with its op (create, update, replace, delete, ...) and, when it changes a live
-		object, a unified diff; a copy the planner may not write is a conflict. Peers are
+		object, a unified diff; a copy the differ may not write is a conflict. Peers are
 		read through your contexts, as for the rules, not through their reader Secrets.`
 
 	syncDiffExample = `
@@ -271,7 +271,7 @@ func (o *Options) readRules(path string) ([]*v1alpha1.ResourceSyncRule, error) {
 		if r.Name == "" {
 			return nil, fmt.Errorf("-f %s: a ResourceSyncRule has no metadata.name", path)
 		}
-		if _, err := engine.CompileRule(&r); err != nil {
+		if _, err := planner.CompileRule(&r); err != nil {
 			return nil, fmt.Errorf("-f %s: %w", path, err)
 		}
 		out = append(out, &r)
@@ -373,7 +373,7 @@ func (o *Options) Run(ctx context.Context) error {
 	members := make([]result, len(diffed))
 	for i, v := range diffed {
 		wg.Go(func() {
-			p := &planner{local: v, byID: byID, preview: o.preview, unreadable: unreadable}
+			p := &differ{local: v, byID: byID, preview: o.preview, unreadable: unreadable}
 			results[i] = p.plan(ctx)
 			if o.Membership {
 				members[i] = p.membership(ctx, o.Namespace, o.scheme)

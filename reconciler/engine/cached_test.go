@@ -11,6 +11,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/planner"
 )
 
 var deploymentGVK = schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}
@@ -153,7 +154,7 @@ func TestMetadataOnlyMatchesAsTheObject(t *testing.T) {
 			Spec: v1alpha1.ResourceSyncRuleSpec{GVK: v1alpha1.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"},
 				Rules: []v1alpha1.SyncRule{{Matches: matches}}},
 		}
-		r, err := CompileRule(rsr)
+		r, err := planner.CompileRule(rsr)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -188,7 +189,7 @@ func TestMetadataOnlyMatchesAsTheObject(t *testing.T) {
 		Spec: v1alpha1.ResourceSyncRuleSpec{GVK: v1alpha1.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"},
 			Rules: []v1alpha1.SyncRule{{}, {Matches: []v1alpha1.SyncRuleMatch{{Content: []v1alpha1.ContentSelector{{Key: "spec.replicas", Value: intstr.FromInt32(2)}}}}}}},
 	}
-	r, err := CompileRule(withContent)
+	r, err := planner.CompileRule(withContent)
 	if err != nil {
 		t.Fatal(err)
 	}

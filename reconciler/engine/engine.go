@@ -44,15 +44,9 @@ import (
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/peers"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/planner"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/rules"
 )
-
-// RuleLabel names, on every copy, the rule that wrote it (an addition to the seed's
-// marks): deletionPolicy Delete and the status counts find a rule's copies by it.
-const RuleLabel = "cluster-registry.k8s.cisco.com/synced-by-rule"
-
-// CoreRuleName is the name of the built-in rule that syncs ResourceSyncRules.
-const CoreRuleName = "core-resourcesyncrules"
 
 // DefaultWorkers is how many objects are reconciled at once.
 const DefaultWorkers = 8
@@ -107,7 +101,7 @@ type Options struct {
 	Metrics  *Metrics
 	// Settle bounds the rewrites of a copy that the local cluster changes after each
 	// write; zero means DefaultSettlePolicy.
-	Settle SettlePolicy
+	Settle planner.SettlePolicy
 }
 
 // item is one local object.
@@ -244,8 +238,8 @@ func New(opts Options) (*Engine, error) {
 	if opts.Metrics == nil {
 		opts.Metrics = NewMetrics(nil)
 	}
-	if opts.Settle == (SettlePolicy{}) {
-		opts.Settle = DefaultSettlePolicy()
+	if opts.Settle == (planner.SettlePolicy{}) {
+		opts.Settle = planner.DefaultSettlePolicy()
 	}
 	e := &Engine{
 		opts:     opts,
@@ -259,23 +253,12 @@ func New(opts Options) (*Engine, error) {
 		mappers: map[string]peerMapper{},
 		history: map[item]writeRecord{},
 	}
-	core, err := rules.Compile(coreRule())
+	core, err := rules.Compile(planner.CoreRule())
 	if err != nil {
 		return nil, fmt.Errorf("compiling the built-in rule: %w", err)
 	}
-	e.rules[CoreRuleName] = newEntry(coreRule(), core, nil, true)
+	e.rules[v1alpha1.CoreRuleName] = newEntry(planner.CoreRule(), core, nil, true)
 	return e, nil
-}
-
-// coreRule syncs ResourceSyncRules themselves to every member.
-func coreRule() *v1alpha1.ResourceSyncRule {
-	return &v1alpha1.ResourceSyncRule{
-		ObjectMeta: metav1.ObjectMeta{Name: CoreRuleName},
-		Spec: v1alpha1.ResourceSyncRuleSpec{
-			GVK:   v1alpha1.GroupVersionKind{Group: v1alpha1.GroupVersion.Group, Version: v1alpha1.GroupVersion.Version, Kind: "ResourceSyncRule"},
-			Rules: []v1alpha1.SyncRule{{}},
-		},
-	}
 }
 
 func newEntry(rsr *v1alpha1.ResourceSyncRule, compiled *rules.Rule, err error, builtin bool) *ruleEntry {
@@ -419,7 +402,7 @@ func (e *Engine) ruleChanged(o any) {
 		return
 	}
 	e.mu.Unlock()
-	compiled, err := CompileRule(rsr)
+	compiled, err := planner.CompileRule(rsr)
 	entry := newEntry(rsr, compiled, err, false)
 	e.mu.Lock()
 	if old, ok := e.rules[rsr.Name]; ok && !old.builtin {
@@ -691,7 +674,7 @@ func (e *Engine) onPeerEvent(s scope, oldObj, newObj *unstructured.Unstructured,
 		if r.compiled == nil {
 			continue
 		}
-		if r.rsr.Spec.SyncStatusBack && containsGVK(r.compiled.TargetGVKs, s.gvk) {
+		if r.rsr.Spec.SyncStatusBack && planner.ContainsGVK(r.compiled.TargetGVKs, s.gvk) {
 			// A peer's copy of one of our objects: its status flows back to the original.
 			for _, o := range []*unstructured.Unstructured{oldObj, newObj} {
 				if o == nil || types.UID(o.GetAnnotations()[v1alpha1.OwnershipAnnotation]) != e.opts.LocalID {
@@ -707,7 +690,7 @@ func (e *Engine) onPeerEvent(s scope, oldObj, newObj *unstructured.Unstructured,
 		}
 		for _, o := range []*unstructured.Unstructured{oldObj, newObj} {
 			if o == nil || types.UID(o.GetAnnotations()[v1alpha1.OwnershipAnnotation]) == e.opts.LocalID {
-				continue // a peer's copy of one of our objects decides nothing here (see Gather)
+				continue // a peer's copy of one of our objects decides nothing here (see planner.Gather)
 			}
 			mut, ok := r.compiled.Match(o)
 			if !ok {
@@ -766,25 +749,25 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 		}
 		return time.Second, nil
 	}
-	if observed != nil && membershipObject(observed) {
+	if observed != nil && planner.MembershipObject(observed) {
 		return 0, nil // membership sync owns the Clusters and their reader Secrets
 	}
 	target := types.NamespacedName{Namespace: it.namespace, Name: it.name}
 	var entries []*ruleEntry
-	var ruleSet []Rule
+	var ruleSet []planner.Rule
 	for _, r := range e.snapshot() {
-		if r.compiled == nil || r.rsr.DeletionTimestamp != nil || !containsGVK(r.compiled.TargetGVKs, it.gvk) {
+		if r.compiled == nil || r.rsr.DeletionTimestamp != nil || !planner.ContainsGVK(r.compiled.TargetGVKs, it.gvk) {
 			continue
 		}
 		entries = append(entries, r)
-		ruleSet = append(ruleSet, Rule{Spec: r.rsr, Compiled: r.compiled})
+		ruleSet = append(ruleSet, planner.Rule{Spec: r.rsr, Compiled: r.compiled})
 	}
 	// The peers' ClusterFeatures are listed only for rules that select sources by them.
 	needFeatures := false
 	for _, r := range ruleSet {
 		needFeatures = needFeatures || r.Compiled.NeedsFeatures()
 	}
-	var sources []Source
+	var sources []planner.Source
 	failingViews := map[types.UID]bool{} // readable sources whose view fails to sync
 	for _, p := range e.opts.Peers.List() {
 		name, id := p.Name, p.ClusterID
@@ -792,7 +775,7 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 		if needFeatures {
 			features = peerFeatures(ctx, p)
 		}
-		sources = append(sources, Source{
+		sources = append(sources, planner.Source{
 			Name: p.Name, ClusterID: p.ClusterID, Readable: p.Ready && p.Config() != nil,
 			Features: features, Cluster: e.peerCluster(ctx, p.Name),
 			Lookup: func(gvk schema.GroupVersionKind, ns, n string) (*unstructured.Unstructured, bool) {
@@ -804,9 +787,9 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 			},
 		})
 	}
-	g := Gather(e.opts.LocalID, e.localCluster(ctx), ruleSet, sources, it.gvk, target, observed)
+	g := planner.Gather(e.opts.LocalID, e.localCluster(ctx), ruleSet, sources, it.gvk, target, observed)
 	cands, originGone := g.Candidates, g.OriginGone
-	act := Decide(Input{LocalID: e.opts.LocalID, Observed: observed, Candidates: cands, OriginGone: originGone})
+	act := planner.Decide(planner.Input{LocalID: e.opts.LocalID, Observed: observed, Candidates: cands, OriginGone: originGone})
 	// The objects a rule failed to mutate (a template error or limit) are reported on the
 	// rule after the action is recorded, which would clear them; not retried: a change of
 	// the object or the rule brings them back.
@@ -822,7 +805,7 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 			}
 		}
 	}
-	if act.Type == ActionCreate {
+	if act.Type == planner.ActionCreate {
 		if e.waitForViews(it, g.Unsynced, failingViews) {
 			return createRetry, nil
 		}
@@ -832,7 +815,7 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 			return appearedRetry, nil
 		}
 	}
-	if act.Type == ActionCreate || act.Type == ActionUpdate {
+	if act.Type == planner.ActionCreate || act.Type == planner.ActionUpdate {
 		if v := e.settle(it, act.Source, observed); v.Hold {
 			e.held(it, act.Source.Rule, v, entries)
 			recordFailures(act.Source.Rule)
@@ -844,11 +827,11 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 		return appearedRetry, nil
 	}
 	syncedBy := ""
-	if err == nil && act.Source != nil && act.Type != ActionConflict {
+	if err == nil && act.Source != nil && act.Type != planner.ActionConflict {
 		syncedBy = act.Source.Rule
 	}
 	recordFailures(syncedBy)
-	if err == nil && act.Type == ActionNone && observed != nil {
+	if err == nil && act.Type == planner.ActionNone && observed != nil {
 		// A copy whose origin is readable but not synced yet (a peer reconnected, a new
 		// process or leader): whether the origin still has the object is not known. Look
 		// again once it has synced, or a delete made meanwhile would never reach the copy:
@@ -877,19 +860,19 @@ func (e *Engine) waitForViews(it item, unsynced, failing map[types.UID]bool) boo
 
 // settle asks Settle whether the copy chosen from src is written now, given the recent
 // writes of it.
-func (e *Engine) settle(it item, src *Candidate, observed *unstructured.Unstructured) Verdict {
+func (e *Engine) settle(it item, src *planner.Candidate, observed *unstructured.Unstructured) planner.Verdict {
 	e.histMu.Lock()
 	rec, ok := e.history[it]
 	h := rec.history()
 	e.histMu.Unlock()
 	if !ok {
-		return Verdict{} // not written recently
+		return planner.Verdict{} // not written recently
 	}
-	in := SettleInput{History: h, Desired: Digest(src.Object, src.SyncStatus), Missing: observed == nil, Now: time.Now(), Policy: e.opts.Settle}
+	in := planner.SettleInput{History: h, Desired: planner.Digest(src.Object, src.SyncStatus), Missing: observed == nil, Now: time.Now(), Policy: e.opts.Settle}
 	if observed != nil {
-		in.Drift = Changes(src.Object, observed, src.SyncStatus)
+		in.Drift = planner.Changes(src.Object, observed, src.SyncStatus)
 	}
-	h, v := Settle(in)
+	h, v := planner.Settle(in)
 	e.histMu.Lock()
 	e.history[it] = newWriteRecord(h)
 	e.histMu.Unlock()
@@ -898,7 +881,7 @@ func (e *Engine) settle(it item, src *Candidate, observed *unstructured.Unstruct
 
 // held records a copy that is not rewritten: on the rule's status, in the metrics and,
 // when the hold starts, in the log and as an event on the rule.
-func (e *Engine) held(it item, rule string, v Verdict, entries []*ruleEntry) {
+func (e *Engine) held(it item, rule string, v planner.Verdict, entries []*ruleEntry) {
 	unholdOthers(it, rule, entries)
 	for _, r := range entries {
 		if r.rsr.Name != rule {
@@ -916,11 +899,11 @@ func (e *Engine) held(it item, rule string, v Verdict, entries []*ruleEntry) {
 }
 
 // written remembers a write of the copy chosen from src, whose stored object is stored.
-func (e *Engine) written(it item, src *Candidate, stored *unstructured.Unstructured) {
+func (e *Engine) written(it item, src *planner.Candidate, stored *unstructured.Unstructured) {
 	var changed []string
 	if stored != nil {
 		// Status is written separately (syncStatus) and may be set by the local cluster.
-		changed = Changes(src.Object, stored, false)
+		changed = planner.Changes(src.Object, stored, false)
 	}
 	if len(changed) > 0 {
 		e.opts.Metrics.changedOnWrite.WithLabelValues(src.Rule).Inc()
@@ -928,7 +911,7 @@ func (e *Engine) written(it item, src *Candidate, stored *unstructured.Unstructu
 	} else if stored != nil && !src.SyncStatus {
 		e.ownWrites.Store(it, ownWrite{resourceVersion: stored.GetResourceVersion(), at: time.Now()})
 	}
-	d := Digest(src.Object, src.SyncStatus)
+	d := planner.Digest(src.Object, src.SyncStatus)
 	now := time.Now()
 	e.histMu.Lock()
 	defer e.histMu.Unlock()
@@ -941,10 +924,10 @@ func (e *Engine) written(it item, src *Candidate, stored *unstructured.Unstructu
 type writeRecord struct {
 	desired string
 	at      time.Time
-	full    *WriteHistory
+	full    *planner.WriteHistory
 }
 
-func newWriteRecord(h WriteHistory) writeRecord {
+func newWriteRecord(h planner.WriteHistory) writeRecord {
 	if len(h.Writes) == 1 && len(h.Changed) == 0 && h.Holds == 0 && h.HeldUntil.IsZero() && h.Reason == "" {
 		return writeRecord{desired: h.Desired, at: h.Writes[0]}
 	}
@@ -952,14 +935,14 @@ func newWriteRecord(h WriteHistory) writeRecord {
 }
 
 // history returns the WriteHistory the record keeps (the zero one for the zero record).
-func (r writeRecord) history() WriteHistory {
+func (r writeRecord) history() planner.WriteHistory {
 	switch {
 	case r.full != nil:
 		return *r.full
 	case r.at.IsZero():
-		return WriteHistory{Desired: r.desired}
+		return planner.WriteHistory{Desired: r.desired}
 	}
-	return WriteHistory{Desired: r.desired, Writes: []time.Time{r.at}}
+	return planner.WriteHistory{Desired: r.desired, Writes: []time.Time{r.at}}
 }
 
 // forgetHistory drops the write histories Settle no longer needs.
@@ -982,15 +965,6 @@ func (e *Engine) forgetHistory(now time.Time) {
 	}
 }
 
-func containsGVK(list []schema.GroupVersionKind, gvk schema.GroupVersionKind) bool {
-	for _, g := range list {
-		if g == gvk {
-			return true
-		}
-	}
-	return false
-}
-
 func (e *Engine) anyLocalScope(gvk schema.GroupVersionKind) (scope, bool) {
 	e.watchers.mu.Lock()
 	defer e.watchers.mu.Unlock()
@@ -1000,37 +974,6 @@ func (e *Engine) anyLocalScope(gvk schema.GroupVersionKind) (scope, bool) {
 		}
 	}
 	return scope{}, false
-}
-
-// membershipObject reports whether obj belongs to the membership sync: a Cluster of the
-// registry or a reader kubeconfig Secret. The engine never reads or writes those.
-func membershipObject(obj *unstructured.Unstructured) bool {
-	gvk := obj.GroupVersionKind()
-	switch {
-	case gvk.Group == v1alpha1.GroupVersion.Group && gvk.Kind == "Cluster":
-		return true
-	case gvk.Group == "" && gvk.Kind == "Secret":
-		t, _, _ := unstructured.NestedString(obj.Object, "type")
-		return t == string(v1alpha1.SecretTypeClusterRegistry)
-	}
-	return false
-}
-
-// mark sets the ownership marks and the rule label on a copy.
-func mark(u *unstructured.Unstructured, origin types.UID, rule string) {
-	a := u.GetAnnotations()
-	if a == nil {
-		a = map[string]string{}
-	}
-	a[v1alpha1.OwnershipAnnotation] = string(origin)
-	u.SetAnnotations(a)
-	l := u.GetLabels()
-	if l == nil {
-		l = map[string]string{}
-	}
-	l[v1alpha1.OwnershipLabel] = string(origin)
-	l[RuleLabel] = rule
-	u.SetLabels(l)
 }
 
 func peerFeatures(ctx context.Context, p peers.Peer) []v1alpha1.ClusterFeature {
@@ -1084,7 +1027,7 @@ type clusterContent struct {
 }
 
 // execute carries out an action and records the outcome for the rules' status.
-func (e *Engine) execute(ctx context.Context, it item, act Action, entries []*ruleEntry) error {
+func (e *Engine) execute(ctx context.Context, it item, act planner.Action, entries []*ruleEntry) error {
 	rule := ""
 	if act.Source != nil {
 		rule = act.Source.Rule
@@ -1103,7 +1046,7 @@ func (e *Engine) execute(ctx context.Context, it item, act Action, entries []*ru
 	}
 	opts := metav1.CreateOptions{FieldManager: v1alpha1.FieldManager}
 	switch act.Type {
-	case ActionNone:
+	case planner.ActionNone:
 		if r := entry(rule); r != nil {
 			r.record(it, true, "", "")
 			unholdOthers(it, rule, entries)
@@ -1113,13 +1056,13 @@ func (e *Engine) execute(ctx context.Context, it item, act Action, entries []*ru
 			}
 		}
 		return nil
-	case ActionConflict:
+	case planner.ActionConflict:
 		if r := entry(rule); r != nil {
 			r.record(it, false, act.Reason, "")
 		}
 		e.opts.Metrics.conflicts.WithLabelValues(rule).Inc()
 		return nil
-	case ActionCreate:
+	case planner.ActionCreate:
 		if err := e.ensureNamespace(ctx, it, entry(rule)); err != nil {
 			if r := entry(rule); r != nil {
 				r.record(it, false, "", err.Error())
@@ -1144,7 +1087,7 @@ func (e *Engine) execute(ctx context.Context, it item, act Action, entries []*ru
 				_, _ = ri.UpdateStatus(ctx, created, metav1.UpdateOptions{FieldManager: v1alpha1.FieldManager})
 			}
 		}
-	case ActionUpdate:
+	case planner.ActionUpdate:
 		updated, err := ri.Update(ctx, act.Object, metav1.UpdateOptions{FieldManager: v1alpha1.FieldManager})
 		if err != nil {
 			if r := entry(rule); r != nil {
@@ -1159,7 +1102,7 @@ func (e *Engine) execute(ctx context.Context, it item, act Action, entries []*ru
 				_, _ = ri.UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: v1alpha1.FieldManager})
 			}
 		}
-	case ActionDelete:
+	case planner.ActionDelete:
 		uid := act.Object.GetUID()
 		err := ri.Delete(ctx, it.name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
@@ -1168,7 +1111,7 @@ func (e *Engine) execute(ctx context.Context, it item, act Action, entries []*ru
 		for _, r := range entries {
 			r.record(it, false, "", "")
 		}
-		rule = act.Object.GetLabels()[RuleLabel]
+		rule = act.Object.GetLabels()[v1alpha1.RuleLabel]
 	}
 	e.log.Info("synced", "op", string(act.Type), "object", it.String(), "rule", rule, "reason", act.Reason)
 	e.opts.Metrics.writes.WithLabelValues(rule, string(act.Type)).Inc()
@@ -1177,7 +1120,7 @@ func (e *Engine) execute(ctx context.Context, it item, act Action, entries []*ru
 	}
 	if r := entry(rule); r != nil {
 		unholdOthers(it, rule, entries)
-		r.record(it, act.Type != ActionDelete, "", "")
+		r.record(it, act.Type != planner.ActionDelete, "", "")
 		r.mu.Lock()
 		r.lastSync = time.Now()
 		r.mu.Unlock()

@@ -232,7 +232,7 @@ func (e *Engine) finalize(ctx context.Context, r *ruleEntry) error {
 // deleteRuleCopies deletes the copies the rule wrote (labelled with its name and marked
 // with an origin: never an object made here).
 func (e *Engine) deleteRuleCopies(ctx context.Context, rule string, gvks []schema.GroupVersionKind) error {
-	sel := labels.SelectorFromSet(labels.Set{RuleLabel: rule}).String()
+	sel := labels.SelectorFromSet(labels.Set{v1alpha1.RuleLabel: rule}).String()
 	for _, gvk := range gvks {
 		if err := e.deleteCopies(ctx, gvk, sel); err != nil {
 			return err

@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
@@ -98,7 +99,7 @@ func (e *Engine) reconcileBack(ctx context.Context, it item) error {
 	if apiequality.Semantic.DeepEqual(orig.Object["status"], status) {
 		return nil
 	}
-	orig.Object["status"] = runtimeDeepCopy(status)
+	orig.Object["status"] = runtime.DeepCopyJSONValue(status)
 	if _, err := ri.UpdateStatus(ctx, orig, metav1.UpdateOptions{FieldManager: v1alpha1.FieldManager}); err != nil {
 		return fmt.Errorf("writing the status of %s from its copy: %w", it, err)
 	}

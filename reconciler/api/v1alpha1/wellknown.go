@@ -56,6 +56,13 @@ const (
 	// "kubectl registry join" that brought it back after it left. It travels with the
 	// copies of the Cluster CR and cancels earlier LeftClustersAnnotation entries.
 	JoinedAtAnnotation = "cluster-registry.k8s.cisco.com/joined-at"
+
+	// RuleLabel names, on every copy, the rule that wrote it (an addition to the seed's
+	// marks): deletionPolicy Delete and the status counts find a rule's copies by it.
+	RuleLabel = "cluster-registry.k8s.cisco.com/synced-by-rule"
+	// CoreRuleName is the name of the built-in rule that syncs ResourceSyncRules to every
+	// member.
+	CoreRuleName = "core-resourcesyncrules"
 )
 
 // The reader kubeconfig Secret a cluster publishes for its peers.

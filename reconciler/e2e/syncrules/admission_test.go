@@ -31,7 +31,6 @@ import (
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/e2e/harness"
-	"github.com/kubectl-registry/kubectl-registry/reconciler/engine"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/testbed"
 )
 
@@ -375,14 +374,14 @@ spec:
 	})
 
 	t.Run("the rules report the copies the cluster changes after each write", func(t *testing.T) {
-		harness.Eventually(t, 60*time.Second, "Degraded with reason "+engine.ReasonChangedAfterWrite+" naming every copy", func() error {
+		harness.Eventually(t, 60*time.Second, "Degraded with reason "+v1alpha1.ReasonChangedAfterWrite+" naming every copy", func() error {
 			want := map[string][]string{}
 			for c, objs := range stamped {
 				want[c] = append(want[c], objs...)
 			}
 			want["second"] = append(want["second"], "fight-me")
 			for c, objs := range want {
-				msg, err := degradedMessages(cl[c], "admission-", engine.ReasonChangedAfterWrite)
+				msg, err := degradedMessages(cl[c], "admission-", v1alpha1.ReasonChangedAfterWrite)
 				if err != nil {
 					return err
 				}
@@ -393,7 +392,7 @@ spec:
 				}
 			}
 			// third's copy of fight-me is left alone by everyone: it is not reported.
-			msg, err := degradedMessages(third, "admission-", engine.ReasonChangedAfterWrite)
+			msg, err := degradedMessages(third, "admission-", v1alpha1.ReasonChangedAfterWrite)
 			if err != nil {
 				return err
 			}
@@ -402,7 +401,7 @@ spec:
 			}
 			return nil
 		})
-		msg, _ := degradedMessages(second, "admission-", engine.ReasonChangedAfterWrite)
+		msg, _ := degradedMessages(second, "admission-", v1alpha1.ReasonChangedAfterWrite)
 		t.Logf("second reports: %s", msg)
 		for _, w := range []string{stampLabel, "data.fought"} {
 			if !strings.Contains(msg, w) {

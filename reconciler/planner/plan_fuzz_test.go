@@ -1,4 +1,4 @@
-package engine
+package planner
 
 import (
 	"testing"
@@ -32,7 +32,7 @@ func FuzzDecide(f *testing.F) {
 			}
 		}
 		origin := types.UID("origin")
-		mark(desired, origin, "rule")
+		Mark(desired, origin, "rule")
 		in := Input{LocalID: "local", Observed: observed, OriginGone: map[types.UID]bool{origin: originGone}}
 		if withCandidate {
 			in.Candidates = []Candidate{{Rule: "rule", Peer: "p", PeerID: origin, Origin: origin, Object: desired}}

@@ -1,4 +1,4 @@
-package engine
+package planner
 
 import (
 	"crypto/sha256"

@@ -1,4 +1,4 @@
-package engine
+package planner
 
 import (
 	"fmt"
@@ -62,7 +62,7 @@ func Gather(localID types.UID, localCluster map[string]any, ruleSet []Rule, sour
 	present, unknown, gone := map[types.UID]bool{}, map[types.UID]bool{}, map[types.UID]bool{}
 	var covering []string
 	for _, r := range ruleSet {
-		if r.Compiled == nil || r.Spec.DeletionTimestamp != nil || !containsGVK(r.Compiled.TargetGVKs, gvk) {
+		if r.Compiled == nil || r.Spec.DeletionTimestamp != nil || !ContainsGVK(r.Compiled.TargetGVKs, gvk) {
 			continue
 		}
 		covering = append(covering, r.Spec.Name)
@@ -82,7 +82,7 @@ func Gather(localID types.UID, localCluster map[string]any, ruleSet []Rule, sour
 					gone[p.ClusterID] = true
 					continue
 				}
-				if membershipObject(obj) {
+				if MembershipObject(obj) {
 					continue
 				}
 				origin := types.UID(obj.GetAnnotations()[v1alpha1.OwnershipAnnotation])
@@ -124,7 +124,7 @@ func Gather(localID types.UID, localCluster map[string]any, ruleSet []Rule, sour
 					}
 					continue
 				}
-				mark(desired, origin, r.Spec.Name)
+				Mark(desired, origin, r.Spec.Name)
 				if r.Spec.Spec.SyncStatusBack {
 					a := desired.GetAnnotations()
 					delete(a, v1alpha1.OriginGenerationAnnotation)
@@ -150,7 +150,7 @@ func Gather(localID types.UID, localCluster map[string]any, ruleSet []Rule, sour
 	// Only a copy a rule of this kind wrote (labelled with its name) may be deleted: not
 	// the membership sync's copies, not copies of a rule that is gone (deletionPolicy
 	// Retain), not copies another tool marked.
-	if observed != nil && contains(covering, observed.GetLabels()[RuleLabel]) {
+	if observed != nil && contains(covering, observed.GetLabels()[v1alpha1.RuleLabel]) {
 		for id := range gone {
 			if !present[id] && !unknown[id] {
 				out.OriginGone[id] = true

@@ -1,4 +1,4 @@
-package engine
+package planner
 
 import (
 	"encoding/json"
@@ -47,7 +47,7 @@ func planMarked(origin types.UID) planOpt {
 	return func(u *unstructured.Unstructured) {
 		planAnnotation(v1alpha1.OwnershipAnnotation, string(origin))(u)
 		planLabel(v1alpha1.OwnershipLabel, string(origin))(u)
-		planLabel(RuleLabel, planRuleID)(u)
+		planLabel(v1alpha1.RuleLabel, planRuleID)(u)
 	}
 }
 
@@ -464,10 +464,10 @@ func TestEqual(t *testing.T) {
 		{name: "status differs, syncStatus", observed: desired(planStatus("Pending")), syncStatus: true, want: false},
 		{name: "status missing, syncStatus", observed: desired(func(u *unstructured.Unstructured) { delete(u.Object, "status") }), syncStatus: true, want: false},
 		{name: "added label", observed: desired(planLabel("local", "yes")), want: false},
-		{name: "changed label", observed: desired(planLabel(RuleLabel, "other")), want: false},
+		{name: "changed label", observed: desired(planLabel(v1alpha1.RuleLabel, "other")), want: false},
 		{name: "removed label", observed: desired(func(u *unstructured.Unstructured) {
 			l := u.GetLabels()
-			delete(l, RuleLabel)
+			delete(l, v1alpha1.RuleLabel)
 			u.SetLabels(l)
 		}), want: false},
 		{name: "added annotation", observed: desired(planAnnotation("kubectl.kubernetes.io/last-applied-configuration", "{}")), want: false},
@@ -593,7 +593,7 @@ func TestMerge(t *testing.T) {
 		m := observed().Object["metadata"].(map[string]any)
 		m["labels"] = map[string]any{
 			v1alpha1.OwnershipLabel: string(planOrigA),
-			RuleLabel:               planRuleID,
+			v1alpha1.RuleLabel:      planRuleID,
 		}
 		m["annotations"] = map[string]any{
 			v1alpha1.OwnershipAnnotation: string(planOrigA),
@@ -685,7 +685,7 @@ func TestMergeObservedWithoutMetadata(t *testing.T) {
 	want := map[string]any{
 		"apiVersion": "v1", "kind": "ConfigMap", "data": map[string]any{"a": "1"},
 		"metadata": map[string]any{
-			"labels":      map[string]any{v1alpha1.OwnershipLabel: string(planOrigA), RuleLabel: planRuleID},
+			"labels":      map[string]any{v1alpha1.OwnershipLabel: string(planOrigA), v1alpha1.RuleLabel: planRuleID},
 			"annotations": map[string]any{v1alpha1.OwnershipAnnotation: string(planOrigA)},
 		},
 	}

@@ -1,4 +1,4 @@
-package engine
+package planner
 
 import (
 	"testing"
@@ -33,7 +33,7 @@ func TestGatherUnsynced(t *testing.T) {
 	copyOf.SetKind("ConfigMap")
 	copyOf.SetNamespace("ns")
 	copyOf.SetName("cm")
-	mark(copyOf, origin, "cms")
+	Mark(copyOf, origin, "cms")
 
 	for _, tc := range []struct {
 		name         string

@@ -1,4 +1,4 @@
-package engine
+package planner
 
 import (
 	"fmt"
@@ -399,35 +399,6 @@ func TestSettleLoops(t *testing.T) {
 			}
 			if held != tt.held {
 				t.Errorf("held = %t, want %t", held, tt.held)
-			}
-		})
-	}
-}
-
-// TestWriteRecordKeepsTheHistory: the engine's compact record of a WriteHistory gives it
-// back as it was, whichever form it takes.
-func TestWriteRecordKeepsTheHistory(t *testing.T) {
-	t0 := time.Date(2026, 11, 21, 8, 0, 0, 0, time.UTC)
-	for _, tc := range []struct {
-		name    string
-		h       WriteHistory
-		compact bool
-	}{
-		{name: "none", h: WriteHistory{}},
-		{name: "one write", h: WriteHistory{Desired: "d1", Writes: []time.Time{t0}}, compact: true},
-		{name: "two writes", h: WriteHistory{Desired: "d1", Writes: []time.Time{t0, t0.Add(time.Second)}}},
-		{name: "changed on write", h: WriteHistory{Desired: "d1", Writes: []time.Time{t0}, Changed: []string{"data.x"}}},
-		{name: "held", h: WriteHistory{Desired: "d1", Holds: 2, HeldUntil: t0.Add(time.Hour), Reason: "r"}},
-		{name: "held before, written since", h: WriteHistory{Desired: "d1", Writes: []time.Time{t0}, Holds: 1}},
-		{name: "no writes in the window", h: WriteHistory{Desired: "d1"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			r := newWriteRecord(tc.h)
-			if got := r.full == nil; got != tc.compact {
-				t.Errorf("compact form = %v, want %v", got, tc.compact)
-			}
-			if diff := cmp.Diff(tc.h, r.history(), cmpopts.EquateEmpty()); diff != "" {
-				t.Errorf("history (-want +got):\n%s", diff)
 			}
 		})
 	}
