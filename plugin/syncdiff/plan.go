@@ -350,7 +350,7 @@ func (p *differ) items(ctx context.Context, res *result, ruleSet []planner.Rule,
 				failed = true
 			}
 		}
-		act := planner.Decide(planner.Input{LocalID: p.local.ID, Observed: observed, Candidates: g.Candidates, OriginGone: g.OriginGone})
+		act := planner.Decide(g.Input(p.local.ID, observed))
 		if act.Type == planner.ActionNone && (failed || observed == nil) {
 			continue // nothing there and nothing to write: not an object of the plan
 		}

@@ -131,8 +131,10 @@ type ruleEntry struct {
 
 	mu        sync.Mutex
 	conflicts map[item]string
-	failures  map[item]string
+	failures  map[item]failure
 	synced    map[item]bool
+	// drift are the writes a ReportOnly rule withholds, with the reason.
+	drift map[item]string
 	// held are the copies not rewritten because something changes them after each
 	// write, with the reason.
 	held     map[item]string
@@ -151,21 +153,38 @@ func (r *ruleEntry) getErr() error {
 	return r.err
 }
 
-func (r *ruleEntry) record(it item, synced bool, conflict, failure string) {
+// failure is an object a rule cannot sync: the condition reason and what happened.
+type failure struct {
+	reason, message string
+}
+
+func (r *ruleEntry) record(it item, synced bool, conflict string, fail failure) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.conflicts, it)
 	delete(r.failures, it)
 	delete(r.synced, it)
 	delete(r.held, it)
+	delete(r.drift, it)
 	switch {
 	case conflict != "":
 		r.conflicts[it] = conflict
-	case failure != "":
-		r.failures[it] = failure
+	case fail.message != "":
+		r.failures[it] = fail
 	case synced:
 		r.synced[it] = true
 	}
+}
+
+// drifted records a write the rule's ReportOnly mode withholds.
+func (r *ruleEntry) drifted(it item, reason string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.conflicts, it)
+	delete(r.failures, it)
+	delete(r.synced, it)
+	delete(r.held, it)
+	r.drift[it] = reason
 }
 
 // hold records that the copy is held: not rewritten, for reason.
@@ -269,7 +288,7 @@ func newEntry(rsr *v1alpha1.ResourceSyncRule, compiled *rules.Rule, err error, b
 		}
 	}
 	return &ruleEntry{rsr: rsr, compiled: compiled, err: err, builtin: builtin, namespaces: namespaces,
-		conflicts: map[item]string{}, failures: map[item]string{}, synced: map[item]bool{}, held: map[item]string{}}
+		conflicts: map[item]string{}, failures: map[item]failure{}, synced: map[item]bool{}, held: map[item]string{}, drift: map[item]string{}}
 }
 
 // localNamespaces returns the namespaces the rule's copies can land in, or nil for all.
@@ -752,6 +771,11 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 	if observed != nil && planner.MembershipObject(observed) {
 		return 0, nil // membership sync owns the Clusters and their reader Secrets
 	}
+	if observed != nil && observed.GetDeletionTimestamp() != nil && observed.GetAnnotations()[v1alpha1.OwnershipAnnotation] != "" {
+		// A copy being deleted (to be recreated, or with its namespace): nothing is written
+		// to it; it is looked at again once it is gone.
+		return 2 * time.Second, nil
+	}
 	target := types.NamespacedName{Namespace: it.namespace, Name: it.name}
 	var entries []*ruleEntry
 	var ruleSet []planner.Rule
@@ -788,8 +812,7 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 		})
 	}
 	g := planner.Gather(e.opts.LocalID, e.localCluster(ctx), ruleSet, sources, it.gvk, target, observed)
-	cands, originGone := g.Candidates, g.OriginGone
-	act := planner.Decide(planner.Input{LocalID: e.opts.LocalID, Observed: observed, Candidates: cands, OriginGone: originGone})
+	act := planner.Decide(g.Input(e.opts.LocalID, observed))
 	// The objects a rule failed to mutate (a template error or limit) are reported on the
 	// rule after the action is recorded, which would clear them; not retried: a change of
 	// the object or the rule brings them back.
@@ -800,7 +823,7 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 			}
 			for _, r := range entries {
 				if r.rsr.Name == rule {
-					r.record(it, false, "", fails[0])
+					r.record(it, false, "", failure{v1alpha1.ReasonMutationFailed, fails[0]})
 				}
 			}
 		}
@@ -817,6 +840,16 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 	}
 	if act.Type == planner.ActionCreate || act.Type == planner.ActionUpdate {
 		if v := e.settle(it, act.Source, observed); v.Hold {
+			if v.Rejected {
+				// Content the API server refused for good waits for the source to change.
+				for _, r := range entries {
+					if r.rsr.Name == act.Source.Rule {
+						r.record(it, false, "", failure{v.RejectedReason, v.Reason})
+					}
+				}
+				recordFailures(act.Source.Rule)
+				return max(time.Until(v.Until), time.Second), nil
+			}
 			e.held(it, act.Source.Rule, v, entries)
 			recordFailures(act.Source.Rule)
 			return max(time.Until(v.Until), time.Second), nil
@@ -870,7 +903,7 @@ func (e *Engine) settle(it item, src *planner.Candidate, observed *unstructured.
 	}
 	in := planner.SettleInput{History: h, Desired: planner.Digest(src.Object, src.SyncStatus), Missing: observed == nil, Now: time.Now(), Policy: e.opts.Settle}
 	if observed != nil {
-		in.Drift = planner.Changes(src.Object, observed, src.SyncStatus)
+		in.Drift = src.Drift(observed, src.SyncStatus)
 	}
 	h, v := planner.Settle(in)
 	e.histMu.Lock()
@@ -903,7 +936,7 @@ func (e *Engine) written(it item, src *planner.Candidate, stored *unstructured.U
 	var changed []string
 	if stored != nil {
 		// Status is written separately (syncStatus) and may be set by the local cluster.
-		changed = planner.Changes(src.Object, stored, false)
+		changed = src.Drift(stored, false)
 	}
 	if len(changed) > 0 {
 		e.opts.Metrics.changedOnWrite.WithLabelValues(src.Rule).Inc()
@@ -1047,25 +1080,32 @@ func (e *Engine) execute(ctx context.Context, it item, act planner.Action, entri
 	opts := metav1.CreateOptions{FieldManager: v1alpha1.FieldManager}
 	switch act.Type {
 	case planner.ActionNone:
+		if act.Withheld != "" {
+			return e.withheld(it, act, entry)
+		}
 		if r := entry(rule); r != nil {
-			r.record(it, true, "", "")
+			r.record(it, true, "", failure{})
 			unholdOthers(it, rule, entries)
 		} else if act.Source == nil && act.Object == nil {
 			for _, r := range entries {
-				r.record(it, false, "", "")
+				r.record(it, false, "", failure{})
 			}
 		}
 		return nil
 	case planner.ActionConflict:
 		if r := entry(rule); r != nil {
-			r.record(it, false, act.Reason, "")
+			r.record(it, false, act.Reason, failure{})
 		}
 		e.opts.Metrics.conflicts.WithLabelValues(rule).Inc()
 		return nil
 	case planner.ActionCreate:
 		if err := e.ensureNamespace(ctx, it, entry(rule)); err != nil {
+			f := planner.ClassifyWriteError(err)
 			if r := entry(rule); r != nil {
-				r.record(it, false, "", err.Error())
+				r.record(it, false, "", failure{f.Reason, f.String()})
+			}
+			if f.Reason == v1alpha1.ReasonNamespaceMissing {
+				return nil // looked at again when the rule or the object changes
 			}
 			return err
 		}
@@ -1075,31 +1115,30 @@ func (e *Engine) execute(ctx context.Context, it item, act planner.Action, entri
 			return fmt.Errorf("%s appeared meanwhile: %w", it, errAppeared)
 		}
 		if err != nil {
-			if r := entry(rule); r != nil {
-				r.record(it, false, "", fmt.Sprintf("creating %s: %v", it, err))
-			}
-			return fmt.Errorf("creating %s: %w", it, err)
+			return e.writeFailed(ctx, it, act, entry(rule), ri, fmt.Errorf("creating %s: %w", it, err))
 		}
 		e.written(it, act.Source, created)
 		if act.Source.SyncStatus {
 			if st, ok := act.Object.Object["status"]; ok {
 				created.Object["status"] = st
-				_, _ = ri.UpdateStatus(ctx, created, metav1.UpdateOptions{FieldManager: v1alpha1.FieldManager})
+				if _, err := ri.UpdateStatus(ctx, created, metav1.UpdateOptions{FieldManager: v1alpha1.FieldManager}); err != nil {
+					// The copy is there; its status follows on the next change or resync.
+					e.log.Error(err, "writing the status of a copy", "object", it.String(), "rule", rule)
+				}
 			}
 		}
 	case planner.ActionUpdate:
 		updated, err := ri.Update(ctx, act.Object, metav1.UpdateOptions{FieldManager: v1alpha1.FieldManager})
 		if err != nil {
-			if r := entry(rule); r != nil {
-				r.record(it, false, "", fmt.Sprintf("updating %s: %v", it, err))
-			}
-			return fmt.Errorf("updating %s: %w", it, err)
+			return e.writeFailed(ctx, it, act, entry(rule), ri, fmt.Errorf("updating %s: %w", it, err))
 		}
 		e.written(it, act.Source, updated)
 		if act.Source.SyncStatus {
 			if st, ok := act.Object.Object["status"]; ok {
 				updated.Object["status"] = st
-				_, _ = ri.UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: v1alpha1.FieldManager})
+				if _, err := ri.UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: v1alpha1.FieldManager}); err != nil {
+					e.log.Error(err, "writing the status of a copy", "object", it.String(), "rule", rule)
+				}
 			}
 		}
 	case planner.ActionDelete:
@@ -1109,7 +1148,7 @@ func (e *Engine) execute(ctx context.Context, it item, act planner.Action, entri
 			return fmt.Errorf("deleting %s: %w", it, err)
 		}
 		for _, r := range entries {
-			r.record(it, false, "", "")
+			r.record(it, false, "", failure{})
 		}
 		rule = act.Object.GetLabels()[v1alpha1.RuleLabel]
 	}
@@ -1120,11 +1159,75 @@ func (e *Engine) execute(ctx context.Context, it item, act planner.Action, entri
 	}
 	if r := entry(rule); r != nil {
 		unholdOthers(it, rule, entries)
-		r.record(it, act.Type != planner.ActionDelete, "", "")
+		r.record(it, act.Type != planner.ActionDelete, "", failure{})
 		r.mu.Lock()
 		r.lastSync = time.Now()
 		r.mu.Unlock()
 	}
+	return nil
+}
+
+// withheld records a write the rule's syncMode holds back: drift for a ReportOnly rule,
+// a copy left to the cluster for a CreateOnly rule.
+func (e *Engine) withheld(it item, act planner.Action, entry func(string) *ruleEntry) error {
+	rule := ""
+	if act.Source != nil {
+		rule = act.Source.Rule
+	} else if act.Object != nil {
+		rule = act.Object.GetLabels()[v1alpha1.RuleLabel]
+	}
+	r := entry(rule)
+	if r == nil {
+		return nil
+	}
+	if r.rsr.Spec.SyncMode == v1alpha1.SyncModeReportOnly {
+		r.drifted(it, act.Reason)
+		return nil
+	}
+	r.record(it, act.Withheld == planner.ActionUpdate, "", failure{}) // CreateOnly: the copy is the cluster's now
+	return nil
+}
+
+// writeFailed handles a create or update of a copy that the local API server refused:
+// the refusal is classified and reported on the rule. Content refused for good (an
+// immutable field) is not retried until the source changes, or, with onImmutableChange
+// Recreate, the copy is deleted and created anew; other refusals are retried with
+// backoff (the returned error).
+func (e *Engine) writeFailed(ctx context.Context, it item, act planner.Action, r *ruleEntry, ri dynamic.ResourceInterface, err error) error {
+	f := planner.ClassifyWriteError(err)
+	rule := act.Source.Rule
+	e.opts.Metrics.refused.WithLabelValues(rule, f.Reason).Inc()
+	if f.Lasting && act.Type == planner.ActionUpdate && r != nil && r.rsr.Spec.OnImmutableChange == v1alpha1.ImmutableChangeRecreate {
+		uid := act.Object.GetUID()
+		background := metav1.DeletePropagationBackground
+		derr := ri.Delete(ctx, it.name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}, PropagationPolicy: &background})
+		if derr != nil && !apierrors.IsNotFound(derr) && !apierrors.IsConflict(derr) {
+			r.record(it, false, "", failure{f.Reason, fmt.Sprintf("%s; deleting it to recreate it failed: %v", f.String(), derr)})
+			return fmt.Errorf("deleting %s to recreate it: %w", it, derr)
+		}
+		e.log.Info("recreating a copy whose source changed an immutable field", "object", it.String(), "rule", rule, "fields", f.Fields)
+		e.opts.Metrics.writes.WithLabelValues(rule, "recreate").Inc()
+		if e.opts.Recorder != nil && !r.builtin {
+			e.opts.Recorder.Eventf(r.rsr, corev1.EventTypeNormal, "Recreated", "%s: deleted to be created anew: %s", it, f.String())
+		}
+		r.record(it, false, "", failure{})
+		return nil // its delete event brings it back, created from the source
+	}
+	if r != nil {
+		r.record(it, false, "", failure{f.Reason, fmt.Sprintf("%s: %s", act.Type, f.String())})
+		if f.Lasting && e.opts.Recorder != nil && !r.builtin {
+			e.opts.Recorder.Eventf(r.rsr, corev1.EventTypeWarning, f.Reason, "%s: %s", it, f.String())
+		}
+	}
+	if !f.Lasting {
+		return err
+	}
+	now := time.Now()
+	d := planner.Digest(act.Source.Object, act.Source.SyncStatus)
+	e.histMu.Lock()
+	e.history[it] = newWriteRecord(e.history[it].history().Refused(d, f.Reason, f.String(), now, e.opts.Settle))
+	e.histMu.Unlock()
+	e.log.Info("the cluster refused a copy for good; not written again until its source changes", "object", it.String(), "rule", rule, "reason", f.Reason, "fields", f.Fields)
 	return nil
 }
 
@@ -1153,7 +1256,7 @@ func (e *Engine) ensureNamespace(ctx context.Context, it item, r *ruleEntry) err
 		return err
 	}
 	if r == nil || !r.rsr.Spec.CreateNamespaces {
-		return fmt.Errorf("namespace %s does not exist in this cluster: create it, or set spec.createNamespaces on the rule", it.namespace)
+		return fmt.Errorf("%w: %s: create it, or set spec.createNamespaces on the rule", planner.ErrNamespaceMissing, it.namespace)
 	}
 	ns = corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: it.namespace, Annotations: map[string]string{v1alpha1.CreatedByAnnotation: r.rsr.Name}}}
 	if err := e.opts.Client.Create(ctx, &ns, client.FieldOwner(v1alpha1.FieldManager)); err != nil && !apierrors.IsAlreadyExists(err) {

@@ -17,6 +17,10 @@ type Metrics struct {
 	held           *prometheus.CounterVec
 	changedOnWrite *prometheus.CounterVec
 	heldObjects    *prometheus.GaugeVec
+	// refused counts the writes the local API server refused, by classified reason;
+	// driftObjects are the writes ReportOnly rules withhold.
+	refused      *prometheus.CounterVec
+	driftObjects *prometheus.GaugeVec
 }
 
 // NewMetrics returns the engine's metrics registered with reg (nil: not registered). A
@@ -52,6 +56,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Namespace: "kubectl_registry", Subsystem: "sync", Name: "held_objects",
 			Help: "Copies currently held (not rewritten) because something changes them after each write.",
 		}, []string{"rule"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "kubectl_registry", Subsystem: "sync", Name: "refused_writes_total",
+			Help: "Writes of copies the local API server refused, by rule and reason (ImmutableField, InvalidCopy, WriteForbidden, CopyTooLarge, NamespaceMissing, WriteFailed).",
+		}, []string{"rule", "reason"}),
+		driftObjects: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "kubectl_registry", Subsystem: "sync", Name: "drift_objects",
+			Help: "Copies that differ from their source and that a ReportOnly rule does not write (it would create, update or delete them).",
+		}, []string{"rule"}),
 	}
 	if reg == nil {
 		return m
@@ -63,6 +75,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.held = registerVec(reg, m.held)
 	m.changedOnWrite = registerVec(reg, m.changedOnWrite)
 	m.heldObjects = registerVec(reg, m.heldObjects)
+	m.refused = registerVec(reg, m.refused)
+	m.driftObjects = registerVec(reg, m.driftObjects)
 	return m
 }
 

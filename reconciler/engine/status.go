@@ -28,9 +28,10 @@ func (e *Engine) writeStatuses(ctx context.Context) {
 	e.forgetHistory(time.Now())
 	for _, r := range e.snapshot() {
 		r.mu.Lock()
-		nHeld := len(r.held)
+		nHeld, nDrift := len(r.held), len(r.drift)
 		r.mu.Unlock()
 		e.opts.Metrics.heldObjects.WithLabelValues(r.rsr.Name).Set(float64(nHeld))
+		e.opts.Metrics.driftObjects.WithLabelValues(r.rsr.Name).Set(float64(nDrift))
 		if r.builtin {
 			continue
 		}
@@ -99,8 +100,16 @@ func (e *Engine) status(ctx context.Context, r *ruleEntry) v1alpha1.ResourceSync
 	st.SyncedObjects = int32(len(r.synced))
 	st.Conflicts = int32(len(r.conflicts))
 	conflicts := summarize(r.conflicts, 5)
-	failures := summarizeReasons(r.failures, 5)
+	failureMsgs := make(map[item]string, len(r.failures))
+	failureReasons := map[string]int{}
+	for it, f := range r.failures {
+		failureMsgs[it] = f.message
+		failureReasons[f.reason]++
+	}
+	failures := summarizeReasons(failureMsgs, 5)
 	nFailures := len(r.failures)
+	st.Drift = int32(len(r.drift))
+	drift := summarizeReasons(r.drift, 5)
 	nHeld := len(r.held)
 	held := summarizeReasons(r.held, 5)
 	if !r.lastSync.IsZero() {
@@ -126,12 +135,13 @@ func (e *Engine) status(ctx context.Context, r *ruleEntry) v1alpha1.ResourceSync
 	}
 	heldMsg := ""
 	if nHeld > 0 {
-		heldMsg = fmt.Sprintf("%d copies are changed by something else after each write and are no longer rewritten on every change (held, backing off up to %s; fix or exclude the other writer): %s",
+		heldMsg = fmt.Sprintf("%d copies are changed by something else after each write and are no longer rewritten on every change (held, backing off up to %s; "+
+			"if a local controller, an HPA or a mutating webhook owns the fields, list them in the rule's spec.ignoreFields; otherwise stop the other writer): %s",
 			nHeld, e.opts.Settle.MaxHold, held)
 	}
 	switch {
 	case nFailures > 0:
-		set(v1alpha1.RuleConditionDegraded, true, v1alpha1.ReasonSourceFailing, joinMsg(fmt.Sprintf("%d objects fail to sync: %s", nFailures, failures), heldMsg))
+		set(v1alpha1.RuleConditionDegraded, true, failureReason(failureReasons), joinMsg(fmt.Sprintf("%d objects fail to sync: %s", nFailures, failures), heldMsg))
 	case failing > 0:
 		set(v1alpha1.RuleConditionDegraded, true, v1alpha1.ReasonSourceFailing, joinMsg(fmt.Sprintf("%d sources fail; see status.sources", failing), heldMsg))
 	case nHeld > 0:
@@ -139,7 +149,28 @@ func (e *Engine) status(ctx context.Context, r *ruleEntry) v1alpha1.ResourceSync
 	default:
 		set(v1alpha1.RuleConditionDegraded, false, v1alpha1.ReasonAllSourcesOK, "")
 	}
+	if r.rsr.Spec.SyncMode == v1alpha1.SyncModeReportOnly {
+		if st.Drift > 0 {
+			set(v1alpha1.RuleConditionDrifted, true, v1alpha1.ReasonDrift,
+				fmt.Sprintf("%d copies differ from their sources; syncMode ReportOnly writes nothing: %s", st.Drift, drift))
+		} else {
+			set(v1alpha1.RuleConditionDrifted, false, v1alpha1.ReasonNoDrift, "")
+		}
+	} else {
+		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.RuleConditionDrifted)
+	}
 	return st
+}
+
+// failureReason is the Degraded reason of objects that fail for reasons: the one
+// reason they share, or CopiesFailing.
+func failureReason(reasons map[string]int) string {
+	if len(reasons) == 1 {
+		for r := range reasons {
+			return r
+		}
+	}
+	return v1alpha1.ReasonCopiesFailing
 }
 
 func joinMsg(msg, more string) string {

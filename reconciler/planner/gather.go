@@ -49,6 +49,9 @@ type Gathered struct {
 	// synced yet: what they hold is not known, so a decision that needs them (the delete
 	// of a copy of theirs) must be made again once they have synced.
 	Unsynced map[types.UID]bool
+	// Modes are the sync modes of the rules covering the key that do not enforce, by rule
+	// name: Input.Modes.
+	Modes map[string]v1alpha1.SyncMode
 }
 
 // Gather computes, purely, the candidates and the deletion evidence for the local object
@@ -57,7 +60,7 @@ type Gathered struct {
 // the local Cluster (unstructured content) for templates.
 func Gather(localID types.UID, localCluster map[string]any, ruleSet []Rule, sources []Source,
 	gvk schema.GroupVersionKind, target types.NamespacedName, observed *unstructured.Unstructured) Gathered {
-	out := Gathered{OriginGone: map[types.UID]bool{}, Failures: map[string][]string{}, Unsynced: map[types.UID]bool{}}
+	out := Gathered{OriginGone: map[types.UID]bool{}, Failures: map[string][]string{}, Unsynced: map[types.UID]bool{}, Modes: map[string]v1alpha1.SyncMode{}}
 	var cands []Candidate
 	present, unknown, gone := map[types.UID]bool{}, map[types.UID]bool{}, map[types.UID]bool{}
 	var covering []string
@@ -66,6 +69,10 @@ func Gather(localID types.UID, localCluster map[string]any, ruleSet []Rule, sour
 			continue
 		}
 		covering = append(covering, r.Spec.Name)
+		if m := r.Spec.Spec.SyncMode; m != "" && m != v1alpha1.SyncModeEnforce {
+			out.Modes[r.Spec.Name] = m
+		}
+		kept := KeptFor(gvk.GroupKind(), r.Compiled.IgnoreFields)
 		for _, srcKey := range r.Compiled.SourceKeys(target) {
 			for _, p := range sources {
 				if !p.Readable || !r.Compiled.Sources(p.Features) {
@@ -132,7 +139,7 @@ func Gather(localID types.UID, localCluster map[string]any, ruleSet []Rule, sour
 					a[v1alpha1.SourceGenerationAnnotation] = strconv.FormatInt(obj.GetGeneration(), 10)
 					desired.SetAnnotations(a)
 				}
-				cands = append(cands, Candidate{Rule: r.Spec.Name, Peer: p.Name, PeerID: p.ClusterID, Origin: origin, Object: desired, SyncStatus: mut.SyncStatus})
+				cands = append(cands, Candidate{Rule: r.Spec.Name, Peer: p.Name, PeerID: p.ClusterID, Origin: origin, Object: desired, SyncStatus: mut.SyncStatus, Kept: kept})
 			}
 		}
 	}
@@ -167,4 +174,10 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// Input returns the planner's input for the local object observed (nil when absent) at
+// the key g was gathered for: what Decide decides from.
+func (g Gathered) Input(localID types.UID, observed *unstructured.Unstructured) Input {
+	return Input{LocalID: localID, Observed: observed, Candidates: g.Candidates, OriginGone: g.OriginGone, Modes: g.Modes}
 }

@@ -30,6 +30,22 @@ type Candidate struct {
 	Object *unstructured.Unstructured
 	// SyncStatus says the copy's status follows the source.
 	SyncStatus bool
+	// Kept is what the destination keeps of the copy: the fields its cluster assigns and
+	// the rule's ignoreFields (see Kept.Localize).
+	Kept Kept
+}
+
+// Desired returns the copy the candidate asks for at the destination whose object is
+// observed (nil when there is none): Object with the destination's values at the kept
+// fields.
+func (c Candidate) Desired(observed *unstructured.Unstructured) *unstructured.Unstructured {
+	return c.Kept.Localize(c.Object, observed)
+}
+
+// Drift lists, sorted, where observed differs from what the candidate asks for (Changes
+// after Desired): the kept fields never count.
+func (c Candidate) Drift(observed *unstructured.Unstructured, syncStatus bool) []string {
+	return Changes(c.Desired(observed), observed, syncStatus)
 }
 
 // Input is what Decide decides one local object from.
@@ -43,6 +59,9 @@ type Input struct {
 	// OriginGone holds the origins seen, through a healthy synced watch, to no longer
 	// have a matching object for this key: the positive observation a delete needs.
 	OriginGone map[types.UID]bool
+	// Modes are the sync modes of the rules that cover the key, by rule name; a rule
+	// missing here enforces.
+	Modes map[string]v1alpha1.SyncMode
 }
 
 // ActionType is what Decide asks for.
@@ -65,8 +84,11 @@ type Action struct {
 	Object *unstructured.Unstructured
 	// Source is the candidate chosen, for create and update.
 	Source *Candidate
-	// Reason explains a conflict, a delete or a skipped source.
+	// Reason explains a conflict, a delete, a skipped source or a withheld write.
 	Reason string
+	// Withheld is the write (create, update or delete) the rule's syncMode holds back:
+	// then Type is none, and Object is what would be written (or deleted).
+	Withheld ActionType
 }
 
 // Choose orders candidates: a copy read from its origin first, then by rule and peer
@@ -101,7 +123,15 @@ func Choose(cands []Candidate) *Candidate {
 //     source; finalizers and ownerReferences stay as the local cluster set them);
 //   - a copy with no candidate is deleted only with the positive observation that its
 //     origin no longer has it; otherwise it is left as it is.
+//
+// The fields the destination keeps (Candidate.Kept) are never written or compared: a new
+// copy is created without the fields its cluster assigns, and an existing one keeps its
+// values. Last, the rule's syncMode may withhold the write (Withhold).
 func Decide(in Input) Action {
+	return Withhold(decide(in), in.Modes)
+}
+
+func decide(in Input) Action {
 	best := Choose(in.Candidates)
 	obs := in.Observed
 	if best == nil {
@@ -118,7 +148,7 @@ func Decide(in Input) Action {
 		return Action{Type: ActionNone, Reason: "no source has the object, but its origin has not been seen to delete it"}
 	}
 	if obs == nil {
-		return Action{Type: ActionCreate, Object: best.Object.DeepCopy(), Source: best}
+		return Action{Type: ActionCreate, Object: best.Desired(nil).DeepCopy(), Source: best}
 	}
 	mark := types.UID(obs.GetAnnotations()[v1alpha1.OwnershipAnnotation])
 	if mark != "" && mark != in.LocalID && mark != best.Origin {
@@ -143,11 +173,37 @@ func Decide(in Input) Action {
 		return Action{Type: ActionConflict, Object: obs, Source: best,
 			Reason: fmt.Sprintf("the local copy comes from cluster %s, which still has it; cluster %s has one too", mark, best.Origin)}
 	}
-	if Equal(best.Object, obs, best.SyncStatus) {
+	desired := best.Desired(obs)
+	if Equal(desired, obs, best.SyncStatus) {
 		// The source names the rule the copy is synced by, for the rule's status.
 		return Action{Type: ActionNone, Source: best}
 	}
-	return Action{Type: ActionUpdate, Object: Merge(best.Object, obs, best.SyncStatus), Source: best}
+	return Action{Type: ActionUpdate, Object: Merge(desired, obs, best.SyncStatus), Source: best}
+}
+
+// Withhold applies the sync mode of the action's rule (the source's, or for a delete the
+// rule that wrote the copy): ReportOnly withholds every write, CreateOnly every update and
+// delete. A withheld action has type none and says in Withheld what it would have done.
+func Withhold(act Action, modes map[string]v1alpha1.SyncMode) Action {
+	rule := ""
+	switch {
+	case act.Source != nil:
+		rule = act.Source.Rule
+	case act.Type == ActionDelete && act.Object != nil:
+		rule = act.Object.GetLabels()[v1alpha1.RuleLabel]
+	}
+	mode := modes[rule]
+	switch {
+	case mode == v1alpha1.SyncModeReportOnly && (act.Type == ActionCreate || act.Type == ActionUpdate || act.Type == ActionDelete):
+	case mode == v1alpha1.SyncModeCreateOnly && (act.Type == ActionUpdate || act.Type == ActionDelete):
+	default:
+		return act
+	}
+	reason := fmt.Sprintf("rule %s has syncMode %s: would %s", rule, mode, act.Type)
+	if act.Reason != "" {
+		reason += " (" + act.Reason + ")"
+	}
+	return Action{Type: ActionNone, Object: act.Object, Source: act.Source, Reason: reason, Withheld: act.Type}
 }
 
 // Equal reports whether the observed object already is the desired copy: same labels,
@@ -255,6 +311,12 @@ type WriteHistory struct {
 	// HeldUntil ends the current hold; Reason says why the copy is held.
 	HeldUntil time.Time
 	Reason    string
+	// Rejected is set when the local API server refused the Desired content for a reason
+	// a retry does not cure (an immutable field); it says why. Such content is not written
+	// again until it changes (or MaxHold has passed).
+	Rejected string
+	// RejectedReason is the condition reason of Rejected (e.g. ImmutableField).
+	RejectedReason string
 }
 
 // SettleInput is what Settle decides from.
@@ -281,11 +343,17 @@ type Verdict struct {
 	Started bool
 	// Reason says why the copy is held.
 	Reason string
+	// Rejected is true when the copy is held because the API server refused its content
+	// (WriteHistory.Rejected); RejectedReason is the condition reason.
+	Rejected       bool
+	RejectedReason string
 }
 
 // Settle decides whether the copy Decide asks to write is written now. It is pure. Its
 // rules:
 //   - new desired content (the source changed) is always written once;
+//   - content the API server refused for good (Rejected) is not written again until it
+//     changes, or for MaxHold;
 //   - a copy under hold is not written until the hold ends;
 //   - a copy whose last write the cluster changed on the way (admission, defaulting) is
 //     held;
@@ -298,6 +366,13 @@ type Verdict struct {
 func Settle(in SettleInput) (WriteHistory, Verdict) {
 	h, p := in.History, in.Policy
 	if in.Desired != h.Desired {
+		return h, Verdict{}
+	}
+	if h.Rejected != "" {
+		if in.Now.Before(h.HeldUntil) {
+			return h, Verdict{Hold: true, Until: h.HeldUntil, Reason: h.Rejected, Rejected: true, RejectedReason: h.RejectedReason}
+		}
+		h.Rejected, h.RejectedReason = "", "" // try once more
 		return h, Verdict{}
 	}
 	if in.Now.Before(h.HeldUntil) {
@@ -342,12 +417,26 @@ func (h WriteHistory) Written(desired string, changed []string, now time.Time, p
 	return h
 }
 
+// Refused returns the history after the API server refused content desired at now for
+// a reason a retry does not cure: the content is held for MaxHold (or until it changes).
+func (h WriteHistory) Refused(desired, reason, why string, now time.Time, p SettlePolicy) WriteHistory {
+	if desired != h.Desired {
+		h = WriteHistory{Desired: desired}
+	}
+	h.Rejected, h.RejectedReason = why, reason
+	h.HeldUntil = now.Add(p.MaxHold)
+	return h
+}
+
 // Forgettable reports whether the history holds nothing Settle still needs at now: no
 // write within the window and no hold, or none for MaxHold after a hold.
 func (h WriteHistory) Forgettable(now time.Time, p SettlePolicy) bool {
 	last := h.HeldUntil
 	if n := len(h.Writes); n > 0 && h.Writes[n-1].After(last) {
 		last = h.Writes[n-1]
+	}
+	if h.Rejected != "" {
+		return !now.Before(h.HeldUntil)
 	}
 	if h.Holds > 0 || len(h.Changed) > 0 {
 		return now.Sub(last) > p.MaxHold

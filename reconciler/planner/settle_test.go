@@ -403,3 +403,27 @@ func TestSettleLoops(t *testing.T) {
 		})
 	}
 }
+
+// TestSettleRefused: content the API server refused for good (an immutable field) is not
+// written again until it changes or MaxHold has passed; then it is tried once more.
+func TestSettleRefused(t *testing.T) {
+	p := settlePolicy()
+	h := WriteHistory{}.Refused("d1", "ImmutableField", "spec.template is immutable", settleAt(0), p)
+	h2, v := Settle(SettleInput{History: h, Desired: "d1", Now: settleAt(time.Minute), Policy: p})
+	if !v.Hold || !v.Rejected || v.RejectedReason != "ImmutableField" || v.Reason != "spec.template is immutable" {
+		t.Fatalf("same content within MaxHold: %+v, want a rejected hold", v)
+	}
+	if _, v := Settle(SettleInput{History: h2, Desired: "d2", Now: settleAt(time.Minute), Policy: p}); v.Hold {
+		t.Errorf("new content: %+v, want it written", v)
+	}
+	h3, v := Settle(SettleInput{History: h2, Desired: "d1", Now: settleAt(p.MaxHold + time.Second), Policy: p})
+	if v.Hold || h3.Rejected != "" {
+		t.Errorf("after MaxHold: %+v (rejected %q), want one more try", v, h3.Rejected)
+	}
+	if h.Forgettable(settleAt(time.Minute), p) {
+		t.Error("a refusal must be remembered while it holds")
+	}
+	if !h.Forgettable(settleAt(p.MaxHold), p) {
+		t.Error("a refusal past its hold must be forgettable")
+	}
+}

@@ -64,6 +64,9 @@ type Rule struct {
 
 	features  []featureMatcher
 	syncRules []syncRule
+	// IgnoreFields are spec.ignoreFields: the paths whose values the destination keeps.
+	IgnoreFields []FieldPath
+
 	// names and namespaces are the distinct rewrites of the entries of spec.rules,
 	// including the identity (the zero NameMutations) when some entry has none.
 	names, namespaces []v1alpha1.NameMutations
@@ -164,6 +167,12 @@ func Compile(rsr *v1alpha1.ResourceSyncRule) (*Rule, error) {
 	rulesPath := spec.Child("rules")
 	for i, sr := range rsr.Spec.Rules {
 		r.syncRules = append(r.syncRules, c.syncRule(rulesPath.Index(i), i, sr, r.GVK))
+	}
+
+	for i, f := range rsr.Spec.IgnoreFields {
+		if fp, ok := c.ignoreField(spec.Child("ignoreFields").Index(i), f); ok {
+			r.IgnoreFields = append(r.IgnoreFields, fp)
+		}
 	}
 
 	if len(c.problems) > 0 {
@@ -403,6 +412,32 @@ func (c *compiler) override(p *field.Path, o v1alpha1.OverlayPatch) (Override, b
 		}
 	}
 	return out, ok
+}
+
+// ignoreField compiles an entry of spec.ignoreFields. Under metadata only labels and
+// annotations may be kept, and never the registry's own marks.
+func (c *compiler) ignoreField(p *field.Path, s string) (FieldPath, bool) {
+	fp, err := ParseFieldPath(s)
+	if err != nil {
+		c.add(p, "invalid path %q: %v", s, err)
+		return FieldPath{}, false
+	}
+	st := fp.steps
+	switch {
+	case st[0].kind != stepKey:
+		c.add(p, "invalid path %q: must start with a key", s)
+		return FieldPath{}, false
+	case st[0].key == "apiVersion" || st[0].key == "kind":
+		c.add(p, "%s cannot be ignored: the kind of a copy is the rule's", fp)
+		return FieldPath{}, false
+	case st[0].key == "metadata" && (len(st) < 3 || st[1].kind != stepKey || (st[1].key != "labels" && st[1].key != "annotations")):
+		c.add(p, "%s cannot be ignored: under metadata only labels and annotations (metadata.labels.KEY) may be kept", fp)
+		return FieldPath{}, false
+	case st[0].key == "metadata" && strings.HasPrefix(st[2].key, "cluster-registry.k8s.cisco.com/"):
+		c.add(p, "%s cannot be ignored: the registry's marks are the registry's", fp)
+		return FieldPath{}, false
+	}
+	return fp, true
 }
 
 func isProtected(steps []step) bool {

@@ -150,3 +150,56 @@ func TestTargetGVKs(t *testing.T) {
 		})
 	}
 }
+
+// TestCompileIgnoreFields: spec.ignoreFields are field paths ([*] allowed) that never
+// reach the copy's identity or the registry's marks.
+func TestCompileIgnoreFields(t *testing.T) {
+	rsr := decodeRule(t, spec(`  groupVersionKind: {group: apps, version: v1, kind: Deployment}
+  rules: [{}]
+  ignoreFields:
+  - spec.replicas
+  - spec.template.spec.containers[name=istio-proxy]
+  - spec.template.spec.containers[*].resources
+  - metadata.annotations.sidecar\.istio\.io/status
+`))
+	r, err := Compile(rsr)
+	if err != nil {
+		t.Fatalf("Compile: %v", err)
+	}
+	var got []string
+	for _, p := range r.IgnoreFields {
+		got = append(got, p.String())
+	}
+	want := []string{"spec.replicas", "spec.template.spec.containers[name=istio-proxy]", "spec.template.spec.containers[*].resources", `metadata.annotations.sidecar\.istio\.io/status`}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("IgnoreFields (-want +got):\n%s", diff)
+	}
+
+	bad := decodeRule(t, spec(`  groupVersionKind: {version: v1, kind: ConfigMap}
+  rules: [{}]
+  ignoreFields: ["spec..x", metadata.name, kind, "metadata.labels.cluster-registry\\.k8s\\.cisco\\.com/resource-owner-cluster-id", "[0]"]
+`))
+	_, err = Compile(bad)
+	var ie *InvalidRuleError
+	if !errors.As(err, &ie) {
+		t.Fatalf("Compile error = %v, want an *InvalidRuleError", err)
+	}
+	var fields []string
+	for _, p := range ie.Problems {
+		fields = append(fields, p.Field)
+	}
+	wantFields := []string{"spec.ignoreFields[0]", "spec.ignoreFields[1]", "spec.ignoreFields[2]", "spec.ignoreFields[3]", "spec.ignoreFields[4]"}
+	if diff := cmp.Diff(wantFields, fields); diff != "" {
+		t.Errorf("problems (-want +got):\n%s\n%v", diff, ie.Problems)
+	}
+}
+
+// TestFieldPathWildcardOnlyInFieldPaths: [*] stays refused in overrides and content keys.
+func TestFieldPathWildcardOnlyInFieldPaths(t *testing.T) {
+	if _, err := parsePath("spec.ports[*].port"); err == nil {
+		t.Error("parsePath accepted [*]")
+	}
+	if _, err := ParseFieldPath("spec.ports[*].port"); err != nil {
+		t.Errorf("ParseFieldPath: %v", err)
+	}
+}

@@ -18,6 +18,9 @@ const (
 	stepIndex
 	// stepSelect selects the first list element whose field equals a value: [key=value].
 	stepSelect
+	// stepAll stands for every element of a list: [*]. Only field paths (ParseFieldPath)
+	// take it.
+	stepAll
 )
 
 // step is one step of a parsed path.
@@ -34,6 +37,11 @@ type step struct {
 // parsePath parses a path of the syntax described in the package documentation. It
 // returns at least one step.
 func parsePath(s string) ([]step, error) {
+	return parsePathWith(s, false)
+}
+
+// parsePathWith is parsePath, with [*] allowed when wildcard is true.
+func parsePathWith(s string, wildcard bool) ([]step, error) {
 	if s == "" {
 		return nil, errors.New("path is empty")
 	}
@@ -63,7 +71,7 @@ func parsePath(s string) ([]step, error) {
 			if afterDot {
 				return nil, fmt.Errorf("empty key before %q at offset %d", "[", i)
 			}
-			st, n, err := parseBracket(s, i)
+			st, n, err := parseBracket(s, i, wildcard)
 			if err != nil {
 				return nil, err
 			}
@@ -139,7 +147,7 @@ func parseKey(s string, i int) (string, int, error) {
 
 // parseBracket reads the bracket starting at s[i] == '[' and returns its step and the
 // offset after the closing "]".
-func parseBracket(s string, i int) (step, int, error) {
+func parseBracket(s string, i int, wildcard bool) (step, int, error) {
 	j := i + 1
 	var quote byte
 	for ; j < len(s); j++ {
@@ -154,7 +162,7 @@ func parseBracket(s string, i int) (step, int, error) {
 		case c == '\'' || c == '"':
 			quote = c
 		case c == ']':
-			st, err := bracketStep(s[i+1 : j])
+			st, err := bracketStep(s[i+1:j], wildcard)
 			if err != nil {
 				return step{}, 0, fmt.Errorf("[%s] at offset %d: %w", s[i+1:j], i, err)
 			}
@@ -165,10 +173,12 @@ func parseBracket(s string, i int) (step, int, error) {
 }
 
 // bracketStep interprets the text between "[" and "]".
-func bracketStep(c string) (step, error) {
+func bracketStep(c string, wildcard bool) (step, error) {
 	switch {
 	case c == "":
 		return step{}, errors.New("empty brackets")
+	case c == "*" && wildcard:
+		return step{kind: stepAll, index: -1}, nil
 	case c == "*":
 		return step{}, errors.New("wildcards are not supported")
 	case isDigits(c):
@@ -343,6 +353,8 @@ func formatPath(steps []step) string {
 			writeEscaped(&b, st.key, `\.[`)
 		case stepIndex:
 			fmt.Fprintf(&b, "[%d]", st.index)
+		case stepAll:
+			b.WriteString("[*]")
 		case stepSelect:
 			b.WriteByte('[')
 			writeEscaped(&b, st.key, `\.[]='"?`)

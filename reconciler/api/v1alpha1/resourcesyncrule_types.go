@@ -218,7 +218,56 @@ type ResourceSyncRuleSpec struct {
 	// API, after sync-controller).
 	// +optional
 	SyncStatusBack bool `json:"syncStatusBack,omitempty"`
+	// SyncMode says how strongly the rule holds its copies (an addition to the seed
+	// API): Enforce (the default, the seed's behaviour) creates, restores and deletes
+	// copies; CreateOnly creates missing copies and then leaves them to the cluster (never
+	// updated or deleted by the rule, except by deletionPolicy Delete); ReportOnly writes
+	// nothing and reports what Enforce would do (status.drift, the drift metric and
+	// sync-diff).
+	// +optional
+	// +kubebuilder:validation:Enum=Enforce;CreateOnly;ReportOnly
+	SyncMode SyncMode `json:"syncMode,omitempty"`
+	// IgnoreFields are paths of the copies whose values the destination cluster keeps:
+	// fields a local controller, an HPA (spec.replicas) or a mutating webhook (an
+	// injected sidecar: spec.template.spec.containers[name=istio-proxy]) owns. A new
+	// copy gets the source's value; afterwards the local value is kept and never counts
+	// as drift. Paths use the override syntax, with [*] for every element of a list (an
+	// addition to the seed API). Fields that clusters assign themselves (a Service's
+	// clusterIP, a Job's selector, ...) are always kept and need not be listed.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=512
+	IgnoreFields []string `json:"ignoreFields,omitempty"`
+	// OnImmutableChange says what happens when the source changes a field the copy
+	// cannot be updated in (a Job's template, a Service's clusterIP: None switch, a
+	// StatefulSet's volumeClaimTemplates): Report (the default) reports the copy with
+	// reason ImmutableField and leaves it until the source changes again; Recreate
+	// deletes the copy and creates it anew, once per change of the source (an addition to
+	// the seed API).
+	// +optional
+	// +kubebuilder:validation:Enum=Report;Recreate
+	OnImmutableChange ImmutableChangePolicy `json:"onImmutableChange,omitempty"`
 }
+
+// SyncMode says how strongly a rule holds its copies.
+type SyncMode string
+
+// The sync modes.
+const (
+	SyncModeEnforce    SyncMode = "Enforce"
+	SyncModeCreateOnly SyncMode = "CreateOnly"
+	SyncModeReportOnly SyncMode = "ReportOnly"
+)
+
+// ImmutableChangePolicy says what happens to a copy whose source changed an immutable
+// field.
+type ImmutableChangePolicy string
+
+// The immutable change policies.
+const (
+	ImmutableChangeReport   ImmutableChangePolicy = "Report"
+	ImmutableChangeRecreate ImmutableChangePolicy = "Recreate"
+)
 
 // DeletionPolicy says what happens to a rule's copies when the rule is deleted.
 type DeletionPolicy string
@@ -255,6 +304,33 @@ const (
 	// rewritten on every change.
 	ReasonChangedAfterWrite = "ChangedAfterWrite"
 	ReasonAllSourcesOK      = "AllSourcesHealthy"
+	// RuleConditionDrifted is True when a ReportOnly rule's copies differ from what
+	// Enforce would write; its message names them.
+	RuleConditionDrifted = "Drifted"
+	ReasonDrift          = "CopiesDrifted"
+	ReasonNoDrift        = "NoDrift"
+
+	// Reasons of objects that cannot be written (on the Degraded condition and in the
+	// rule's events), classified from the local API server's answer.
+	// ReasonImmutableField: the source changed a field the copy cannot be updated in.
+	ReasonImmutableField = "ImmutableField"
+	// ReasonInvalidCopy: the API server rejected the copy as invalid.
+	ReasonInvalidCopy = "InvalidCopy"
+	// ReasonWriteForbidden: the controller may not write the copy (RBAC, quota, a
+	// policy, an admission webhook that denied it).
+	ReasonWriteForbidden = "WriteForbidden"
+	// ReasonCopyTooLarge: the copy is larger than the API server accepts.
+	ReasonCopyTooLarge = "CopyTooLarge"
+	// ReasonNamespaceMissing: the copy's namespace does not exist and the rule does not
+	// create namespaces.
+	ReasonNamespaceMissing = "NamespaceMissing"
+	// ReasonWriteFailed: the write failed for another reason (timeouts, server errors).
+	ReasonWriteFailed = "WriteFailed"
+	// ReasonMutationFailed: the rule's mutations failed on the object (a template error
+	// or limit).
+	ReasonMutationFailed = "MutationFailed"
+	// ReasonCopiesFailing: objects fail for several of the reasons above.
+	ReasonCopiesFailing = "CopiesFailing"
 )
 
 // ResourceSyncRuleStatus is the observed state of a ResourceSyncRule (an addition to
@@ -280,6 +356,9 @@ type ResourceSyncRuleStatus struct {
 	// without the ownership mark is in the way.
 	// +optional
 	Conflicts int32 `json:"conflicts,omitempty"`
+	// Drift is how many copies a ReportOnly rule would create, update or delete.
+	// +optional
+	Drift int32 `json:"drift,omitempty"`
 	// LastSyncTime is when the rule last wrote a copy.
 	// +optional
 	LastSyncTime *metav1.Time `json:"lastSyncTime,omitempty"`
@@ -325,6 +404,7 @@ type RuleSource struct {
 // +kubebuilder:printcolumn:name="Ready",type="string",JSONPath=".status.conditions[?(@.type==\"Ready\")].status"
 // +kubebuilder:printcolumn:name="Synced",type="integer",JSONPath=".status.syncedObjects"
 // +kubebuilder:printcolumn:name="Conflicts",type="integer",JSONPath=".status.conflicts",priority=1
+// +kubebuilder:printcolumn:name="Mode",type="string",JSONPath=".spec.syncMode",priority=1
 // +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
 type ResourceSyncRule struct {
 	metav1.TypeMeta   `json:",inline"`
