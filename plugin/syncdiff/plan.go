@@ -351,7 +351,7 @@ func (p *differ) items(ctx context.Context, res *result, ruleSet []planner.Rule,
 			}
 		}
 		act := planner.Decide(g.Input(p.local.ID, observed))
-		if act.Type == planner.ActionNone && (failed || observed == nil) {
+		if act.Type == planner.ActionNone && act.Withheld == "" && (failed || observed == nil) {
 			continue // nothing there and nothing to write: not an object of the plan
 		}
 		out = append(out, p.actionItem(ctx, ruleSet, t, observed, g, act))
@@ -364,8 +364,21 @@ func (p *differ) item(rule, action string, t target, reason string) Item {
 		APIVersion: t.gvk.GroupVersion().String(), Kind: t.gvk.Kind, Namespace: t.key.Namespace, Name: t.key.Name, Reason: reason}
 }
 
-// actionItem turns Decide's action into a plan item.
+// actionItem turns Decide's action into a plan item. The drift a ReportOnly rule
+// withholds is shown as the write it would be, with the reason saying it is not made;
+// what a CreateOnly rule leaves to the cluster is not a difference.
 func (p *differ) actionItem(ctx context.Context, ruleSet []planner.Rule, t target, observed *unstructured.Unstructured, g planner.Gathered, act planner.Action) Item {
+	if act.Withheld != "" {
+		rule := act.Object.GetLabels()[v1alpha1.RuleLabel]
+		if act.Source != nil {
+			rule = act.Source.Rule
+		}
+		if g.Modes[rule] == v1alpha1.SyncModeReportOnly {
+			act.Type = act.Withheld
+		} else {
+			act.Object = nil
+		}
+	}
 	rule := ""
 	switch {
 	case act.Source != nil:

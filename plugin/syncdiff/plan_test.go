@@ -270,3 +270,39 @@ func TestExternalDiff(t *testing.T) {
 		t.Errorf("stderr: %s", errOut.String())
 	}
 }
+
+// TestPlanSyncModes: sync-diff shows the drift of a ReportOnly rule as the write it would
+// be (with the reason that it is not made), and nothing for what a CreateOnly rule leaves
+// to the cluster.
+func TestPlanSyncModes(t *testing.T) {
+	source := obj(t, `{apiVersion: v1, kind: ConfigMap, metadata: {name: one, namespace: diff-test}, data: {k: v}}`)
+	create := planB(t, []*unstructured.Unstructured{source}, nil, cmRule).Items[0]
+	edited := written(create)
+	_ = unstructured.SetNestedField(edited.Object, "by-hand", "data", "k")
+	for _, tc := range []struct {
+		mode v1alpha1.SyncMode
+		onB  []*unstructured.Unstructured
+		want []string
+	}{
+		{v1alpha1.SyncModeReportOnly, nil, []string{"create ConfigMap diff-test/one configmaps"}},
+		{v1alpha1.SyncModeReportOnly, []*unstructured.Unstructured{edited}, []string{"update ConfigMap diff-test/one configmaps"}},
+		{v1alpha1.SyncModeCreateOnly, nil, []string{"create ConfigMap diff-test/one configmaps"}},
+		{v1alpha1.SyncModeCreateOnly, []*unstructured.Unstructured{edited}, []string{"none ConfigMap diff-test/one configmaps"}},
+	} {
+		t.Run(string(tc.mode), func(t *testing.T) {
+			rule := cmRule.DeepCopy()
+			rule.Spec.SyncMode = tc.mode
+			res := planB(t, []*unstructured.Unstructured{source}, tc.onB, rule)
+			if diff := cmp.Diff(tc.want, actions(res.Items)); diff != "" {
+				t.Fatalf("plan (-want +got):\n%s", diff)
+			}
+			it := res.Items[0]
+			if tc.mode == v1alpha1.SyncModeReportOnly && !strings.Contains(it.Reason, "ReportOnly") {
+				t.Errorf("reason %q does not say the rule only reports", it.Reason)
+			}
+			if tc.mode == v1alpha1.SyncModeReportOnly && tc.onB != nil && !strings.Contains(unifiedDiff(it, false), "by-hand") {
+				t.Errorf("the drift is not shown:\n%s", unifiedDiff(it, false))
+			}
+		})
+	}
+}

@@ -159,11 +159,11 @@ func TestLocalize(t *testing.T) {
 		observed: `{kind: Deployment, spec: {replicas: 7, template: {spec: {containers: [{name: app, image: v1}]}}}}`,
 		want:     `{kind: Deployment, spec: {replicas: 7, template: {spec: {containers: [{name: app, image: v2}]}}}}`,
 	}, {
-		name:     "ignoreFields on a new copy: the source's value",
-		gk:       gkDeployment,
-		ignore:   []string{"spec.replicas"},
-		desired:  `{kind: Deployment, spec: {replicas: 3}}`,
-		want:     `{kind: Deployment, spec: {replicas: 3}}`,
+		name:    "ignoreFields on a new copy: the source's value",
+		gk:      gkDeployment,
+		ignore:  []string{"spec.replicas"},
+		desired: `{kind: Deployment, spec: {replicas: 3}}`,
+		want:    `{kind: Deployment, spec: {replicas: 3}}`,
 	}, {
 		name:     "ignoreFields: an injected sidecar is kept, the source's containers follow the source",
 		gk:       schema.GroupKind{Group: "apps", Kind: "StatefulSet"},
