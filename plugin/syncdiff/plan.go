@@ -13,7 +13,6 @@ import (
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/planner"
-	"github.com/kubectl-registry/kubectl-registry/reconciler/rules"
 )
 
 // Actions of a plan item besides engine's create, update, delete, conflict and none.
@@ -147,21 +146,6 @@ func (p *differ) sources(ctx context.Context, res *result) []planner.Source {
 	return out
 }
 
-// localNamespaces returns the namespaces the rule's copies can land in, or nil for all
-// (the engine's rule).
-func localNamespaces(rsr *v1alpha1.ResourceSyncRule, compiled *rules.Rule) []string {
-	nss, restricted := compiled.SourceNamespaces()
-	if !restricted {
-		return nil
-	}
-	for _, sr := range rsr.Spec.Rules {
-		if sr.Mutations.Namespace != nil {
-			return nil
-		}
-	}
-	return nss
-}
-
 func orAll(nss []string) []string {
 	if len(nss) == 0 {
 		return []string{""}
@@ -276,19 +260,8 @@ func (p *differ) items(ctx context.Context, res *result, ruleSet []planner.Rule,
 					continue
 				}
 				for i := range l.objs {
-					o := &l.objs[i]
-					if planner.MembershipObject(o) {
-						continue
-					}
-					mut, ok := r.Compiled.Match(o)
-					if !ok {
-						continue
-					}
-					tk, ok := mut.TargetKey(types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()})
-					if !ok {
-						continue
-					}
-					if t := (target{mut.TargetGVK(r.Compiled.GVK), tk}); add(t) {
+					tg, ok := planner.TargetOf(r.Compiled, p.local.ID, &l.objs[i])
+					if t := (target{tg.GVK, tg.Key}); ok && add(t) {
 						targets[t] = true
 					}
 				}
@@ -296,7 +269,7 @@ func (p *differ) items(ctx context.Context, res *result, ruleSet []planner.Rule,
 		}
 		// The copies the local cluster has: possible deletes.
 		for _, gvk := range r.Compiled.TargetGVKs {
-			for _, ns := range orAll(localNamespaces(r.Spec, r.Compiled)) {
+			for _, ns := range orAll(planner.LocalNamespaces(r.Spec, r.Compiled)) {
 				l := p.local.objects(ctx, gvk, ns)
 				if l.err != nil {
 					res.Warnings = append(res.Warnings, fmt.Sprintf("cluster %s: rule %s: %v", p.local.Name(), r.Spec.Name, l.err))

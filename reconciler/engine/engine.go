@@ -291,19 +291,6 @@ func newEntry(rsr *v1alpha1.ResourceSyncRule, compiled *rules.Rule, err error, b
 		conflicts: map[item]string{}, failures: map[item]failure{}, synced: map[item]bool{}, held: map[item]string{}, drift: map[item]string{}}
 }
 
-// localNamespaces returns the namespaces the rule's copies can land in, or nil for all.
-func localNamespaces(rsr *v1alpha1.ResourceSyncRule, source []string) []string {
-	if source == nil {
-		return nil
-	}
-	for _, sr := range rsr.Spec.Rules {
-		if sr.Mutations.Namespace != nil {
-			return nil
-		}
-	}
-	return source
-}
-
 // Start runs the engine until ctx is done.
 func (e *Engine) Start(ctx context.Context) error {
 	e.log = logr.FromContextOrDiscard(ctx).WithName("sync")
@@ -531,7 +518,7 @@ func (e *Engine) doRefresh(ctx context.Context) {
 			srcNS = []string{""}
 		}
 		for _, gvk := range r.compiled.TargetGVKs {
-			locNS := localNamespaces(r.rsr, r.namespaces)
+			locNS := planner.LocalNamespaces(r.rsr, r.compiled)
 			if locNS == nil {
 				locNS = []string{""}
 			}
@@ -568,7 +555,7 @@ func (e *Engine) doRefresh(ctx context.Context) {
 			}
 			if r.rsr.Spec.SyncStatusBack {
 				// The peers' copies of our objects, whose status flows back.
-				locNS := localNamespaces(r.rsr, r.namespaces)
+				locNS := planner.LocalNamespaces(r.rsr, r.compiled)
 				if locNS == nil {
 					locNS = []string{""}
 				}
@@ -708,18 +695,9 @@ func (e *Engine) onPeerEvent(s scope, oldObj, newObj *unstructured.Unstructured,
 			continue
 		}
 		for _, o := range []*unstructured.Unstructured{oldObj, newObj} {
-			if o == nil || types.UID(o.GetAnnotations()[v1alpha1.OwnershipAnnotation]) == e.opts.LocalID {
-				continue // a peer's copy of one of our objects decides nothing here (see planner.Gather)
+			if t, ok := planner.TargetOf(r.compiled, e.opts.LocalID, o); ok {
+				e.add(item{gvk: t.GVK, namespace: t.Key.Namespace, name: t.Key.Name}, now)
 			}
-			mut, ok := r.compiled.Match(o)
-			if !ok {
-				continue
-			}
-			tk, ok := mut.TargetKey(types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()})
-			if !ok {
-				continue
-			}
-			e.add(item{gvk: mut.TargetGVK(s.gvk), namespace: tk.Namespace, name: tk.Name}, now)
 		}
 	}
 }
@@ -841,11 +819,21 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 	if act.Type == planner.ActionCreate || act.Type == planner.ActionUpdate {
 		if v := e.settle(it, act.Source, observed); v.Hold {
 			if v.Rejected {
-				// Content the API server refused for good waits for the source to change.
+				// Content the API server refused for good waits for the source to change, or
+				// is recreated when the rule says so (it may have been refused before the
+				// rule did).
 				for _, r := range entries {
-					if r.rsr.Name == act.Source.Rule {
-						r.record(it, false, "", failure{v.RejectedReason, v.Reason})
+					if r.rsr.Name != act.Source.Rule {
+						continue
 					}
+					if act.Type == planner.ActionUpdate && v.RejectedReason == v1alpha1.ReasonImmutableField && recreates(r) {
+						ri, err := e.resource(it.gvk, it.namespace)
+						if err != nil {
+							return 0, err
+						}
+						return 0, e.recreate(ctx, it, act, r, ri, v.Reason)
+					}
+					r.record(it, false, "", failure{v.RejectedReason, v.Reason})
 				}
 				recordFailures(act.Source.Rule)
 				return max(time.Until(v.Until), time.Second), nil
@@ -1197,21 +1185,8 @@ func (e *Engine) writeFailed(ctx context.Context, it item, act planner.Action, r
 	f := planner.ClassifyWriteError(err)
 	rule := act.Source.Rule
 	e.opts.Metrics.refused.WithLabelValues(rule, f.Reason).Inc()
-	if f.Lasting && act.Type == planner.ActionUpdate && r != nil && r.rsr.Spec.OnImmutableChange == v1alpha1.ImmutableChangeRecreate {
-		uid := act.Object.GetUID()
-		background := metav1.DeletePropagationBackground
-		derr := ri.Delete(ctx, it.name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}, PropagationPolicy: &background})
-		if derr != nil && !apierrors.IsNotFound(derr) && !apierrors.IsConflict(derr) {
-			r.record(it, false, "", failure{f.Reason, fmt.Sprintf("%s; deleting it to recreate it failed: %v", f.String(), derr)})
-			return fmt.Errorf("deleting %s to recreate it: %w", it, derr)
-		}
-		e.log.Info("recreating a copy whose source changed an immutable field", "object", it.String(), "rule", rule, "fields", f.Fields)
-		e.opts.Metrics.writes.WithLabelValues(rule, "recreate").Inc()
-		if e.opts.Recorder != nil && !r.builtin {
-			e.opts.Recorder.Eventf(r.rsr, corev1.EventTypeNormal, "Recreated", "%s: deleted to be created anew: %s", it, f.String())
-		}
-		r.record(it, false, "", failure{})
-		return nil // its delete event brings it back, created from the source
+	if f.Lasting && act.Type == planner.ActionUpdate && recreates(r) {
+		return e.recreate(ctx, it, act, r, ri, f.String())
 	}
 	if r != nil {
 		r.record(it, false, "", failure{f.Reason, fmt.Sprintf("%s: %s", act.Type, f.String())})
@@ -1228,6 +1203,36 @@ func (e *Engine) writeFailed(ctx context.Context, it item, act planner.Action, r
 	e.history[it] = newWriteRecord(e.history[it].history().Refused(d, f.Reason, f.String(), now, e.opts.Settle))
 	e.histMu.Unlock()
 	e.log.Info("the cluster refused a copy for good; not written again until its source changes", "object", it.String(), "rule", rule, "reason", f.Reason, "fields", f.Fields)
+	return nil
+}
+
+// recreates reports whether the rule replaces copies whose source changed an immutable
+// field.
+func recreates(r *ruleEntry) bool {
+	return r != nil && r.rsr.Spec.OnImmutableChange == v1alpha1.ImmutableChangeRecreate
+}
+
+// recreate deletes a copy that cannot be updated to what its source asks for (why), so
+// that its delete event brings it back, created from the source: once per change of the
+// source, since the create that follows is of the new content.
+func (e *Engine) recreate(ctx context.Context, it item, act planner.Action, r *ruleEntry, ri dynamic.ResourceInterface, why string) error {
+	rule := act.Source.Rule
+	uid := act.Object.GetUID()
+	background := metav1.DeletePropagationBackground
+	err := ri.Delete(ctx, it.name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}, PropagationPolicy: &background})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		r.record(it, false, "", failure{v1alpha1.ReasonImmutableField, fmt.Sprintf("%s; deleting it to recreate it failed: %v", why, err)})
+		return fmt.Errorf("deleting %s to recreate it: %w", it, err)
+	}
+	e.histMu.Lock()
+	delete(e.history, it) // the refusal was of the old copy
+	e.histMu.Unlock()
+	e.log.Info("recreating a copy whose source changed an immutable field", "object", it.String(), "rule", rule, "why", why)
+	e.opts.Metrics.writes.WithLabelValues(rule, "recreate").Inc()
+	if e.opts.Recorder != nil && !r.builtin {
+		e.opts.Recorder.Eventf(r.rsr, corev1.EventTypeNormal, "Recreated", "%s: deleted to be created anew: %s", it, why)
+	}
+	r.record(it, false, "", failure{})
 	return nil
 }
 

@@ -84,3 +84,43 @@ func ContainsGVK(list []schema.GroupVersionKind, gvk schema.GroupVersionKind) bo
 	}
 	return false
 }
+
+// Target is a local object a rule may write: its kind and key.
+type Target struct {
+	GVK schema.GroupVersionKind
+	Key types.NamespacedName
+}
+
+// TargetOf returns the local object the rule r writes for a peer's object o, and whether
+// there is one: o is of the rule's kind, matches it, is not a membership object nor a
+// peer's copy of an object of this cluster (localID), and the rule's name and namespace
+// rewrites apply to it. The engine queues this key on o's events; sync-diff plans it.
+func TargetOf(r *rules.Rule, localID types.UID, o *unstructured.Unstructured) (Target, bool) {
+	if o == nil || MembershipObject(o) || types.UID(o.GetAnnotations()[v1alpha1.OwnershipAnnotation]) == localID {
+		return Target{}, false
+	}
+	mut, ok := r.Match(o)
+	if !ok {
+		return Target{}, false
+	}
+	tk, ok := mut.TargetKey(types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()})
+	if !ok {
+		return Target{}, false
+	}
+	return Target{GVK: mut.TargetGVK(r.GVK), Key: tk}, true
+}
+
+// LocalNamespaces returns the namespaces the copies of a rule can land in, or nil for
+// all: the namespaces it reads from sources, unless a namespace rewrite moves copies.
+func LocalNamespaces(rsr *v1alpha1.ResourceSyncRule, compiled *rules.Rule) []string {
+	nss, restricted := compiled.SourceNamespaces()
+	if !restricted {
+		return nil
+	}
+	for _, sr := range rsr.Spec.Rules {
+		if sr.Mutations.Namespace != nil {
+			return nil
+		}
+	}
+	return nss
+}
