@@ -37,6 +37,7 @@ func TestObjectsInApplyOrder(t *testing.T) {
 		"CustomResourceDefinition /clusterfeatures.clusterregistry.k8s.cisco.com",
 		"CustomResourceDefinition /clusters.clusterregistry.k8s.cisco.com",
 		"CustomResourceDefinition /resourcesyncrules.clusterregistry.k8s.cisco.com",
+		"CustomResourceDefinition /syncpolicies.clusterregistry.k8s.cisco.com",
 		"Namespace /" + ns,
 		"ServiceAccount " + ns + "/cluster-registry-controller",
 		"ClusterRole /" + v1alpha1.ControllerAggregatedRoleName,

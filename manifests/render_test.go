@@ -60,6 +60,7 @@ func wantRendered(ns, image string, replicas int32, args ...string) rendered {
 			"CustomResourceDefinition /clusterfeatures.clusterregistry.k8s.cisco.com",
 			"CustomResourceDefinition /clusters.clusterregistry.k8s.cisco.com",
 			"CustomResourceDefinition /resourcesyncrules.clusterregistry.k8s.cisco.com",
+			"CustomResourceDefinition /syncpolicies.clusterregistry.k8s.cisco.com",
 			"Namespace /" + ns,
 			"ServiceAccount " + ns + "/cluster-registry-controller",
 			"ClusterRole /cluster-registry-controller-aggregated",

@@ -66,6 +66,8 @@ type differ struct {
 	preview []*v1alpha1.ResourceSyncRule
 	// unreadable are the contexts that could not be read (their cluster ID is unknown).
 	unreadable []string
+	// namespace is the registry namespace (--namespace), whose objects rules never write.
+	namespace string
 }
 
 // result is the plan of one cluster. Warnings say the plan may be incomplete (a peer or
@@ -310,7 +312,7 @@ func (p *differ) items(ctx context.Context, res *result, ruleSet []planner.Rule,
 		if observed != nil && planner.MembershipObject(observed) {
 			continue // the membership sync's, never the engine's
 		}
-		g := planner.Gather(p.local.ID, localCluster, ruleSet, sources, t.gvk, t.key, observed)
+		g := planner.Gather(p.local.ID, localCluster, p.local.policy(p.namespace), ruleSet, sources, t.gvk, t.key, observed)
 		failed := false
 		failing := make([]string, 0, len(g.Failures))
 		for rule := range g.Failures {
@@ -320,6 +322,17 @@ func (p *differ) items(ctx context.Context, res *result, ruleSet []planner.Rule,
 		for _, rule := range failing {
 			for _, f := range g.Failures[rule] {
 				fail(rule, t, f)
+				failed = true
+			}
+		}
+		refused := make([]string, 0, len(g.Refusals))
+		for rule := range g.Refusals {
+			refused = append(refused, rule)
+		}
+		sort.Strings(refused)
+		for _, rule := range refused {
+			for _, r := range g.Refusals[rule] {
+				fail(rule, t, "refused here ("+r.Reason+"): "+r.Message)
 				failed = true
 			}
 		}

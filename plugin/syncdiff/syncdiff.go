@@ -373,7 +373,7 @@ func (o *Options) Run(ctx context.Context) error {
 	members := make([]result, len(diffed))
 	for i, v := range diffed {
 		wg.Go(func() {
-			p := &differ{local: v, byID: byID, preview: o.preview, unreadable: unreadable}
+			p := &differ{local: v, byID: byID, preview: o.preview, unreadable: unreadable, namespace: o.Namespace}
 			results[i] = p.plan(ctx)
 			if o.Membership {
 				members[i] = p.membership(ctx, o.Namespace, o.scheme)

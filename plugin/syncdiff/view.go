@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/planner"
 )
 
 // requestTimeout bounds every request, so that a context whose API server does not
@@ -41,6 +42,8 @@ type view struct {
 	Clusters []v1alpha1.Cluster
 	Rules    []v1alpha1.ResourceSyncRule
 	Features []v1alpha1.ClusterFeature
+	// Policies are the cluster's SyncPolicies (none on an installation without the kind).
+	Policies []v1alpha1.SyncPolicy
 
 	list lister
 
@@ -110,6 +113,23 @@ func (v *view) lookup(ctx context.Context, gvk schema.GroupVersionKind, namespac
 }
 
 // localCluster returns the cluster's own Cluster CR, the one whose clusterID is its ID.
+// policy returns the cluster's consent to what rules write, as its controller computes
+// it (registry namespace ns).
+func (v *view) policy(ns string) planner.Policy {
+	specs := make([]v1alpha1.SyncPolicySpec, 0, len(v.Policies))
+	for _, p := range v.Policies {
+		specs = append(specs, p.Spec)
+	}
+	names := make([]string, 0, len(v.Clusters))
+	for _, c := range v.Clusters {
+		names = append(names, c.Name)
+		if ref := c.Spec.AuthInfo.SecretRef; ref.Name != "" {
+			names = append(names, ref.Name)
+		}
+	}
+	return planner.NewPolicy(specs, ns, names)
+}
+
 func (v *view) localCluster() *v1alpha1.Cluster {
 	for i := range v.Clusters {
 		if v.Clusters[i].Spec.ClusterID == v.ID {
@@ -168,7 +188,12 @@ func connect(ctx context.Context, contextName string, cfg *rest.Config, scheme *
 			v.Err = fmt.Errorf("context %s: listing ClusterFeatures: %w", contextName, err)
 			return v
 		}
-		v.Clusters, v.Rules, v.Features = clusters.Items, rsrs.Items, features.Items
+		var policies v1alpha1.SyncPolicyList
+		if err := cl.List(ctx, &policies); err != nil && !meta.IsNoMatchError(err) {
+			v.Err = fmt.Errorf("context %s: listing SyncPolicies: %w", contextName, err)
+			return v
+		}
+		v.Clusters, v.Rules, v.Features, v.Policies = clusters.Items, rsrs.Items, features.Items, policies.Items
 	}
 	v.list = func(ctx context.Context, gvk schema.GroupVersionKind, namespace string) ([]unstructured.Unstructured, error) {
 		var l unstructured.UnstructuredList

@@ -85,6 +85,8 @@ const (
 type Options struct {
 	LocalID   types.UID
 	LocalName string
+	// Namespace is the registry namespace, whose objects rules never write.
+	Namespace string
 	// Client reads ResourceSyncRules, Clusters and Namespaces (cached) and writes
 	// rule status and namespaces.
 	Client client.Client
@@ -789,7 +791,11 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 			},
 		})
 	}
-	g := planner.Gather(e.opts.LocalID, e.localCluster(ctx), ruleSet, sources, it.gvk, target, observed)
+	policy, err := e.policy(ctx)
+	if err != nil {
+		return 0, err
+	}
+	g := planner.Gather(e.opts.LocalID, e.localCluster(ctx), policy, ruleSet, sources, it.gvk, target, observed)
 	act := planner.Decide(g.Input(e.opts.LocalID, observed))
 	// The objects a rule failed to mutate (a template error or limit) are reported on the
 	// rule after the action is recorded, which would clear them; not retried: a change of
@@ -802,6 +808,16 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 			for _, r := range entries {
 				if r.rsr.Name == rule {
 					r.record(it, false, "", failure{v1alpha1.ReasonMutationFailed, fails[0]})
+				}
+			}
+		}
+		for rule, refs := range g.Refusals {
+			if rule == synced {
+				continue
+			}
+			for _, r := range entries {
+				if r.rsr.Name == rule {
+					e.refused(it, r, refs[0])
 				}
 			}
 		}
@@ -1204,6 +1220,50 @@ func (e *Engine) writeFailed(ctx context.Context, it item, act planner.Action, r
 	e.histMu.Unlock()
 	e.log.Info("the cluster refused a copy for good; not written again until its source changes", "object", it.String(), "rule", rule, "reason", f.Reason, "fields", f.Fields)
 	return nil
+}
+
+// refused records a copy this cluster's policy refuses: on the rule's status, in the
+// metrics and, when it is new, as a Warning event on the rule.
+func (e *Engine) refused(it item, r *ruleEntry, ref planner.Refusal) {
+	r.mu.Lock()
+	prev, known := r.failures[it]
+	r.mu.Unlock()
+	r.record(it, false, "", failure{ref.Reason, ref.Message})
+	if known && prev.message == ref.Message {
+		return
+	}
+	e.opts.Metrics.refused.WithLabelValues(r.rsr.Name, ref.Reason).Inc()
+	e.log.Info("a copy is refused here", "object", it.String(), "rule", r.rsr.Name, "reason", ref.Reason, "message", ref.Message)
+	if e.opts.Recorder != nil && !r.builtin {
+		e.opts.Recorder.Eventf(r.rsr, corev1.EventTypeWarning, ref.Reason, "%s", ref.Message)
+	}
+}
+
+// policy returns this cluster's consent to what rules write: its SyncPolicies and the
+// registry's own objects (the reader Secrets of its Clusters). A cluster whose API has no
+// SyncPolicy kind yet (an older installation) has the default policy; any other error
+// fails the reconcile (it is retried), never loosening the policy.
+func (e *Engine) policy(ctx context.Context) (planner.Policy, error) {
+	var pols v1alpha1.SyncPolicyList
+	if err := e.opts.Client.List(ctx, &pols); err != nil && !meta.IsNoMatchError(err) {
+		return planner.Policy{}, fmt.Errorf("reading this cluster's SyncPolicies: %w", err)
+	}
+	specs := make([]v1alpha1.SyncPolicySpec, 0, len(pols.Items))
+	for _, p := range pols.Items {
+		specs = append(specs, p.Spec)
+	}
+	var clusters v1alpha1.ClusterList
+	if err := e.opts.Client.List(ctx, &clusters); err != nil {
+		return planner.Policy{}, fmt.Errorf("listing Clusters: %w", err)
+	}
+	names := make([]string, 0, len(clusters.Items))
+	for _, c := range clusters.Items {
+		names = append(names, c.Name)
+		if ref := c.Spec.AuthInfo.SecretRef; ref.Name != "" {
+			names = append(names, ref.Name)
+		}
+	}
+	return planner.NewPolicy(specs, e.opts.Namespace, names), nil
 }
 
 // recreates reports whether the rule replaces copies whose source changed an immutable

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/planner"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/rules"
 )
 
@@ -118,12 +119,25 @@ func (e *Engine) status(ctx context.Context, r *ruleEntry) v1alpha1.ResourceSync
 	}
 	r.mu.Unlock()
 
+	var refusal *planner.Refusal
+	if r.compiled != nil {
+		if policy, err := e.policy(ctx); err == nil {
+			refusal = policy.RuleAllowed(r.rsr, r.compiled)
+		}
+	}
+	if refusal != nil {
+		set(v1alpha1.RuleConditionAllowed, false, refusal.Reason, refusal.Message)
+	} else {
+		set(v1alpha1.RuleConditionAllowed, true, v1alpha1.ReasonAllowed, "")
+	}
 	var invalid *rules.InvalidRuleError
 	switch rerr := r.getErr(); {
 	case rerr != nil && asInvalid(rerr, &invalid):
 		set(v1alpha1.RuleConditionReady, false, v1alpha1.ReasonInvalidRule, rerr.Error())
 	case rerr != nil:
 		set(v1alpha1.RuleConditionReady, false, v1alpha1.ReasonUnknownKind, rerr.Error())
+	case refusal != nil:
+		set(v1alpha1.RuleConditionReady, false, refusal.Reason, "the rule does not run in this cluster: "+refusal.Message)
 	default:
 		set(v1alpha1.RuleConditionReady, true, v1alpha1.ReasonSynced, fmt.Sprintf("%d objects synced", st.SyncedObjects))
 	}

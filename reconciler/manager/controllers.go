@@ -180,6 +180,7 @@ func SetupRegistry(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	eng, err := engine.New(engine.Options{
 		LocalID:   identity.ID,
 		LocalName: identity.Name,
+		Namespace: opts.Namespace,
 		Client:    mgr.GetClient(),
 		Cache:     mgr.GetCache(),
 		Dynamic:   dyn,

@@ -52,21 +52,33 @@ type Gathered struct {
 	// Modes are the sync modes of the rules covering the key that do not enforce, by rule
 	// name: Input.Modes.
 	Modes map[string]v1alpha1.SyncMode
+	// Refusals are the copies the local policy refuses (CheckCopy), by rule name. A rule
+	// the policy refuses as a whole (RuleAllowed) does not run here and has none.
+	Refusals map[string][]Refusal
 }
 
 // Gather computes, purely, the candidates and the deletion evidence for the local object
 // of kind gvk at target: the controller calls it with its informers, the CLI's sync-diff
 // with what it listed. observed is the local object (nil when absent); localCluster is
-// the local Cluster (unstructured content) for templates.
-func Gather(localID types.UID, localCluster map[string]any, ruleSet []Rule, sources []Source,
+// the local Cluster (unstructured content) for templates; policy is this cluster's
+// consent: a rule it refuses does not run, a copy it refuses is no candidate.
+func Gather(localID types.UID, localCluster map[string]any, policy Policy, ruleSet []Rule, sources []Source,
 	gvk schema.GroupVersionKind, target types.NamespacedName, observed *unstructured.Unstructured) Gathered {
-	out := Gathered{OriginGone: map[types.UID]bool{}, Failures: map[string][]string{}, Unsynced: map[types.UID]bool{}, Modes: map[string]v1alpha1.SyncMode{}}
+	out := Gathered{OriginGone: map[types.UID]bool{}, Failures: map[string][]string{}, Unsynced: map[types.UID]bool{}, Modes: map[string]v1alpha1.SyncMode{},
+		Refusals: map[string][]Refusal{}}
+	names := make(map[types.UID]string, len(sources))
+	for _, p := range sources {
+		names[p.ClusterID] = p.Name
+	}
 	var cands []Candidate
 	present, unknown, gone := map[types.UID]bool{}, map[types.UID]bool{}, map[types.UID]bool{}
 	var covering []string
 	for _, r := range ruleSet {
 		if r.Compiled == nil || r.Spec.DeletionTimestamp != nil || !ContainsGVK(r.Compiled.TargetGVKs, gvk) {
 			continue
+		}
+		if policy.RuleAllowed(r.Spec, r.Compiled) != nil {
+			continue // inert here: its copies are neither written nor deleted
 		}
 		covering = append(covering, r.Spec.Name)
 		if m := r.Spec.Spec.SyncMode; m != "" && m != v1alpha1.SyncModeEnforce {
@@ -129,6 +141,14 @@ func Gather(localID types.UID, localCluster map[string]any, ruleSet []Rule, sour
 					if direct {
 						unknown[origin] = true
 					}
+					continue
+				}
+				originName := names[origin]
+				if originName == "" {
+					originName = string(origin)
+				}
+				if ref := policy.CheckCopy(obj, desired, originName, len(mut.Overrides) > 0); ref != nil {
+					out.Refusals[r.Spec.Name] = append(out.Refusals[r.Spec.Name], *ref)
 					continue
 				}
 				Mark(desired, origin, r.Spec.Name)

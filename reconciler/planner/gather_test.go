@@ -51,7 +51,7 @@ func TestGatherUnsynced(t *testing.T) {
 				Lookup: func(schema.GroupVersionKind, string, string) (*unstructured.Unstructured, bool) {
 					return nil, tc.synced
 				}}
-			g := Gather("uid-local", nil, []Rule{{Spec: rsr, Compiled: compiled}}, []Source{src}, gvk, target, copyOf)
+			g := Gather("uid-local", nil, Policy{}, []Rule{{Spec: rsr, Compiled: compiled}}, []Source{src}, gvk, target, copyOf)
 			if diff := cmp.Diff(tc.wantGone, g.OriginGone); diff != "" {
 				t.Errorf("OriginGone (-want +got):\n%s", diff)
 			}

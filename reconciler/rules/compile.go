@@ -330,6 +330,11 @@ func newJSONPath(text string) (*jsonpath.JSONPath, error) {
 
 func (c *compiler) mutation(p *field.Path, index int, m v1alpha1.Mutations, source schema.GroupVersionKind) Mutation {
 	out := Mutation{SyncRules: []int{index}, SourceGVK: source, SyncStatus: m.SyncStatus}
+	if len(m.Overrides) > MaxOverrides {
+		// A rule from another member's API server need not have passed this cluster's CRD.
+		c.add(p.Child("overrides"), "has %d overrides: at most %d", len(m.Overrides), MaxOverrides)
+		m.Overrides = nil
+	}
 	if m.GVK != nil {
 		c.gvk(p.Child("groupVersionKind"), *m.GVK)
 		out.GVK = m.GVK.Schema()

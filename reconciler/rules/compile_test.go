@@ -2,10 +2,12 @@ package rules
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -201,5 +203,37 @@ func TestFieldPathWildcardOnlyInFieldPaths(t *testing.T) {
 	}
 	if _, err := ParseFieldPath("spec.ports[*].port"); err != nil {
 		t.Errorf("ParseFieldPath: %v", err)
+	}
+}
+
+// TestBounds: a rule from another member's API server need not have passed this
+// cluster's CRD: its overrides are capped when compiled, and what the overrides of one
+// copy render is capped in all (40 overrides of a megabyte each would build a 40 MB copy).
+func TestBounds(t *testing.T) {
+	var b strings.Builder
+	for i := 0; i <= MaxOverrides; i++ {
+		b.WriteString("      - {path: data.x, value: x}\n")
+	}
+	_, err := Compile(decodeRule(t, spec("  groupVersionKind: {version: v1, kind: ConfigMap}\n  rules:\n  - mutations:\n      overrides:\n"+b.String())))
+	var ie *InvalidRuleError
+	if !errors.As(err, &ie) || !strings.Contains(ie.Error(), "at most 64") {
+		t.Errorf("Compile of %d overrides: %v, want an InvalidRuleError naming the cap", MaxOverrides+1, err)
+	}
+
+	b.Reset()
+	for i := 0; i < 40; i++ {
+		b.WriteString(`      - {path: data.k` + strconv.Itoa(i) + `, value: '{{ printf "%01000000d" 0 }}'}` + "\n")
+	}
+	r, err := Compile(decodeRule(t, spec("  groupVersionKind: {version: v1, kind: ConfigMap}\n  rules:\n  - mutations:\n      overrides:\n"+b.String())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "c", "namespace": "n"}}}
+	mut, ok := r.Match(obj)
+	if !ok {
+		t.Fatal("no match")
+	}
+	if _, err := mut.Apply(obj, TemplateContext{}); !errors.Is(err, ErrCopyRenderedTooLarge) {
+		t.Errorf("Apply of 40 one-megabyte overrides: %v, want ErrCopyRenderedTooLarge", err)
 	}
 }

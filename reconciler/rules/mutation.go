@@ -270,8 +270,9 @@ func (m Mutation) Apply(obj *unstructured.Unstructured, tc TemplateContext) (*un
 	if tc.Object == nil {
 		tc.Object = obj.Object
 	}
+	budget := MaxCopyRendered
 	for _, o := range m.Overrides {
-		if err := o.apply(out, tc); err != nil {
+		if err := o.apply(out, tc, &budget); err != nil {
 			return nil, &OverrideError{Field: o.Field, Type: o.Type, Path: o.Path, Err: err}
 		}
 	}
@@ -323,7 +324,8 @@ func validateTarget(source, target types.NamespacedName) error {
 }
 
 // apply applies the override to the copy's content.
-func (o Override) apply(content map[string]any, tc TemplateContext) error {
+// budget is what the copy's overrides may still render, in bytes.
+func (o Override) apply(content map[string]any, tc TemplateContext, budget *int) error {
 	if o.Type == v1alpha1.OverlayPatchTypeRemove {
 		removePath(content, o.steps)
 		return nil
@@ -331,6 +333,9 @@ func (o Override) apply(content map[string]any, tc TemplateContext) error {
 	text, err := o.value.render(tc)
 	if err != nil {
 		return err
+	}
+	if *budget -= len(text); *budget < 0 {
+		return ErrCopyRenderedTooLarge
 	}
 	var v any = text
 	if o.ParseValue {

@@ -19,6 +19,10 @@ const (
 	MaxTemplateSize = 16 << 10
 	// MaxRenderedSize is the largest rendered override value, in bytes.
 	MaxRenderedSize = 1 << 20
+	// MaxCopyRendered is the most bytes the overrides of one copy render in all.
+	MaxCopyRendered = 2 << 20
+	// MaxOverrides is the most overrides of one entry of spec.rules.
+	MaxOverrides = 64
 	// MaxTemplateSteps bounds the size of a template with every {{template}} call
 	// expanded, in parse nodes, so that templates calling templates cannot multiply.
 	MaxTemplateSteps = 100_000
@@ -34,6 +38,8 @@ const (
 var (
 	// ErrRenderedTooLarge: the rendered value is larger than MaxRenderedSize.
 	ErrRenderedTooLarge = fmt.Errorf("rendered value is larger than %d bytes", MaxRenderedSize)
+	// ErrCopyRenderedTooLarge: the overrides of one copy render more than MaxCopyRendered.
+	ErrCopyRenderedTooLarge = fmt.Errorf("the overrides of one copy render more than %d bytes", MaxCopyRendered)
 	// ErrTemplateTooExpensive: the rendering exceeded MaxRangeIterations or MaxRenderWork.
 	ErrTemplateTooExpensive = errors.New("template does too much work")
 )

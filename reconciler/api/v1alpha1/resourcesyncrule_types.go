@@ -167,7 +167,9 @@ type Mutations struct {
 	GVK *GroupVersionKind `json:"groupVersionKind,omitempty"`
 	// +optional
 	Labels *LabelMutations `json:"labels,omitempty"`
+	// Overrides are applied in order; at most 64.
 	// +optional
+	// +kubebuilder:validation:MaxItems=64
 	Overrides []OverlayPatch `json:"overrides,omitempty"`
 	// SyncStatus copies the status of the source too.
 	// +optional

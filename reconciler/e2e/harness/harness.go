@@ -348,14 +348,23 @@ func FormGroup(t *testing.T, bed *testbed.Bed, names ...string) map[string]clien
 // for none).
 func FormGroupServing(t *testing.T, bed *testbed.Bed, serveArgs func(name string) []string, names ...string) map[string]client.Client {
 	t.Helper()
+	clients, _ := FormGroupControllers(t, bed, serveArgs, names...)
+	return clients
+}
+
+// FormGroupControllers is FormGroupServing that also returns each cluster's controller
+// process.
+func FormGroupControllers(t *testing.T, bed *testbed.Bed, serveArgs func(name string) []string, names ...string) (map[string]client.Client, map[string]*Controller) {
+	t.Helper()
 	clients := map[string]client.Client{}
+	controllers := map[string]*Controller{}
 	for _, n := range names {
 		clients[n] = Install(t, bed.Cluster(n))
 		var extra []string
 		if serveArgs != nil {
 			extra = serveArgs(n)
 		}
-		Serve(t, bed.Cluster(n), extra...)
+		controllers[n] = Serve(t, bed.Cluster(n), extra...)
 	}
 	for _, n := range names {
 		Eventually(t, 60*time.Second, n+" bootstraps", func() error { return LocalReady(clients[n], n) })
@@ -373,5 +382,5 @@ func FormGroupServing(t *testing.T, bed *testbed.Bed, serveArgs func(name string
 		}
 		return nil
 	})
-	return clients
+	return clients, controllers
 }
