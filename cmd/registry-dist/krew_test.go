@@ -69,7 +69,7 @@ func TestTemplateIsValid(t *testing.T) {
 			Sha256:   data.SHA256[pair.key()],
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"os": pair.OS, "arch": pair.Arch}},
 			Bin:      exeName(pair.OS),
-			Files:    []FileOperation{{From: exeName(pair.OS), To: "."}, {From: "LICENSE", To: "."}},
+			Files:    []FileOperation{{From: exeName(pair.OS), To: "."}, {From: completionExeName(pair.OS), To: "."}, {From: "LICENSE", To: "."}},
 		}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("platform %s (-want +got):\n%s", pair, diff)
