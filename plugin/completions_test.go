@@ -226,3 +226,25 @@ func TestCompletionUnreachable(t *testing.T) {
 		}
 	}
 }
+
+// TestCompletionScripts: each shell gets a script for kubectl-registry; another shell is
+// a usage error.
+func TestCompletionScripts(t *testing.T) {
+	for _, shell := range []string{"bash", "zsh", "fish", "powershell"} {
+		for _, args := range [][]string{{"completion", shell}, {"completion", shell, "--no-descriptions"}} {
+			t.Run(strings.Join(args, " "), func(t *testing.T) {
+				stdout, stderr, err := execute(t, args...)
+				if err != nil || stderr != "" {
+					t.Fatalf("error %v, stderr %q", err, stderr)
+				}
+				if !strings.Contains(stdout, "kubectl-registry") || !strings.Contains(stdout, "__complete") {
+					t.Errorf("the %s script does not complete kubectl-registry through __complete:\n%.300s", shell, stdout)
+				}
+			})
+		}
+	}
+	_, _, err := execute(t, "completion", "tcsh")
+	if err == nil || ExitCode(err) != ExitCodeError || !strings.Contains(err.Error(), `unsupported shell "tcsh": must be one of (bash, zsh, fish, powershell)`) {
+		t.Errorf("completion tcsh: %v (exit code %d), want a usage error", err, ExitCode(err))
+	}
+}
