@@ -85,7 +85,9 @@ func WatchAndRedraw(ctx context.Context, sources []WatchSource, redraw func(ctx 
 						if ev.Type == watch.Error {
 							break
 						}
-						signal()
+						if ev.Type != watch.Bookmark {
+							signal()
+						}
 					}
 					w.Stop()
 				}
