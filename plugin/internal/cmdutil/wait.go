@@ -33,11 +33,10 @@ func WaitAll(ctx context.Context, timeout, interval time.Duration, targets []Wai
 func waitAll(ctx context.Context, timeout, interval time.Duration, targets []WaitTarget, progress io.Writer, live bool, now func() time.Time, done func(i int)) ([]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	start := now()
 	last := make([]string, len(targets))
 	ok := make([]bool, len(targets))
-	line := progressLine{out: progress, live: live}
-	defer line.erase()
+	line := newProgress(progress, live, now)
+	defer line.Erase()
 	var tick <-chan time.Time
 	if live {
 		t := time.NewTicker(progressTick)
@@ -53,14 +52,14 @@ func waitAll(ctx context.Context, timeout, interval time.Duration, targets []Wai
 			finished, state := t.Check(ctx)
 			if finished {
 				ok[i] = true
-				line.erase()
+				line.Erase()
 				done(i)
 				continue
 			}
 			pending++
 			if state != last[i] {
 				last[i] = state
-				line.erase()
+				line.Erase()
 				fmt.Fprintf(progress, "waiting: %s\n", state)
 			}
 		}
@@ -73,7 +72,7 @@ func waitAll(ctx context.Context, timeout, interval time.Duration, targets []Wai
 				still = append(still, last[i])
 			}
 		}
-		line.draw(still, now().Sub(start))
+		line.Show(still...)
 		next := time.After(interval)
 	sleep:
 		for {
@@ -81,7 +80,7 @@ func waitAll(ctx context.Context, timeout, interval time.Duration, targets []Wai
 			case <-ctx.Done():
 				return still, fmt.Errorf("waiting: %w", ctx.Err())
 			case <-tick:
-				line.draw(still, now().Sub(start))
+				line.Show(still...)
 			case <-next:
 				break sleep
 			}
@@ -89,20 +88,34 @@ func waitAll(ctx context.Context, timeout, interval time.Duration, targets []Wai
 	}
 }
 
-// progressLine is the live line of a --wait on a terminal.
-type progressLine struct {
+// Progress is the live line of a --wait: on a terminal, one line at the bottom that
+// says what is awaited and for how long, redrawn by Show and erased by Erase (call it
+// before printing anything else on the same stream). When the stream is not a terminal
+// it writes nothing.
+type Progress struct {
 	out   io.Writer
 	live  bool
+	now   func() time.Time
+	start time.Time
 	drawn bool
 }
 
-// draw replaces the line with what the first pending target waits for and the time
+// NewProgress returns the live line of a wait starting now on out, a terminal or not.
+func NewProgress(out io.Writer) *Progress {
+	return newProgress(out, IsTerminal(out), time.Now)
+}
+
+func newProgress(out io.Writer, live bool, now func() time.Time) *Progress {
+	return &Progress{out: out, live: live, now: now, start: now()}
+}
+
+// Show replaces the line with what the first pending target waits for and the time
 // elapsed: "waiting 12s: on a, cluster b is "Failed" (...) (and 2 more)".
-func (p *progressLine) draw(pending []string, elapsed time.Duration) {
+func (p *Progress) Show(pending ...string) {
 	if !p.live || len(pending) == 0 {
 		return
 	}
-	s := fmt.Sprintf("waiting %s: %s", elapsed.Round(time.Second), pending[0])
+	s := fmt.Sprintf("waiting %s: %s", p.now().Sub(p.start).Round(time.Second), pending[0])
 	if len(pending) > 1 {
 		s += fmt.Sprintf(" (and %d more)", len(pending)-1)
 	}
@@ -111,8 +124,8 @@ func (p *progressLine) draw(pending []string, elapsed time.Duration) {
 	p.drawn = true
 }
 
-// erase clears the line so that what follows starts at the beginning of an empty line.
-func (p *progressLine) erase() {
+// Erase clears the line so that what follows starts at the beginning of an empty line.
+func (p *Progress) Erase() {
 	if p.drawn {
 		fmt.Fprint(p.out, "\r\033[K")
 		p.drawn = false
