@@ -34,14 +34,14 @@ func registerCompletions(root *cobra.Command, flags *genericclioptions.ConfigFla
 		register(cmd, "peer-context", completion.Contexts(flags))
 		switch cmd.Name() {
 		case "leave":
-			cmd.ValidArgsFunction = completion.FirstArg(completion.Names(flags, completion.ClustersResource, false))
+			cmd.ValidArgsFunction = completion.FirstArg(completion.ClusterNames(flags))
 		case "get":
 			cmd.ValidArgsFunction = completion.Kinds(flags)
-			register(cmd, "clusters", completion.List(completion.Names(flags, completion.ClustersResource, false)))
+			register(cmd, "clusters", completion.List(completion.ClusterNames(flags)))
 		case "edit":
 			cmd.ValidArgsFunction = completion.EditArgs(flags)
 		case "sync-diff":
-			cmd.ValidArgsFunction = completion.Names(flags, completion.RulesResource, true)
+			cmd.ValidArgsFunction = completion.RuleNames(flags)
 		}
 	}
 	noFiles(root)

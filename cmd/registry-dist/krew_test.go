@@ -51,6 +51,9 @@ func TestTemplateIsValid(t *testing.T) {
 	if !strings.Contains(p.Spec.Caveats, "kubectl registry install") {
 		t.Errorf("caveats do not say how to install the controller:\n%s", p.Spec.Caveats)
 	}
+	if !strings.Contains(p.Spec.Caveats, completionName) {
+		t.Errorf("caveats do not say how to put %s on PATH:\n%s", completionName, p.Spec.Caveats)
+	}
 	if p.Spec.Description == "" || p.Spec.Homepage == "" {
 		t.Errorf("description %q, homepage %q: both are wanted", p.Spec.Description, p.Spec.Homepage)
 	}

@@ -34,12 +34,29 @@ const Timeout = 2 * time.Second
 // noFile is the directive of every completion: the shell never falls back to file names.
 const noFile = cobra.ShellCompDirectiveNoFileComp
 
-// The registry's resources that completions list, by their resource name.
-var (
-	ClustersResource = v1alpha1.GroupVersion.WithResource("clusters")
-	RulesResource    = v1alpha1.GroupVersion.WithResource("resourcesyncrules")
-	FeaturesResource = v1alpha1.GroupVersion.WithResource("clusterfeatures")
-)
+// The registry's resources that completions list.
+func clustersResource() schema.GroupVersionResource {
+	return v1alpha1.GroupVersion.WithResource("clusters")
+}
+
+func rulesResource() schema.GroupVersionResource {
+	return v1alpha1.GroupVersion.WithResource("resourcesyncrules")
+}
+
+func featuresResource() schema.GroupVersionResource {
+	return v1alpha1.GroupVersion.WithResource("clusterfeatures")
+}
+
+// ClusterNames completes the name of a Cluster CR of the current context.
+func ClusterNames(getter genericclioptions.RESTClientGetter) cobra.CompletionFunc {
+	return Names(getter, clustersResource(), false)
+}
+
+// RuleNames completes the names of ResourceSyncRules, leaving out those already given
+// as arguments.
+func RuleNames(getter genericclioptions.RESTClientGetter) cobra.CompletionFunc {
+	return Names(getter, rulesResource(), true)
+}
 
 // Collections are the resource arguments of get that stand for several kinds.
 func Collections() []string { return []string{"workloads"} }
@@ -212,10 +229,10 @@ func FirstArg(f cobra.CompletionFunc) cobra.CompletionFunc {
 // editTypes are the TYPE arguments edit offers, and the resource each names.
 func editTypes() map[string]schema.GroupVersionResource {
 	return map[string]schema.GroupVersionResource{
-		"rsr":              RulesResource,
-		"resourcesyncrule": RulesResource,
-		"cf":               FeaturesResource,
-		"clusterfeature":   FeaturesResource,
+		"rsr":              rulesResource(),
+		"resourcesyncrule": rulesResource(),
+		"cf":               featuresResource(),
+		"clusterfeature":   featuresResource(),
 	}
 }
 
