@@ -149,6 +149,13 @@ func TestCompletion(t *testing.T) {
 		{"sync-diff RULE", []string{"sync-diff", "--kubeconfig", kc, ""}, []string{"configs", "secrets"}},
 		{"sync-diff RULE not twice", []string{"sync-diff", "--kubeconfig", kc, "secrets", ""}, []string{"configs"}},
 		{"status takes no argument", []string{"status", "--kubeconfig", kc, ""}, nil},
+		{"install --context", []string{"install", "--kubeconfig", kc, "--context", "e"}, []string{"east"}},
+		{"uninstall --context", []string{"uninstall", "--kubeconfig", kc, "--context", "w"}, []string{"west"}},
+		{"create rule --context", []string{"create", "rule", "--kubeconfig", kc, "--context", "o"}, []string{"other"}},
+		{"create rule NAME", []string{"create", "rule", "--kubeconfig", kc, ""}, nil},
+		{"serve --context", []string{"serve", "--kubeconfig", kc, "--context", "e"}, []string{"east"}},
+		{"version takes no argument", []string{"version", ""}, nil},
+		{"join takes no argument", []string{"join", "--kubeconfig", kc, ""}, nil},
 		{"unreachable context", []string{"leave", "--kubeconfig", kc, "--context", "other", ""}, nil},
 		{"unreadable kubeconfig", []string{"status", "--kubeconfig", filepath.Join(t.TempDir(), "missing"), "--context", ""}, nil},
 	} {
