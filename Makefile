@@ -41,8 +41,9 @@ help: ## Show this help
 ##@ Build
 
 .PHONY: build
-build: ## Build bin/kubectl-registry (static, version stamped)
+build: ## Build bin/kubectl-registry (static, version stamped) and bin/kubectl_complete-registry
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/kubectl-registry ./cmd/kubectl-registry
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(BIN)/kubectl_complete-registry ./cmd/kubectl_complete-registry
 
 .PHONY: generate
 generate: ## Regenerate deepcopy code and CRD manifests with the pinned controller-gen
@@ -66,6 +67,8 @@ dist: ## Cross-build release archives, checksums.txt and the krew manifest into 
 		echo "building $$os/$$arch" >&2; \
 		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' \
 			-o $(DIST)/bin/$${os}_$${arch}/kubectl-registry$$ext ./cmd/kubectl-registry; \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '-s -w' \
+			-o $(DIST)/bin/$${os}_$${arch}/kubectl_complete-registry$$ext ./cmd/kubectl_complete-registry; \
 	done
 	$(GO) run ./cmd/registry-dist package --version '$(VERSION)' --bin-dir $(DIST)/bin --out $(DIST) \
 		--license LICENSE --template .krew.yaml --base-url '$(DIST_BASE_URL)' --platforms '$(DIST_PLATFORMS)'

@@ -217,6 +217,17 @@ func TestBadInput(t *testing.T) {
 			},
 		},
 		{
+			path:      []string{"completion"},
+			args:      []string{"bash"},
+			noCluster: true,
+			malformed: []badArgs{
+				{"bad bool", []string{"--no-descriptions=maybe"}, []string{`invalid argument "maybe" for "--no-descriptions" flag`}},
+			},
+			extra: []badArgs{
+				{"two shells", []string{"zsh"}, []string{`accepts 1 arg(s), received 2`}},
+			},
+		},
+		{
 			// Being written: its cases run once the verb is in the tree.
 			path:     []string{"leave"},
 			optional: true,

@@ -11,6 +11,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/kubectl-registry/kubectl-registry/plugin/apply"
+	"github.com/kubectl-registry/kubectl-registry/plugin/completion"
 	"github.com/kubectl-registry/kubectl-registry/plugin/create"
 	"github.com/kubectl-registry/kubectl-registry/plugin/edit"
 	"github.com/kubectl-registry/kubectl-registry/plugin/get"
@@ -77,8 +78,9 @@ func NewCmdRegistry(streams genericiooptions.IOStreams) *cobra.Command {
 			return cmd.Help()
 		},
 		CompletionOptions: cobra.CompletionOptions{
-			// kubectl completes plugins through a kubectl_complete-registry script that
-			// calls the hidden __complete command; a "completion" verb would only confuse.
+			// The "completion" verb is ours (plugin/completion), with exit codes like
+			// every verb; kubectl completes "kubectl registry" through the executable
+			// kubectl_complete-registry, which calls the hidden __complete command.
 			DisableDefaultCmd: true,
 		},
 	}
@@ -101,7 +103,9 @@ func NewCmdRegistry(streams genericiooptions.IOStreams) *cobra.Command {
 		apply.NewCmdApply(configFlags, streams),
 		create.NewCmdCreate(configFlags, streams),
 		edit.NewCmdEdit(configFlags, streams),
+		completion.NewCmdCompletion(streams),
 	)
+	registerCompletions(cmd, configFlags)
 	return cmd
 }
 

@@ -25,8 +25,8 @@ var (
 )
 
 // buildBinary builds kubectl-registry once per test run into a temporary directory,
-// setting the version through the documented -ldflags -X path, and returns the
-// directory. It skips when no go command is on PATH.
+// setting the version through the documented -ldflags -X path, and
+// kubectl_complete-registry next to it, and returns the directory. It skips when no go command is on PATH.
 func buildBinary(t *testing.T) string {
 	t.Helper()
 	goBin, err := exec.LookPath("go")
@@ -43,6 +43,12 @@ func buildBinary(t *testing.T) string {
 			"-o", filepath.Join(binDir, "kubectl-registry"), ".")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
+			buildErr = errors.New(err.Error() + ": " + string(out))
+			return
+		}
+		// kubectl completes the plugin through kubectl_complete-registry on PATH.
+		cmd = exec.Command(goBin, "build", "-o", filepath.Join(binDir, "kubectl_complete-registry"), "../kubectl_complete-registry")
+		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = errors.New(err.Error() + ": " + string(out))
 		}
 	})
@@ -181,6 +187,75 @@ func TestKubectlPlugin(t *testing.T) {
 			t.Errorf("kubectl registry nosuchcmd: exit %d, want 2; stderr %q", code, stderr)
 		}
 	})
+}
+
+// TestKubectlPluginCompletion checks that the real kubectl completes "kubectl registry
+// ..." through kubectl_complete-registry on PATH: verbs, flags and kubeconfig contexts.
+func TestKubectlPluginCompletion(t *testing.T) {
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	kubectl := filepath.Join(assets, "kubectl")
+	if assets == "" {
+		t.Skip("KUBEBUILDER_ASSETS unset: no kubectl to complete the plugin with; run make testbin, or make test")
+	}
+	if _, err := os.Stat(kubectl); err != nil {
+		t.Skipf("no kubectl in KUBEBUILDER_ASSETS (%v): run make testbin, or make test", err)
+	}
+	dir := buildBinary(t)
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kc, []byte(`apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster: {server: "https://127.0.0.1:1"}
+users:
+- name: u
+  user: {}
+contexts:
+- name: east
+  context: {cluster: c, user: u}
+- name: west
+  context: {cluster: c, user: u}
+current-context: east
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"registry", "sta"}, []string{"status"}},
+		{[]string{"registry", "status", "--contexts", ""}, []string{"east", "west"}},
+		{[]string{"registry", "join", "--kubeconfig", kc, "--peer-context", "w"}, []string{"west"}},
+		{[]string{"registry", "completion", "z"}, []string{"zsh"}},
+		// An unreachable server: nothing, quickly.
+		{[]string{"registry", "leave", "--kubeconfig", kc, ""}, nil},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			cmd := exec.Command(kubectl, append([]string{"__complete"}, tc.args...)...)
+			cmd.Env = append(os.Environ(), "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"), "KUBECONFIG="+kc)
+			var stdout, stderr strings.Builder
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			if err := cmd.Run(); err != nil {
+				t.Fatalf("kubectl __complete %v: %v; stderr %q", tc.args, err, stderr.String())
+			}
+			lines := strings.Split(strings.TrimSuffix(stdout.String(), "\n"), "\n")
+			var got []string
+			for _, l := range lines[:len(lines)-1] {
+				name, _, _ := strings.Cut(l, "\t")
+				got = append(got, name)
+			}
+			if strings.Join(got, " ") != strings.Join(tc.want, " ") || lines[len(lines)-1] != ":4" {
+				t.Errorf("kubectl __complete %v: candidates %q, directive %q; want %q and :4 (stderr %q)",
+					tc.args, got, lines[len(lines)-1], tc.want, stderr.String())
+			}
+			if !strings.Contains(stderr.String(), "kubectl_complete-registry") {
+				t.Errorf("kubectl did not run kubectl_complete-registry: stderr %q", stderr.String())
+			}
+			if strings.Contains(strings.ToLower(stderr.String()), "error") {
+				t.Errorf("stderr has an error: %q", stderr.String())
+			}
+		})
+	}
 }
 
 // TestServeSIGTERM runs "kubectl-registry serve" against a real API server and stops it

@@ -24,6 +24,10 @@ import (
 // binaryName is the plugin's executable: kubectl finds plugins by the kubectl- prefix.
 const binaryName = "kubectl-registry"
 
+// completionName is the plugin's completion executable: kubectl (1.26 or later) runs
+// kubectl_complete-<plugin> from PATH to complete "kubectl registry ...".
+const completionName = "kubectl_complete-registry"
+
 // archiveTime is the modification time of every archive entry, so that building the
 // same binaries twice gives byte-identical archives (and checksums).
 var archiveTime = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -34,6 +38,14 @@ func exeName(goos string) string {
 		return binaryName + ".exe"
 	}
 	return binaryName
+}
+
+// completionExeName returns the completion executable's file name on os.
+func completionExeName(goos string) string {
+	if goos == "windows" {
+		return completionName + ".exe"
+	}
+	return completionName
 }
 
 // archiveName returns the release archive of a platform: .zip on windows, else .tar.gz.
@@ -232,6 +244,24 @@ func checkArchive(archivePath string, p Platform, goos string) []string {
 		probs = append(probs, fmt.Sprintf("%s: no license file (LICENSE*, COPYING*) is installed from the archive", filepath.Base(archivePath)))
 	}
 	return probs
+}
+
+// checkCompletion checks that krew installs the completion executable of os goos from
+// the archive at archivePath for the platform p, executable (except on windows).
+func checkCompletion(archivePath string, p Platform, goos string) []string {
+	entries, err := readArchive(archivePath)
+	if err != nil {
+		return nil // reported by checkArchive
+	}
+	name := completionExeName(goos)
+	comp, ok := installedFiles(entries, p.Files)[name]
+	switch {
+	case !ok:
+		return []string{fmt.Sprintf("%s: the completion executable %q is not installed from the archive", filepath.Base(archivePath), name)}
+	case goos != "windows" && comp.Mode.Perm()&0o111 == 0:
+		return []string{fmt.Sprintf("%s: the completion executable %q is not executable (mode %v)", filepath.Base(archivePath), name, comp.Mode.Perm())}
+	}
+	return nil
 }
 
 // sha256File returns the lowercase hex sha256 of a file.

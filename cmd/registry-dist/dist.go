@@ -51,7 +51,8 @@ type packageOptions struct {
 	// Version is the version the binaries were built with; the manifest and the archive
 	// names use krewVersion(Version).
 	Version string
-	// BinDir holds the binaries: BinDir/<os>_<arch>/kubectl-registry[.exe].
+	// BinDir holds the binaries: BinDir/<os>_<arch>/kubectl-registry[.exe] and
+	// BinDir/<os>_<arch>/kubectl_complete-registry[.exe].
 	BinDir string
 	// OutDir receives the archives, checksums.txt and registry.yaml.
 	OutDir string
@@ -69,7 +70,13 @@ func binaryPath(binDir string, p osArch) string {
 	return filepath.Join(binDir, p.key(), exeName(p.OS))
 }
 
-// packageDist writes an archive per platform (the binary and the license), their
+// completionPath returns where packageDist expects the completion executable of p.
+func completionPath(binDir string, p osArch) string {
+	return filepath.Join(binDir, p.key(), completionExeName(p.OS))
+}
+
+// packageDist writes an archive per platform (the binary, the completion executable and
+// the license), their
 // checksums and the krew manifest rendered for them, which it validates (with the
 // archives) before writing it.
 func packageDist(o packageOptions, log io.Writer) error {
@@ -102,10 +109,15 @@ func packageDist(o packageOptions, log io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("the %s binary: %w", p, err)
 		}
+		comp, err := os.ReadFile(completionPath(o.BinDir, p))
+		if err != nil {
+			return fmt.Errorf("the %s completion executable: %w", p, err)
+		}
 		name := archiveName(version, p)
 		archive := filepath.Join(o.OutDir, name)
 		err = writeArchive(archive, []archiveEntry{
 			{Name: exeName(p.OS), Mode: 0o755, Data: bin},
+			{Name: completionExeName(p.OS), Mode: 0o755, Data: comp},
 			{Name: "LICENSE", Mode: 0o644, Data: license},
 		})
 		if err != nil {
@@ -149,7 +161,7 @@ func packageDist(o packageOptions, log io.Writer) error {
 
 // validateDist checks a (valid) manifest against the archives in dir: every platform's
 // archive (the last element of its uri) is in dir with the manifest's sha256, which
-// checksums.txt lists too, and installs the bin and a license; each of want has its
+// checksums.txt lists too, and installs the bin, the completion executable and a license; each of want has its
 // platform and archive.
 func validateDist(p *Plugin, dir string, want []osArch) []string {
 	var probs []string
@@ -185,7 +197,7 @@ func validateDist(p *Plugin, dir string, want []osArch) []string {
 		if pl.Selector != nil {
 			goos = pl.Selector.MatchLabels["os"]
 		}
-		for _, msg := range checkArchive(archive, pl, goos) {
+		for _, msg := range append(checkArchive(archive, pl, goos), checkCompletion(archive, pl, goos)...) {
 			add("spec.platforms[%d]: %s", i, msg)
 		}
 	}

@@ -148,6 +148,9 @@ func fakeDist(t *testing.T, version string) (packageOptions, *Plugin) {
 		if err := os.WriteFile(path, []byte("fake "+p.String()), 0o755); err != nil {
 			t.Fatal(err)
 		}
+		if err := os.WriteFile(completionPath(o.BinDir, p), []byte("fake completion "+p.String()), 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	var log bytes.Buffer
 	if err := packageDist(o, &log); err != nil {
@@ -194,7 +197,8 @@ func TestPackageDist(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 2 || got[0].Name != "kubectl-registry.exe" || string(got[0].Data) != "fake windows/amd64" || got[1].Name != "LICENSE" {
+	if len(got) != 3 || got[0].Name != "kubectl-registry.exe" || string(got[0].Data) != "fake windows/amd64" ||
+		got[1].Name != "kubectl_complete-registry.exe" || string(got[1].Data) != "fake completion windows/amd64" || got[2].Name != "LICENSE" {
 		t.Errorf("windows archive holds %+v", got)
 	}
 	// checksums.txt is in sha256sum's format.
@@ -244,10 +248,11 @@ func TestValidateDistFindsTampering(t *testing.T) {
 	}
 	p.Spec.Platforms[0].Bin = "kubectl-registry.exe" // linux/amd64 with a windows binary name
 	want := []string{
-		"spec.platforms[0]: " + `kubectl-registry_v0.2.0_linux_amd64.tar.gz: bin "kubectl-registry.exe" is not installed from the archive (installed: LICENSE, kubectl-registry)`,
+		"spec.platforms[0]: " + `kubectl-registry_v0.2.0_linux_amd64.tar.gz: bin "kubectl-registry.exe" is not installed from the archive (installed: LICENSE, kubectl-registry, kubectl_complete-registry)`,
 		"spec.platforms[3]: sha256 " + old + ", but " + archive + " has " + now,
 		"checksums.txt lists " + old + " for " + archive + ", the file has " + now,
 		"spec.platforms[3]: " + archive + ": no license file (LICENSE*, COPYING*) is installed from the archive",
+		"spec.platforms[3]: " + archive + `: the completion executable "kubectl_complete-registry" is not installed from the archive`,
 		`spec.platforms[0] (linux/amd64): bin is "kubectl-registry.exe", want "kubectl-registry"`,
 		"no platform for linux/ppc64le",
 	}

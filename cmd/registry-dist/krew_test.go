@@ -51,6 +51,9 @@ func TestTemplateIsValid(t *testing.T) {
 	if !strings.Contains(p.Spec.Caveats, "kubectl registry install") {
 		t.Errorf("caveats do not say how to install the controller:\n%s", p.Spec.Caveats)
 	}
+	if !strings.Contains(p.Spec.Caveats, completionName) {
+		t.Errorf("caveats do not say how to put %s on PATH:\n%s", completionName, p.Spec.Caveats)
+	}
 	if p.Spec.Description == "" || p.Spec.Homepage == "" {
 		t.Errorf("description %q, homepage %q: both are wanted", p.Spec.Description, p.Spec.Homepage)
 	}
@@ -69,7 +72,7 @@ func TestTemplateIsValid(t *testing.T) {
 			Sha256:   data.SHA256[pair.key()],
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"os": pair.OS, "arch": pair.Arch}},
 			Bin:      exeName(pair.OS),
-			Files:    []FileOperation{{From: exeName(pair.OS), To: "."}, {From: "LICENSE", To: "."}},
+			Files:    []FileOperation{{From: exeName(pair.OS), To: "."}, {From: completionExeName(pair.OS), To: "."}, {From: "LICENSE", To: "."}},
 		}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("platform %s (-want +got):\n%s", pair, diff)

@@ -48,6 +48,8 @@ type clusterResult struct {
 	// tables holds one entry per requested resource, nil where the cluster does not
 	// serve the resource type.
 	tables []*resourceTable
+	// conn is how the cluster was reached (nil when it could not be).
+	conn *clusterConn
 }
 
 // resourceTable is one resource type as one cluster printed it.
@@ -89,6 +91,7 @@ func (o *Options) query(ctx context.Context) []*clusterResult {
 			return
 		}
 		conns[i] = conn
+		results[i].conn = conn
 		o.identify(ctxs[i], conn, results[i])
 	})
 

@@ -65,7 +65,11 @@ const (
 		CLUSTER order); --limit keeps the first N rows after sorting.
 
 		-o yaml and -o json print one v1 List whose items each carry the annotation
-		"kubectl-registry.k8s.io/cluster: NAME" with the Cluster they were read from.`
+		"kubectl-registry.k8s.io/cluster: NAME" with the Cluster they were read from.
+
+		--watch (-w) keeps running: it watches the listed resources on every cluster searched
+		and prints everything again on every change, like "kubectl get -w" (on a terminal
+		each print replaces the last). Errors go to stderr when they change; Ctrl-C ends it.`
 
 	getExample = `
 		# Config maps labelled app=web in every namespace of every cluster
@@ -78,7 +82,10 @@ const (
 		kubectl registry get pods -A --clusters east,west --sort-by .metadata.creationTimestamp --limit 10
 
 		# As a List with the cluster of each item in an annotation
-		kubectl registry get deployments -n default -o json`
+		kubectl registry get deployments -n default -o json
+
+		# Follow the pods of every cluster as they change
+		kubectl registry get pods -A -w`
 )
 
 // Options holds the flags and the state of "kubectl registry get".
@@ -92,6 +99,8 @@ type Options struct {
 	Contexts       []string
 	Clusters       []string
 	ClusterTimeout time.Duration
+	// Watch prints again whenever the listed objects change (--watch).
+	Watch bool
 
 	PrintFlags *genericclioptions.PrintFlags
 
@@ -171,6 +180,8 @@ func (o *Options) AddFlags(cmd *cobra.Command) {
 		"Keep only these registry Clusters (by Cluster name, or context name where a context has no Cluster).")
 	fs.DurationVar(&o.ClusterTimeout, "cluster-timeout", o.ClusterTimeout,
 		"How long to wait for each cluster.")
+	fs.BoolVarP(&o.Watch, "watch", "w", o.Watch,
+		"After printing, watch the listed resources on every cluster and print again on every change (Ctrl-C ends).")
 	o.PrintFlags.AddFlags(cmd)
 	if f := fs.Lookup("output"); f != nil {
 		f.Usage = "Output format: wide, " + strings.Join(o.PrintFlags.AllowedFormats(), ", ") + ". Default: a table."
@@ -321,8 +332,11 @@ func relaxedJSONPath(expr string) (string, error) {
 	return "{" + p + "}", nil
 }
 
-// Run queries the clusters and prints the result.
+// Run queries the clusters and prints the result; with --watch it goes on until ctx ends.
 func (o *Options) Run(ctx context.Context) error {
+	if o.Watch {
+		return o.watch(ctx)
+	}
 	results := o.query(ctx)
 	return o.print(results)
 }

@@ -1,6 +1,7 @@
 package get
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -13,10 +14,13 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/spf13/cobra"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -332,5 +336,116 @@ func TestRelaxedJSONPath(t *testing.T) {
 		if err != nil || got != want {
 			t.Errorf("relaxedJSONPath(%q) = %q, %v; want %q", in, got, err, want)
 		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader in two goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestGetWatch runs "get -w" and changes objects on two clusters: each change is
+// printed again, and cancelling ends the watch cleanly.
+func TestGetWatch(t *testing.T) {
+	setup(t)
+	streams, _, _, errOut := genericiooptions.NewTestIOStreams()
+	out := &syncBuffer{}
+	streams.Out = out
+	root := &cobra.Command{Use: "kubectl-registry", SilenceUsage: true, SilenceErrors: true}
+	flags := genericclioptions.NewConfigFlags(true)
+	flags.AddFlags(root.PersistentFlags())
+	root.AddCommand(NewCmdGet(flags, streams))
+	root.SetArgs([]string{"get", "--kubeconfig", bed.KubeconfigPath, "cm", "-n", "default", "-l", "app=watched", "--contexts", "a,b", "--no-headers", "-w"})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx) }()
+
+	// rows returns the rows (CLUSTER NAME DATA) of the last frame printed.
+	lastFrame := func() []string {
+		frames := strings.Split(out.String(), "\n\n")
+		var rows []string
+		for _, l := range strings.Split(strings.TrimSpace(frames[len(frames)-1]), "\n") {
+			if f := strings.Fields(l); len(f) >= 3 {
+				rows = append(rows, strings.Join(f[:3], " "))
+			}
+		}
+		return rows
+	}
+	waitFor := func(want ...string) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for !cmp.Equal(want, lastFrame()) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the watch did not print %q; stdout:\n%s\nstderr:\n%s", want, out.String(), errOut.String())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	clientOf := func(name string) client.Client {
+		cl, err := bed.Cluster(name).Client()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cl
+	}
+	a, b := clientOf("a"), clientOf("b")
+	bg := context.Background()
+	// Wait for the first (empty) frame: the watches start after it.
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(errOut.String(), "No resources found"); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no first frame; stderr %q", errOut.String())
+		}
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "watched", Namespace: "default", Labels: map[string]string{"app": "watched"}}}
+	if err := b.Create(bg, cm.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("b watched 0")
+	if err := a.Create(bg, cm.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("a watched 0", "b watched 0")
+	cm.Data = map[string]string{"k": "v"}
+	if err := b.Update(bg, cm); err != nil {
+		// The object read back has a resourceVersion: update that one.
+		var cur corev1.ConfigMap
+		if err := b.Get(bg, client.ObjectKeyFromObject(cm), &cur); err != nil {
+			t.Fatal(err)
+		}
+		cur.Data = cm.Data
+		if err := b.Update(bg, &cur); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor("a watched 0", "b watched 1")
+	for _, cl := range []client.Client{a, b} {
+		if err := cl.Delete(bg, &corev1.ConfigMap{ObjectMeta: cm.ObjectMeta}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor()
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("the watch ended with %v, want nil", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the watch did not end within 5s of the cancel")
 	}
 }

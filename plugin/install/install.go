@@ -562,18 +562,26 @@ func (o *Options) waitReady(ctx context.Context, c client.Client, uid types.UID)
 	// is reported only when nothing was observed (the last poll's request may fail
 	// because the deadline is near).
 	var last, lastErr, printed string
+	// On a terminal, a live line says what is awaited and for how long.
+	progress := cmdutil.NewProgress(o.ErrOut)
+	defer progress.Erase()
 	err := wait.PollUntilContextCancel(ctx, pollInterval, true, func(ctx context.Context) (bool, error) {
 		ready, seen, err := o.observe(ctx, c, uid)
 		if err != nil {
 			if ctx.Err() == nil {
 				lastErr = err.Error()
 			}
+			progress.Show(orNothing(last))
 			return false, nil
 		}
 		last = seen
 		if seen != printed {
+			progress.Erase()
 			fmt.Fprintln(o.ErrOut, seen)
 			printed = seen
+		}
+		if !ready {
+			progress.Show(seen)
 		}
 		return ready, nil
 	})

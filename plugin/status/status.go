@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -49,6 +51,15 @@ const (
 		-o json|yaml prints the same as a document {context, clusters: [...], rules: [...]}
 		with full messages and timestamps instead of ages.
 
+		--events adds the last warning events of the registry's objects (Clusters,
+		ClusterFeatures, ResourceSyncRules) of each cluster read, newest first, at most
+		--max-events (5) per cluster; the document gets "events: [...]".
+
+		--watch (-w) keeps running and prints the view again whenever a Cluster or a
+		ResourceSyncRule (or, with --events, a warning event) of a cluster read changes,
+		like "kubectl get -w"; on a terminal each view replaces the last one. Errors are
+		printed on stderr when they change and the watch goes on; Ctrl-C ends it.
+
 		--contexts a,b,c reads several contexts in parallel (10 seconds each) and prints, per
 		cluster name, the STATE each context reports for it ("-" when the context does not
 		know the cluster, "?" when the context could not be read), and DISAGREE: "yes" when
@@ -65,7 +76,10 @@ const (
 		kubectl registry status --context east -o json
 
 		# Compare what three members think of the group
-		kubectl registry status --contexts east,west,north`
+		kubectl registry status --contexts east,west,north
+
+		# Follow the group as it changes, with the last warnings of each cluster
+		kubectl registry status --contexts east,west -w --events`
 )
 
 // ContextTimeout bounds the reading of one context.
@@ -83,6 +97,12 @@ type Options struct {
 	Timeout time.Duration
 	// Now returns the time ages are computed at; time.Now when nil.
 	Now func() time.Time
+	// Watch prints the view again on every change until the context ends (--watch).
+	Watch bool
+	// Events adds the last warning events of the registry's objects (--events), at most
+	// MaxEvents per cluster (--max-events).
+	Events    bool
+	MaxEvents int
 
 	// Set by Complete: one target per context read.
 	targets []target
@@ -103,8 +123,10 @@ type target struct {
 func NewOptions(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *Options {
 	scheme := runtime.NewScheme()
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+	utilruntime.Must(corev1.AddToScheme(scheme))
 	return &Options{
 		Timeout:          ContextTimeout,
+		MaxEvents:        DefaultMaxEvents,
 		restClientGetter: restClientGetter,
 		scheme:           scheme,
 		IOStreams:        streams,
@@ -116,7 +138,7 @@ func NewOptions(restClientGetter genericclioptions.RESTClientGetter, streams gen
 func NewCmdStatus(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *cobra.Command {
 	o := NewOptions(restClientGetter, streams)
 	cmd := &cobra.Command{
-		Use:     "status [--context C | --contexts A,B,...] [-o json|yaml]",
+		Use:     "status [--context C | --contexts A,B,...] [-w] [--events] [-o json|yaml]",
 		Short:   "Show the group of clusters and the sync rules as a cluster's controller sees them",
 		Long:    cmdutil.LongDesc(statusLong),
 		Example: cmdutil.Examples(statusExample),
@@ -140,6 +162,9 @@ func (o *Options) AddFlags(cmd *cobra.Command) {
 	fs := cmd.Flags()
 	fs.StringVarP(&o.Output, "output", "o", o.Output, "Output format: one of ("+strings.Join(outputFormats(), ", ")+"). Tables when empty.")
 	fs.StringSliceVar(&o.Contexts, "contexts", o.Contexts, "Kubeconfig contexts to compare, comma-separated: each one's view of the group side by side.")
+	fs.BoolVarP(&o.Watch, "watch", "w", o.Watch, "After printing, watch the Clusters and ResourceSyncRules and print again on every change (Ctrl-C ends).")
+	fs.BoolVar(&o.Events, "events", o.Events, "Also show the last warning events of the registry's objects of each cluster, newest first.")
+	fs.IntVar(&o.MaxEvents, "max-events", o.MaxEvents, "How many warning events --events shows per cluster.")
 }
 
 // Validate checks the flags. It does no I/O.
@@ -159,6 +184,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Timeout <= 0 {
 		return fmt.Errorf("timeout must be positive, got %s", o.Timeout)
+	}
+	if o.MaxEvents <= 0 {
+		return fmt.Errorf("--max-events must be positive, got %d", o.MaxEvents)
 	}
 	return nil
 }
@@ -224,23 +252,39 @@ func (o *Options) Complete(cmd *cobra.Command, _ []string) error {
 	return nil
 }
 
-// Run reads the targets and prints.
+// Run reads the targets and prints; with --watch it goes on until ctx ends.
 func (o *Options) Run(ctx context.Context) error {
+	if o.Watch {
+		return o.watch(ctx)
+	}
+	return o.runOnce(ctx, o.Out, o.ErrOut)
+}
+
+// runOnce reads the targets once and prints to out, and the errors of the contexts that
+// could not be read to errOut.
+func (o *Options) runOnce(ctx context.Context, out, errOut io.Writer) error {
 	if len(o.Contexts) == 0 {
 		v, err := o.read(ctx, o.targets[0])
 		if err != nil {
 			return err
 		}
 		if o.Output != "" {
-			return o.printDocument(v)
+			return printDocument(out, o.Output, v)
 		}
-		return printView(o.Out, v, o.Now())
+		if err := printView(out, v, o.Now()); err != nil {
+			return err
+		}
+		if o.Events {
+			fmt.Fprintln(out)
+			return printEvents(out, "", v.Events, o.Now())
+		}
+		return nil
 	}
-	return o.runMulti(ctx)
+	return o.runMulti(ctx, out, errOut)
 }
 
 // runMulti reads every context in parallel and prints them side by side.
-func (o *Options) runMulti(ctx context.Context) error {
+func (o *Options) runMulti(ctx context.Context, out, errOut io.Writer) error {
 	views := make([]View, len(o.targets))
 	errs := make([]error, len(o.targets))
 	var wg sync.WaitGroup
@@ -255,7 +299,7 @@ func (o *Options) runMulti(ctx context.Context) error {
 		if err != nil {
 			failed[i] = true
 			names = append(names, o.targets[i].name)
-			fmt.Fprintf(o.ErrOut, "error: %v\n", err)
+			fmt.Fprintf(errOut, "error: %v\n", err)
 		}
 	}
 	var perr error
@@ -267,11 +311,18 @@ func (o *Options) runMulti(ctx context.Context) error {
 				doc.Contexts[i] = ContextView{View: View{Context: t.name, Clusters: []ClusterInfo{}, Rules: []RuleInfo{}}, Error: errs[i].Error()}
 			}
 		}
-		perr = o.printDocument(doc)
+		perr = printDocument(out, o.Output, doc)
 	} else if len(names) < len(o.targets) {
 		// A table of no context's view would be an empty header: print nothing when
 		// every context failed, like any other error.
-		perr = printCompare(o.Out, o.Contexts, compare(views, failed))
+		perr = printCompare(out, o.Contexts, compare(views, failed))
+		for i, t := range o.targets {
+			if perr != nil || !o.Events || failed[i] {
+				continue
+			}
+			fmt.Fprintln(out)
+			perr = printEvents(out, "on context "+t.name, views[i].Events, o.Now())
+		}
 	}
 	if perr != nil {
 		return perr
@@ -301,7 +352,15 @@ func (o *Options) read(ctx context.Context, t target) (View, error) {
 	if err := cl.List(ctx, &rules); err != nil {
 		return View{}, o.readError(t, "ResourceSyncRules", err)
 	}
-	return newView(t.name, clusters.Items, rules.Items), nil
+	v := newView(t.name, clusters.Items, rules.Items)
+	if o.Events {
+		events, err := readEvents(ctx, cl, o.MaxEvents)
+		if err != nil {
+			return View{}, o.readError(t, "Events", err)
+		}
+		v.Events = events
+	}
+	return v, nil
 }
 
 // readError explains why a context could not be read.
@@ -321,10 +380,10 @@ func (o *Options) readError(t target, what string, err error) error {
 }
 
 // printDocument prints doc as JSON or YAML.
-func (o *Options) printDocument(doc any) error {
+func printDocument(out io.Writer, format string, doc any) error {
 	var b []byte
 	var err error
-	switch o.Output {
+	switch format {
 	case "json":
 		b, err = json.MarshalIndent(doc, "", "  ")
 		b = append(b, '\n')
@@ -334,7 +393,7 @@ func (o *Options) printDocument(doc any) error {
 	if err != nil {
 		return err
 	}
-	_, err = o.Out.Write(b)
+	_, err = out.Write(b)
 	return err
 }
 

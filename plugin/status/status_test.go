@@ -1,6 +1,7 @@
 package status
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -9,13 +10,17 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -176,6 +181,57 @@ func TestStatus(t *testing.T) {
 		golden(t, "contexts-a-b-c.golden", out)
 	})
 
+	t.Run("watch shows a peer going not Ready and back", func(t *testing.T) {
+		testWatchCutAndHeal(t, kc, bed.Cluster("b"))
+	})
+
+	t.Run("events", func(t *testing.T) {
+		// The cut of b above made a's controller report b Failed: a warning event of the
+		// Cluster b on a.
+		harness.Eventually(t, 30*time.Second, "status --events shows b's warning", func() error {
+			out, stderr, err := runStatus(t, kc, "--context", "a", "--events")
+			if err != nil || stderr != "" {
+				return fmt.Errorf("error %v, stderr %q", err, stderr)
+			}
+			_, events, ok := strings.Cut(out, "\nWarning events, newest first:\n")
+			if !ok {
+				return fmt.Errorf("no events table:\n%s", out)
+			}
+			lines := strings.Split(strings.TrimSpace(events), "\n")
+			if f := strings.Fields(lines[0]); len(f) < 5 || f[2] != "OBJECT" {
+				return fmt.Errorf("header %q", lines[0])
+			}
+			for _, l := range lines[1:] {
+				if f := strings.Fields(l); len(f) >= 4 && f[1] == "Cluster/b" && f[2] == "StateFailed" {
+					return nil
+				}
+			}
+			return fmt.Errorf("no StateFailed event of Cluster/b:\n%s", events)
+		})
+
+		out, _, err := runStatus(t, kc, "--context", "a", "--events", "--max-events", "1", "-o", "json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v View
+		if err := json.Unmarshal([]byte(out), &v); err != nil {
+			t.Fatal(err)
+		}
+		if len(v.Events) != 1 || v.Events[0].Kind == "" || v.Events[0].LastSeen == nil {
+			t.Errorf("--max-events 1 -o json: events %+v, want one, with its kind and time", v.Events)
+		}
+
+		out, _, err = runStatus(t, kc, "--contexts", "a,b", "--events")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"Warning events on context a, newest first:\n", "on context b"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("--contexts a,b --events: no %q in\n%s", want, out)
+			}
+		}
+	})
+
 	t.Run("a context cut off", func(t *testing.T) {
 		if err := bed.Cluster("c").Cut(); err != nil {
 			t.Fatal(err)
@@ -242,6 +298,107 @@ func TestStatus(t *testing.T) {
 	})
 }
 
+// syncBuffer is a bytes.Buffer safe for a writer and a reader in two goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// healthBound is how long the watch may take to show a peer that stopped (or resumed)
+// answering: the health check's own bound (harness.Serve checks peers every 300ms and
+// fails them after 3 failed checks), plus the status write, the watch event and the
+// redraw, with room for a loaded machine (about 1.2s here).
+const healthBound = 3*300*time.Millisecond + 10*time.Second
+
+// testWatchCutAndHeal runs "status --context a --watch", cuts peer off from the others
+// and heals it, and checks that the watch printed peer not Ready, then Ready again, each
+// within healthBound, and that cancelling ends the watch cleanly.
+func testWatchCutAndHeal(t *testing.T, kc string, peer *testbed.Cluster) {
+	streams, _, _, errOut := genericiooptions.NewTestIOStreams()
+	out := &syncBuffer{}
+	streams.Out = out
+	root := &cobra.Command{Use: "kubectl-registry", SilenceUsage: true, SilenceErrors: true}
+	flags := genericclioptions.NewConfigFlags(true)
+	flags.AddFlags(root.PersistentFlags())
+	root.AddCommand(NewCmdStatus(flags, streams))
+	root.SetArgs([]string{"status", "--kubeconfig", kc, "--context", "a", "--watch"})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx) }()
+
+	// peerRows returns the READY cell of every row of peer printed so far, in order.
+	peerRows := func() []string {
+		var cells []string
+		for _, l := range strings.Split(out.String(), "\n") {
+			if f := strings.Fields(l); len(f) > 4 && f[0] == peer.Name && uidRe.MatchString(f[1]) {
+				cells = append(cells, f[4])
+			}
+		}
+		return cells
+	}
+	waitFor := func(what string, bound time.Duration, ok func([]string) bool) {
+		t.Helper()
+		start := time.Now()
+		for !ok(peerRows()) {
+			if time.Since(start) > bound {
+				t.Fatalf("the watch did not show %s within %s; stdout:\n%s\nstderr:\n%s", what, bound, out.String(), errOut.String())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Logf("the watch showed %s after %s", what, time.Since(start).Round(100*time.Millisecond))
+	}
+	last := func(want string) func([]string) bool {
+		return func(cells []string) bool { return len(cells) > 0 && cells[len(cells)-1] == want }
+	}
+	waitFor(peer.Name+" Ready", 10*time.Second, last("True"))
+	frames := len(peerRows())
+
+	if err := peer.Cut(); err != nil {
+		t.Fatal(err)
+	}
+	healed := false
+	t.Cleanup(func() {
+		if !healed {
+			_ = peer.Heal()
+		}
+	})
+	waitFor(peer.Name+" not Ready after the cut", healthBound, last("False"))
+	if err := peer.Heal(); err != nil {
+		t.Fatal(err)
+	}
+	healed = true
+	waitFor(peer.Name+" Ready again after the heal", healthBound, last("True"))
+	if n := len(peerRows()); n < frames+2 {
+		t.Errorf("%d views printed after the first, want at least 2 (not Ready, Ready)", n-frames)
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("the watch ended with %v, want nil", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the watch did not end within 5s of the cancel")
+	}
+	if errOut.Len() != 0 {
+		t.Errorf("stderr: %s", errOut.String())
+	}
+}
+
 // writeKubeconfig writes a kubeconfig with one context per name (servers that are never
 // contacted) and returns its path.
 func writeKubeconfig(t *testing.T, names ...string) string {
@@ -274,6 +431,9 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"--contexts", "a,a"}, []string{`context "a" named twice`}},
 		{[]string{"--contexts", "a,nosuch"}, []string{`no context "nosuch" in the kubeconfig`}},
 		{[]string{"--context", "nosuch"}, []string{`--context "nosuch": no such context`}},
+		{[]string{"--events", "--max-events", "0"}, []string{"--max-events must be positive, got 0"}},
+		{[]string{"--max-events", "x"}, []string{`invalid argument "x" for "--max-events"`}},
+		{[]string{"-w=maybe"}, []string{`invalid argument "maybe" for "-w, --watch"`}},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			_, _, err := runStatus(t, kc, tc.args...)
@@ -396,5 +556,60 @@ func TestTruncate(t *testing.T) {
 		if got := truncate(in, maxMessage); got != want {
 			t.Errorf("truncate(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+func TestRegistryEvents(t *testing.T) {
+	at := func(min int) metav1.Time { return metav1.NewTime(time.Date(2026, 1, 1, 0, min, 0, 0, time.UTC)) }
+	ev := func(kind, apiVersion, name, typ, reason string, last metav1.Time) corev1.Event {
+		return corev1.Event{
+			ObjectMeta:     metav1.ObjectMeta{Name: name + "." + reason},
+			InvolvedObject: corev1.ObjectReference{Kind: kind, APIVersion: apiVersion, Name: name},
+			Type:           typ, Reason: reason, Message: reason + " of " + name, LastTimestamp: last,
+			Source: corev1.EventSource{Component: "kubectl-registry"},
+		}
+	}
+	const gv = "clusterregistry.k8s.cisco.com/v1alpha1"
+	series := ev("ResourceSyncRule", gv, "r", "Warning", "ChangedAfterWrite", metav1.Time{})
+	series.EventTime = metav1.NewMicroTime(at(1).Time)
+	series.Series = &corev1.EventSeries{Count: 7, LastObservedTime: metav1.NewMicroTime(at(9).Time)}
+	series.ReportingController, series.Source = "registry", corev1.EventSource{}
+	events := []corev1.Event{
+		ev("Cluster", gv, "b", "Warning", "StateFailed", at(5)),
+		ev("Cluster", gv, "b", "Normal", "StateReady", at(8)),               // not a warning
+		ev("Pod", "v1", "p", "Warning", "BackOff", at(7)),                   // not the registry's
+		ev("Cluster", "other.example.com/v1", "x", "Warning", "Bad", at(7)), // another group
+		ev("ClusterFeature", gv, "gpu", "Warning", "Invalid", at(2)),
+		ev("Cluster", gv, "c", "Warning", "StateFailed", at(6)),
+		series,
+	}
+	t0 := func(m metav1.Time) *metav1.Time { return &m }
+	want := []EventInfo{
+		{Kind: "ResourceSyncRule", Name: "r", Reason: "ChangedAfterWrite", Count: 7, LastSeen: t0(at(9)), Source: "registry", Message: "ChangedAfterWrite of r"},
+		{Kind: "Cluster", Name: "c", Reason: "StateFailed", Count: 1, LastSeen: t0(at(6)), Source: "kubectl-registry", Message: "StateFailed of c"},
+		{Kind: "Cluster", Name: "b", Reason: "StateFailed", Count: 1, LastSeen: t0(at(5)), Source: "kubectl-registry", Message: "StateFailed of b"},
+	}
+	got := registryEvents(events, 3)
+	if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b metav1.Time) bool { return a.Equal(&b) })); diff != "" {
+		t.Errorf("registryEvents (-want +got):\n%s", diff)
+	}
+	if got := registryEvents(nil, 5); got == nil || len(got) != 0 {
+		t.Errorf("no events: %#v, want an empty list", got)
+	}
+
+	var b strings.Builder
+	if err := printEvents(&b, "on context a", want[1:], at(10).Time); err != nil {
+		t.Fatal(err)
+	}
+	wantTable := "Warning events on context a, newest first:\n" +
+		"LAST SEEN   OBJECT      REASON        COUNT   MESSAGE\n" +
+		"4m          Cluster/c   StateFailed   1       StateFailed of c\n" +
+		"5m          Cluster/b   StateFailed   1       StateFailed of b\n"
+	if diff := cmp.Diff(wantTable, b.String()); diff != "" {
+		t.Errorf("printEvents (-want +got):\n%s", diff)
+	}
+	b.Reset()
+	if err := printEvents(&b, "", nil, at(10).Time); err != nil || b.String() != "No warning events.\n" {
+		t.Errorf("printEvents of none: %q, %v", b.String(), err)
 	}
 }

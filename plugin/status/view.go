@@ -24,6 +24,9 @@ type View struct {
 	Clusters []ClusterInfo `json:"clusters"`
 	// Rules are the ResourceSyncRules of that cluster, sorted by name.
 	Rules []RuleInfo `json:"rules"`
+	// Events are, with --events, the last warning events of the registry's objects on
+	// that cluster, newest first.
+	Events []EventInfo `json:"events,omitempty"`
 }
 
 // ClusterInfo is the status of one Cluster CR as its controller wrote it.

@@ -363,6 +363,8 @@ func (o *Options) waitGone(ctx context.Context, c client.Client, objs []*unstruc
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 
+	progress := cmdutil.NewProgress(o.ErrOut) // a live line, on a terminal only
+	defer progress.Erase()
 	remaining := slices.Clone(objs)
 	states := map[string]string{} // what was last seen of each remaining object
 	err := wait.PollUntilContextCancel(ctx, pollInterval, true, func(ctx context.Context) (bool, error) {
@@ -374,6 +376,7 @@ func (o *Options) waitGone(ctx context.Context, c client.Client, objs []*unstruc
 			switch {
 			case apierrors.IsNotFound(err):
 				if isCRD(obj) || obj.GetKind() == "Namespace" {
+					progress.Erase()
 					fmt.Fprintf(o.ErrOut, "%s is gone\n", displayName(obj))
 				}
 				delete(states, displayName(obj))
@@ -394,6 +397,11 @@ func (o *Options) waitGone(ctx context.Context, c client.Client, objs []*unstruc
 			still = append(still, obj)
 		}
 		remaining = still
+		var pending []string
+		for _, obj := range remaining {
+			pending = append(pending, displayName(obj)+": "+states[displayName(obj)])
+		}
+		progress.Show(pending...)
 		return len(remaining) == 0, nil
 	})
 	if err == nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -44,5 +45,35 @@ func TestWaitAll(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"not yet"}, still); diff != "" {
 		t.Errorf("still pending (-want +got):\n%s", diff)
+	}
+}
+
+// TestWaitAllProgressLine: on a terminal a live line says what is awaited and for how
+// long, and is erased before any other line; elsewhere only the "waiting:" lines are
+// printed.
+func TestWaitAllProgressLine(t *testing.T) {
+	for _, tc := range []struct {
+		live bool
+		want string
+	}{
+		{live: false, want: "waiting: not yet\nwaiting: not yet\ndone 1\ndone 0\n"},
+		{live: true, want: "waiting: not yet\nwaiting: not yet\n" +
+			"\r\033[Kwaiting 3s: not yet (and 1 more)" +
+			"\r\033[Kdone 1\n" +
+			"\r\033[Kwaiting 6s: not yet" +
+			"\r\033[Kdone 0\n"},
+	} {
+		clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		now := func() time.Time { clock = clock.Add(3 * time.Second); return clock }
+		a, b := 2, 1 // b is done at its second check, a at its third
+		var out bytes.Buffer
+		_, err := waitAll(context.Background(), time.Minute, time.Millisecond, []WaitTarget{countdown{&a}, countdown{&b}}, &out, tc.live, now,
+			func(i int) { fmt.Fprintf(&out, "done %d\n", i) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(tc.want, out.String()); diff != "" {
+			t.Errorf("live=%v: output (-want +got):\n%s", tc.live, diff)
+		}
 	}
 }

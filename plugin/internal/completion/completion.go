@@ -1,0 +1,334 @@
+// Package completion holds the dynamic shell completions of the plugin: kubeconfig
+// contexts (read from the kubeconfig, no network), and the names the API server of the
+// current context knows (Cluster CRs, ResourceSyncRules, ClusterFeatures, resource
+// kinds), each read within Timeout.
+//
+// A completion never fails loudly: on any error it returns no candidates with
+// cobra.ShellCompDirectiveNoFileComp, prints nothing and returns within Timeout.
+package completion
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+)
+
+// Timeout bounds everything one completion asks of an API server. A completion that
+// does not get its answer within it offers nothing.
+const Timeout = 2 * time.Second
+
+// noFile is the directive of every completion: the shell never falls back to file names.
+const noFile = cobra.ShellCompDirectiveNoFileComp
+
+// The registry's resources that completions list.
+func clustersResource() schema.GroupVersionResource {
+	return v1alpha1.GroupVersion.WithResource("clusters")
+}
+
+func rulesResource() schema.GroupVersionResource {
+	return v1alpha1.GroupVersion.WithResource("resourcesyncrules")
+}
+
+func featuresResource() schema.GroupVersionResource {
+	return v1alpha1.GroupVersion.WithResource("clusterfeatures")
+}
+
+// ClusterNames completes the name of a Cluster CR of the current context.
+func ClusterNames(getter genericclioptions.RESTClientGetter) cobra.CompletionFunc {
+	return Names(getter, clustersResource(), false)
+}
+
+// RuleNames completes the names of ResourceSyncRules, leaving out those already given
+// as arguments.
+func RuleNames(getter genericclioptions.RESTClientGetter) cobra.CompletionFunc {
+	return Names(getter, rulesResource(), true)
+}
+
+// Collections are the resource arguments of get that stand for several kinds.
+func Collections() []string { return []string{"workloads"} }
+
+// rawConfig returns the merged kubeconfig the root's flags point at.
+func rawConfig(getter genericclioptions.RESTClientGetter) (clientcmdapi.Config, error) {
+	return getter.ToRawKubeConfigLoader().RawConfig()
+}
+
+// filter keeps the candidates that start with prefix and are not in skip, sorted and
+// without duplicates.
+func filter(candidates []string, prefix string, skip []string) []string {
+	var out []string
+	for _, c := range candidates {
+		if strings.HasPrefix(c, prefix) && !slices.Contains(skip, c) {
+			out = append(out, c)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// keys returns the keys of a kubeconfig map.
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// Contexts completes one kubeconfig context name (--context, --peer-context).
+func Contexts(getter genericclioptions.RESTClientGetter) cobra.CompletionFunc {
+	return fromKubeconfig(getter, func(c clientcmdapi.Config) []string { return keys(c.Contexts) })
+}
+
+// KubeconfigClusters completes a kubeconfig cluster name (--cluster).
+func KubeconfigClusters(getter genericclioptions.RESTClientGetter) cobra.CompletionFunc {
+	return fromKubeconfig(getter, func(c clientcmdapi.Config) []string { return keys(c.Clusters) })
+}
+
+// KubeconfigUsers completes a kubeconfig user name (--user).
+func KubeconfigUsers(getter genericclioptions.RESTClientGetter) cobra.CompletionFunc {
+	return fromKubeconfig(getter, func(c clientcmdapi.Config) []string { return keys(c.AuthInfos) })
+}
+
+func fromKubeconfig(getter genericclioptions.RESTClientGetter, names func(clientcmdapi.Config) []string) cobra.CompletionFunc {
+	return func(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		raw, err := rawConfig(getter)
+		if err != nil {
+			return nil, noFile
+		}
+		return filter(names(raw), toComplete, nil), noFile
+	}
+}
+
+// ContextList completes the last element of a comma-separated list of contexts
+// (--contexts a,b,<TAB>), leaving out those already listed.
+func ContextList(getter genericclioptions.RESTClientGetter) cobra.CompletionFunc {
+	return List(Contexts(getter))
+}
+
+// List turns a completion of one value into a completion of the last element of a
+// comma-separated list of values: "a,b,c<TAB>" completes c among the candidates not
+// already listed, and offers "a,b,candidate".
+func List(one cobra.CompletionFunc) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		listed, last := "", toComplete
+		if i := strings.LastIndex(toComplete, ","); i >= 0 {
+			listed, last = toComplete[:i+1], toComplete[i+1:]
+		}
+		candidates, directive := one(cmd, args, last)
+		done := strings.Split(strings.TrimSuffix(listed, ","), ",")
+		var out []string
+		for _, c := range candidates {
+			if !slices.Contains(done, c) {
+				out = append(out, listed+c)
+			}
+		}
+		return out, directive
+	}
+}
+
+// restConfig returns the REST config completions use: the one of the first context of
+// the command's --contexts when set, else the one of the root's flags (--context, or
+// the current context), with Timeout and without warnings on stderr.
+func restConfig(cmd *cobra.Command, getter genericclioptions.RESTClientGetter) (*rest.Config, error) {
+	var cfg *rest.Config
+	var err error
+	if f := cmd.Flags().Lookup("contexts"); f != nil && f.Changed {
+		contexts, _ := cmd.Flags().GetStringSlice("contexts")
+		if len(contexts) > 0 && contexts[0] != "" {
+			rules := clientcmd.NewDefaultClientConfigLoadingRules()
+			rules.ExplicitPath = getter.ToRawKubeConfigLoader().ConfigAccess().GetExplicitFile()
+			cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, cmdutil.ContextOverrides(getter, contexts[0])).ClientConfig()
+		}
+	}
+	if cfg == nil && err == nil {
+		cfg, err = getter.ToRESTConfig()
+	}
+	if err != nil {
+		return nil, err
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.Timeout = Timeout
+	cfg.WarningHandler = rest.NoWarnings{}
+	cfg.QPS, cfg.Burst = 50, 100
+	return cfg, nil
+}
+
+// ListNames lists the names of the objects of a cluster-scoped resource of the registry
+// through the config of cmd (see restConfig), within Timeout.
+func ListNames(ctx context.Context, cmd *cobra.Command, getter genericclioptions.RESTClientGetter, gvr schema.GroupVersionResource) ([]string, error) {
+	cfg, err := restConfig(cmd, getter)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, Timeout)
+	defer cancel()
+	dc, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	list, err := dc.Resource(gvr).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(list.Items))
+	for _, item := range list.Items {
+		names = append(names, item.GetName())
+	}
+	return names, nil
+}
+
+// commandContext is the context of the command being completed, or Background.
+func commandContext(cmd *cobra.Command) context.Context {
+	if ctx := cmd.Context(); ctx != nil {
+		return ctx
+	}
+	return context.Background()
+}
+
+// Names completes the name of an object of a registry resource (Cluster, rule,
+// feature) read from the API server; skipArgs leaves out the names already given as
+// arguments.
+func Names(getter genericclioptions.RESTClientGetter, gvr schema.GroupVersionResource, skipArgs bool) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		names, err := ListNames(commandContext(cmd), cmd, getter, gvr)
+		if err != nil {
+			return nil, noFile
+		}
+		var skip []string
+		if skipArgs {
+			skip = args
+		}
+		return filter(names, toComplete, skip), noFile
+	}
+}
+
+// FirstArg completes the first positional argument with f and offers nothing after it.
+func FirstArg(f cobra.CompletionFunc) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		if len(args) > 0 {
+			return nil, noFile
+		}
+		return f(cmd, args, toComplete)
+	}
+}
+
+// editTypes are the TYPE arguments edit offers, and the resource each names.
+func editTypes() map[string]schema.GroupVersionResource {
+	return map[string]schema.GroupVersionResource{
+		"rsr":              rulesResource(),
+		"resourcesyncrule": rulesResource(),
+		"cf":               featuresResource(),
+		"clusterfeature":   featuresResource(),
+	}
+}
+
+// EditArgs completes "edit TYPE NAME" and "edit TYPE/NAME": the TYPE (rsr, cf, ...),
+// then the names of the rules or features.
+func EditArgs(getter genericclioptions.RESTClientGetter) cobra.CompletionFunc {
+	types := editTypes()
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		switch {
+		case len(args) == 0 && strings.Contains(toComplete, "/"):
+			typ, name, _ := strings.Cut(toComplete, "/")
+			gvr, ok := types[strings.ToLower(typ)]
+			if !ok {
+				return nil, noFile
+			}
+			names, directive := Names(getter, gvr, false)(cmd, args, name)
+			for i := range names {
+				names[i] = typ + "/" + names[i]
+			}
+			return names, directive
+		case len(args) == 0:
+			return filter(keys(types), toComplete, nil), noFile
+		case len(args) == 1:
+			gvr, ok := types[strings.ToLower(args[0])]
+			if !ok {
+				return nil, noFile
+			}
+			return Names(getter, gvr, false)(cmd, args, toComplete)
+		}
+		return nil, noFile
+	}
+}
+
+// Kinds completes the RESOURCE argument of get: the resources the API server serves
+// that can be listed (plural, or plural.group outside the core group), and the
+// collections; a comma-separated list completes its last element.
+func Kinds(getter genericclioptions.RESTClientGetter) cobra.CompletionFunc {
+	one := func(cmd *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		names, err := ResourceNames(commandContext(cmd), cmd, getter)
+		if err != nil {
+			return nil, noFile
+		}
+		return filter(append(names, Collections()...), toComplete, nil), noFile
+	}
+	return FirstArg(List(one))
+}
+
+// ResourceNames lists, through discovery within Timeout, the resources that can be
+// listed: "configmaps", "deployments.apps".
+func ResourceNames(ctx context.Context, cmd *cobra.Command, getter genericclioptions.RESTClientGetter) ([]string, error) {
+	cfg, err := restConfig(cmd, getter)
+	if err != nil {
+		return nil, err
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, Timeout)
+	defer cancel()
+	type result struct {
+		lists []*metav1.APIResourceList
+		err   error
+	}
+	// Discovery takes no context: it runs aside, bounded by the config's Timeout per
+	// request, and this call returns at the deadline whatever it does.
+	ch := make(chan result, 1)
+	go func() {
+		lists, err := dc.ServerPreferredResources()
+		ch <- result{lists, err}
+	}()
+	var r result
+	select {
+	case r = <-ch:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if len(r.lists) == 0 && r.err != nil {
+		return nil, r.err
+	}
+	var names []string
+	for _, l := range r.lists {
+		gv, err := schema.ParseGroupVersion(l.GroupVersion)
+		if err != nil {
+			continue
+		}
+		for _, res := range l.APIResources {
+			if strings.Contains(res.Name, "/") || !slices.Contains(res.Verbs, "list") {
+				continue
+			}
+			name := res.Name
+			if gv.Group != "" {
+				name += "." + gv.Group
+			}
+			names = append(names, name)
+		}
+	}
+	return names, nil
+}
