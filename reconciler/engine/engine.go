@@ -748,9 +748,7 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 		}
 		return time.Second, nil
 	}
-	if observed != nil && planner.MembershipObject(observed) {
-		return 0, nil // membership sync owns the Clusters and their reader Secrets
-	}
+	membership := observed != nil && planner.MembershipObject(observed)
 	if observed != nil && observed.GetDeletionTimestamp() != nil && observed.GetAnnotations()[v1alpha1.OwnershipAnnotation] != "" {
 		// A copy being deleted (to be recreated, or with its namespace): nothing is written
 		// to it; it is looked at again once it is gone.
@@ -796,6 +794,18 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 		return 0, err
 	}
 	g := planner.Gather(e.opts.LocalID, e.localCluster(ctx), policy, ruleSet, sources, it.gvk, target, observed)
+	if membership {
+		// The membership sync owns the Clusters and their reader Secrets: no rule writes
+		// them, and a rule that tries is reported (its copy is refused by the policy).
+		for rule, refs := range g.Refusals {
+			for _, r := range entries {
+				if r.rsr.Name == rule {
+					e.refused(it, r, refs[0])
+				}
+			}
+		}
+		return 0, nil
+	}
 	act := planner.Decide(g.Input(e.opts.LocalID, observed))
 	// The objects a rule failed to mutate (a template error or limit) are reported on the
 	// rule after the action is recorded, which would clear them; not retried: a change of
