@@ -238,6 +238,14 @@ type Engine struct {
 	histMu  sync.Mutex
 	history map[item]writeRecord
 
+	// policy is this cluster's consent as last computed; valid until a SyncPolicy or a
+	// Cluster changes.
+	policyMu    sync.Mutex
+	policyValid bool
+	policyVal   planner.Policy
+	// noPolicyKind is set when the cluster does not serve SyncPolicies.
+	noPolicyKind bool
+
 	mu      sync.RWMutex
 	rules   map[string]*ruleEntry
 	mappers map[string]peerMapper
@@ -314,6 +322,47 @@ func (e *Engine) Start(ctx context.Context) error {
 		},
 	}); err != nil {
 		return fmt.Errorf("watching ResourceSyncRules: %w", err)
+	}
+	// The policy is computed again after any change of a SyncPolicy (then every object is
+	// looked at again: a kind may be allowed or refused now) or of a Cluster (its reader
+	// Secret is the registry's).
+	for _, w := range []struct {
+		obj     client.Object
+		refresh bool
+	}{{&v1alpha1.SyncPolicy{}, true}, {&v1alpha1.Cluster{}, false}} {
+		inf, err := e.opts.Cache.GetInformer(ctx, w.obj)
+		if err != nil && w.refresh && meta.IsNoMatchError(err) {
+			// An installation whose CRDs predate SyncPolicy: the default policy holds.
+			e.log.Info("the SyncPolicy kind is not installed in this cluster: the default policy applies; run kubectl registry install to add it")
+			e.noPolicyKind = true
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("watching %T: %w", w.obj, err)
+		}
+		refresh := w.refresh
+		changed := func() {
+			e.policyMu.Lock()
+			e.policyValid = false
+			e.policyMu.Unlock()
+			if refresh {
+				e.triggerRefresh()
+			}
+		}
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc: func(any) { changed() },
+			UpdateFunc: func(o, n any) {
+				if oo, ok := o.(client.Object); ok {
+					if no, ok := n.(client.Object); ok && oo.GetGeneration() == no.GetGeneration() && oo.GetGeneration() != 0 && !refresh {
+						return // a Cluster's status: its name and Secret are the same
+					}
+				}
+				changed()
+			},
+			DeleteFunc: func(any) { changed() },
+		}); err != nil {
+			return fmt.Errorf("watching %T: %w", w.obj, err)
+		}
 	}
 	peerEvents := make(chan event.GenericEvent, 256)
 	e.opts.Peers.Subscribe(peerEvents)
@@ -414,7 +463,7 @@ func (e *Engine) ruleChanged(o any) {
 	entry := newEntry(rsr, compiled, err, false)
 	e.mu.Lock()
 	if old, ok := e.rules[rsr.Name]; ok && !old.builtin {
-		entry.conflicts, entry.failures, entry.synced, entry.held, entry.lastSync = old.conflicts, old.failures, old.synced, old.held, old.lastSync
+		entry.conflicts, entry.failures, entry.synced, entry.held, entry.drift, entry.lastSync = old.conflicts, old.failures, old.synced, old.held, old.drift, old.lastSync
 	}
 	e.rules[rsr.Name] = entry
 	e.mu.Unlock()
@@ -1254,8 +1303,25 @@ func (e *Engine) refused(it item, r *ruleEntry, ref planner.Refusal) {
 // SyncPolicy kind yet (an older installation) has the default policy; any other error
 // fails the reconcile (it is retried), never loosening the policy.
 func (e *Engine) policy(ctx context.Context) (planner.Policy, error) {
+	e.policyMu.Lock()
+	defer e.policyMu.Unlock()
+	if e.policyValid {
+		return e.policyVal, nil
+	}
+	p, err := e.computePolicy(ctx)
+	if err != nil {
+		return planner.Policy{}, err
+	}
+	e.policyVal, e.policyValid = p, true
+	return p, nil
+}
+
+// computePolicy reads the policy from the cache.
+func (e *Engine) computePolicy(ctx context.Context) (planner.Policy, error) {
 	var pols v1alpha1.SyncPolicyList
-	if err := e.opts.Client.List(ctx, &pols); err != nil && !meta.IsNoMatchError(err) {
+	if e.noPolicyKind {
+		// none
+	} else if err := e.opts.Client.List(ctx, &pols); err != nil && !meta.IsNoMatchError(err) {
 		return planner.Policy{}, fmt.Errorf("reading this cluster's SyncPolicies: %w", err)
 	}
 	specs := make([]v1alpha1.SyncPolicySpec, 0, len(pols.Items))
