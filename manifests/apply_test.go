@@ -48,7 +48,13 @@ func installed(t *testing.T) client.Client {
 		}
 		installOnce.results, installOnce.err = manifests.Apply(ctx, c, v1alpha1.FieldManager, objs)
 		if installOnce.err == nil {
-			installOnce.err = waitEstablished(ctx, c)
+			crds := 0
+			for _, o := range objs {
+				if o.GetKind() == "CustomResourceDefinition" {
+					crds++
+				}
+			}
+			installOnce.err = waitEstablished(ctx, c, crds)
 		}
 	})
 	if installOnce.err != nil {
@@ -57,7 +63,8 @@ func installed(t *testing.T) client.Client {
 	return c
 }
 
-func waitEstablished(ctx context.Context, c client.Client) error {
+// waitEstablished waits until the registry's crds CRDs are established.
+func waitEstablished(ctx context.Context, c client.Client, crds int) error {
 	return wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		var list apiextensionsv1.CustomResourceDefinitionList
 		if err := c.List(ctx, &list); err != nil {
@@ -74,7 +81,7 @@ func waitEstablished(ctx context.Context, c client.Client) error {
 				}
 			}
 		}
-		return established == 3, nil
+		return established == crds, nil
 	})
 }
 

@@ -3,9 +3,11 @@ package syncdiff
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -68,6 +70,8 @@ type differ struct {
 	unreadable []string
 	// namespace is the registry namespace (--namespace), whose objects rules never write.
 	namespace string
+	// deleting are the rules previewed as deleted (--deleting).
+	deleting []string
 }
 
 // result is the plan of one cluster. Warnings say the plan may be incomplete (a peer or
@@ -104,6 +108,11 @@ func (p *differ) ruleSet(res *result) []planner.Rule {
 	var out []planner.Rule
 	for _, n := range names {
 		rsr := byName[n]
+		if slices.Contains(p.deleting, n) {
+			rsr = rsr.DeepCopy()
+			now := metav1.Now()
+			rsr.DeletionTimestamp = &now // as the engine sees a rule being deleted
+		}
 		compiled, err := planner.CompileRule(rsr)
 		if err != nil {
 			res.Notes = append(res.Notes, fmt.Sprintf("cluster %s: rule %s is invalid and is not run: %v", p.local.Name(), n, err))
@@ -133,6 +142,11 @@ func (p *differ) sources(ctx context.Context, res *result) []planner.Source {
 			res.Warnings = append(res.Warnings, fmt.Sprintf("cluster %s: its peer %s (cluster ID %s) is reached by none of the contexts read (list its context in --contexts): what it would sync is not shown", p.local.Name(), c.Name, c.Spec.ClusterID))
 		case v.Err != nil:
 			res.Warnings = append(res.Warnings, fmt.Sprintf("cluster %s: its peer %s cannot be read (context %s): what it would sync is not shown", p.local.Name(), c.Name, v.Context))
+		case c.Status.State != "" && c.Status.State != v1alpha1.ClusterStateReady:
+			// The controller reads its peers with their reader tokens, not with your
+			// contexts: it sees what the Cluster's status says.
+			res.Warnings = append(res.Warnings, fmt.Sprintf("cluster %s: its controller cannot read its peer %s (state %s: %s): it syncs nothing from it and deletes nothing of it until it can",
+				p.local.Name(), c.Name, c.Status.State, c.Status.Message))
 		default:
 			src.Readable = true
 			src.Features = v.Features
@@ -180,7 +194,44 @@ func (p *differ) plan(ctx context.Context) result {
 	ruleItems := p.items(ctx, &first, ruleSet, sources, localCluster, func(gvk schema.GroupVersionKind) bool { return gvk == rsrGVK })
 	ruleSet = p.withRuleCopies(ruleSet, ruleItems, &res)
 	res.Items = p.items(ctx, &res, ruleSet, sources, localCluster, nil)
+	res.Items = append(res.Items, p.deletedRuleItems(ctx, &res, ruleSet)...)
 	return res
+}
+
+// deletedRuleItems are the copies the controller deletes for rules being deleted (or
+// previewed as deleted with --deleting) whose deletionPolicy is Delete: every local
+// object the rule wrote (labelled with its name and marked with an origin), as the
+// engine's finalizer deletes them. Copies of a rule with deletionPolicy Retain stay.
+func (p *differ) deletedRuleItems(ctx context.Context, res *result, ruleSet []planner.Rule) []Item {
+	var out []Item
+	for _, r := range ruleSet {
+		if r.Spec.DeletionTimestamp == nil || r.Spec.Name == v1alpha1.CoreRuleName {
+			continue
+		}
+		if r.Spec.Spec.DeletionPolicy != v1alpha1.DeletionPolicyDelete {
+			res.Notes = append(res.Notes, fmt.Sprintf("cluster %s: rule %s is deleted with deletionPolicy Retain: its copies stay", p.local.Name(), r.Spec.Name))
+			continue
+		}
+		for _, gvk := range r.Compiled.TargetGVKs {
+			l := p.local.objects(ctx, gvk, "")
+			if l.err != nil {
+				res.Warnings = append(res.Warnings, fmt.Sprintf("cluster %s: rule %s: %v", p.local.Name(), r.Spec.Name, l.err))
+				continue
+			}
+			for i := range l.objs {
+				o := &l.objs[i]
+				if o.GetLabels()[v1alpha1.RuleLabel] != r.Spec.Name || o.GetAnnotations()[v1alpha1.OwnershipAnnotation] == "" {
+					continue
+				}
+				t := target{gvk, types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}}
+				it := p.item(r.Spec.Name, string(planner.ActionDelete), t, fmt.Sprintf("rule %s is deleted with deletionPolicy Delete", r.Spec.Name))
+				it.live = o
+				it.Origin = types.UID(o.GetAnnotations()[v1alpha1.OwnershipAnnotation])
+				out = append(out, it)
+			}
+		}
+	}
+	return out
 }
 
 // withRuleCopies returns the rules the local controller runs after it wrote the

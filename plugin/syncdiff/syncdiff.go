@@ -112,7 +112,10 @@ type Options struct {
 	// Filenames are rules to preview.
 	Filenames []string
 	// RuleNames limit the output to these rules.
-	RuleNames   []string
+	RuleNames []string
+	// Deleting are rules to preview as deleted: they stop running, and with deletionPolicy
+	// Delete their copies are deleted.
+	Deleting    []string
 	ShowSecrets bool
 	Verbose     bool
 	// Membership adds the membership sync (Cluster CRs and reader Secrets) to the diff.
@@ -164,6 +167,8 @@ func (o *Options) AddFlags(cmd *cobra.Command) {
 		"Kubeconfig contexts of the clusters to diff, comma-separated; they are also the peers read as sources. Without it, the cluster of --context is diffed.")
 	fs.StringArrayVarP(&o.Filenames, "filename", "f", o.Filenames,
 		"A file of ResourceSyncRules to preview (\"-\" for standard input); repeatable. Nothing is written.")
+	fs.StringSliceVar(&o.Deleting, "deleting", o.Deleting,
+		"Preview the deletion of these rules (comma-separated or repeated): they stop, and with deletionPolicy Delete their copies are deleted. Nothing is written.")
 	fs.BoolVar(&o.ShowSecrets, "show-secrets", o.ShowSecrets, "Show the data of Secrets instead of masking it.")
 	fs.BoolVarP(&o.Verbose, "verbose", "v", o.Verbose, "List unchanged objects too.")
 	fs.StringVarP(&o.Output, "output", "o", o.Output, "Output format: yaml or json, a machine-readable plan. Default: a human-readable diff.")
@@ -300,6 +305,11 @@ func (o *Options) Validate() error {
 	if o.Output != "" && o.Output != "yaml" && o.Output != "json" {
 		return fmt.Errorf("--output must be yaml or json, got %q", o.Output)
 	}
+	for _, d := range o.Deleting {
+		if errs := validation.IsDNS1123Subdomain(d); len(errs) > 0 {
+			return fmt.Errorf("--deleting %q: not a rule name: %s", d, strings.Join(errs, "; "))
+		}
+	}
 	names := map[string]bool{}
 	for _, r := range o.preview {
 		if names[r.Name] {
@@ -368,12 +378,13 @@ func (o *Options) Run(ctx context.Context) error {
 		for _, r := range o.preview {
 			filter = append(filter, r.Name)
 		}
+		filter = append(filter, o.Deleting...)
 	}
 	results := make([]result, len(diffed))
 	members := make([]result, len(diffed))
 	for i, v := range diffed {
 		wg.Go(func() {
-			p := &differ{local: v, byID: byID, preview: o.preview, unreadable: unreadable, namespace: o.Namespace}
+			p := &differ{local: v, byID: byID, preview: o.preview, unreadable: unreadable, namespace: o.Namespace, deleting: o.Deleting}
 			results[i] = p.plan(ctx)
 			if o.Membership {
 				members[i] = p.membership(ctx, o.Namespace, o.scheme)
