@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -47,12 +48,13 @@ type Cluster struct {
 	// partitions it. Copy it (rest.CopyConfig) before changing it.
 	Config *rest.Config
 
-	dir    string
-	env    *envtest.Environment
-	direct *rest.Config // admin config straight to the API server
-	proxy  *proxy
-	kcm    *process
-	logs   []*os.File
+	dir     string
+	network network // the service CIDR and NodePort range it allocates from
+	env     *envtest.Environment
+	direct  *rest.Config // admin config straight to the API server
+	proxy   *proxy
+	kcm     *process
+	logs    []*os.File
 
 	userMu sync.Mutex // envtest's client certificate CA is not safe for concurrent use
 
@@ -77,7 +79,7 @@ func (c *Cluster) start(ctx context.Context, assetsDir string, opts Options) err
 	if opts.NoControllerManager {
 		return nil
 	}
-	if err := c.startControllerManager(ctx, assetsDir); err != nil {
+	if err := c.startControllerManager(ctx, assetsDir, opts); err != nil {
 		return fmt.Errorf("cluster %s: %w", c.Name, err)
 	}
 	return nil
@@ -136,6 +138,11 @@ func (c *Cluster) startControlPlane(ctx context.Context, assetsDir string, opts 
 	// On SIGTERM, end open watches within this grace period instead of waiting for the
 	// HTTP server's 60 s shutdown timeout: StopAPIServer then takes a second or two.
 	api.Set("shutdown-watch-termination-grace-period", apiServerWatchGracePeriod.String())
+	if opts.Realistic {
+		// Overrides envtest's default 10.0.0.0/24, the same on every cluster.
+		api.Set("service-cluster-ip-range", c.network.serviceCIDR.String())
+		api.Set("service-node-port-range", c.nodePortRangeFlag())
+	}
 
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("starting control plane: %w", context.Cause(ctx))
@@ -152,7 +159,9 @@ func (c *Cluster) startControlPlane(ctx context.Context, assetsDir string, opts 
 	return nil
 }
 
-func (c *Cluster) startControllerManager(ctx context.Context, assetsDir string) error {
+// startControllerManager starts kube-controller-manager with the controllers every bed
+// runs, and for a Realistic bed the workload controllers and the cluster's service CIDR.
+func (c *Cluster) startControllerManager(ctx context.Context, assetsDir string, opts Options) error {
 	certDir := c.env.ControlPlane.APIServer.CertDir
 	caFile := filepath.Join(c.dir, "ca.crt")
 	if err := os.WriteFile(caFile, c.CAData(), 0o600); err != nil {
@@ -173,14 +182,19 @@ func (c *Cluster) startControllerManager(ctx context.Context, assetsDir string) 
 		return err
 	}
 
-	c.kcm, err = startProcess(filepath.Join(assetsDir, binControllerManager), []string{
-		"--controllers=serviceaccount-token,namespace,garbagecollector,serviceaccount,clusterrole-aggregation",
+	controllers := baseControllers
+	args := []string{
 		"--kubeconfig=" + kubeconfigFile,
 		"--service-account-private-key-file=" + filepath.Join(certDir, "sa-signer.key"),
 		"--root-ca-file=" + caFile,
 		"--leader-elect=false",
 		"--secure-port=0",
-	}, logFile)
+	}
+	if opts.Realistic {
+		controllers += "," + workloadControllers
+		args = append(args, "--service-cluster-ip-range="+c.network.serviceCIDR.String())
+	}
+	c.kcm, err = startProcess(filepath.Join(assetsDir, binControllerManager), append([]string{"--controllers=" + controllers}, args...), logFile)
 	if err != nil {
 		return err
 	}
@@ -294,6 +308,22 @@ func (c *Cluster) KubeSystemUID(ctx context.Context) (types.UID, error) {
 		return "", fmt.Errorf("cluster %s: getting kube-system: %w", c.Name, err)
 	}
 	return ns.UID, nil
+}
+
+// ServiceCIDR returns the range the cluster allocates Service cluster IPs from: its own
+// 10.(i+1).0.0/16 in a Realistic bed, envtest's 10.0.0.0/24 otherwise.
+func (c *Cluster) ServiceCIDR() netip.Prefix { return c.network.serviceCIDR }
+
+// NodePortRange returns the first and last port the cluster allocates NodePorts from: its
+// own 1000 ports in a Realistic bed, kube-apiserver's 30000-32767 otherwise.
+func (c *Cluster) NodePortRange() (first, last int32) {
+	return c.network.nodePortFirst, c.network.nodePortLast
+}
+
+// nodePortRangeFlag returns NodePortRange as kube-apiserver's --service-node-port-range
+// value, "first-last".
+func (c *Cluster) nodePortRangeFlag() string {
+	return fmt.Sprintf("%d-%d", c.network.nodePortFirst, c.network.nodePortLast)
 }
 
 // Host returns the proxy's https://127.0.0.1:PORT, the address peers should use. It stays

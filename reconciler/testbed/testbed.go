@@ -29,6 +29,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -85,6 +86,64 @@ type Options struct {
 	// terminating, there is no garbage collection, token Secrets stay empty and aggregated
 	// ClusterRoles stay empty.
 	NoControllerManager bool
+	// Realistic makes the clusters differ the way real clusters do, for tests of what a
+	// sync must not copy (the fields each cluster assigns itself). The i-th cluster (from 0)
+	// gets:
+	//   - its own service CIDR, 10.(i+1).0.0/16 (kube-apiserver's and
+	//     kube-controller-manager's --service-cluster-ip-range), instead of envtest's
+	//     10.0.0.0/24 on every cluster, so a Service's clusterIP names the cluster that
+	//     allocated it and is invalid on every other;
+	//   - its own NodePort range, 30000+1000i to 30999+1000i (--service-node-port-range),
+	//     instead of kube-apiserver's 30000-32767 everywhere, so a nodePort too names the
+	//     cluster that allocated it;
+	//   - the workload controllers in its kube-controller-manager besides the default ones:
+	//     deployment, replicaset, statefulset, daemonset, job, cronjob and endpointslice.
+	//     Deployments get ReplicaSets, ReplicaSets, StatefulSets and Jobs get Pods, CronJobs
+	//     get Jobs and Services with a selector get EndpointSlices. Pods stay Pending: there
+	//     are no nodes, scheduler or kubelet, so DaemonSets get no Pods.
+	// Cluster.ServiceCIDR and Cluster.NodePortRange say what each cluster got. At most
+	// MaxRealisticClusters clusters; it needs the controller manager, so it cannot be
+	// combined with NoControllerManager. The default (false) is the bed as it always was.
+	Realistic bool
+}
+
+// MaxRealisticClusters is how many clusters a Realistic bed can have: the NodePort ranges
+// of the last one end at 64999.
+const MaxRealisticClusters = 35
+
+// The kube-controller-manager controllers every bed runs, and those a Realistic bed adds.
+const (
+	baseControllers     = "serviceaccount-token,namespace,garbagecollector,serviceaccount,clusterrole-aggregation"
+	workloadControllers = "deployment,replicaset,statefulset,daemonset,job,cronjob,endpointslice"
+)
+
+// What a bed that is not Realistic gets on every cluster: envtest's service CIDR and
+// kube-apiserver's NodePort range.
+const (
+	defaultServiceCIDR   = "10.0.0.0/24"
+	defaultNodePortFirst = 30000
+	defaultNodePortLast  = 32767
+	// realisticNodePorts is the size of each cluster's NodePort range in a Realistic bed.
+	realisticNodePorts = 1000
+)
+
+// network is the address space one cluster of a bed allocates from.
+type network struct {
+	serviceCIDR                 netip.Prefix
+	nodePortFirst, nodePortLast int32
+}
+
+// network returns the address space of the i-th cluster (from 0).
+func (o Options) network(i int) network {
+	if !o.Realistic {
+		return network{serviceCIDR: netip.MustParsePrefix(defaultServiceCIDR), nodePortFirst: defaultNodePortFirst, nodePortLast: defaultNodePortLast}
+	}
+	first := int32(defaultNodePortFirst + realisticNodePorts*i)
+	return network{
+		serviceCIDR:   netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i + 1), 0, 0}), 16),
+		nodePortFirst: first,
+		nodePortLast:  first + realisticNodePorts - 1,
+	}
 }
 
 // names returns the validated cluster names the options ask for.
@@ -97,6 +156,12 @@ func (o Options) names() ([]string, error) {
 		n = len(o.Names)
 	case n == 0:
 		n = 1
+	}
+	switch {
+	case o.Realistic && o.NoControllerManager:
+		return nil, fmt.Errorf("%w: Realistic needs the controller manager, NoControllerManager is set", ErrInvalidOptions)
+	case o.Realistic && n > MaxRealisticClusters:
+		return nil, fmt.Errorf("%w: Realistic allows at most %d clusters, not %d", ErrInvalidOptions, MaxRealisticClusters, n)
 	}
 	if len(o.Names) == 0 {
 		return defaultNames(n), nil
@@ -237,7 +302,7 @@ func Start(ctx context.Context, opts Options) (_ *Bed, retErr error) {
 	errs := make([]error, len(names))
 	var wg sync.WaitGroup
 	for i, name := range names {
-		c := &Cluster{Name: name, dir: filepath.Join(dir, name)}
+		c := &Cluster{Name: name, dir: filepath.Join(dir, name), network: opts.network(i)}
 		b.Clusters[i] = c
 		wg.Go(func() { errs[i] = c.start(ctx, assetsDir, opts) })
 	}

@@ -140,6 +140,8 @@ func TestStartRejectsInvalidOptions(t *testing.T) {
 		{name: "duplicate names", opts: testbed.Options{Names: []string{"a", "a"}}},
 		{name: "name not a DNS label", opts: testbed.Options{Names: []string{"Cluster_A"}}},
 		{name: "empty name", opts: testbed.Options{Names: []string{""}}},
+		{name: "realistic without controller manager", opts: testbed.Options{Realistic: true, NoControllerManager: true}},
+		{name: "realistic with too many clusters", opts: testbed.Options{Realistic: true, Clusters: testbed.MaxRealisticClusters + 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,0 +1,88 @@
+package harness
+
+import (
+	"bufio"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubectl-registry/kubectl-registry/reconciler/testbed"
+)
+
+// CRDsDir is the registry's CRDs relative to the directory of a test package directly
+// under reconciler/e2e, where `go test` runs its tests.
+const CRDsDir = "../../../manifests/crds"
+
+// BedOptions returns the options of an e2e package's shared bed: the named clusters
+// (kubeconfig contexts) with the registry's CRDs installed. Pass them to testbed.Main
+// from TestMain; append to CRDDirectoryPaths for more CRDs.
+func BedOptions(names ...string) testbed.Options {
+	return testbed.Options{Names: names, CRDDirectoryPaths: []string{CRDsDir}}
+}
+
+// RealisticBedOptions is BedOptions for clusters that differ the way real clusters do
+// (testbed.Options.Realistic): each has its own service CIDR and NodePort range and runs
+// the workload controllers. An e2e package starts a realistic group with
+//
+//	func TestMain(m *testing.M) {
+//		os.Exit(testbed.Main(m, harness.RealisticBedOptions("c1", "c2", "c3"), &bed))
+//	}
+//
+// and then, in a test, harness.FormGroup or FormGroupWithMetrics as usual.
+func RealisticBedOptions(names ...string) testbed.Options {
+	o := BedOptions(names...)
+	o.Realistic = true
+	return o
+}
+
+// FormGroupWithMetrics is FormGroup with /metrics served by every controller on a
+// loopback port of its own; it returns an admin client and the metrics URL per cluster.
+func FormGroupWithMetrics(t *testing.T, bed *testbed.Bed, names ...string) (map[string]client.Client, map[string]string) {
+	t.Helper()
+	urls := map[string]string{}
+	clients := FormGroupServing(t, bed, func(n string) []string {
+		addr := FreeAddr(t)
+		urls[n] = "http://" + addr + "/metrics"
+		return []string{"--metrics-bind-address", addr}
+	}, names...)
+	return clients, urls
+}
+
+// MetricSum sums the samples of a metric whose labels contain every one of want
+// (`name="value"` strings) in the Prometheus text exposition at url. A metric with no
+// sample yet sums to 0.
+func MetricSum(url, metric string, want ...string) (float64, error) {
+	body, err := Get(url)
+	if err != nil {
+		return 0, err
+	}
+	var sum float64
+	sc := bufio.NewScanner(strings.NewReader(body))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, metric+"{") && !strings.HasPrefix(line, metric+" ") {
+			continue
+		}
+		ok := true
+		for _, w := range want {
+			ok = ok && strings.Contains(line, w)
+		}
+		if !ok {
+			continue
+		}
+		f := strings.Fields(line)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			return 0, fmt.Errorf("metric line %q: %w", line, err)
+		}
+		sum += v
+	}
+	if err := sc.Err(); err != nil {
+		return 0, fmt.Errorf("reading %s: %w", url, err)
+	}
+	return sum, nil
+}
