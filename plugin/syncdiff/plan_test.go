@@ -306,3 +306,57 @@ func TestPlanSyncModes(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanDeletingRule: --deleting previews a rule's deletion as the controller carries
+// it out: with deletionPolicy Delete every copy it wrote is deleted (never an object made
+// here), with Retain the copies stay.
+func TestPlanDeletingRule(t *testing.T) {
+	source := obj(t, `{apiVersion: v1, kind: ConfigMap, metadata: {name: one, namespace: diff-test}, data: {k: v}}`)
+	copyOnB := written(planB(t, []*unstructured.Unstructured{source}, nil, cmRule).Items[0])
+	mine := obj(t, `{apiVersion: v1, kind: ConfigMap, metadata: {name: mine, namespace: diff-test, labels: {cluster-registry.k8s.cisco.com/synced-by-rule: configmaps}}}`)
+	for _, tc := range []struct {
+		policy v1alpha1.DeletionPolicy
+		want   []string
+	}{
+		{v1alpha1.DeletionPolicyDelete, []string{"delete ConfigMap diff-test/one configmaps"}},
+		{v1alpha1.DeletionPolicyRetain, nil},
+	} {
+		t.Run(string(tc.policy), func(t *testing.T) {
+			rule := cmRule.DeepCopy()
+			rule.Spec.DeletionPolicy = tc.policy
+			a := fakeView("ctx-a", idA, source)
+			a.Clusters = []v1alpha1.Cluster{cluster("a", idA)}
+			b := fakeView("ctx-b", idB, obj(t, nsYAML), copyOnB, mine)
+			b.Clusters = []v1alpha1.Cluster{cluster("a", idA), cluster("b", idB)}
+			b.Rules = []v1alpha1.ResourceSyncRule{*rule}
+			res := (&differ{local: b, byID: map[types.UID]*view{idA: a, idB: b}, deleting: []string{"configmaps"}}).plan(context.Background())
+			if diff := cmp.Diff(tc.want, actions(res.Items)); diff != "" {
+				t.Fatalf("plan (-want +got):\n%s", diff)
+			}
+			if tc.policy == v1alpha1.DeletionPolicyRetain && (len(res.Notes) == 0 || !strings.Contains(strings.Join(res.Notes, "\n"), "Retain")) {
+				t.Errorf("notes %v do not say the copies stay", res.Notes)
+			}
+		})
+	}
+}
+
+// TestPlanPeerTheControllerCannotRead: the controller reads a peer with its reader token,
+// not with the user's context; a peer its Cluster says is not Ready is reported and
+// neither synced from nor deleted for, even though the user's context reads it.
+func TestPlanPeerTheControllerCannotRead(t *testing.T) {
+	source := obj(t, `{apiVersion: v1, kind: ConfigMap, metadata: {name: one, namespace: diff-test}, data: {k: v}}`)
+	copyOnB := written(planB(t, []*unstructured.Unstructured{source}, nil, cmRule).Items[0])
+	a := fakeView("ctx-a", idA) // the origin no longer has it, as the user sees
+	a.Clusters = []v1alpha1.Cluster{cluster("a", idA)}
+	b := fakeView("ctx-b", idB, obj(t, nsYAML), copyOnB)
+	failing := cluster("a", idA)
+	failing.Status.State, failing.Status.Message = v1alpha1.ClusterStateInvalidAuthInfo, "the reader token is rejected"
+	b.Clusters = []v1alpha1.Cluster{failing, cluster("b", idB)}
+	res := (&differ{local: b, byID: map[types.UID]*view{idA: a, idB: b}, preview: []*v1alpha1.ResourceSyncRule{cmRule}}).plan(context.Background())
+	if diff := cmp.Diff([]string{"none ConfigMap diff-test/one configmaps"}, actions(res.Items)); diff != "" {
+		t.Fatalf("plan (-want +got):\n%s", diff)
+	}
+	if len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "cannot read its peer a") || !strings.Contains(res.Warnings[0], "reader token is rejected") {
+		t.Errorf("warnings %v", res.Warnings)
+	}
+}

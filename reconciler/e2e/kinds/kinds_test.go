@@ -415,6 +415,21 @@ func setUp(t *testing.T, cls map[string]client.Client, ks []kindCase) {
 		if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); err != nil {
 			t.Fatalf("%s: creating namespace %s: %v", name, namespace, err)
 		}
+		// RBAC grants power: each cluster consents to Roles and RoleBindings in the
+		// battery's namespace, as its platform team would in Git.
+		policy := &v1alpha1.SyncPolicy{
+			ObjectMeta: metav1.ObjectMeta{Name: "kinds-battery"},
+			Spec: v1alpha1.SyncPolicySpec{Allow: []v1alpha1.PolicyAllow{{
+				Kinds: []v1alpha1.GroupKind{
+					{Group: rbacv1.GroupName, Kind: "Role"},
+					{Group: rbacv1.GroupName, Kind: "RoleBinding"},
+				},
+				Namespaces: []string{namespace},
+			}}},
+		}
+		if err := cl.Create(ctx, policy); err != nil {
+			t.Fatalf("%s: creating SyncPolicy %s: %v", name, policy.Name, err)
+		}
 	}
 	for _, k := range ks {
 		if err := cls[c1].Create(ctx, k.rule(t)); err != nil {
