@@ -1,7 +1,6 @@
 package get
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -339,30 +338,12 @@ func TestRelaxedJSONPath(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for a writer and a reader in two goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestGetWatch runs "get -w" and changes objects on two clusters: each change is
 // printed again, and cancelling ends the watch cleanly.
 func TestGetWatch(t *testing.T) {
 	setup(t)
 	streams, _, _, errOut := genericiooptions.NewTestIOStreams()
-	out := &syncBuffer{}
+	out := &plugintest.SyncBuffer{}
 	streams.Out = out
 	root := &cobra.Command{Use: "kubectl-registry", SilenceUsage: true, SilenceErrors: true}
 	flags := genericclioptions.NewConfigFlags(true)

@@ -1,16 +1,15 @@
 package serve_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/plugintest"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,24 +24,6 @@ import (
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/manager"
 )
-
-// syncBuffer is a bytes.Buffer that the logger may write while the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
@@ -116,7 +97,7 @@ func TestServe(t *testing.T) {
 	}
 
 	metricsAddr, probeAddr := freeAddr(t), freeAddr(t)
-	var stdout, stderr syncBuffer
+	var stdout, stderr plugintest.SyncBuffer
 	cmd := plugin.NewCmdRegistry(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &stdout, ErrOut: &stderr})
 	cmd.SetArgs([]string{
 		"serve",

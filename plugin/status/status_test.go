@@ -1,7 +1,6 @@
 package status
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -10,7 +9,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -298,24 +296,6 @@ func TestStatus(t *testing.T) {
 	})
 }
 
-// syncBuffer is a bytes.Buffer safe for a writer and a reader in two goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // healthBound is how long the watch may take to show a peer that stopped (or resumed)
 // answering: the health check's own bound (harness.Serve checks peers every 300ms and
 // fails them after 3 failed checks), plus the status write, the watch event and the
@@ -327,7 +307,7 @@ const healthBound = 3*300*time.Millisecond + 10*time.Second
 // within healthBound, and that cancelling ends the watch cleanly.
 func testWatchCutAndHeal(t *testing.T, kc string, peer *testbed.Cluster) {
 	streams, _, _, errOut := genericiooptions.NewTestIOStreams()
-	out := &syncBuffer{}
+	out := &plugintest.SyncBuffer{}
 	streams.Out = out
 	root := &cobra.Command{Use: "kubectl-registry", SilenceUsage: true, SilenceErrors: true}
 	flags := genericclioptions.NewConfigFlags(true)

@@ -160,14 +160,19 @@ type failure struct {
 	reason, message string
 }
 
-func (r *ruleEntry) record(it item, synced bool, conflict string, fail failure) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+// forget drops what the rule knows of the object; r.mu is held.
+func (r *ruleEntry) forget(it item) {
 	delete(r.conflicts, it)
 	delete(r.failures, it)
 	delete(r.synced, it)
 	delete(r.held, it)
 	delete(r.drift, it)
+}
+
+func (r *ruleEntry) record(it item, synced bool, conflict string, fail failure) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.forget(it)
 	switch {
 	case conflict != "":
 		r.conflicts[it] = conflict
@@ -182,10 +187,7 @@ func (r *ruleEntry) record(it item, synced bool, conflict string, fail failure) 
 func (r *ruleEntry) drifted(it item, reason string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	delete(r.conflicts, it)
-	delete(r.failures, it)
-	delete(r.synced, it)
-	delete(r.held, it)
+	r.forget(it)
 	r.drift[it] = reason
 }
 
@@ -193,9 +195,7 @@ func (r *ruleEntry) drifted(it item, reason string) {
 func (r *ruleEntry) hold(it item, reason string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	delete(r.conflicts, it)
-	delete(r.failures, it)
-	delete(r.synced, it)
+	r.forget(it)
 	r.held[it] = reason
 }
 

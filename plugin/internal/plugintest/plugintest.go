@@ -3,10 +3,12 @@
 package plugintest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -114,4 +116,24 @@ func Redact(s string) string {
 	return tokenLike.ReplaceAllStringFunc(s, func(m string) string {
 		return fmt.Sprintf("[redacted %d chars]", len(m))
 	})
+}
+
+// SyncBuffer is a bytes.Buffer safe for a writer and a reader in two goroutines: a
+// command's output (a --watch, a logger) read while the command runs.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String returns what was written so far.
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -1,7 +1,6 @@
 package syncrules
 
 import (
-	"bufio"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -196,51 +195,6 @@ func (m *mutator) register(t *testing.T, cluster string, cl client.Client) {
 
 func ptrTo[T any](v T) *T { return &v }
 
-// formGroupWithMetrics is harness.FormGroup with /metrics served by every controller;
-// it returns the clients and the metrics URLs.
-func formGroupWithMetrics(t *testing.T, names ...string) (map[string]client.Client, map[string]string) {
-	t.Helper()
-	urls := map[string]string{}
-	clients := harness.FormGroupServing(t, bed, func(n string) []string {
-		addr := harness.FreeAddr(t)
-		urls[n] = "http://" + addr + "/metrics"
-		return []string{"--metrics-bind-address", addr}
-	}, names...)
-	return clients, urls
-}
-
-// metricSum sums the samples of a metric whose labels contain every one of want
-// (`name="value"` strings) in the Prometheus text exposition at url.
-func metricSum(url, metric string, want ...string) (float64, error) {
-	body, err := harness.Get(url)
-	if err != nil {
-		return 0, err
-	}
-	var sum float64
-	sc := bufio.NewScanner(strings.NewReader(body))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, metric+"{") && !strings.HasPrefix(line, metric+" ") {
-			continue
-		}
-		ok := true
-		for _, w := range want {
-			ok = ok && strings.Contains(line, w)
-		}
-		if !ok {
-			continue
-		}
-		f := strings.Fields(line)
-		v, err := strconv.ParseFloat(f[len(f)-1], 64)
-		if err != nil {
-			return 0, fmt.Errorf("%q: %w", line, err)
-		}
-		sum += v
-	}
-	return sum, sc.Err()
-}
-
 // degradedMessages returns the message of the Degraded condition of every rule on cl whose
 // name starts with prefix and whose Degraded condition is True with reason.
 func degradedMessages(cl client.Client, prefix, reason string) (string, error) {
@@ -270,7 +224,7 @@ func degradedMessages(cl client.Client, prefix, reason string) (string, error) {
 func TestAdmissionLoop(t *testing.T) {
 	testbed.SkipIfNoAssets(t)
 	names := []string{"first", "second", "third"}
-	cl, metricsURL := formGroupWithMetrics(t, names...)
+	cl, metricsURL := harness.FormGroupWithMetrics(t, bed, names...)
 	first, second, third := cl["first"], cl["second"], cl["third"]
 	grantRead(t, cl, "", "configmaps")
 	for _, n := range names {
@@ -409,7 +363,7 @@ spec:
 			}
 		}
 		for _, c := range []string{"first", "second", "third"} {
-			held, err := metricSum(metricsURL[c], "kubectl_registry_sync_held_total", `rule="admission-`)
+			held, err := harness.MetricSum(metricsURL[c], "kubectl_registry_sync_held_total", `rule="admission-`)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -423,7 +377,7 @@ spec:
 		writes := func() map[string]float64 {
 			out := map[string]float64{}
 			for _, c := range names {
-				v, err := metricSum(metricsURL[c], "kubectl_registry_sync_writes_total", `rule="admission-`)
+				v, err := harness.MetricSum(metricsURL[c], "kubectl_registry_sync_writes_total", `rule="admission-`)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -27,7 +27,7 @@ const badInputNS = "sync-bad-input"
 func TestRulesThatFailAtRuntime(t *testing.T) {
 	testbed.SkipIfNoAssets(t)
 	names := []string{"first", "second", "third"}
-	cl, metricsURL := formGroupWithMetrics(t, names...)
+	cl, metricsURL := harness.FormGroupWithMetrics(t, bed, names...)
 	first, second := cl["first"], cl["second"]
 	grantRead(t, cl, "", "configmaps")
 	ctx := context.Background()
@@ -121,12 +121,12 @@ spec:
 
 	// Nothing was written for the failing objects, and the controller does not retry them
 	// in a tight loop: with the queue's backoff (200 ms doubling) a few attempts in 20 s.
-	before, err := metricSum(metricsURL["second"], "kubectl_registry_sync_errors_total", `kind="ConfigMap"`)
+	before, err := harness.MetricSum(metricsURL["second"], "kubectl_registry_sync_errors_total", `kind="ConfigMap"`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(20 * time.Second)
-	after, err := metricSum(metricsURL["second"], "kubectl_registry_sync_errors_total", `kind="ConfigMap"`)
+	after, err := harness.MetricSum(metricsURL["second"], "kubectl_registry_sync_errors_total", `kind="ConfigMap"`)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,7 +70,7 @@ func condition(cl client.Client, rule, t string, status metav1.ConditionStatus, 
 func TestHolding(t *testing.T) {
 	testbed.SkipIfNoAssets(t)
 	names := []string{"first", "second", "third"}
-	cl, metricsURL := formGroupWithMetrics(t, names...)
+	cl, metricsURL := harness.FormGroupWithMetrics(t, bed, names...)
 	first, second := cl["first"], cl["second"]
 	ctx := context.Background()
 	grantRead(t, cl, "apps", "deployments")
@@ -83,7 +83,7 @@ func TestHolding(t *testing.T) {
 	}
 	writes := func(rule string) float64 {
 		t.Helper()
-		v, err := metricSum(metricsURL["second"], "kubectl_registry_sync_writes_total", `rule="`+rule+`"`)
+		v, err := harness.MetricSum(metricsURL["second"], "kubectl_registry_sync_writes_total", `rule="`+rule+`"`)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -255,7 +255,7 @@ spec:
 		})
 		// Not retried in a loop.
 		refused := func() float64 {
-			v, err := metricSum(metricsURL["second"], "kubectl_registry_sync_refused_writes_total", `rule="hold-job"`, `reason="ImmutableField"`)
+			v, err := harness.MetricSum(metricsURL["second"], "kubectl_registry_sync_refused_writes_total", `rule="hold-job"`, `reason="ImmutableField"`)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -288,7 +288,7 @@ spec:
 			}
 			return nil
 		})
-		recreates, err := metricSum(metricsURL["second"], "kubectl_registry_sync_writes_total", `rule="hold-job"`, `op="recreate"`)
+		recreates, err := harness.MetricSum(metricsURL["second"], "kubectl_registry_sync_writes_total", `rule="hold-job"`, `op="recreate"`)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -336,7 +336,7 @@ spec:
 			if r.Status.Drift != 1 || !strings.Contains(c.Message, "report-me") {
 				return fmt.Errorf("drift %d, message %s", r.Status.Drift, c.Message)
 			}
-			d, err := metricSum(metricsURL["second"], "kubectl_registry_sync_drift_objects", `rule="hold-report"`)
+			d, err := harness.MetricSum(metricsURL["second"], "kubectl_registry_sync_drift_objects", `rule="hold-report"`)
 			if err != nil || d != 1 {
 				return fmt.Errorf("drift metric %v (%v), want 1", d, err)
 			}
@@ -380,7 +380,7 @@ spec:
 		if w := writes("hold-report"); w != 0 {
 			t.Errorf("hold-report wrote %v times on second, want 0", w)
 		}
-		if w, err := metricSum(metricsURL["second"], "kubectl_registry_sync_writes_total", `rule="hold-create"`); err != nil || w != 1 {
+		if w, err := harness.MetricSum(metricsURL["second"], "kubectl_registry_sync_writes_total", `rule="hold-create"`); err != nil || w != 1 {
 			t.Errorf("hold-create wrote %v times on second (%v), want 1 (the create)", w, err)
 		}
 	})
