@@ -84,15 +84,22 @@ func refusedSecretType(t string) bool {
 	return false
 }
 
-// RuleAllowed checks what a rule asks for as a whole: the registry's own kinds are never
-// synced by rules (the built-in rule syncs ResourceSyncRules), and the policy may refuse
-// its kinds, its overrides or its rewrites. It returns nil when the rule may run here.
+// registryOwned reports whether rules may never sync kind gk: the registry's Clusters
+// (membership) and SyncPolicies (each cluster's own consent). ResourceSyncRules travel by
+// the built-in rule; ClusterFeatures may be synced, as the seed's users do.
+func registryOwned(gk schema.GroupKind) bool {
+	return gk.Group == v1alpha1.GroupVersion.Group && (gk.Kind == "Cluster" || gk.Kind == "SyncPolicy")
+}
+
+// RuleAllowed checks what a rule asks for as a whole: the registry's Clusters and
+// SyncPolicies are never synced by rules, and the policy may refuse its kinds, its
+// overrides or its rewrites. It returns nil when the rule may run here.
 func (p Policy) RuleAllowed(rsr *v1alpha1.ResourceSyncRule, compiled *rules.Rule) *Refusal {
 	if rsr.Name == v1alpha1.CoreRuleName {
 		return nil
 	}
 	for _, gvk := range append([]schema.GroupVersionKind{compiled.GVK}, compiled.TargetGVKs...) {
-		if gvk.Group == v1alpha1.GroupVersion.Group {
+		if registryOwned(gvk.GroupKind()) {
 			return &Refusal{Reason: v1alpha1.ReasonCopyRefused, Message: fmt.Sprintf("%s is the registry's own kind: rules never sync it", gvk.Kind)}
 		}
 	}
@@ -175,7 +182,7 @@ func (p Policy) CheckCopy(source, copy *unstructured.Unstructured, origin string
 			return refuse("a Secret of type %s bears credentials this cluster issues itself: never copied", t)
 		}
 	}
-	if gvk.Group == v1alpha1.GroupVersion.Group && gvk.Kind != "ResourceSyncRule" {
+	if registryOwned(gvk.GroupKind()) {
 		return refuse("the registry's own objects are never written by rules")
 	}
 	if p.namespace != "" && ns == p.namespace {

@@ -149,3 +149,19 @@ func TestRuleAllowed(t *testing.T) {
 		})
 	}
 }
+
+// TestClusterFeaturesMaySync: rules may sync ClusterFeatures (the seed's users do), but
+// never Clusters or SyncPolicies.
+func TestClusterFeaturesMaySync(t *testing.T) {
+	for kind, refused := range map[string]bool{"ClusterFeature": false, "Cluster": true, "SyncPolicy": true} {
+		rsr := &v1alpha1.ResourceSyncRule{ObjectMeta: metav1.ObjectMeta{Name: "r"}, Spec: v1alpha1.ResourceSyncRuleSpec{
+			GVK: v1alpha1.GroupVersionKind{Group: v1alpha1.GroupVersion.Group, Version: "v1alpha1", Kind: kind}, Rules: []v1alpha1.SyncRule{{}}}}
+		compiled, err := CompileRule(rsr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := (Policy{}).RuleAllowed(rsr, compiled) != nil; got != refused {
+			t.Errorf("%s: refused = %v, want %v", kind, got, refused)
+		}
+	}
+}
