@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,6 +31,15 @@ type badArgs struct {
 	// the problem.
 	want []string
 }
+
+// silentServerSlack is what a verb may take beyond its request timeout to fail against a
+// silent server (a loaded machine, a last request started just before the deadline).
+const silentServerSlack = 5 * time.Second
+
+// silentServerBound is how soon every verb fails against a server that never answers
+// when --request-timeout is not given: the longest of the verbs' default request
+// timeouts (docs/commands.md), plus slack.
+const silentServerBound = 30*time.Second + silentServerSlack
 
 // badInputVerb is a verb of the tree and how to call it wrongly.
 type badInputVerb struct {
@@ -62,12 +74,24 @@ func TestBadInput(t *testing.T) {
 	deadAddr := closedLoopbackAddr(t)
 	deadKubeconfig := filepath.Join(dir, "dead.kubeconfig")
 	writeFile(t, deadKubeconfig, fmt.Sprintf(deadKubeconfigTemplate, deadAddr))
+	silentAddr := silentLoopbackAddr(t)
+	silentKubeconfig := filepath.Join(dir, "silent.kubeconfig")
+	writeFile(t, silentKubeconfig, fmt.Sprintf(deadKubeconfigTemplate, silentAddr))
+	hungAddr := hungHTTPSAddr(t)
+	hungKubeconfig := filepath.Join(dir, "hung.kubeconfig")
+	writeFile(t, hungKubeconfig, fmt.Sprintf(deadKubeconfigTemplate, hungAddr))
 	t.Setenv("KUBECONFIG", deadKubeconfig)
 	missingKubeconfig := filepath.Join(dir, "does-not-exist.kubeconfig")
 	ruleFile := filepath.Join(dir, "rule.yaml")
 	writeFile(t, ruleFile, ruleYAML)
 
 	unknownContext := []string{`context "no-such-context"`}
+	// within bounds how long the cases of these names may take to fail.
+	within := map[string]time.Duration{
+		"silent server":                  silentServerBound,
+		"silent server, request timeout": 2*time.Second + silentServerSlack,
+		"hung server, request timeout":   2*time.Second + silentServerSlack,
+	}
 	verbs := []badInputVerb{
 		{
 			path:      []string{"version"},
@@ -266,6 +290,15 @@ func TestBadInput(t *testing.T) {
 					badArgs{"unknown context", []string{"--context", "no-such-context"}, unknownContext},
 					badArgs{"unreachable server", nil, []string{deadAddr, "connection refused"}},
 					badArgs{"missing kubeconfig", []string{"--kubeconfig", missingKubeconfig}, []string{missingKubeconfig, "no such file or directory"}},
+					// A server that accepts connections and never answers fails the
+					// verb within the default request timeout, or within
+					// --request-timeout when it is given.
+					badArgs{"silent server", []string{"--kubeconfig", silentKubeconfig}, []string{silentAddr}},
+					badArgs{"silent server, request timeout", []string{"--kubeconfig", silentKubeconfig, "--request-timeout=2s"}, []string{silentAddr}},
+					// The same once TLS is through: the HTTP requests get no answer.
+					// (Without --request-timeout this takes the verb's default request
+					// timeout, up to 30 s: not run for every verb.)
+					badArgs{"hung server, request timeout", []string{"--kubeconfig", hungKubeconfig, "--request-timeout=2s"}, []string{hungAddr}},
 				)
 			}
 			cases = append(cases, v.extra...)
@@ -275,7 +308,9 @@ func TestBadInput(t *testing.T) {
 					if !v.noCluster && !hasFlag(c.args, "--kubeconfig") {
 						args = append(args, "--kubeconfig", deadKubeconfig)
 					}
-					checkBadInput(t, args, c.want)
+					if elapsed := checkBadInput(t, args, c.want); within[c.name] > 0 && elapsed > within[c.name] {
+						t.Errorf("failed after %s, want within %s", elapsed.Round(time.Millisecond), within[c.name])
+					}
 				})
 			}
 		})
@@ -285,7 +320,7 @@ func TestBadInput(t *testing.T) {
 // checkBadInput runs "kubectl registry <args>" through the plugin's root command within
 // badInputTimeout and checks that it fails with exit code > 1, a one-line message that
 // holds every string of want, and nothing on stdout.
-func checkBadInput(t *testing.T, args []string, want []string) {
+func checkBadInput(t *testing.T, args []string, want []string) time.Duration {
 	t.Helper()
 	streams, _, out, errOut := genericiooptions.NewTestIOStreams()
 	root := NewCmdRegistry(streams)
@@ -312,6 +347,7 @@ func checkBadInput(t *testing.T, args []string, want []string) {
 	}
 	if err == nil {
 		t.Fatalf("no error, want exit code > 1 with a message holding %q", want)
+		return elapsed
 	}
 	if code := ExitCode(err); code <= 1 {
 		t.Errorf("exit code %d, want > 1", code)
@@ -346,6 +382,7 @@ func checkBadInput(t *testing.T, args []string, want []string) {
 	if stdout != "" {
 		t.Errorf("the command printed to stdout on error:\n%s", stdout)
 	}
+	return elapsed
 }
 
 // derivedBadInputs returns, for a verb not in the table yet, valid arguments (every
@@ -418,6 +455,57 @@ func closedLoopbackAddr(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return addr
+}
+
+// silentLoopbackAddr returns a loopback address that accepts connections and never
+// answers on them, as a hung API server or a black-holing proxy does. The connections
+// are closed when the test ends.
+func silentLoopbackAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return l.Addr().String()
+}
+
+// hungHTTPSAddr returns the loopback address of an HTTPS server that completes the TLS
+// handshake and never answers a request, as a hung API server does.
+func hungHTTPSAddr(t *testing.T) string {
+	t.Helper()
+	stop := make(chan struct{})
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-stop:
+		}
+	}))
+	t.Cleanup(func() {
+		close(stop)
+		srv.Close()
+	})
+	return srv.Listener.Addr().String()
 }
 
 func writeFile(t *testing.T, path, content string) {

@@ -13,7 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 const testVersion = "v9.8.7-e2e"
@@ -265,6 +267,9 @@ func TestServeSIGTERM(t *testing.T) {
 		t.Skip("KUBEBUILDER_ASSETS unset: run make testbin, or make test")
 	}
 	dir := buildBinary(t)
+	// envtest logs through controller-runtime's process-wide logger; unset, it prints a
+	// warning with a stack trace 30 seconds in.
+	ctrllog.SetLogger(logr.Discard())
 	env := &envtest.Environment{ControlPlaneStartTimeout: 2 * time.Minute, CRDDirectoryPaths: []string{"../../manifests/crds"}, ErrorIfCRDPathMissing: true}
 	if _, err := env.Start(); err != nil {
 		t.Fatalf("starting envtest: %v", err)

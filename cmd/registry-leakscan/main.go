@@ -16,6 +16,10 @@
 //   - any of these base64-encoded (a Secret's data, a kubeconfig's client-key-data), up to
 //     three encodings deep, or printed by Go as a byte slice ([45 45 45 ...]).
 //
+// It also reports controller-runtime's "log.SetLogger(...) was never called" warning: a
+// test binary that builds controller-runtime clients, managers or envtest must set a
+// logger (testbed.Main does), or its output fills with that warning's stack trace.
+//
 // It exits with 0 when it found nothing, 1 when it found a leak and 2 on a usage or read
 // error.
 //
@@ -102,7 +106,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, f)
 	}
 	if len(findings) > 0 {
-		fmt.Fprintf(stderr, "registry-leakscan: %d leak(s) of credentials or Secret data in the output of %s\n", len(findings), strings.Join(files, ", "))
+		fmt.Fprintf(stderr, "registry-leakscan: %d leak(s) of credentials or Secret data, or unset loggers, in the output of %s\n", len(findings), strings.Join(files, ", "))
 		return 1
 	}
 	return 0
@@ -131,6 +135,10 @@ func (f Finding) String() string {
 // minTokenLen is the length from which three base64url segments starting with "eyJ" are
 // taken for a token (ServiceAccount tokens are about 900 characters).
 const minTokenLen = 100
+
+// loggerUnsetWarning is what controller-runtime prints, with a stack trace, when a
+// process used its logger without ever calling log.SetLogger.
+const loggerUnsetWarning = "log.SetLogger(...) was never called"
 
 // maxDepth bounds the base64 encodings looked through.
 const maxDepth = 3
@@ -339,6 +347,9 @@ type pendingLine struct {
 func (s *scanner) scanFile(name string, r io.Reader) ([]Finding, error) {
 	var findings []Finding
 	check := func(text string, line int, where string) {
+		if strings.Contains(text, loggerUnsetWarning) {
+			findings = append(findings, Finding{File: name, Line: line, Where: where, Kind: "controller-runtime logger never set", Excerpt: strings.TrimSpace(text)})
+		}
 		spans := s.find(text, 0, "")
 		if len(spans) == 0 {
 			return

@@ -61,9 +61,9 @@ const (
 		  cluster-a: resourcesyncrule.clusterregistry.k8s.cisco.com/my-rule created
 
 		(created, configured or unchanged). A context that fails (unreachable, forbidden, an
-		object the API server rejects) is reported on stderr with the API server's message;
-		the other contexts and the other objects are still applied, and the command exits
-		with 2 at the end.
+		object the API server rejects) is still applied to the other contexts, and the other
+		objects too; the command then exits with 2 and an error that names each failed
+		context with the API server's message.
 
 		--dry-run=server sends every object as a server-side dry run: the API servers
 		validate it and report what would happen, and nothing is persisted.`
@@ -323,7 +323,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if o.DryRun == DryRunServer {
 		suffix = " (server dry run)"
 	}
-	var failed []string
+	var failed []*cmdutil.ContextError
 	for i, t := range o.targets {
 		r := all[i]
 		for _, res := range r.results {
@@ -331,16 +331,13 @@ func (o *Options) Run(ctx context.Context) error {
 				return err
 			}
 		}
-		for _, err := range r.errs {
-			fmt.Fprintf(o.ErrOut, "error: %s: %v\n", t.Name, err)
-		}
 		if len(r.errs) > 0 {
-			failed = append(failed, t.Name)
+			failed = append(failed, &cmdutil.ContextError{Context: t.Name, Errs: r.errs})
 		}
 	}
 	if len(failed) > 0 {
 		return &cmdutil.ExitError{Code: cmdutil.ExitCodeError,
-			Err: fmt.Errorf("applying failed on %d of %d contexts: %s", len(failed), len(o.targets), strings.Join(failed, ", "))}
+			Err: &cmdutil.ContextsError{Doing: "applying", Total: len(o.targets), Failed: failed}}
 	}
 	return nil
 }

@@ -51,9 +51,10 @@ const (
 
 		  cluster-a: resourcesyncrule.clusterregistry.k8s.cisco.com/my-rule configured
 
-		(created, configured or unchanged). A context that fails is reported on stderr, the
-		others are still applied, and the command exits with 2 at the end; the edited file
-		is kept so that it can be applied again with "kubectl registry apply -f".
+		(created, configured or unchanged). The others are still applied when a context
+		fails; the command then exits with 2 and an error that names each failed context
+		with its reason, and the edited file is kept so that it can be applied again with
+		"kubectl registry apply -f".
 
 		Saving the file unchanged, or empty, cancels the edit. An edited file that is not
 		valid YAML, or that changes the kind or the name of the object, is not applied: the
@@ -406,12 +407,13 @@ func (o *Options) applyAll(ctx context.Context, obj *unstructured.Unstructured, 
 	wg.Wait()
 
 	ref := apply.ObjectRef(obj)
-	var failed []string
+	var failed []*cmdutil.ContextError
+	var names []string
 	for i, t := range o.targets {
 		r := results[i]
 		if r.err != nil {
-			fmt.Fprintf(o.ErrOut, "error: %s: %v\n", t.Name, r.err)
-			failed = append(failed, t.Name)
+			failed = append(failed, &cmdutil.ContextError{Context: t.Name, Errs: []error{r.err}})
+			names = append(names, t.Name)
 			continue
 		}
 		if _, err := fmt.Fprintf(o.Out, "%s: %s %s\n", t.Name, ref, r.outcome); err != nil {
@@ -419,9 +421,10 @@ func (o *Options) applyAll(ctx context.Context, obj *unstructured.Unstructured, 
 		}
 	}
 	if len(failed) > 0 {
-		return &cmdutil.ExitError{Code: cmdutil.ExitCodeError, Err: fmt.Errorf(
-			"editing failed on %d of %d contexts: %s\nthe edited file is kept; retry with: kubectl registry apply -f %s --contexts %s",
-			len(failed), len(o.targets), strings.Join(failed, ", "), path, strings.Join(failed, ","))}
+		return &cmdutil.ExitError{Code: cmdutil.ExitCodeError, Err: &cmdutil.ContextsError{
+			Doing: "editing", Total: len(o.targets), Failed: failed,
+			Hint: fmt.Sprintf("the edited file is kept; retry with: kubectl registry apply -f %s --contexts %s", path, strings.Join(names, ",")),
+		}}
 	}
 	return nil
 }

@@ -347,11 +347,16 @@ b: clusterfeature.clusterregistry.k8s.cisco.com/test-secret-source unchanged
 		out, errOut, err := run(t, append([]string{"cf", "test-secret-source"}, both...)...)
 		plugintest.WantExitCode(t, err, 2, "editing failed on 2 of 2 contexts: a, b", "kubectl registry apply -f "+editedPath(t, dir)+" --contexts a,b")
 		wantOut(t, "", out)
+		// The error names each failed context with the server's reason; stderr does not
+		// repeat it.
 		for _, name := range []string{"a", "b"} {
-			if !strings.Contains(errOut, "error: "+name+": applying clusterfeature.clusterregistry.k8s.cisco.com/test-secret-source: ") ||
-				!strings.Contains(errOut, "spec.featureName in body should match") {
-				t.Errorf("stderr does not report the server's validation message for %s:\n%s", name, errOut)
+			if !strings.Contains(err.Error(), name+": applying clusterfeature.clusterregistry.k8s.cisco.com/test-secret-source: ") ||
+				!strings.Contains(err.Error(), "spec.featureName in body should match") {
+				t.Errorf("the error does not report the server's validation message for %s:\n%v", name, err)
 			}
+		}
+		if errOut != "" {
+			t.Errorf("stderr repeats the error:\n%s", errOut)
 		}
 		wantKept(t, editedPath(t, dir), err)
 		if diff := cmp.Diff(before, resourceVersions(t, feature)); diff != "" {
@@ -443,8 +448,11 @@ b: clusterfeature.clusterregistry.k8s.cisco.com/test-secret-source configured
 		out, errOut, err := run(t, append([]string{"cf", "test-secret-source"}, both...)...)
 		plugintest.WantExitCode(t, err, 2, "editing failed on 1 of 2 contexts: b", "--contexts b")
 		wantOut(t, "a: clusterfeature.clusterregistry.k8s.cisco.com/test-secret-source configured\n", out)
-		if !strings.Contains(errOut, "error: b: cannot reach the API server at "+b.Host()) {
-			t.Errorf("stderr does not report b unreachable:\n%s", errOut)
+		if !strings.Contains(err.Error(), "(b: cannot reach the API server at "+b.Host()) {
+			t.Errorf("the error does not report b unreachable:\n%v", err)
+		}
+		if errOut != "" {
+			t.Errorf("stderr repeats the error:\n%s", errOut)
 		}
 		wantKept(t, editedPath(t, dir), err)
 		var got v1alpha1.ClusterFeature

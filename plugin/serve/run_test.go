@@ -13,12 +13,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/kubectl-registry/kubectl-registry/plugin"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
@@ -65,6 +67,9 @@ func TestServe(t *testing.T) {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		t.Skip("KUBEBUILDER_ASSETS unset: run make testbin, or make test")
 	}
+	// envtest logs through controller-runtime's process-wide logger; unset, it prints a
+	// warning with a stack trace 30 seconds in.
+	ctrllog.SetLogger(logr.Discard())
 	env := &envtest.Environment{ControlPlaneStartTimeout: 2 * time.Minute, CRDDirectoryPaths: []string{"../../manifests/crds"}, ErrorIfCRDPathMissing: true}
 	cfg, err := env.Start()
 	if err != nil {

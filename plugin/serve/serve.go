@@ -41,7 +41,11 @@ const (
 
 		It serves /metrics (--metrics-bind-address) and /healthz and /readyz
 		(--health-probe-bind-address) whether or not it holds the leader election Lease, and
-		stops gracefully on SIGINT or SIGTERM.`
+		stops gracefully on SIGINT or SIGTERM.
+
+		With --leader-elect, a standby replica takes over from a crashed leader within about
+		13 seconds by default. A leader that cannot reach its API server stops reconciling
+		after the renew deadline and campaigns again; it does not exit.`
 
 	serveExample = `
 		# Run the controller against the cluster of a kubeconfig context
@@ -124,9 +128,9 @@ func (o *Options) AddFlags(cmd *cobra.Command) {
 	fs.StringVar(&m.LeaderElectionID, "leader-election-id", m.LeaderElectionID,
 		"Name of the leader election Lease.")
 	fs.DurationVar(&m.LeaseDuration, "leader-elect-lease-duration", manager.DefaultLeaseDuration,
-		"How long a standby waits, after the leader stopped renewing the Lease (a crash), before it takes over. A graceful stop hands the Lease over at once.")
+		"How long a standby waits, after the leader stopped renewing the Lease (a crash), before it takes over and starts reconciling. A graceful stop hands the Lease over at once.")
 	fs.DurationVar(&m.RenewDeadline, "leader-elect-renew-deadline", manager.DefaultRenewDeadline,
-		"How long the leader keeps leading while it cannot renew the Lease (its API server is down) before it gives up and exits; less than the lease duration.")
+		"How long the leader keeps reconciling while it cannot renew the Lease (its API server is down); then it stops reconciling and campaigns again, without exiting. Less than the lease duration.")
 	fs.DurationVar(&m.RetryPeriod, "leader-elect-retry-period", manager.DefaultRetryPeriod,
 		"How often the replicas try to acquire or renew the Lease.")
 	r := &m.Registry

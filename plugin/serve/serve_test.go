@@ -38,9 +38,9 @@ func TestFlags(t *testing.T) {
 		HealthProbeBindAddress:  ":8081",
 		LeaderElectionNamespace: "cluster-registry",
 		LeaderElectionID:        "cluster-registry-controller-leader",
-		LeaseDuration:           time.Minute,
-		RenewDeadline:           45 * time.Second,
-		RetryPeriod:             5 * time.Second,
+		LeaseDuration:           8 * time.Second,
+		RenewDeadline:           6 * time.Second,
+		RetryPeriod:             time.Second,
 		GracefulShutdownTimeout: 30 * time.Second,
 		Registry: manager.RegistryOptions{
 			TokenLifetime: 24 * time.Hour, PeerHealthInterval: 5 * time.Second, PeerFailureThreshold: 3,

@@ -334,12 +334,15 @@ func (o *Options) runMulti(ctx context.Context, out, errOut io.Writer) error {
 	return nil
 }
 
-// read lists the Clusters and ResourceSyncRules of one context, within Timeout.
+// read lists the Clusters and ResourceSyncRules of one context, within Timeout, or
+// within --request-timeout when that is given.
 func (o *Options) read(ctx context.Context, t target) (View, error) {
-	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
-	defer cancel()
 	cfg := rest.CopyConfig(t.config)
-	cfg.Timeout = o.Timeout
+	if cfg.Timeout == 0 {
+		cfg.Timeout = o.Timeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
 	cl, err := client.New(cfg, client.Options{Scheme: o.scheme})
 	if err != nil {
 		return View{}, o.readError(t, "Clusters", err)

@@ -5,6 +5,7 @@ package uninstall
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime"
@@ -60,6 +61,11 @@ const (
 	requestTimeout = 30 * time.Second
 	// pollInterval is how often --wait looks at what is being deleted.
 	pollInterval = 500 * time.Millisecond
+	// retryInterval is how often --wait asks the API server to retry finalizing a CRD
+	// whose objects it failed to delete (see nudge).
+	retryInterval = 5 * time.Second
+	// retryAnnotation is the annotation nudge sets on such a CRD.
+	retryAnnotation = "clusterregistry.k8s.cisco.com/uninstall-retry"
 )
 
 const (
@@ -86,7 +92,11 @@ const (
 		from the group.
 
 		Namespaces and CRDs take a while to go away (their contents are deleted first); --wait
-		waits, up to --timeout, until everything deleted is gone, printing progress on stderr.
+		waits, up to --timeout, until everything deleted is gone, printing progress on stderr,
+		and otherwise fails with what is still there and why. When the API server failed to
+		delete a CRD's objects (for example "storage is (re)initializing" while the CRD's
+		cache starts), --wait asks it to retry every few seconds instead of after its growing
+		back-off.
 		--dry-run=client reports what would be deleted and deletes nothing.
 
 		The kubeconfig is read like kubectl does (--kubeconfig, --context, ...); its current
@@ -360,13 +370,16 @@ func (o *Options) waitGone(ctx context.Context, c client.Client, objs []*unstruc
 		}
 	}
 	fmt.Fprintf(o.ErrOut, "Waiting up to %s for %s to be deleted...\n", o.Timeout, strings.Join(slow, ", "))
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 
 	progress := cmdutil.NewProgress(o.ErrOut) // a live line, on a terminal only
 	defer progress.Erase()
 	remaining := slices.Clone(objs)
-	states := map[string]string{} // what was last seen of each remaining object
+	states := map[string]string{}    // what was last seen of each remaining object
+	nudged := map[string]time.Time{} // when each CRD was last nudged
+	start := time.Now()
 	err := wait.PollUntilContextCancel(ctx, pollInterval, true, func(ctx context.Context) (bool, error) {
 		var still []*unstructured.Unstructured
 		for _, obj := range remaining {
@@ -393,6 +406,12 @@ func (o *Options) waitGone(ctx context.Context, c client.Client, objs []*unstruc
 				}
 			default:
 				states[displayName(obj)] = describe(u)
+				if isCRD(obj) && instanceDeletionFailed(u) && time.Since(nudged[obj.GetName()]) >= retryInterval {
+					nudged[obj.GetName()] = time.Now()
+					if err := nudge(ctx, c, u); err != nil && ctx.Err() == nil {
+						states[displayName(obj)] += "; asking the API server to retry: " + err.Error()
+					}
+				}
 			}
 			still = append(still, obj)
 		}
@@ -407,15 +426,48 @@ func (o *Options) waitGone(ctx context.Context, c client.Client, objs []*unstruc
 	if err == nil {
 		return nil
 	}
+	var left []string
+	for _, obj := range remaining {
+		left = append(left, displayName(obj)+" ("+states[displayName(obj)]+")")
+	}
+	if parent.Err() != nil {
+		// Stopped from outside (Ctrl-C, the caller's deadline), not by --timeout.
+		return fmt.Errorf("stopped after %s waiting for the deletion to finish: %w; still present: %s",
+			time.Since(start).Round(time.Second), context.Cause(parent), strings.Join(left, "; "))
+	}
 	if errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
-		var left []string
-		for _, obj := range remaining {
-			left = append(left, displayName(obj)+" ("+states[displayName(obj)]+")")
-		}
 		return fmt.Errorf("timed out after %s waiting for the deletion to finish; still present: %s",
 			o.Timeout, strings.Join(left, "; "))
 	}
 	return fmt.Errorf("waiting for the deletion to finish: %w", err)
+}
+
+// instanceDeletionFailed reports whether the API server failed to delete the objects of a
+// CRD being deleted (its Terminating condition has reason InstanceDeletionFailed, for
+// example "could not list instances: storage is (re)initializing" while the CRD's watch
+// cache starts). The API server retries with a per-CRD back-off that doubles up to 1000 s,
+// so a CRD that failed a dozen times in a row is retried only minutes later.
+func instanceDeletionFailed(crd *unstructured.Unstructured) bool {
+	conds, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
+	for _, c := range conds {
+		m, ok := c.(map[string]any)
+		if ok && m["type"] == string(apiextensionsv1.Terminating) && m["status"] == string(apiextensionsv1.ConditionTrue) && m["reason"] == "InstanceDeletionFailed" {
+			return true
+		}
+	}
+	return false
+}
+
+// nudge makes the API server retry finalizing crd now rather than after its back-off: a
+// change of the CRD's metadata requeues it in the API server's CRD finalizer at once.
+func nudge(ctx context.Context, c client.Client, crd *unstructured.Unstructured) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
+		retryAnnotation: time.Now().UTC().Format(time.RFC3339Nano),
+	}}})
+	if err != nil {
+		return err
+	}
+	return c.Patch(ctx, crd, client.RawPatch(types.MergePatchType, patch))
 }
 
 // describe says why an object that was deleted is still there.

@@ -14,6 +14,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -224,7 +225,11 @@ func TestUninstall(t *testing.T) {
 	})
 
 	t.Run("--delete-crds", func(t *testing.T) {
-		stdout, stderr, err := run(t, append(uninstallArgs, "--delete-crds", "--wait")...)
+		// --timeout below the command's 3 minutes: a CRD that does not go away fails
+		// with the command's own message, which names it and its state.
+		start := time.Now()
+		stdout, stderr, err := run(t, append(uninstallArgs, "--delete-crds", "--wait", "--timeout", "2m")...)
+		t.Logf("uninstall --delete-crds --wait took %s; stderr:\n%s", time.Since(start).Round(time.Millisecond), stderr)
 		if err != nil {
 			t.Fatalf("%v\nstderr: %s", err, stderr)
 		}
@@ -233,6 +238,40 @@ func TestUninstall(t *testing.T) {
 			if exists(t, c, &apiextensionsv1.CustomResourceDefinition{}, name+".clusterregistry.k8s.cisco.com") {
 				t.Errorf("CRD %s still exists", name)
 			}
+		}
+	})
+
+	t.Run("--delete-crds --wait is bounded when a CRD cannot go", func(t *testing.T) {
+		if stdout, stderr, err := run(t, installArgs...); err != nil {
+			t.Fatalf("install: %v\nstdout: %s\nstderr: %s", err, stdout, stderr)
+		}
+		// A finalizer no controller removes keeps the Clusters CRD terminating.
+		held := &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "held", Finalizers: []string{"example.com/hold"}}, Spec: v1alpha1.ClusterSpec{ClusterID: "5b0c7d1e-3a2f-4e6b-8c9d-0e1f2a3b4c5d"}}
+		if err := c.Create(ctx, held); err != nil {
+			t.Fatal(err)
+		}
+		release := func() {
+			patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))
+			if err := c.Patch(ctx, held, patch); err != nil && !apierrors.IsNotFound(err) {
+				t.Errorf("releasing Cluster held: %v", err)
+			}
+		}
+		defer release()
+		start := time.Now()
+		_, stderr, err := run(t, append(uninstallArgs, "--delete-crds", "--wait", "--timeout", "5s")...)
+		plugintest.WantExitCode(t, err, 2, "timed out after 5s",
+			"still present: customresourcedefinition.apiextensions.k8s.io/clusters.clusterregistry.k8s.cisco.com (terminating")
+		if elapsed := time.Since(start); elapsed > 20*time.Second {
+			t.Errorf("uninstall --delete-crds --wait --timeout 5s took %s", elapsed)
+		}
+		t.Logf("stderr:\n%s", stderr)
+		release()
+		deadline := time.Now().Add(2 * time.Minute)
+		for exists(t, c, &apiextensionsv1.CustomResourceDefinition{}, crd) {
+			if time.Now().After(deadline) {
+				t.Fatalf("CRD %s still exists 2 minutes after its last object was released", crd)
+			}
+			time.Sleep(time.Second)
 		}
 	})
 }

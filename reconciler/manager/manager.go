@@ -26,6 +26,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -46,14 +47,16 @@ const (
 	// context is cancelled.
 	DefaultGracefulShutdownTimeout = 30 * time.Second
 	// DefaultLeaseDuration, DefaultRenewDeadline and DefaultRetryPeriod time the leader
-	// election. The leader keeps leading while it cannot reach its API server for up to
-	// the renew deadline, so an API server restart does not end the process (client-go's
-	// 10 s default did: the controller exited with "leader election lost" and needed a
-	// restart); a standby takes over the Lease of a crashed leader within lease duration
-	// plus retry period. A graceful stop hands the Lease over at once.
-	DefaultLeaseDuration = 60 * time.Second
-	DefaultRenewDeadline = 45 * time.Second
-	DefaultRetryPeriod   = 5 * time.Second
+	// election of Run. A standby takes over the Lease of a crashed leader about lease
+	// duration after the leader's last renewal, polling every retry period (with
+	// client-go's jitter, at most 2.2 retry periods apart): at most 8 + 2 x 2.2 = 12.4 s,
+	// then the reconcilers start. A leader that cannot renew the Lease for the renew
+	// deadline (its API server is down) stops reconciling and campaigns again; it does not
+	// exit, so an API server restart of any length needs no restart of the controller. A
+	// graceful stop hands the Lease over at once.
+	DefaultLeaseDuration = 8 * time.Second
+	DefaultRenewDeadline = 6 * time.Second
+	DefaultRetryPeriod   = 1 * time.Second
 	// DisabledBindAddress disables a server when used as its bind address.
 	DisabledBindAddress = "0"
 
@@ -78,7 +81,10 @@ type Options struct {
 	HealthProbeBindAddress string
 
 	// LeaderElection makes only one replica per cluster run the reconcilers. The health
-	// probes and metrics are served by every replica, leader or not.
+	// probes and metrics are served by every replica, leader or not. Run restarts the
+	// reconcilers each time the replica becomes leader again after losing the Lease; a
+	// manager built by New with LeaderElection exits when it loses the Lease, as
+	// controller-runtime's managers do.
 	LeaderElection bool
 	// LeaderElectionNamespace is the namespace of the leader election Lease. Defaults to
 	// Namespace.
@@ -86,9 +92,9 @@ type Options struct {
 	// LeaderElectionID is the name of the leader election Lease.
 	LeaderElectionID string
 	// LeaseDuration, RenewDeadline and RetryPeriod time the leader election; zero means
-	// DefaultLeaseDuration, DefaultRenewDeadline and DefaultRetryPeriod. The leader gives
-	// up after failing to renew for RenewDeadline; a standby takes over a Lease not
-	// renewed for LeaseDuration, trying every RetryPeriod.
+	// DefaultLeaseDuration, DefaultRenewDeadline and DefaultRetryPeriod. The leader stops
+	// reconciling after failing to renew for RenewDeadline; a standby takes over a Lease
+	// not renewed for LeaseDuration, trying every RetryPeriod.
 	LeaseDuration time.Duration
 	RenewDeadline time.Duration
 	RetryPeriod   time.Duration
@@ -231,6 +237,12 @@ func NewScheme() (*runtime.Scheme, error) {
 // health probe servers are bound here, so a port in use is reported by New. Reconcilers
 // are added to the returned manager before it is started.
 func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
+	return newManager(cfg, opts, false)
+}
+
+// newManager is New; skipNameValidation lets the controllers of a manager have the names
+// of a previous manager's in the same process (a new term of leadership).
+func newManager(cfg *rest.Config, opts Options, skipNameValidation bool) (ctrl.Manager, error) {
 	if cfg == nil {
 		return nil, errors.New("no REST config for the API server")
 	}
@@ -282,6 +294,7 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		// returns, and the process exits, right after the manager stops.
 		LeaderElectionReleaseOnCancel: true,
 		GracefulShutdownTimeout:       &shutdown,
+		Controller:                    config.Controller{SkipNameValidation: &skipNameValidation},
 		// Runnables find the logger in their context.
 		BaseContext: func() context.Context {
 			return logr.NewContext(context.Background(), logger)
@@ -302,9 +315,11 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	return mgr, nil
 }
 
-// Run builds the manager with New, checks that the API server answers, and runs the
-// manager until ctx is cancelled. It returns nil after a graceful shutdown. The logger
-// is opts.Logger or, when that is the zero Logger, the logger of ctx.
+// Run checks that the API server answers, builds the manager with New and runs it until
+// ctx is cancelled. With opts.LeaderElection, the reconcilers run only while this replica
+// holds the Lease, and start again when it leads again after losing it (see runElected):
+// losing the Lease never ends Run. It returns nil after a graceful shutdown. The logger is
+// opts.Logger or, when that is the zero Logger, the logger of ctx.
 func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if opts.Logger.GetSink() == nil {
 		opts.Logger = logf.FromContext(ctx)
@@ -314,11 +329,18 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	}
 	// Fail fast, with a clear message, when the API server does not answer: building
 	// the manager already needs it.
-	if _, err := serverVersion(ctx, cfg, nil); err != nil {
+	version, err := serverVersion(ctx, cfg, nil)
+	if err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
 		return err
+	}
+	if opts.LeaderElection {
+		if err := opts.Validate(); err != nil {
+			return err
+		}
+		return runElected(ctx, cfg, opts, version)
 	}
 	mgr, err := New(cfg, opts)
 	if err != nil {

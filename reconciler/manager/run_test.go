@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 )
@@ -32,6 +33,9 @@ func startAPIServer(t *testing.T) *rest.Config {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		t.Skip("KUBEBUILDER_ASSETS unset: run make testbin, or make test")
 	}
+	// envtest logs through controller-runtime's process-wide logger; unset, it prints a
+	// warning with a stack trace 30 seconds in.
+	ctrllog.SetLogger(logr.Discard())
 	env := &envtest.Environment{ControlPlaneStartTimeout: 2 * time.Minute, CRDDirectoryPaths: []string{"../../manifests/crds"}, ErrorIfCRDPathMissing: true}
 	cfg, err := env.Start()
 	if err != nil {

@@ -52,10 +52,6 @@ import (
 // resyncPeriod bounds how long a missed event can delay convergence.
 const resyncPeriod = 5 * time.Minute
 
-// conflictRetry is how soon the membership is planned again after a write lost a race
-// with another writer of the same object.
-const conflictRetry = 100 * time.Millisecond
-
 // Reconciler writes the membership copies. It reconciles the whole membership at once
 // (one work item): the group is small and events coalesce.
 type Reconciler struct {
@@ -123,15 +119,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 
 	plan := Plan(in)
 	var firstErr error
-	conflicted := false
 	for _, w := range plan.Writes {
-		if err := r.write(ctx, w); apierrors.IsConflict(err) {
-			// The object changed since it was read (its status, usually): plan again on
-			// the new version, without reporting a normal race as an error.
-			log.V(1).Info("membership copy changed while writing it; planning again", "kind", kindOf(w.Object), "name", w.Object.GetName())
-			conflicted = true
-			continue
-		} else if err != nil {
+		if err := r.write(ctx, w); err != nil {
 			log.Error(err, "writing a membership copy", "kind", w.Object.GetObjectKind().GroupVersionKind().Kind, "name", w.Object.GetName(), "from", w.From)
 			if firstErr == nil {
 				firstErr = err
@@ -154,9 +143,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	}
 	if firstErr != nil {
 		return reconcile.Result{}, firstErr
-	}
-	if conflicted {
-		return reconcile.Result{RequeueAfter: conflictRetry}, nil
 	}
 	return reconcile.Result{RequeueAfter: resyncPeriod}, nil
 }
@@ -191,7 +177,12 @@ func (r *Reconciler) write(ctx context.Context, w Write) error {
 		}
 		return err
 	case OpUpdate:
-		return r.Client.Update(ctx, w.Object, opts)
+		if w.Base == nil {
+			return fmt.Errorf("update of %s %s without the object it changes", kindOf(w.Object), w.Object.GetName())
+		}
+		// A merge patch of what the membership changed, without a resourceVersion
+		// precondition: a status written since the read does not make it conflict.
+		return r.Client.Patch(ctx, w.Object, client.MergeFrom(w.Base), opts)
 	case OpDelete:
 		uid := w.Object.GetUID()
 		err := r.Client.Delete(ctx, w.Object, client.Preconditions{UID: &uid})

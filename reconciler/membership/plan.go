@@ -60,8 +60,12 @@ const (
 // Write is one write of the plan. Object carries the resourceVersion of the local
 // object it updates.
 type Write struct {
-	Op        Op
-	Object    client.Object
+	Op     Op
+	Object client.Object
+	// Base is, for OpUpdate, the local object as it was read. The update is a merge
+	// patch from Base to Object: it changes only the fields the membership changed, so
+	// it does not lose a race with a concurrent write of other fields (the status).
+	Base      client.Object
 	From      string
 	Describes types.UID
 }
@@ -203,7 +207,7 @@ func Plan(in Input) Result {
 			res.Conflicts = append(res.Conflicts, conflict)
 			continue
 		} else if w != nil {
-			res.Writes = append(res.Writes, Write{Op: w.op, Object: w.obj, From: from, Describes: x})
+			res.Writes = append(res.Writes, Write{Op: w.op, Object: w.obj, Base: w.base, From: from, Describes: x})
 		}
 
 		ref := src.cluster.Spec.AuthInfo.SecretRef
@@ -225,7 +229,7 @@ func Plan(in Input) Result {
 		if w, conflict := planSecret(localSecrets[ref.Name], peerSecret, x, in.Namespace, adoptable, src.relayOnly); conflict != "" {
 			res.Conflicts = append(res.Conflicts, conflict)
 		} else if w != nil {
-			res.Writes = append(res.Writes, Write{Op: w.op, Object: w.obj, From: from, Describes: x})
+			res.Writes = append(res.Writes, Write{Op: w.op, Object: w.obj, Base: w.base, From: from, Describes: x})
 		}
 	}
 	return res
@@ -251,7 +255,7 @@ func planDepartures(own *v1alpha1.Cluster, gone Departures) *Write {
 		}
 		c.Annotations[v1alpha1.LeftClustersAnnotation] = want
 	}
-	return &Write{Op: OpUpdate, Object: c, Describes: own.Spec.ClusterID}
+	return &Write{Op: OpUpdate, Object: c, Base: own, Describes: own.Spec.ClusterID}
 }
 
 // forget deletes the local Cluster CRs of the clusters drop selects (never the local
@@ -321,8 +325,9 @@ func refSecret(view View, c *v1alpha1.Cluster, ns string) *corev1.Secret {
 }
 
 type write struct {
-	op  Op
-	obj client.Object
+	op   Op
+	obj  client.Object
+	base client.Object // for OpUpdate: the local object as read
 }
 
 // copyMeta returns the labels and annotations a copy of src describing x carries, keeping
@@ -387,7 +392,7 @@ func planCluster(existing, src *v1alpha1.Cluster, x, localID types.UID, relayOnl
 	c := existing.DeepCopy()
 	c.Labels, c.Annotations = labels, annotations
 	c.Spec = *src.Spec.DeepCopy()
-	return &write{op: OpUpdate, obj: c}, ""
+	return &write{op: OpUpdate, obj: c, base: existing}, ""
 }
 
 func expiresAt(s *corev1.Secret) time.Time {
@@ -439,5 +444,5 @@ func planSecret(existing, src *corev1.Secret, x types.UID, ns string, adoptable,
 	}
 	s := existing.DeepCopy()
 	s.Labels, s.Annotations, s.Data, s.StringData = labels, annotations, maps.Clone(src.Data), nil
-	return &write{op: OpUpdate, obj: s}, ""
+	return &write{op: OpUpdate, obj: s, base: existing}, ""
 }

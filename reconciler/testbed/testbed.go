@@ -39,12 +39,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	registryv1alpha1 "github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 )
@@ -391,6 +393,9 @@ func (b *Bed) Stop() error {
 // the Bed before the process exits, so an interrupted run leaves no API servers behind.
 func Main(m *testing.M, opts Options, bed **Bed) int {
 	*bed = nil
+	// envtest and the controller-runtime clients log through controller-runtime's
+	// process-wide logger; unset, it prints a warning with a stack trace 30 seconds in.
+	ctrllog.SetLogger(logr.Discard())
 	if _, ok := Assets(); !ok {
 		return m.Run()
 	}

@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -46,6 +47,16 @@ const (
 	// What client-go's leader election logs when it campaigns and when it takes the Lease.
 	leaseWanted   = "Attempting to acquire leader lease"
 	leaseAcquired = "Successfully acquired lease"
+	// What the controller logs when it starts its reconcilers as leader, and when it
+	// stops them after failing to renew the Lease.
+	leading   = "leading: starting the reconcilers"
+	leaseLost = "lost the leader election Lease"
+	// leaseName is the Lease harness.Serve elects the leader with.
+	leaseName = "registry-e2e"
+	// takeOverBound is how soon the standby of a crashed leader must lead and run its
+	// reconcilers with the default leader election timing (15 s), plus slack for a
+	// loaded machine.
+	takeOverBound = 15*time.Second + 5*time.Second
 )
 
 var bed *testbed.Bed
@@ -78,11 +89,21 @@ func TestChaos(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, func(t *testing.T) {
+			// Down for longer than the leader election's renew deadline: the
+			// controller loses its Lease and must ride the outage out.
+			time.Sleep(time.Until(stopped.Add(minCut)))
 			if err := c.StartAPIServer(t.Context()); err != nil {
 				t.Fatal(err)
 			}
 			t.Logf("the API server of %s was down for %s", c.Name, since(stopped))
 		})
+		// g.run checked that the controller did not exit; it rode the outage out by
+		// stopping its reconcilers and leading again.
+		for _, ctl := range g.ctl[c.Name] {
+			if !ctl.LogContains(leaseLost) {
+				t.Errorf("the controller of %s (pid %d) did not log %q: the outage did not exercise the ride-out", c.Name, ctl.Pid(), leaseLost)
+			}
+		}
 	})
 
 	t.Run("the connection to the origin is cut and healed", func(t *testing.T) {
@@ -137,21 +158,72 @@ func TestChaos(t *testing.T) {
 			return nil
 		})
 		g.ctl[peer1] = append(g.ctl[peer1], standby)
-		var killed time.Time
+		leases := g.direct[peer1].CoordinationV1().Leases(v1alpha1.DefaultNamespace)
+		var takeOver <-chan takeOverTimes
 		g.run(t, "leader", func(t *testing.T) {
-			killed = time.Now()
+			lease, err := leases.Get(t.Context(), leaseName, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			holder := ptr.Deref(lease.Spec.HolderIdentity, "")
+			killed := time.Now()
 			leader.Kill(t)
 			g.ctl[peer1] = slices.DeleteFunc(g.ctl[peer1], func(c *harness.Controller) bool { return c == leader })
-		}, func(t *testing.T) {
-			harness.Eventually(t, *bound, "the standby takes over", func() error {
-				if !standby.LogContains(leaseAcquired) {
-					return errors.New("the standby has not acquired the Lease")
+			// Time the take-over while the burst goes on: the Lease changes hands, then
+			// the standby starts its reconcilers.
+			takeOver = watchTakeOver(t.Context(), killed, holder, standby, func(ctx context.Context) (string, error) {
+				l, err := leases.Get(ctx, leaseName, metav1.GetOptions{})
+				if err != nil {
+					return "", err
 				}
-				return nil
+				return ptr.Deref(l.Spec.HolderIdentity, ""), nil
 			})
-			t.Logf("the standby of %s led %s after the leader was killed", peer1, since(killed))
+		}, func(t *testing.T) {
+			var took takeOverTimes
+			select {
+			case took = <-takeOver:
+			case <-time.After(*bound):
+				t.Fatalf("the standby of %s did not take over within %s of the leader's SIGKILL", peer1, *bound)
+			}
+			if took.lease == 0 || took.leading == 0 {
+				t.Fatalf("the standby of %s did not take over: Lease taken after %s, reconcilers started after %s", peer1, took.lease, took.leading)
+			}
+			t.Logf("the standby of %s took the Lease %s and started its reconcilers %s after the leader was killed", peer1, took.lease, took.leading)
+			if took.leading > takeOverBound {
+				t.Errorf("the standby of %s started its reconcilers %s after the leader was killed, want at most %s (15 s by default, plus slack)", peer1, took.leading, takeOverBound)
+			}
 		})
 	})
+}
+
+// takeOverTimes are how long after a leader's crash its standby held the Lease and had
+// started its reconcilers; zero when it did not.
+type takeOverTimes struct{ lease, leading time.Duration }
+
+// watchTakeOver polls, every 100ms from killed on, who holds the Lease and whether the
+// standby has started its reconcilers, and sends when both happened, or what happened
+// when ctx is done or *bound has passed.
+func watchTakeOver(ctx context.Context, killed time.Time, holder string, standby *harness.Controller, holderNow func(context.Context) (string, error)) <-chan takeOverTimes {
+	out := make(chan takeOverTimes, 1)
+	go func() {
+		var took takeOverTimes
+		defer func() { out <- took }()
+		for time.Since(killed) < *bound && ctx.Err() == nil {
+			if took.lease == 0 {
+				if h, err := holderNow(ctx); err == nil && h != "" && h != holder {
+					took.lease = time.Since(killed).Round(time.Millisecond)
+				}
+			}
+			if took.leading == 0 && standby.LogContains(leading) {
+				took.leading = time.Since(killed).Round(time.Millisecond)
+			}
+			if took.lease != 0 && took.leading != 0 {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	return out
 }
 
 // group is the three clusters with their controllers.
