@@ -406,11 +406,7 @@ func (p *differ) item(rule, action string, t target, reason string) Item {
 // what a CreateOnly rule leaves to the cluster is not a difference.
 func (p *differ) actionItem(ctx context.Context, ruleSet []planner.Rule, t target, observed *unstructured.Unstructured, g planner.Gathered, act planner.Action) Item {
 	if act.Withheld != "" {
-		rule := act.Object.GetLabels()[v1alpha1.RuleLabel]
-		if act.Source != nil {
-			rule = act.Source.Rule
-		}
-		if g.Modes[rule] == v1alpha1.SyncModeReportOnly {
+		if g.Modes[act.Rule()] == v1alpha1.SyncModeReportOnly {
 			act.Type = act.Withheld
 		} else {
 			act.Object = nil

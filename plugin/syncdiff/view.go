@@ -116,18 +116,7 @@ func (v *view) lookup(ctx context.Context, gvk schema.GroupVersionKind, namespac
 // policy returns the cluster's consent to what rules write, as its controller computes
 // it (registry namespace ns).
 func (v *view) policy(ns string) planner.Policy {
-	specs := make([]v1alpha1.SyncPolicySpec, 0, len(v.Policies))
-	for _, p := range v.Policies {
-		specs = append(specs, p.Spec)
-	}
-	names := make([]string, 0, len(v.Clusters))
-	for _, c := range v.Clusters {
-		names = append(names, c.Name)
-		if ref := c.Spec.AuthInfo.SecretRef; ref.Name != "" {
-			names = append(names, ref.Name)
-		}
-	}
-	return planner.NewPolicy(specs, ns, names)
+	return planner.PolicyOf(v.Policies, v.Clusters, ns)
 }
 
 func (v *view) localCluster() *v1alpha1.Cluster {

@@ -843,19 +843,6 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 		return 0, err
 	}
 	g := planner.Gather(e.opts.LocalID, e.localCluster(ctx), policy, ruleSet, sources, it.gvk, target, observed)
-	if membership {
-		// The membership sync owns the Clusters and their reader Secrets: no rule writes
-		// them, and a rule that tries is reported (its copy is refused by the policy).
-		for rule, refs := range g.Refusals {
-			for _, r := range entries {
-				if r.rsr.Name == rule {
-					e.refused(it, r, refs[0])
-				}
-			}
-		}
-		return 0, nil
-	}
-	act := planner.Decide(g.Input(e.opts.LocalID, observed))
 	// The objects a rule failed to mutate (a template error or limit) are reported on the
 	// rule after the action is recorded, which would clear them; not retried: a change of
 	// the object or the rule brings them back.
@@ -881,6 +868,13 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 			}
 		}
 	}
+	if membership {
+		// The membership sync owns the Clusters and their reader Secrets: no rule writes
+		// them, and a rule that tries is reported (its copy is refused by the policy).
+		recordFailures("")
+		return 0, nil
+	}
+	act := planner.Decide(g.Input(e.opts.LocalID, observed))
 	if act.Type == planner.ActionCreate {
 		if e.waitForViews(it, g.Unsynced, failingViews) {
 			return createRetry, nil
@@ -1233,13 +1227,7 @@ func (e *Engine) execute(ctx context.Context, it item, act planner.Action, entri
 // withheld records a write the rule's syncMode holds back: drift for a ReportOnly rule,
 // a copy left to the cluster for a CreateOnly rule.
 func (e *Engine) withheld(it item, act planner.Action, entry func(string) *ruleEntry) error {
-	rule := ""
-	if act.Source != nil {
-		rule = act.Source.Rule
-	} else if act.Object != nil {
-		rule = act.Object.GetLabels()[v1alpha1.RuleLabel]
-	}
-	r := entry(rule)
+	r := entry(act.Rule())
 	if r == nil {
 		return nil
 	}
@@ -1324,22 +1312,11 @@ func (e *Engine) computePolicy(ctx context.Context) (planner.Policy, error) {
 	} else if err := e.opts.Client.List(ctx, &pols); err != nil && !meta.IsNoMatchError(err) {
 		return planner.Policy{}, fmt.Errorf("reading this cluster's SyncPolicies: %w", err)
 	}
-	specs := make([]v1alpha1.SyncPolicySpec, 0, len(pols.Items))
-	for _, p := range pols.Items {
-		specs = append(specs, p.Spec)
-	}
 	var clusters v1alpha1.ClusterList
 	if err := e.opts.Client.List(ctx, &clusters); err != nil {
 		return planner.Policy{}, fmt.Errorf("listing Clusters: %w", err)
 	}
-	names := make([]string, 0, len(clusters.Items))
-	for _, c := range clusters.Items {
-		names = append(names, c.Name)
-		if ref := c.Spec.AuthInfo.SecretRef; ref.Name != "" {
-			names = append(names, ref.Name)
-		}
-	}
-	return planner.NewPolicy(specs, e.opts.Namespace, names), nil
+	return planner.PolicyOf(pols.Items, clusters.Items, e.opts.Namespace), nil
 }
 
 // recreates reports whether the rule replaces copies whose source changed an immutable

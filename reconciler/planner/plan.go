@@ -181,17 +181,23 @@ func decide(in Input) Action {
 	return Action{Type: ActionUpdate, Object: Merge(desired, obs, best.SyncStatus), Source: best}
 }
 
+// Rule returns the rule the action is for: its source's, or for an action without a
+// source (a delete) the rule that wrote the object; empty when neither is known.
+func (a Action) Rule() string {
+	switch {
+	case a.Source != nil:
+		return a.Source.Rule
+	case a.Object != nil:
+		return a.Object.GetLabels()[v1alpha1.RuleLabel]
+	}
+	return ""
+}
+
 // Withhold applies the sync mode of the action's rule (the source's, or for a delete the
 // rule that wrote the copy): ReportOnly withholds every write, CreateOnly every update and
 // delete. A withheld action has type none and says in Withheld what it would have done.
 func Withhold(act Action, modes map[string]v1alpha1.SyncMode) Action {
-	rule := ""
-	switch {
-	case act.Source != nil:
-		rule = act.Source.Rule
-	case act.Type == ActionDelete && act.Object != nil:
-		rule = act.Object.GetLabels()[v1alpha1.RuleLabel]
-	}
+	rule := act.Rule()
 	mode := modes[rule]
 	switch {
 	case mode == v1alpha1.SyncModeReportOnly && (act.Type == ActionCreate || act.Type == ActionUpdate || act.Type == ActionDelete):

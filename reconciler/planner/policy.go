@@ -57,6 +57,24 @@ func NewPolicy(specs []v1alpha1.SyncPolicySpec, registryNamespace string, cluste
 	return p
 }
 
+// PolicyOf returns the policy of a cluster from its SyncPolicies and its Clusters (whose
+// names and reader Secrets, in the registry namespace, are the registry's): what the
+// controller and sync-diff both read.
+func PolicyOf(policies []v1alpha1.SyncPolicy, clusters []v1alpha1.Cluster, registryNamespace string) Policy {
+	specs := make([]v1alpha1.SyncPolicySpec, 0, len(policies))
+	for _, p := range policies {
+		specs = append(specs, p.Spec)
+	}
+	names := make([]string, 0, 2*len(clusters))
+	for _, c := range clusters {
+		names = append(names, c.Name)
+		if ref := c.Spec.AuthInfo.SecretRef; ref.Name != "" {
+			names = append(names, ref.Name)
+		}
+	}
+	return NewPolicy(specs, registryNamespace, names)
+}
+
 // systemNamespace reports whether ns is one of the cluster's own namespaces, where rules
 // write only when a SyncPolicy lists the namespace.
 func systemNamespace(ns string) bool {
