@@ -118,6 +118,9 @@ func (p *differ) ruleSet(res *result) []planner.Rule {
 			res.Notes = append(res.Notes, fmt.Sprintf("cluster %s: rule %s is invalid and is not run: %v", p.local.Name(), n, err))
 			continue
 		}
+		if ref := p.local.policy(p.namespace).RuleAllowed(rsr, compiled); ref != nil {
+			res.Notes = append(res.Notes, fmt.Sprintf("cluster %s: rule %s does not run here (%s): %s", p.local.Name(), n, ref.Reason, ref.Message))
+		}
 		out = append(out, planner.Rule{Spec: rsr, Compiled: compiled})
 	}
 	return out

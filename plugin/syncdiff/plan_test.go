@@ -360,3 +360,24 @@ func TestPlanPeerTheControllerCannotRead(t *testing.T) {
 		t.Errorf("warnings %v", res.Warnings)
 	}
 }
+
+// TestPlanRuleThePolicyRefuses: a rule outside this cluster's policy is inert here, and
+// sync-diff says which SyncPolicy entry it needs, as the rule's condition does.
+func TestPlanRuleThePolicyRefuses(t *testing.T) {
+	crb := obj(t, `{apiVersion: rbac.authorization.k8s.io/v1, kind: ClusterRoleBinding, metadata: {name: admin}, roleRef: {kind: ClusterRole, name: cluster-admin}}`)
+	rule := &v1alpha1.ResourceSyncRule{
+		ObjectMeta: metav1.ObjectMeta{Name: "crbs"},
+		Spec: v1alpha1.ResourceSyncRuleSpec{
+			GVK:   v1alpha1.GroupVersionKind{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRoleBinding"},
+			Rules: []v1alpha1.SyncRule{{}},
+		},
+	}
+	res := planB(t, []*unstructured.Unstructured{crb}, nil, rule)
+	if len(res.Items) != 0 {
+		t.Errorf("items %v, want none: the rule does not run here", actions(res.Items))
+	}
+	notes := strings.Join(res.Notes, "\n")
+	if !strings.Contains(notes, "rule crbs does not run here") || !strings.Contains(notes, "kind: ClusterRoleBinding") {
+		t.Errorf("notes %q do not say the rule is refused and the entry it needs", notes)
+	}
+}
