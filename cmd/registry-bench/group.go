@@ -193,7 +193,7 @@ func (g *group) startController(n string) (*controller, error) {
 		return nil, err
 	}
 	args := []string{"serve", "--kubeconfig", g.kubeconfig, "--context", n, "--cluster-name", n,
-		"--metrics-bind-address", addr, "--health-probe-bind-address", "0", "--peer-health-interval", "1s"}
+		"--metrics-bind-address", addr, "--health-probe-bind-address", "0", "--peer-health-interval", "1s", "--allow-loopback-peers"}
 	c := &controller{name: n, metrics: "http://" + addr + "/metrics"}
 	c.cmd = exec.Command(g.b.bin, args...)
 	c.cmd.Env = append(os.Environ(), g.b.o.controllerEnv...)

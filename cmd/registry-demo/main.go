@@ -184,7 +184,7 @@ func (d *demo) serve(name string) (*exec.Cmd, error) {
 		return nil, err
 	}
 	cmd := exec.Command(d.bin, "serve", "--kubeconfig", d.kubeconfig, "--context", name, "--cluster-name", name,
-		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--peer-health-interval", "1s")
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--peer-health-interval", "1s", "--allow-loopback-peers")
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting serve for %s: %w", name, err)

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -119,7 +120,7 @@ func (o *Options) preflight(ctx context.Context) (plan, error) {
 	}
 	// A side that left the group is marked as joined again (on its own Cluster, so the
 	// mark travels with the copies): otherwise the controllers would delete the copies.
-	gone, _ := membership.InForce(a.clusters, b.clusters)
+	gone, _ := membership.InForce(o.now(), append(slices.Clone(a.clusters), b.clusters...))
 	var rejoin []*side
 	for _, s := range []*side{a, b} {
 		if _, left := gone[s.id]; left {

@@ -278,7 +278,7 @@ func (o *Options) Run(ctx context.Context) error {
 	}
 
 	current, _ := membership.ParseDepartures(m.own.Annotations[v1alpha1.LeftClustersAnnotation])
-	inForce, _ := membership.InForce(m.clusters)
+	inForce, _ := membership.InForce(o.Now(), m.clusters)
 	if _, already := inForce[x]; already {
 		fmt.Fprintf(o.ErrOut, "cluster %s (clusterID %s) already left the group at %s (recorded on %s/%s)\n",
 			target.Name, x, current[x].UTC().Format(time.RFC3339), clusterResource, m.own.Name)

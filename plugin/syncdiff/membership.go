@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"sort"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -65,7 +66,7 @@ func isPeer(c *v1alpha1.Cluster, localSecrets map[string]*corev1.Secret, namespa
 // every peer, read through the context that maps to its cluster ID. A peer no context
 // reads is counted unreachable (and the rule plan already warns about it).
 func (p *differ) membershipInput(ctx context.Context, namespace string, res *result) (membership.Input, bool) {
-	in := membership.Input{LocalID: p.local.ID, Namespace: namespace}
+	in := membership.Input{LocalID: p.local.ID, Namespace: namespace, Now: time.Now()}
 	if c := p.local.localCluster(); c != nil {
 		in.LocalName = c.Name
 	}

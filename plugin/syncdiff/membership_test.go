@@ -3,6 +3,7 @@ package syncdiff
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"strings"
 	"testing"
 
@@ -15,6 +16,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/planner"
 )
 
@@ -45,12 +47,27 @@ func member(name string, id types.UID, copyOf types.UID) v1alpha1.Cluster {
 func readerSecret(t *testing.T, name, token string, copyOf types.UID) *unstructured.Unstructured {
 	t.Helper()
 	s := obj(t, `{apiVersion: v1, kind: Secret, metadata: {name: `+name+`, namespace: cluster-registry}, type: `+
-		string(v1alpha1.SecretTypeClusterRegistry)+`, data: {kubeconfig: `+token+`}}`)
+		string(v1alpha1.SecretTypeClusterRegistry)+`, data: {kubeconfig: `+kubeconfigData(t, name, token)+`}}`)
 	if copyOf != "" {
 		s.SetAnnotations(map[string]string{v1alpha1.OwnershipAnnotation: string(copyOf)})
 		s.SetLabels(map[string]string{v1alpha1.OwnershipLabel: string(copyOf)})
 	}
 	return s
+}
+
+// kubeconfigData is the base64 data of a reader kubeconfig for cluster name holding the
+// token whose base64 is token: one the controller accepts.
+func kubeconfigData(t *testing.T, name, token string) string {
+	t.Helper()
+	raw, err := base64.StdEncoding.DecodeString(token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, err := kubeconfig.Render(kubeconfig.Reader{ClusterName: name, Server: "https://" + name + ".example:6443", Token: string(raw)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return base64.StdEncoding.EncodeToString(kc)
 }
 
 // memberView is a cluster of the group held in memory: its Clusters (typed, and listed
@@ -122,10 +139,10 @@ func TestMembershipPlan(t *testing.T) {
 			t.Errorf("the Secret diff has no %q:\n%s", want, d)
 		}
 	}
-	if strings.Contains(d, "b2xkLXRva2Vu") || strings.Contains(d, "dG9rZW4tYQ==") {
+	if strings.Contains(d, kubeconfigData(t, "a", "b2xkLXRva2Vu")) || strings.Contains(d, kubeconfigData(t, "a", "dG9rZW4tYQ==")) {
 		t.Errorf("the Secret diff shows the data:\n%s", d)
 	}
-	if d := unifiedDiff(res.Items[1], true); !strings.Contains(d, "+  kubeconfig: dG9rZW4tYQ==") {
+	if d := unifiedDiff(res.Items[1], true); !strings.Contains(d, "+  kubeconfig: "+kubeconfigData(t, "a", "dG9rZW4tYQ==")) {
 		t.Errorf("--show-secrets hides the data:\n%s", d)
 	}
 	if res.Items[2].Object == nil || res.Items[2].Origin != idC {
@@ -199,7 +216,7 @@ func TestMembershipConflictsAndUnreadablePeers(t *testing.T) {
 	if !ok || len(in.Peers) != 0 || len(in.Unreachable) != 0 || in.LocalName != "b" || len(in.Local.Secrets) != 2 {
 		t.Errorf("input with a disabled peer: peers %d unreachable %v local name %q secrets %d", len(in.Peers), in.Unreachable, in.LocalName, len(in.Local.Secrets))
 	}
-	if string(in.Local.Secrets[0].Data["kubeconfig"]) != "token-a" {
+	if !strings.Contains(string(in.Local.Secrets[0].Data["kubeconfig"]), "token: token-a") {
 		t.Errorf("the Secret data is not decoded: %q", in.Local.Secrets[0].Data)
 	}
 }

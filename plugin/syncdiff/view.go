@@ -116,7 +116,7 @@ func (v *view) lookup(ctx context.Context, gvk schema.GroupVersionKind, namespac
 // policy returns the cluster's consent to what rules write, as its controller computes
 // it (registry namespace ns).
 func (v *view) policy(ns string) planner.Policy {
-	return planner.PolicyOf(v.Policies, v.Clusters, ns)
+	return planner.PolicyOf(v.Policies, v.Clusters, ns, v.ID)
 }
 
 func (v *view) localCluster() *v1alpha1.Cluster {

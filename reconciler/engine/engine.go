@@ -325,7 +325,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	}
 	// The policy is computed again after any change of a SyncPolicy (then every object is
 	// looked at again: a kind may be allowed or refused now) or of a Cluster (its reader
-	// Secret is the registry's).
+	// Secret is the registry's; disabled, or recording departures, it quarantines).
 	for _, w := range []struct {
 		obj     client.Object
 		refresh bool
@@ -353,8 +353,9 @@ func (e *Engine) Start(ctx context.Context) error {
 			AddFunc: func(any) { changed() },
 			UpdateFunc: func(o, n any) {
 				if oo, ok := o.(client.Object); ok {
-					if no, ok := n.(client.Object); ok && oo.GetGeneration() == no.GetGeneration() && oo.GetGeneration() != 0 && !refresh {
-						return // a Cluster's status: its name and Secret are the same
+					if no, ok := n.(client.Object); ok && oo.GetGeneration() == no.GetGeneration() && oo.GetGeneration() != 0 && !refresh &&
+						sameQuarantine(oo.GetAnnotations(), no.GetAnnotations()) {
+						return // a Cluster's status: its name, Secret and quarantine are the same
 					}
 				}
 				changed()
@@ -514,11 +515,17 @@ func (e *Engine) peerClients(p peers.Peer) (dynamic.Interface, meta.RESTMapper, 
 	if pm, ok := e.mappers[p.Name]; ok && pm.cfg.BearerToken == cfg.BearerToken && pm.cfg.Host == cfg.Host && string(pm.cfg.CertData) == string(cfg.CertData) {
 		return pm.client, pm.mapper, nil
 	}
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	// The peer's own HTTP client: it dials only the addresses this cluster allows and
+	// refuses redirects.
+	hc := p.HTTPClient()
+	if hc == nil {
+		return nil, nil, fmt.Errorf("peer %s is not connected", p.Name)
+	}
+	dc, err := discovery.NewDiscoveryClientForConfigAndClient(cfg, hc)
 	if err != nil {
 		return nil, nil, err
 	}
-	dyn, err := dynamic.NewForConfig(cfg)
+	dyn, err := dynamic.NewForConfigAndClient(cfg, hc)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -1316,7 +1323,7 @@ func (e *Engine) computePolicy(ctx context.Context) (planner.Policy, error) {
 	if err := e.opts.Client.List(ctx, &clusters); err != nil {
 		return planner.Policy{}, fmt.Errorf("listing Clusters: %w", err)
 	}
-	return planner.PolicyOf(pols.Items, clusters.Items, e.opts.Namespace), nil
+	return planner.PolicyOf(pols.Items, clusters.Items, e.opts.Namespace, e.opts.LocalID), nil
 }
 
 // recreates reports whether the rule replaces copies whose source changed an immutable
@@ -1413,4 +1420,15 @@ func summarize(m map[item]string, max int) string {
 		keys = keys[:max]
 	}
 	return strings.Join(keys, ", ") + more
+}
+
+// sameQuarantine reports whether two versions of a Cluster quarantine the same clusters
+// (annotations do not change a Cluster's generation).
+func sameQuarantine(a, b map[string]string) bool {
+	for _, k := range []string{v1alpha1.ClusterDisabledAnnotation, v1alpha1.LeftClustersAnnotation} {
+		if a[k] != b[k] {
+			return false
+		}
+	}
+	return true
 }

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/peers"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/planner"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/rules"
 )
@@ -214,7 +215,9 @@ func (e *Engine) sourceError(peer string, r *ruleEntry) error {
 			if w, ok := e.watchers.get(s); ok {
 				found = true
 				if err := w.lastErr(); err != nil && !w.informer.HasSynced() {
-					return fmt.Errorf("reading %s from the peer: %w", r.compiled.GVK.Kind, err)
+					// What the peer answered stays in the log; the status has its class.
+					_, class := peers.Classify(err)
+					return fmt.Errorf("reading %s from the peer: %s", r.compiled.GVK.Kind, class)
 				}
 			}
 		}

@@ -30,5 +30,11 @@
 // quote credential data (tokens, keys, certificates), since they end up in Cluster
 // status and logs.
 //
-// The package is pure: no network and no file I/O.
+// # Where a peer may be
+//
+// A kubeconfig is also an address the controller will dial, chosen by a member.
+// AddressPolicy refuses loopback (unless allowed), link-local, unspecified and
+// multicast addresses and in-cluster service names, checking the address actually
+// dialled after name resolution; HTTPClients builds clients that refuse redirects. The
+// rest of the package is pure: no network and no file I/O.
 package kubeconfig

@@ -15,6 +15,7 @@ import (
 	"github.com/kubectl-registry/kubectl-registry/reconciler/bootstrap"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/clusters"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/engine"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/membership"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/peers"
 )
@@ -39,6 +40,9 @@ type RegistryOptions struct {
 	LocalCA []byte
 	// TokenLifetime is the lifetime of reader tokens (renewed at about half of it).
 	TokenLifetime time.Duration
+	// AllowLoopbackPeers also dials peers at loopback addresses (see
+	// kubeconfig.AddressPolicy).
+	AllowLoopbackPeers bool
 	// PeerHealthInterval is the period of peer health checks.
 	PeerHealthInterval time.Duration
 	// PeerFailureThreshold is how many consecutive failed checks make a peer not Ready.
@@ -129,6 +133,7 @@ func SetupRegistry(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		Scheme:           mgr.GetScheme(),
 		Namespace:        opts.Namespace,
 		HealthInterval:   ro.PeerHealthInterval,
+		Addresses:        kubeconfig.AddressPolicy{AllowLoopback: ro.AllowLoopbackPeers},
 		FailureThreshold: ro.PeerFailureThreshold,
 		Registerer:       metrics.Registry,
 	})
@@ -168,6 +173,7 @@ func SetupRegistry(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		Peers:     pm,
 		Namespace: opts.Namespace,
 		Recorder:  recorder,
+		Addresses: kubeconfig.AddressPolicy{AllowLoopback: ro.AllowLoopbackPeers},
 	}
 	if err := member.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up membership sync: %w", err)

@@ -54,6 +54,18 @@ func (d Departures) Format() string {
 	return strings.Join(entries, ",")
 }
 
+// MaxSkew is how far ahead of this cluster's clock a departure or join time may be:
+// members' clocks differ by a little, never by more. A later time is refused, or a
+// member could date an entry ahead to remove another member for good, or to never be
+// made to leave.
+const MaxSkew = 5 * time.Minute
+
+// Disabled reports whether a local Cluster CR has the cluster-disabled annotation: the
+// cluster is quarantined here, and nothing about it is taken from other members.
+func Disabled(c *v1alpha1.Cluster) bool {
+	return c.Annotations[v1alpha1.ClusterDisabledAnnotation] == "true"
+}
+
 // JoinedAt is the time of the join that brought the cluster a Cluster CR describes back
 // into the group, or the zero time.
 func JoinedAt(c *v1alpha1.Cluster) time.Time {
@@ -61,28 +73,79 @@ func JoinedAt(c *v1alpha1.Cluster) time.Time {
 	return t
 }
 
-// InForce returns the departures that apply given every Cluster CR seen (the local ones
-// and the peers'): an entry for X counts unless a Cluster CR describing X was joined
-// again at or after its time. Unreadable entries are reported in the second result.
-func InForce(sets ...[]v1alpha1.Cluster) (Departures, []string) {
+// InForce returns the departures that apply, judged at now by this cluster's clock,
+// given the local Cluster CRs and the Ready peers' views. Unreadable and refused entries
+// are reported in the second result.
+//
+// What a member may say is limited:
+//   - A member's departure records are read from its own Cluster CR only: the local
+//     cluster's, the local copies (written from each member's own view), and each peer's
+//     own Cluster CR in its view; never from a peer's copy of a third member's, which
+//     that peer could forge. A disabled member's records do not count.
+//   - An entry X@T counts only if T is not ahead of now by more than MaxSkew, and the
+//     member that recorded it had not joined (again) after T: it was part of the group
+//     when X left.
+//   - An entry for X is cancelled by a join of X at or after T, read from any Cluster CR
+//     describing X (joins spread through relays), unless the join time is ahead of now
+//     by more than MaxSkew.
+//
+// A zero now judges nothing ahead (the CLI's read of what is recorded).
+func InForce(now time.Time, local []v1alpha1.Cluster, views ...View) (Departures, []string) {
 	all := Departures{}
 	joined := map[types.UID]time.Time{}
 	var problems []string
-	for _, set := range sets {
-		for i := range set {
-			c := &set[i]
-			if v, ok := c.Annotations[v1alpha1.LeftClustersAnnotation]; ok {
-				d, bad := ParseDepartures(v)
-				for id, t := range d {
-					all.Add(id, t)
-				}
-				for _, b := range bad {
-					problems = append(problems, fmt.Sprintf("Cluster %s: entry %q of %s is not <clusterID>@<RFC 3339 time>: ignored", c.Name, b, v1alpha1.LeftClustersAnnotation))
-				}
+	ahead := func(t time.Time) bool { return !now.IsZero() && t.After(now.Add(MaxSkew)) }
+	disabled := map[types.UID]bool{}
+	for i := range local {
+		if Disabled(&local[i]) {
+			disabled[local[i].Spec.ClusterID] = true
+		}
+	}
+	record := func(c *v1alpha1.Cluster) {
+		v, ok := c.Annotations[v1alpha1.LeftClustersAnnotation]
+		if !ok || disabled[c.Spec.ClusterID] {
+			return
+		}
+		d, bad := ParseDepartures(v)
+		for _, b := range bad {
+			problems = append(problems, fmt.Sprintf("Cluster %s: entry %q of %s is not <clusterID>@<RFC 3339 time>: ignored", c.Name, b, v1alpha1.LeftClustersAnnotation))
+		}
+		since := JoinedAt(c)
+		if ahead(since) {
+			since = time.Time{} // refused below, where joins are read
+		}
+		for id, t := range d {
+			switch {
+			case ahead(t):
+				problems = append(problems, fmt.Sprintf("Cluster %s: departure of %s at %s is ahead of this cluster's clock by more than %s: refused", c.Name, id, t.UTC().Format(time.RFC3339), MaxSkew))
+			case t.Before(since):
+				problems = append(problems, fmt.Sprintf("Cluster %s: departure of %s at %s was recorded by a member that joined at %s, after it: refused", c.Name, id, t.UTC().Format(time.RFC3339), since.UTC().Format(time.RFC3339)))
+			default:
+				all.Add(id, t)
 			}
-			if t := JoinedAt(c); t.After(joined[c.Spec.ClusterID]) {
-				joined[c.Spec.ClusterID] = t
+		}
+	}
+	join := func(c *v1alpha1.Cluster) {
+		t := JoinedAt(c)
+		if ahead(t) {
+			problems = append(problems, fmt.Sprintf("Cluster %s: %s %s is ahead of this cluster's clock by more than %s: refused", c.Name, v1alpha1.JoinedAtAnnotation, t.UTC().Format(time.RFC3339), MaxSkew))
+			return
+		}
+		if t.After(joined[c.Spec.ClusterID]) {
+			joined[c.Spec.ClusterID] = t
+		}
+	}
+	for i := range local {
+		record(&local[i])
+		join(&local[i])
+	}
+	for _, v := range views {
+		for i := range v.Clusters {
+			c := &v.Clusters[i]
+			if c.Spec.ClusterID == v.ClusterID {
+				record(c)
 			}
+			join(c)
 		}
 	}
 	for id, t := range all {

@@ -1,6 +1,7 @@
 package membership
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -68,7 +69,7 @@ func TestInForce(t *testing.T) {
 		{name: "the latest join counts", sets: [][]v1alpha1.Cluster{{*leftAt(string(idX) + "@" + at(2))}, {*joined(idX, 1)}, {*joined(idX, 3)}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, _ := InForce(tc.sets...)
+			got, _ := InForce(time.Time{}, slices.Concat(tc.sets...))
 			var ids []types.UID
 			for id := range got {
 				ids = append(ids, id)

@@ -2,37 +2,42 @@ package membership
 
 import (
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kubectl-registry/kubectl-registry/reconciler/bootstrap"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 )
 
-// TestTokenFreshness: two tokens issued within one second expire in the same second;
-// the issue time tells which is newer, so a relayed renewal is not lost.
+// TestTokenFreshness: which of two relayed tokens is newer is read from the tokens
+// themselves (exp, then iat), never from annotations a member writes.
 func TestTokenFreshness(t *testing.T) {
-	secret := func(expires, issued string) *corev1.Secret {
-		a := map[string]string{bootstrap.ExpiresAtAnnotation: expires}
-		if issued != "" {
-			a[bootstrap.IssuedAtAnnotation] = issued
+	base := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
+	secret := func(exp, iat time.Time, annotated string) *corev1.Secret {
+		return &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: "x", Annotations: map[string]string{"cluster-registry.k8s.cisco.com/token-expires-at": annotated}},
+			Data:       map[string][]byte{v1alpha1.KubeconfigKey: readerKubeconfig("x", "https://x.example", nil, exp, "")},
 		}
-		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Annotations: a}}
+	}
+	newer := func(a, b *corev1.Secret) bool {
+		ae, ai := tokenTimes(a)
+		be, bi := tokenTimes(b)
+		return ae.After(be) || ae.Equal(be) && ai.After(bi)
 	}
 	tests := []struct {
 		name       string
 		newer, old *corev1.Secret
 	}{
-		{"same expiry second, later issue", secret("2026-01-02T10:00:00Z", "2026-01-01T10:00:00.9Z"), secret("2026-01-02T10:00:00Z", "2026-01-01T10:00:00.1Z")},
-		{"later expiry", secret("2026-01-02T10:00:01Z", ""), secret("2026-01-02T10:00:00Z", "")},
-		{"later expiry wins over nanoseconds", secret("2026-01-02T10:00:01Z", "2026-01-01T10:00:01.0Z"), secret("2026-01-02T10:00:00Z", "2026-01-01T10:00:00.99Z")},
+		{"later expiry", secret(base.Add(time.Second), base, ""), secret(base, base, "")},
+		{"the annotation says nothing", secret(base.Add(time.Hour), base, "2026-01-01T00:00:00Z"), secret(base, base, "9999-01-01T00:00:00Z")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if !expiresAt(tt.newer).After(expiresAt(tt.old)) {
-				t.Fatalf("%v is not newer than %v", expiresAt(tt.newer), expiresAt(tt.old))
+			if !newer(tt.newer, tt.old) {
+				t.Fatal("the newer token is not newer")
 			}
-			if expiresAt(tt.old).After(expiresAt(tt.newer)) {
+			if newer(tt.old, tt.newer) {
 				t.Fatal("order is not antisymmetric")
 			}
 		})

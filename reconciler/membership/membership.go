@@ -27,6 +27,7 @@ package membership
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -46,6 +47,7 @@ import (
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/bootstrap"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/peers"
 )
 
@@ -60,6 +62,30 @@ type Reconciler struct {
 	Peers     *peers.Manager
 	Namespace string
 	Recorder  record.EventRecorder
+	// Addresses decides which API servers a relayed token is verified against.
+	Addresses kubeconfig.AddressPolicy
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+
+	mu sync.Mutex
+	// badRelays are relays whose token did not authenticate, until when they are skipped.
+	badRelays map[string]time.Time
+	// reported are the refusals reported as events, with when, so that a refusal seen
+	// at every reconcile is reported again only after reportEvery.
+	reported map[string]time.Time
+}
+
+// Times of the relay verification and the refusal reports.
+const (
+	badRelayFor = time.Minute
+	reportEvery = 10 * time.Minute
+)
+
+func (r *Reconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
 }
 
 var key = reconcile.Request{NamespacedName: types.NamespacedName{Name: "membership"}}
@@ -117,9 +143,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		in.Peers = append(in.Peers, view)
 	}
 
-	plan := Plan(in)
+	in.Now = r.now()
+	plan, verified := r.plan(ctx, in)
+	r.report(clusters.Items, plan.Refused)
 	var firstErr error
 	for _, w := range plan.Writes {
+		if w.Verify && !verified[w.RelayKey] {
+			continue // verified in r.plan, or refused there
+		}
 		if err := r.write(ctx, w); err != nil {
 			log.Error(err, "writing a membership copy", "kind", w.Object.GetObjectKind().GroupVersionKind().Kind, "name", w.Object.GetName(), "from", w.From)
 			if firstErr == nil {
@@ -144,7 +175,125 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	if firstErr != nil {
 		return reconcile.Result{}, firstErr
 	}
+	if len(r.skippedRelays()) > 0 {
+		return reconcile.Result{RequeueAfter: badRelayFor}, nil
+	}
 	return reconcile.Result{RequeueAfter: resyncPeriod}, nil
+}
+
+// plan runs Plan until every reader Secret that did not come from the cluster it is for
+// has authenticated against that cluster's server: a relay that fails is skipped (for
+// badRelayFor) and the plan made again, so that a bad relay never hides a good one.
+func (r *Reconciler) plan(ctx context.Context, in Input) (Result, map[string]bool) {
+	verified := map[string]bool{}
+	for range len(in.Peers) + 1 {
+		in.BadRelays = r.skippedRelays()
+		plan := Plan(in)
+		again := false
+		for _, w := range plan.Writes {
+			if !w.Verify || verified[w.RelayKey] {
+				continue
+			}
+			if err := r.verify(ctx, w); err != nil {
+				_, class := peers.Classify(err)
+				logf.FromContext(ctx).Info("relayed reader Secret refused", "secret", w.Object.GetName(), "describes", w.Describes, "from", w.From, "class", class, "error", err.Error())
+				r.mu.Lock()
+				if r.badRelays == nil {
+					r.badRelays = map[string]time.Time{}
+				}
+				r.badRelays[w.RelayKey] = r.now().Add(badRelayFor)
+				r.mu.Unlock()
+				plan.Refused = append(plan.Refused, fmt.Sprintf("reader Secret %s for cluster %s from peer %s refused: its token did not authenticate against that cluster's API server: %s", w.Credential.GetName(), w.Describes, w.From, class))
+				again = true
+				continue
+			}
+			verified[w.RelayKey] = true
+		}
+		if !again {
+			return plan, verified
+		}
+		r.report(in.Local.Clusters, plan.Refused)
+	}
+	in.BadRelays = r.skippedRelays()
+	return Plan(in), verified
+}
+
+// skippedRelays returns the relays to skip now.
+func (r *Reconciler) skippedRelays() map[string]bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.now()
+	out := map[string]bool{}
+	for k, until := range r.badRelays {
+		if now.After(until) {
+			delete(r.badRelays, k)
+			continue
+		}
+		out[k] = true
+	}
+	return out
+}
+
+// verify checks that the token of a reader Secret w writes authenticates against the
+// server its kubeconfig names, and that the server is cluster w.Describes.
+func (r *Reconciler) verify(ctx context.Context, w Write) error {
+	s := w.Credential
+	if s == nil {
+		return fmt.Errorf("no reader Secret to verify %s %s with", kindOf(w.Object), w.Object.GetName())
+	}
+	cfg, err := kubeconfig.Parse(s.Data[v1alpha1.KubeconfigKey])
+	if err != nil {
+		return err
+	}
+	if err := r.Addresses.Guard(cfg); err != nil {
+		return err
+	}
+	requests, _, err := kubeconfig.HTTPClients(cfg)
+	if err != nil {
+		return err
+	}
+	c, err := client.New(cfg, client.Options{HTTPClient: requests})
+	if err != nil {
+		return err
+	}
+	id, err := bootstrap.LocalClusterID(ctx, c)
+	if err != nil {
+		return err
+	}
+	if id != w.Describes {
+		return fmt.Errorf("%w: the server is cluster %s, not %s", peers.ErrWrongCluster, id, w.Describes)
+	}
+	return nil
+}
+
+// report records each refusal as a Warning event on the local cluster's own Cluster,
+// at most once per reportEvery for the same message.
+func (r *Reconciler) report(clusters []v1alpha1.Cluster, refused []string) {
+	if r.Recorder == nil || len(refused) == 0 {
+		return
+	}
+	own := ownCluster(clusters, r.Identity)
+	if own == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.reported == nil {
+		r.reported = map[string]time.Time{}
+	}
+	now := r.now()
+	for k, at := range r.reported {
+		if now.Sub(at) > reportEvery {
+			delete(r.reported, k)
+		}
+	}
+	for _, msg := range refused {
+		if _, done := r.reported[msg]; done {
+			continue
+		}
+		r.reported[msg] = now
+		r.Recorder.Eventf(own, corev1.EventTypeWarning, "MembershipRefused", "%s", msg)
+	}
 }
 
 // ownCluster returns the local cluster's own Cluster among clusters, or nil.

@@ -1,6 +1,9 @@
 package membership
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"maps"
 	"sort"
@@ -12,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
-	"github.com/kubectl-registry/kubectl-registry/reconciler/bootstrap"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 )
 
 // View is what one Ready peer holds: its Cluster CRs and the Secrets of its registry
@@ -40,7 +43,18 @@ type Input struct {
 	Peers []View
 	// Unreachable are the IDs of peers that are known but not Ready.
 	Unreachable []types.UID
+	// Now is the time departures, joins and token expiries are judged against: this
+	// cluster's clock, never a member's.
+	Now time.Time
+	// BadRelays are relayed reader Secrets (by RelayKey) whose token failed to
+	// authenticate against the pinned server of the cluster they are for: not chosen.
+	BadRelays map[string]bool
 }
+
+// MaxTokenLifetime caps how far ahead the expiry a relayed reader token states about
+// itself may be: a relay claiming more is refused (a member forging a far-future token
+// to win the choice between relays).
+const MaxTokenLifetime = 7 * 24 * time.Hour
 
 // Op is a write.
 type Op string
@@ -68,12 +82,25 @@ type Write struct {
 	Base      client.Object
 	From      string
 	Describes types.UID
+	// Verify is set on a write that did not come from the cluster it describes (a relayed
+	// reader Secret, or a cluster learnt from a peer, its Cluster and its Secret): the
+	// reconciler writes it only after the token of Credential, the reader Secret offered,
+	// has authenticated against its server and that server is cluster Describes.
+	// RelayKey names Credential in Input.BadRelays when it does not.
+	Verify     bool
+	Credential *corev1.Secret
+	RelayKey   string
 }
 
 // Result is the plan: the writes, and the copies not written with the reason.
 type Result struct {
 	Writes    []Write
 	Conflicts []string
+	// Refused are what peers offered that this cluster does not trust: a relayed Secret
+	// for another server or CA than the pinned ones or with a token dated too far ahead,
+	// departures and joins dated ahead of this cluster's clock. The controller reports
+	// them as events.
+	Refused []string
 	// Departed are the departures in force the plan carried out (see InForce).
 	Departed Departures
 }
@@ -82,6 +109,12 @@ type Result struct {
 var notCopied = []string{
 	v1alpha1.ClusterDisabledAnnotation,
 	corev1.LastAppliedConfigAnnotation,
+}
+
+// RelayKey identifies a relayed reader Secret: the peer it came from and its content.
+func RelayKey(peer string, s *corev1.Secret) string {
+	h := sha256.Sum256(s.Data[v1alpha1.KubeconfigKey])
+	return peer + "/" + s.Name + "/" + hex.EncodeToString(h[:8])
 }
 
 // Plan computes the membership writes. It is pure and deterministic.
@@ -95,10 +128,32 @@ func Plan(in Input) Result {
 	}
 	localClusters := map[string]*v1alpha1.Cluster{}
 	known := map[types.UID]bool{}
+	// disabled clusters are quarantined: nothing about them is taken from other members.
+	disabled := map[types.UID]bool{}
+	// since is when this cluster first had a Cluster CR of each member, by its own API
+	// server's clock: which peer a new member is learnt from is decided by it, not by
+	// names a member chooses.
+	since := map[types.UID]time.Time{}
 	for i := range in.Local.Clusters {
 		c := &in.Local.Clusters[i]
 		localClusters[c.Name] = c
 		known[c.Spec.ClusterID] = true
+		if Disabled(c) {
+			disabled[c.Spec.ClusterID] = true
+		}
+		if t := c.CreationTimestamp.Time; !t.IsZero() && (since[c.Spec.ClusterID].IsZero() || t.Before(since[c.Spec.ClusterID])) {
+			since[c.Spec.ClusterID] = t
+		}
+	}
+	senior := func(a, b View) bool {
+		ta, tb := since[a.ClusterID], since[b.ClusterID]
+		switch {
+		case ta.IsZero() != tb.IsZero():
+			return !ta.IsZero()
+		case !ta.Equal(tb):
+			return ta.Before(tb)
+		}
+		return a.ClusterID < b.ClusterID
 	}
 	for _, id := range in.Unreachable {
 		known[id] = true
@@ -117,13 +172,9 @@ func Plan(in Input) Result {
 
 	// Departures: a cluster that left is deleted and not learnt again; a local cluster
 	// that left forgets the group.
-	sets := [][]v1alpha1.Cluster{in.Local.Clusters}
-	for _, p := range peers {
-		sets = append(sets, p.Clusters)
-	}
-	gone, problems := InForce(sets...)
+	gone, problems := InForce(in.Now, in.Local.Clusters, peers...)
 	res.Departed = gone
-	res.Conflicts = append(res.Conflicts, problems...)
+	res.Refused = append(res.Refused, problems...)
 	if own := localClusters[in.LocalName]; own != nil && own.Spec.ClusterID == in.LocalID {
 		if w := planDepartures(own, gone); w != nil {
 			res.Writes = append(res.Writes, *w)
@@ -140,6 +191,8 @@ func Plan(in Input) Result {
 		cluster   v1alpha1.Cluster
 		relayOnly bool
 		own       bool // the view is the described cluster's own
+		secret    *corev1.Secret
+		exp, iat  time.Time // what the relayed token states
 	}
 	// rank orders the sources of one name: a Ready cluster's own copy, then a copy of a
 	// cluster learnt from a relay, then a relayed copy of a cluster that is not Ready.
@@ -151,6 +204,20 @@ func Plan(in Input) Result {
 			return 1
 		}
 		return 0
+	}
+	// better reports whether a wins over b, both of the same rank: for relays the token
+	// that states the later expiry (then issue time), then the senior peer; for a
+	// cluster learnt from peers the senior peer.
+	better := func(a, b source) bool {
+		if a.relayOnly {
+			if !a.exp.Equal(b.exp) {
+				return a.exp.After(b.exp)
+			}
+			if !a.iat.Equal(b.iat) {
+				return a.iat.After(b.iat)
+			}
+		}
+		return senior(a.view, b.view)
 	}
 	chosen := map[string]source{}
 	var names []string
@@ -166,11 +233,14 @@ func Plan(in Input) Result {
 			if _, left := gone[x]; left {
 				continue
 			}
+			if disabled[x] && view.ClusterID != x {
+				continue // quarantined: nothing about X is taken from others, not even a newer token
+			}
 			if c.Name == in.LocalName {
 				res.Conflicts = append(res.Conflicts, fmt.Sprintf("peer %s has Cluster %s for cluster %s, but %s is the local cluster's name", view.Name, c.Name, x, c.Name))
 				continue
 			}
-			src := source{view: view, cluster: c}
+			src := source{view: view, cluster: c, secret: refSecret(view, &c, in.Namespace)}
 			switch {
 			case ready[x]:
 				if view.ClusterID != x {
@@ -179,15 +249,32 @@ func Plan(in Input) Result {
 				src.own = true
 			case known[x]:
 				src.relayOnly = true // X is known but unreachable: only newer tokens are relayed
+				// Only the Secret the local Cluster of X references is renewed by a relay.
+				if local := localClusters[c.Name]; local != nil && local.Spec.ClusterID == x {
+					src.secret = refSecret(view, local, in.Namespace)
+				}
+			}
+			if !src.own && src.secret != nil {
+				if in.BadRelays[RelayKey(view.Name, src.secret)] {
+					continue // its token did not authenticate against X's server
+				}
+				problem := checkRelay(src.secret, in.Now, src.relayOnly)
+				if problem == "" {
+					problem = pinned(localSecrets[src.secret.Name], src.secret)
+				}
+				if problem != "" {
+					res.Refused = append(res.Refused, fmt.Sprintf("reader Secret %s for cluster %s relayed by peer %s refused: %s", src.secret.Name, x, view.Name, problem))
+					continue
+				}
+				src.exp, src.iat = tokenTimes(src.secret)
+			}
+			if src.relayOnly && src.secret == nil {
+				continue // a relay brings only a newer token
 			}
 			prev, seen := chosen[c.Name]
 			if seen {
-				// The better source wins, then the relay with the later token, then the first
-				// peer by name.
 				r, p := rank(src), rank(prev)
-				later := src.relayOnly && expiresAt(refSecret(src.view, &src.cluster, in.Namespace)).
-					After(expiresAt(refSecret(prev.view, &prev.cluster, in.Namespace)))
-				if r < p || r == p && !later {
+				if r < p || r == p && !better(src, prev) {
 					continue
 				}
 			}
@@ -207,14 +294,24 @@ func Plan(in Input) Result {
 			res.Conflicts = append(res.Conflicts, conflict)
 			continue
 		} else if w != nil {
-			res.Writes = append(res.Writes, Write{Op: w.op, Object: w.obj, Base: w.base, From: from, Describes: x})
+			wr := Write{Op: w.op, Object: w.obj, Base: w.base, From: from, Describes: x}
+			if !src.own {
+				// A member learnt from another: only once its reader Secret authenticates
+				// against its server as that cluster, or any member could plant Clusters.
+				if src.secret == nil {
+					res.Conflicts = append(res.Conflicts, fmt.Sprintf("Cluster %s (cluster %s) offered by peer %s has no reader Secret there: not learnt", name, x, from))
+					continue
+				}
+				wr.Verify, wr.Credential, wr.RelayKey = true, src.secret, RelayKey(from, src.secret)
+			}
+			res.Writes = append(res.Writes, wr)
 		}
 
-		ref := src.cluster.Spec.AuthInfo.SecretRef
-		peerSecret := refSecret(src.view, &src.cluster, in.Namespace)
+		peerSecret := src.secret
 		if peerSecret == nil {
 			continue
 		}
+		ref := corev1.SecretReference{Name: peerSecret.Name}
 		if ownSecrets[ref.Name] {
 			res.Conflicts = append(res.Conflicts, fmt.Sprintf("Secret %s/%s is the local cluster's reader Secret; not overwritten by cluster %s's", in.Namespace, ref.Name, x))
 			continue
@@ -226,10 +323,18 @@ func Plan(in Input) Result {
 				adoptable = true
 			}
 		}
+		if problem := pinned(localSecrets[ref.Name], peerSecret); problem != "" {
+			res.Refused = append(res.Refused, fmt.Sprintf("reader Secret %s for cluster %s from peer %s refused: %s", ref.Name, x, from, problem))
+			continue
+		}
 		if w, conflict := planSecret(localSecrets[ref.Name], peerSecret, x, in.Namespace, adoptable, src.relayOnly); conflict != "" {
 			res.Conflicts = append(res.Conflicts, conflict)
 		} else if w != nil {
-			res.Writes = append(res.Writes, Write{Op: w.op, Object: w.obj, Base: w.base, From: from, Describes: x})
+			wr := Write{Op: w.op, Object: w.obj, Base: w.base, From: from, Describes: x}
+			if !src.own {
+				wr.Verify, wr.Credential, wr.RelayKey = true, peerSecret, RelayKey(from, peerSecret)
+			}
+			res.Writes = append(res.Writes, wr)
 		}
 	}
 	return res
@@ -395,17 +500,59 @@ func planCluster(existing, src *v1alpha1.Cluster, x, localID types.UID, relayOnl
 	return &write{op: OpUpdate, obj: c, base: existing}, ""
 }
 
-func expiresAt(s *corev1.Secret) time.Time {
-	if s == nil {
-		return time.Time{}
+// tokenTimes returns what the token of a reader Secret states of its expiry and issue.
+func tokenTimes(s *corev1.Secret) (exp, iat time.Time) {
+	r, ok := kubeconfig.Read(s.Data[v1alpha1.KubeconfigKey])
+	if !ok {
+		return time.Time{}, time.Time{}
 	}
-	t, _ := time.Parse(time.RFC3339, s.Annotations[bootstrap.ExpiresAtAnnotation])
-	// Tokens issued within one second expire in the same second: the issue time, with
-	// nanoseconds, tells them apart.
-	if issued, err := time.Parse(time.RFC3339Nano, s.Annotations[bootstrap.IssuedAtAnnotation]); err == nil && !t.IsZero() {
-		return t.Truncate(time.Second).Add(time.Duration(issued.Nanosecond()))
+	exp, iat, _ = kubeconfig.TokenTimes(r.Token)
+	return exp, iat
+}
+
+// checkRelay returns why a reader Secret offered by a peer other than the cluster it is
+// for is refused, or "": its kubeconfig must be one the controller accepts, and its
+// token must state an expiry no further ahead than MaxTokenLifetime; a renewal (renewal)
+// must state one, or it cannot be newer.
+func checkRelay(s *corev1.Secret, now time.Time, renewal bool) string {
+	r, ok := kubeconfig.Read(s.Data[v1alpha1.KubeconfigKey])
+	if !ok {
+		return "its kubeconfig is not one the controller accepts"
 	}
-	return t
+	exp, _, ok := kubeconfig.TokenTimes(r.Token)
+	switch {
+	case !ok && renewal:
+		return "its token states no expiry"
+	case !ok:
+		return ""
+	case !now.IsZero() && exp.After(now.Add(MaxTokenLifetime)):
+		return fmt.Sprintf("its token claims to expire at %s, more than %s ahead", exp.Format(time.RFC3339), MaxTokenLifetime)
+	}
+	return ""
+}
+
+// pinned returns why src may not replace the local reader Secret existing, or "": the
+// API server address and CA a cluster is reached at are pinned by the first reader
+// Secret this cluster had for it (written by join, or learnt), and only a join run here
+// (or deleting the local Secret) changes them.
+func pinned(existing, src *corev1.Secret) string {
+	if existing == nil {
+		return ""
+	}
+	pin, ok := kubeconfig.Read(existing.Data[v1alpha1.KubeconfigKey])
+	if !ok {
+		return "" // nothing usable is pinned
+	}
+	got, ok := kubeconfig.Read(src.Data[v1alpha1.KubeconfigKey])
+	switch {
+	case !ok:
+		return "its kubeconfig is not one the controller accepts"
+	case got.Server != pin.Server:
+		return "it names another API server than the pinned " + pin.Server + " (re-pin with kubectl registry join)"
+	case !bytes.Equal(got.CAData, pin.CAData):
+		return "it names another CA than the pinned one (re-pin with kubectl registry join)"
+	}
+	return ""
 }
 
 func planSecret(existing, src *corev1.Secret, x types.UID, ns string, adoptable, relayOnly bool) (*write, string) {
@@ -417,8 +564,12 @@ func planSecret(existing, src *corev1.Secret, x types.UID, ns string, adoptable,
 		case mark != "" && mark != string(x):
 			return nil, fmt.Sprintf("Secret %s/%s is a copy of cluster %s's; not overwritten by cluster %s's", ns, existing.Name, mark, x)
 		}
-		if relayOnly && !expiresAt(src).After(expiresAt(existing)) {
-			return nil, ""
+		if relayOnly {
+			se, si := tokenTimes(src)
+			ee, ei := tokenTimes(existing)
+			if !se.After(ee) && !(se.Equal(ee) && si.After(ei)) {
+				return nil, ""
+			}
 		}
 	}
 	var existingAnnotations map[string]string

@@ -1,6 +1,7 @@
 package membership
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -13,12 +14,14 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/conversion"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/bootstrap"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 )
 
 const ns = v1alpha1.DefaultNamespace
@@ -82,7 +85,7 @@ func sec(name string, h int, mods ...mod) *corev1.Secret {
 	s.Labels = map[string]string{partOfLabel: "kubectl-registry"}
 	s.Annotations = map[string]string{expiresAtKey: at(h)}
 	s.Type = registrySecret
-	s.Data = map[string][]byte{kubeconfigKey: []byte("kubeconfig of " + name + " until " + at(h))}
+	s.Data = map[string][]byte{kubeconfigKey: readerKubeconfig(name, "https://"+name+".example:6443", nil, t0.Add(time.Duration(h)*time.Hour), "")}
 	for _, m := range mods {
 		m(s)
 	}
@@ -146,8 +149,58 @@ func stype(t corev1.SecretType) mod {
 	return func(o client.Object) { o.(*corev1.Secret).Type = t }
 }
 
-func kubeconfig(v string) mod {
-	return func(o client.Object) { o.(*corev1.Secret).Data[kubeconfigKey] = []byte(v) }
+// token gives the reader Secret another token, marked note, with the same server,
+// CA and expiry.
+func token(note string) mod {
+	return func(o client.Object) {
+		s := o.(*corev1.Secret)
+		r, ok := kubeconfig.Read(s.Data[kubeconfigKey])
+		if !ok {
+			panic("unreadable test kubeconfig")
+		}
+		exp, _, _ := kubeconfig.TokenTimes(r.Token)
+		s.Data[kubeconfigKey] = readerKubeconfig(s.Name, r.Server, r.CAData, exp, note)
+	}
+}
+
+// noExpiry gives the reader Secret a token that states no expiry (not a JWT).
+func noExpiry() mod {
+	return func(o client.Object) {
+		s := o.(*corev1.Secret)
+		r, _ := kubeconfig.Read(s.Data[kubeconfigKey])
+		data, err := kubeconfig.Render(kubeconfig.Reader{ClusterName: s.Name, Server: r.Server, CAData: r.CAData, Token: "opaque-token-of-" + s.Name})
+		if err != nil {
+			panic(err)
+		}
+		s.Data[kubeconfigKey] = data
+	}
+}
+
+// readerServer gives the reader Secret another API server address (and CA).
+func readerServer(server string, ca []byte) mod {
+	return func(o client.Object) {
+		s := o.(*corev1.Secret)
+		r, _ := kubeconfig.Read(s.Data[kubeconfigKey])
+		exp, _, _ := kubeconfig.TokenTimes(r.Token)
+		s.Data[kubeconfigKey] = readerKubeconfig(s.Name, server, ca, exp, "moved")
+	}
+}
+
+// readerKubeconfig renders a reader kubeconfig whose token is a JWT stating exp, issued
+// a day before, marked note.
+func readerKubeconfig(name, server string, ca []byte, exp time.Time, note string) []byte {
+	data, err := kubeconfig.Render(kubeconfig.Reader{ClusterName: name, Server: server, CAData: ca, Token: fakeJWT(exp, exp.Add(-24*time.Hour), note)})
+	if err != nil {
+		panic(err)
+	}
+	return data
+}
+
+// fakeJWT is an unsigned token in the shape of a ServiceAccount token.
+func fakeJWT(exp, iat time.Time, note string) string {
+	enc := base64.RawURLEncoding
+	claims, _ := json.Marshal(map[string]any{"exp": exp.Unix(), "iat": iat.Unix(), "sub": "system:serviceaccount:cluster-registry:cluster-registry-reader", "jti": note})
+	return enc.EncodeToString([]byte(`{"alg":"RS256"}`)) + "." + enc.EncodeToString(claims) + ".c2ln"
 }
 
 func withStatus(state v1alpha1.ClusterState) mod {
@@ -557,10 +610,8 @@ func planCases() []planCase {
 				steadyX,
 				peer("y", idY, cl("y", idY, secretRef("b", ns))),
 			}),
-			want: []string{
-				"create Cluster b from=a describes=uid-b",
-				"update Cluster y from=y describes=uid-y",
-			},
+			want:      []string{"update Cluster y from=y describes=uid-y"},
+			conflicts: []string{"Cluster b (cluster uid-b) offered by peer a has no reader Secret there: not learnt"},
 		},
 		{
 			name: "an unmarked Secret referenced by another cluster's local Cluster is not adopted for a learnt one",
@@ -586,7 +637,7 @@ func planCases() []planCase {
 		},
 		{
 			name: "a Secret whose data changed is updated",
-			in:   input(objs(copies("a", idA), []client.Object{cl("x", idX, mark(idX)), sec("x", defaultExpiryAt, mark(idX), kubeconfig("edited"))}), []View{steadyA, steadyX}),
+			in:   input(objs(copies("a", idA), []client.Object{cl("x", idX, mark(idX)), sec("x", defaultExpiryAt, mark(idX), token("edited"))}), []View{steadyA, steadyX}),
 			want: []string{"update Secret cluster-registry/x from=x describes=uid-x"},
 		},
 
@@ -601,7 +652,7 @@ func planCases() []planCase {
 		{
 			name: "an unreachable cluster's token expiring at the same time is not relayed",
 			in: input(steadyLocal, []View{
-				peer("a", idA, objs(own("a", idA), []client.Object{cl("x", idX, mark(idX), server("https://x-moved")), sec("x", defaultExpiryAt, mark(idX), kubeconfig("other"))})...),
+				peer("a", idA, objs(own("a", idA), []client.Object{cl("x", idX, mark(idX), server("https://x-moved")), sec("x", defaultExpiryAt, mark(idX), token("other"))})...),
 			}, idX),
 		},
 		{
@@ -613,12 +664,13 @@ func planCases() []planCase {
 		{
 			name: "a relayed token without an expiry is not relayed",
 			in: input(steadyLocal, []View{
-				peer("a", idA, objs(own("a", idA), []client.Object{cl("x", idX, mark(idX)), sec("x", 50, mark(idX), unannotate(expiresAtKey))})...),
+				peer("a", idA, objs(own("a", idA), []client.Object{cl("x", idX, mark(idX)), sec("x", 50, mark(idX), noExpiry())})...),
 			}, idX),
+			conflicts: []string{"reader Secret x for cluster uid-x relayed by peer a refused: its token states no expiry"},
 		},
 		{
 			name: "a relayed token with an expiry replaces a local copy without one",
-			in: input(objs(copies("a", idA), []client.Object{cl("x", idX, mark(idX)), sec("x", 0, mark(idX), unannotate(expiresAtKey))}), []View{
+			in: input(objs(copies("a", idA), []client.Object{cl("x", idX, mark(idX)), sec("x", 0, mark(idX), noExpiry())}), []View{
 				peer("a", idA, objs(own("a", idA), copies("x", idX))...),
 			}, idX),
 			want: []string{"update Secret cluster-registry/x from=a describes=uid-x"},
@@ -636,10 +688,10 @@ func planCases() []planCase {
 			},
 		},
 		{
-			name: "relays holding the same token: the first by name is relayed",
+			name: "relays holding tokens of the same times, neither senior: the lowest cluster ID is relayed",
 			in: input(objs(steadyLocal, copies("c", idC)), []View{
-				peer("c", idC, objs(own("c", idC), []client.Object{cl("x", idX, mark(idX)), sec("x", 30, mark(idX), kubeconfig("from c"))})...),
-				peer("a", idA, objs(own("a", idA), []client.Object{cl("x", idX, mark(idX)), sec("x", 30, mark(idX), kubeconfig("from a"))})...),
+				peer("c", idC, objs(own("c", idC), []client.Object{cl("x", idX, mark(idX)), sec("x", 30, mark(idX), token("from c"))})...),
+				peer("a", idA, objs(own("a", idA), []client.Object{cl("x", idX, mark(idX)), sec("x", 30, mark(idX), token("from a"))})...),
 			}, idX),
 			want: []string{"update Secret cluster-registry/x from=a describes=uid-x"},
 		},
@@ -721,11 +773,11 @@ func planCases() []planCase {
 
 		// 9. Secret references.
 		{
-			name: "a Secret outside the registry namespace is not copied",
+			name: "a Secret outside the registry namespace is not copied, nor the Cluster learnt without it",
 			in: input(steadyLocal, []View{
 				steadyA.with(cl("b", idB, mark(idB), secretRef("b", otherNamespace)), sec("b", 5, mark(idB))),
 			}),
-			want: []string{"create Cluster b from=a describes=uid-b"},
+			conflicts: []string{"Cluster b (cluster uid-b) offered by peer a has no reader Secret there: not learnt"},
 		},
 		{
 			name: "a secretRef without a namespace means the registry namespace",
@@ -738,18 +790,18 @@ func planCases() []planCase {
 			},
 		},
 		{
-			name: "a Cluster without a secretRef is copied alone",
+			name: "a Cluster without a secretRef is not learnt from a peer: it cannot be verified",
 			in: input(steadyLocal, []View{
 				steadyA.with(cl("b", idB, mark(idB), secretRef("", "")), sec("b", 5, mark(idB))),
 			}),
-			want: []string{"create Cluster b from=a describes=uid-b"},
+			conflicts: []string{"Cluster b (cluster uid-b) offered by peer a has no reader Secret there: not learnt"},
 		},
 		{
-			name: "a Secret missing on the peer is not written",
+			name: "a Cluster whose Secret is missing on the peer is not learnt",
 			in: input(steadyLocal, []View{
 				steadyA.with(cl("b", idB, mark(idB))),
 			}),
-			want: []string{"create Cluster b from=a describes=uid-b"},
+			conflicts: []string{"Cluster b (cluster uid-b) offered by peer a has no reader Secret there: not learnt"},
 		},
 		{
 			name: "a Secret with another name is copied under that name",
@@ -918,6 +970,12 @@ func (v View) with(objs ...client.Object) View {
 	return v
 }
 
+// inputEqual compares Inputs: semantically, as the API types want, and times by instant.
+var inputEqual = conversion.EqualitiesOrDie(
+	func(a, b metav1.Time) bool { return a.UTC() == b.UTC() },
+	func(a, b time.Time) bool { return a.Equal(b) },
+)
+
 func TestPlan(t *testing.T) {
 	for _, tc := range planCases() {
 		t.Run(tc.name, func(t *testing.T) {
@@ -926,10 +984,11 @@ func TestPlan(t *testing.T) {
 			if diff := cmp.Diff(tc.want, summary(res)); diff != "" {
 				t.Errorf("writes (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff(tc.conflicts, conflictsMatching(res.Conflicts, tc.conflicts)); diff != "" {
+			reported := append(slices.Clone(res.Conflicts), res.Refused...)
+			if diff := cmp.Diff(tc.conflicts, conflictsMatching(reported, tc.conflicts)); diff != "" {
 				t.Errorf("conflicts (-want +got):\n%s", diff)
 			}
-			if !apiequality.Semantic.DeepEqual(before, tc.in) {
+			if !inputEqual.DeepEqual(before, tc.in) {
 				t.Errorf("Plan modified its input")
 			}
 			gone := departures(tc.in)
@@ -978,11 +1037,7 @@ func TestPlan(t *testing.T) {
 
 // departures are the departures in force in an input.
 func departures(in Input) Departures {
-	sets := [][]v1alpha1.Cluster{in.Local.Clusters}
-	for _, p := range in.Peers {
-		sets = append(sets, p.Clusters)
-	}
-	d, _ := InForce(sets...)
+	d, _ := InForce(in.Now, in.Local.Clusters, in.Peers...)
 	return d
 }
 

@@ -16,6 +16,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/http"
 	"sort"
 	"sync"
 	"time"
@@ -23,7 +24,6 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -61,6 +61,8 @@ type Options struct {
 	MaxBackoff time.Duration
 	// Registerer registers the per-peer metrics; nil skips them.
 	Registerer prometheus.Registerer
+	// Addresses decides which API server addresses of peers are dialled.
+	Addresses kubeconfig.AddressPolicy
 }
 
 func (o *Options) defaults() {
@@ -96,6 +98,7 @@ type Peer struct {
 
 	reader client.Reader
 	config *rest.Config
+	http   *http.Client
 }
 
 // Config returns the REST config of the connection (the peer's reader identity, no
@@ -106,6 +109,16 @@ func (p Peer) Config() *rest.Config {
 		return nil
 	}
 	return rest.CopyConfig(p.config)
+}
+
+// HTTPClient returns the HTTP client to use with Config (no timeout, for watches; it
+// dials only addresses the policy allows and refuses redirects), or nil when the peer is
+// not connected and synced. Every client of the peer is built on it.
+func (p Peer) HTTPClient() *http.Client {
+	if !p.Synced || p.config == nil {
+		return nil
+	}
+	return p.http
 }
 
 // Reader returns a read-only view of the peer (its informer cache), or nil when the
@@ -241,6 +254,14 @@ func (m *Manager) Ensure(cluster *v1alpha1.Cluster, secret *corev1.Secret) Peer 
 		})
 		return c.snapshot()
 	}
+	if err := m.opts.Addresses.Guard(cfg); err != nil {
+		m.log.Info("peer address refused", "cluster", cluster.Name, "secret", secret.Name, "error", err.Error())
+		c.set(func(p *Peer) {
+			p.State, p.Ready, p.Reason = v1alpha1.ClusterStateInvalidAuthInfo, false, v1alpha1.ReasonInvalidAuthInfo
+			p.Message = fmt.Sprintf("Secret %s/%s: %s", secret.Namespace, secret.Name, ClassAddressRefused)
+		})
+		return c.snapshot()
+	}
 	c.start(ctx, cfg)
 	return c.snapshot()
 }
@@ -330,7 +351,14 @@ func (c *conn) stop() {
 // until ctx is done.
 func (c *conn) run(ctx context.Context, cfg *rest.Config) {
 	opts := c.m.opts
-	direct, err := client.New(cfg, client.Options{Scheme: opts.Scheme})
+	requests, watches, err := kubeconfig.HTTPClients(cfg)
+	if err != nil {
+		c.set(func(p *Peer) {
+			p.State, p.Ready, p.Reason, p.Message = v1alpha1.ClusterStateInvalidAuthInfo, false, v1alpha1.ReasonInvalidAuthInfo, fmt.Sprintf("building a client: %v", err)
+		})
+		return
+	}
+	direct, err := client.New(cfg, client.Options{Scheme: opts.Scheme, HTTPClient: requests})
 	if err != nil {
 		c.set(func(p *Peer) {
 			p.State, p.Ready, p.Reason, p.Message = v1alpha1.ClusterStateInvalidAuthInfo, false, v1alpha1.ReasonInvalidAuthInfo, fmt.Sprintf("building a client: %v", err)
@@ -357,7 +385,8 @@ func (c *conn) run(ctx context.Context, cfg *rest.Config) {
 	watchCfg := rest.CopyConfig(cfg)
 	watchCfg.Timeout = 0
 	cch, err := cache.New(watchCfg, cache.Options{
-		Scheme: opts.Scheme,
+		HTTPClient: watches,
+		Scheme:     opts.Scheme,
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.Secret{}: {Namespaces: map[string]cache.Config{opts.Namespace: {}}},
 		},
@@ -392,7 +421,7 @@ func (c *conn) run(ctx context.Context, cfg *rest.Config) {
 		return
 	}
 	if synced {
-		c.set(func(p *Peer) { p.Synced, p.reader, p.config = true, cch, watchCfg })
+		c.set(func(p *Peer) { p.Synced, p.reader, p.config, p.http = true, cch, watchCfg, watches })
 	}
 
 	ticker := time.NewTicker(opts.HealthInterval)
@@ -409,7 +438,7 @@ func (c *conn) run(ctx context.Context, cfg *rest.Config) {
 			synced = cch.WaitForCacheSync(sctx)
 			cancel()
 			if synced {
-				c.set(func(p *Peer) { p.Synced, p.reader, p.config = true, cch, watchCfg })
+				c.set(func(p *Peer) { p.Synced, p.reader, p.config, p.http = true, cch, watchCfg, watches })
 			}
 		}
 		if c.terminal() {
@@ -437,9 +466,11 @@ func (c *conn) check(ctx context.Context, r client.Reader) error {
 	}
 	want := c.snapshot().ClusterID
 	if err == nil && ns.UID != want {
-		err = fmt.Errorf("the cluster the kubeconfig reaches has ID %s, not %s", ns.UID, want)
+		err = fmt.Errorf("%w: the cluster the kubeconfig reaches is not %s", ErrWrongCluster, want)
+		c.m.log.Info("peer is another cluster", "cluster", c.snapshot().Name, "want", want, "got", truncate(string(ns.UID), 64))
 		c.set(func(p *Peer) {
-			p.State, p.Ready, p.Reason, p.Message = v1alpha1.ClusterStateInvalidAuthInfo, false, v1alpha1.ReasonClusterIDMismatch, err.Error()
+			p.State, p.Ready, p.Reason = v1alpha1.ClusterStateInvalidAuthInfo, false, v1alpha1.ReasonClusterIDMismatch
+			p.Message = fmt.Sprintf("wrong cluster: the API server reached is not %s", want)
 		})
 		return err
 	}
@@ -458,11 +489,16 @@ func (c *conn) check(ctx context.Context, r client.Reader) error {
 	fails := c.fails
 	c.mu.Unlock()
 	threshold := c.m.opts.FailureThreshold
-	state, reason := v1alpha1.ClusterStateFailed, v1alpha1.ReasonClusterUnreachable
-	if apierrors.IsUnauthorized(err) || apierrors.IsForbidden(err) {
-		state, reason = v1alpha1.ClusterStateInvalidAuthInfo, v1alpha1.ReasonInvalidAuthInfo
+	reason, class := Classify(err)
+	state := v1alpha1.ClusterStateFailed
+	if reason == v1alpha1.ReasonInvalidAuthInfo || reason == v1alpha1.ReasonClusterIDMismatch {
+		state = v1alpha1.ClusterStateInvalidAuthInfo
 	}
-	msg := fmt.Sprintf("%d consecutive failed checks: %v", fails, err)
+	if fails == 1 || fails == threshold {
+		// The detail stays in this cluster's log; the status says only the class.
+		c.m.log.Info("peer check failed", "cluster", c.snapshot().Name, "failures", fails, "class", class, "error", truncate(err.Error(), 512))
+	}
+	msg := fmt.Sprintf("%d consecutive failed checks: %s", fails, class)
 	c.set(func(p *Peer) {
 		if fails >= threshold || p.State == "" {
 			// Before the first success there is no Ready state to protect.
@@ -473,6 +509,14 @@ func (c *conn) check(ctx context.Context, r client.Reader) error {
 		}
 	})
 	return err
+}
+
+// truncate shortens s to at most n bytes for a log line.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {

@@ -108,6 +108,12 @@ func Gather(localID types.UID, localCluster map[string]any, policy Policy, ruleS
 				if origin == "" {
 					origin = p.ClusterID
 				}
+				if policy.Quarantined(origin) {
+					// Disabled or departed here: its objects are neither copied, through
+					// any member, nor taken for gone.
+					unknown[origin] = true
+					continue
+				}
 				direct := origin == p.ClusterID
 				if obj.GetAnnotations()[v1alpha1.SyncDisabledAnnotation] == "true" {
 					if direct {

@@ -64,3 +64,67 @@ func TestGatherUnsynced(t *testing.T) {
 		})
 	}
 }
+
+// TestGatherQuarantined: the objects of a cluster disabled or departed here are not
+// copied through any member that still reads it, and its copies here are not deleted.
+func TestGatherQuarantined(t *testing.T) {
+	const (
+		local   types.UID = "uid-local"
+		relay   types.UID = "uid-relay"
+		blocked types.UID = "uid-blocked"
+	)
+	gvk := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	rsr := &v1alpha1.ResourceSyncRule{
+		ObjectMeta: metav1.ObjectMeta{Name: "cms"},
+		Spec:       v1alpha1.ResourceSyncRuleSpec{GVK: v1alpha1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, Rules: []v1alpha1.SyncRule{{}}},
+	}
+	compiled, err := CompileRule(rsr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := types.NamespacedName{Namespace: "ns", Name: "cm"}
+	cm := func(origin types.UID) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion("v1")
+		u.SetKind("ConfigMap")
+		u.SetNamespace("ns")
+		u.SetName("cm")
+		if origin != "" {
+			Mark(u, origin, "cms")
+		}
+		return u
+	}
+	// The relay holds its copy of the blocked cluster's object.
+	src := Source{Name: "relay", ClusterID: relay, Readable: true,
+		Lookup: func(schema.GroupVersionKind, string, string) (*unstructured.Unstructured, bool) {
+			return cm(blocked), true
+		}}
+	for _, tc := range []struct {
+		name      string
+		policy    Policy
+		wantCands int
+	}{
+		{name: "not quarantined: the relay's copy is a candidate", policy: Policy{}, wantCands: 1},
+		{name: "quarantined: no candidate", policy: Policy{}.Quarantine(blocked), wantCands: 0},
+		{name: "disabled here", policy: PolicyOf(nil, []v1alpha1.Cluster{{
+			ObjectMeta: metav1.ObjectMeta{Name: "blocked", Annotations: map[string]string{v1alpha1.ClusterDisabledAnnotation: "true"}},
+			Spec:       v1alpha1.ClusterSpec{ClusterID: blocked}}}, v1alpha1.DefaultNamespace, local), wantCands: 0},
+		{name: "departed, as the local Cluster records", policy: PolicyOf(nil, []v1alpha1.Cluster{{
+			ObjectMeta: metav1.ObjectMeta{Name: "local", Annotations: map[string]string{v1alpha1.LeftClustersAnnotation: string(blocked) + "@2026-01-01T00:00:00Z"}},
+			Spec:       v1alpha1.ClusterSpec{ClusterID: local}}}, v1alpha1.DefaultNamespace, local), wantCands: 0},
+		{name: "departures recorded on another Cluster are not this cluster's", policy: PolicyOf(nil, []v1alpha1.Cluster{{
+			ObjectMeta: metav1.ObjectMeta{Name: "other", Annotations: map[string]string{v1alpha1.LeftClustersAnnotation: string(blocked) + "@2026-01-01T00:00:00Z"}},
+			Spec:       v1alpha1.ClusterSpec{ClusterID: relay}}}, v1alpha1.DefaultNamespace, local), wantCands: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			observed := cm(blocked)
+			g := Gather(local, nil, tc.policy, []Rule{{Spec: rsr, Compiled: compiled}}, []Source{src}, gvk, target, observed)
+			if len(g.Candidates) != tc.wantCands {
+				t.Errorf("%d candidates, want %d", len(g.Candidates), tc.wantCands)
+			}
+			if len(g.OriginGone) != 0 {
+				t.Errorf("OriginGone %v: a quarantined cluster's copies are kept", g.OriginGone)
+			}
+		})
+	}
+}

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/rules"
@@ -45,6 +46,31 @@ type Policy struct {
 	// Secrets there (one per Cluster).
 	namespace     string
 	readerSecrets map[string]bool
+	// quarantined are the clusters whose objects no copy is made of, whoever offers
+	// them: disabled here, or departed.
+	quarantined map[types.UID]bool
+}
+
+// Quarantine returns p with the objects of clusters ids refused as sources, whichever
+// member offers them (a disabled or departed member's objects would otherwise still
+// arrive through the members that read it).
+func (p Policy) Quarantine(ids ...types.UID) Policy {
+	q := make(map[types.UID]bool, len(p.quarantined)+len(ids))
+	for id := range p.quarantined {
+		q[id] = true
+	}
+	for _, id := range ids {
+		if id != "" {
+			q[id] = true
+		}
+	}
+	p.quarantined = q
+	return p
+}
+
+// Quarantined reports whether objects whose origin is id are refused as sources.
+func (p Policy) Quarantined(id types.UID) bool {
+	return p.quarantined[id]
 }
 
 // NewPolicy returns the policy of a cluster with the given SyncPolicies, registry
@@ -58,9 +84,10 @@ func NewPolicy(specs []v1alpha1.SyncPolicySpec, registryNamespace string, cluste
 }
 
 // PolicyOf returns the policy of a cluster from its SyncPolicies and its Clusters (whose
-// names and reader Secrets, in the registry namespace, are the registry's): what the
-// controller and sync-diff both read.
-func PolicyOf(policies []v1alpha1.SyncPolicy, clusters []v1alpha1.Cluster, registryNamespace string) Policy {
+// names and reader Secrets, in the registry namespace, are the registry's; the disabled
+// ones, and the departures the cluster's own Cluster (clusterID localID) records, are
+// quarantined): what the controller and sync-diff both read.
+func PolicyOf(policies []v1alpha1.SyncPolicy, clusters []v1alpha1.Cluster, registryNamespace string, localID types.UID) Policy {
 	specs := make([]v1alpha1.SyncPolicySpec, 0, len(policies))
 	for _, p := range policies {
 		specs = append(specs, p.Spec)
@@ -72,7 +99,21 @@ func PolicyOf(policies []v1alpha1.SyncPolicy, clusters []v1alpha1.Cluster, regis
 			names = append(names, ref.Name)
 		}
 	}
-	return NewPolicy(specs, registryNamespace, names)
+	var quarantined []types.UID
+	for _, c := range clusters {
+		if c.Annotations[v1alpha1.ClusterDisabledAnnotation] == "true" && c.Spec.ClusterID != localID {
+			quarantined = append(quarantined, c.Spec.ClusterID)
+		}
+		if c.Spec.ClusterID == localID && localID != "" {
+			// Kept by the membership sync: the departures in force.
+			for entry := range strings.SplitSeq(c.Annotations[v1alpha1.LeftClustersAnnotation], ",") {
+				if id, _, ok := strings.Cut(strings.TrimSpace(entry), "@"); ok && types.UID(id) != localID {
+					quarantined = append(quarantined, types.UID(id))
+				}
+			}
+		}
+	}
+	return NewPolicy(specs, registryNamespace, names).Quarantine(quarantined...)
 }
 
 // systemNamespace reports whether ns is one of the cluster's own namespaces, where rules

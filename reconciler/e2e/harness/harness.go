@@ -134,7 +134,7 @@ func Serve(t *testing.T, c *testbed.Cluster, extra ...string) *Controller {
 		"--cluster-name", c.Name,
 		"--api-server-endpoint", c.Host(), "--api-server-ca-file", caPath,
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
-		"--peer-health-interval", "300ms", "--peer-failure-threshold", "3",
+		"--peer-health-interval", "300ms", "--peer-failure-threshold", "3", "--allow-loopback-peers",
 		"--heartbeat-period", "1m",
 		"--leader-elect", "--leader-election-id", "registry-e2e",
 	}, extra...)
