@@ -238,6 +238,46 @@ func TestJoin(t *testing.T) {
 		}
 	})
 
+	t.Run("an address chosen with --server is kept", func(t *testing.T) {
+		// a advertises its proxy; b's admin chooses to reach a directly. The membership
+		// sync takes a's renewed tokens from a's own view but never its address.
+		chosen := bed.Cluster("a").APIServerURL()
+		if _, _, err := runJoin(t, "--context", "a", "--peer-context", "b", "--allow-loopback", "--server", chosen, "--wait"); err != nil {
+			t.Fatal(err)
+		}
+		b := clients["b"]
+		server := func() (string, error) {
+			var s corev1.Secret
+			if err := b.Get(context.Background(), client.ObjectKey{Namespace: v1alpha1.DefaultNamespace, Name: "a"}, &s); err != nil {
+				return "", err
+			}
+			cfg, err := kubeconfig.Parse(s.Data[v1alpha1.KubeconfigKey])
+			if err != nil {
+				return "", err
+			}
+			return cfg.Host, nil
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			got, err := server()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != chosen {
+				t.Fatalf("b reaches a at %s, not the address its admin chose (%s)", got, chosen)
+			}
+			time.Sleep(300 * time.Millisecond)
+		}
+		harness.Eventually(t, 30*time.Second, "a stays Ready on b", members(clients, "a", "b", "c"))
+		// Joining again without --server re-pins the advertised address.
+		if _, _, err := runJoin(t, "--context", "a", "--peer-context", "b", "--allow-loopback", "--wait"); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := server(); err != nil || got != bed.Cluster("a").Host() {
+			t.Fatalf("after join without --server, b reaches a at %s (%v), want %s", got, err, bed.Cluster("a").Host())
+		}
+	})
+
 	t.Run("dry run", func(t *testing.T) {
 		beforeA, beforeC := snapshot(t, a), snapshot(t, clients["c"])
 

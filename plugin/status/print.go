@@ -17,7 +17,7 @@ func printView(out io.Writer, v View, now time.Time) error {
 	for _, c := range v.Clusters {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
 			c.Name, orNone(c.ID), orNone(c.Type), orNone(c.State), c.Ready, c.Synced,
-			orNone(c.Version), orNone(c.Provider), age(c.LastHeartbeatTime, now), orNone(truncate(c.Message, maxMessage)))
+			orNone(c.Version), orNone(c.Provider), age(c.LastHeartbeatTime, now), orNone(addressNote(c)))
 	}
 	if err := w.Flush(); err != nil {
 		return err
@@ -111,4 +111,18 @@ func printCompare(out io.Writer, contexts []string, rows []compareRow) error {
 		fmt.Fprintln(w, r.name+"\t"+strings.Join(r.cells, "\t")+"\t"+disagree)
 	}
 	return w.Flush()
+}
+
+// addressNote is the message of a Cluster (truncated), with where it is reached when that
+// is not the address it advertises (join --server chose another).
+func addressNote(c ClusterInfo) string {
+	msg := truncate(c.Message, maxMessage)
+	if c.ReachedAt == "" || c.Advertised == "" || c.ReachedAt == c.Advertised {
+		return msg
+	}
+	note := fmt.Sprintf("reached at %s (advertises %s)", c.ReachedAt, c.Advertised)
+	if msg == "" {
+		return note
+	}
+	return msg + "; " + note
 }

@@ -31,6 +31,7 @@ import (
 
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 )
 
 const (
@@ -355,7 +356,7 @@ func (o *Options) read(ctx context.Context, t target) (View, error) {
 	if err := cl.List(ctx, &rules); err != nil {
 		return View{}, o.readError(t, "ResourceSyncRules", err)
 	}
-	v := newView(t.name, clusters.Items, rules.Items)
+	v := newView(t.name, clusters.Items, rules.Items, readerServers(ctx, cl, clusters.Items))
 	if o.Events {
 		events, err := readEvents(ctx, cl, o.MaxEvents)
 		if err != nil {
@@ -417,4 +418,28 @@ func describeFiles(files []string) string {
 		return ""
 	}
 	return " (" + strings.Join(files, ", ") + ")"
+}
+
+// readerServers returns, for each peer Cluster whose reader Secret this user may read,
+// the API server its reader kubeconfig names: where this cluster reaches the peer.
+func readerServers(ctx context.Context, cl client.Client, clusters []v1alpha1.Cluster) map[string]string {
+	out := map[string]string{}
+	for _, c := range clusters {
+		ref := c.Spec.AuthInfo.SecretRef
+		if ref.Name == "" {
+			continue
+		}
+		ns := ref.Namespace
+		if ns == "" {
+			ns = v1alpha1.DefaultNamespace
+		}
+		var s corev1.Secret
+		if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, &s); err != nil {
+			continue // not readable by this user: the column stays empty
+		}
+		if r, ok := kubeconfig.Read(s.Data[v1alpha1.KubeconfigKey]); ok {
+			out[c.Name] = r.Server
+		}
+	}
+	return out
 }

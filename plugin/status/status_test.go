@@ -431,7 +431,9 @@ func TestNewView(t *testing.T) {
 		},
 		{
 			ObjectMeta: metav1.ObjectMeta{Name: "a"},
-			Spec:       v1alpha1.ClusterSpec{ClusterID: "id-a"},
+			Spec: v1alpha1.ClusterSpec{ClusterID: "id-a", KubernetesAPIEndpoints: []v1alpha1.KubernetesAPIEndpoint{
+				{ClientNetwork: "west", ServerAddress: "https://west.example"}, {ServerAddress: "a.example:6443"},
+			}},
 			Status: v1alpha1.ClusterStatus{
 				State: v1alpha1.ClusterStateFailed, Type: v1alpha1.ClusterTypePeer, Message: "down",
 				ClusterMetadata: v1alpha1.ClusterMetadata{Version: "v1.36.3", Provider: "kind"},
@@ -466,11 +468,13 @@ func TestNewView(t *testing.T) {
 			},
 		},
 	}
-	got := newView("ctx", clusters, rules)
+	// a is reached at the address join --server chose, not the one it advertises.
+	got := newView("ctx", clusters, rules, map[string]string{"a": "https://10.0.0.1:6443"})
 	want := View{
 		Context: "ctx",
 		Clusters: []ClusterInfo{
-			{Name: "a", ID: "id-a", Type: "Peer", State: "Failed", Ready: "False", Synced: "True", LastHeartbeatTime: &hb, Version: "v1.36.3", Provider: "kind", Message: "down"},
+			{Name: "a", ID: "id-a", Type: "Peer", State: "Failed", Ready: "False", Synced: "True", LastHeartbeatTime: &hb, Version: "v1.36.3", Provider: "kind", Message: "down",
+				Advertised: "https://a.example:6443", ReachedAt: "https://10.0.0.1:6443"},
 			{Name: "z", ID: "id-z", Ready: "Unknown", Synced: "Unknown"},
 		},
 		Rules: []RuleInfo{
@@ -488,7 +492,7 @@ func TestNewView(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantOut := `NAME   ID     TYPE     STATE    READY     SYNCED    VERSION   PROVIDER   LAST HEARTBEAT   MESSAGE
-a      id-a   Peer     Failed   False     True      v1.36.3   kind       90s              down
+a      id-a   Peer     Failed   False     True      v1.36.3   kind       90s              down; reached at https://10.0.0.1:6443 (advertises https://a.example:6443)
 z      id-z   <none>   <none>   Unknown   Unknown   <none>    <none>     <unknown>        <none>
 
 NAME   KIND                 READY   SOURCES       SYNCED   CONFLICTS   MESSAGE

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/conditions"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 )
 
 // View is the group as the controller of one cluster reports it: the machine-readable
@@ -49,6 +50,13 @@ type ClusterInfo struct {
 	Distribution      string       `json:"distribution,omitempty"`
 	// Message is status.message, in full.
 	Message string `json:"message,omitempty"`
+	// Advertised is the API server address the cluster advertises (its Cluster's
+	// kubernetesApiEndpoints, the one without a client network or else the first).
+	Advertised string `json:"advertised,omitempty"`
+	// ReachedAt is the address this cluster reaches the peer at: the server of its reader
+	// kubeconfig, pinned at join (join --server may have chosen it); empty when the
+	// Secret cannot be read.
+	ReachedAt string `json:"reachedAt,omitempty"`
 }
 
 // RuleInfo is the status of one ResourceSyncRule as the controller wrote it.
@@ -85,10 +93,13 @@ type ContextView struct {
 }
 
 // newView builds the view from the listed CRs. It is pure.
-func newView(context string, clusters []v1alpha1.Cluster, rules []v1alpha1.ResourceSyncRule) View {
+// reachedAt maps a Cluster's name to the server of its reader kubeconfig (nil for none).
+func newView(context string, clusters []v1alpha1.Cluster, rules []v1alpha1.ResourceSyncRule, reachedAt map[string]string) View {
 	v := View{Context: context, Clusters: []ClusterInfo{}, Rules: []RuleInfo{}}
 	for _, c := range clusters {
-		v.Clusters = append(v.Clusters, clusterInfo(c))
+		info := clusterInfo(c)
+		info.ReachedAt = reachedAt[c.Name]
+		v.Clusters = append(v.Clusters, info)
 	}
 	for _, r := range rules {
 		v.Rules = append(v.Rules, ruleInfo(r))
@@ -110,6 +121,17 @@ func clusterInfo(c v1alpha1.Cluster) ClusterInfo {
 		Provider:     c.Status.Provider,
 		Distribution: c.Status.Distribution,
 		Message:      c.Status.Message,
+	}
+	for _, ep := range c.Spec.KubernetesAPIEndpoints {
+		if info.Advertised == "" || ep.ClientNetwork == "" {
+			info.Advertised = ep.ServerAddress
+			if s, err := kubeconfig.NormalizeServer(ep.ServerAddress); err == nil {
+				info.Advertised = s
+			}
+		}
+		if ep.ClientNetwork == "" {
+			break
+		}
 	}
 	if cond, ok := conditions.Get(c.Status.Conditions, v1alpha1.ClusterConditionReady); ok {
 		if cond.Status != "" {

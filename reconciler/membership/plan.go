@@ -191,8 +191,9 @@ func Plan(in Input) Result {
 		cluster   v1alpha1.Cluster
 		relayOnly bool
 		own       bool // the view is the described cluster's own
-		secret    *corev1.Secret
-		exp, iat  time.Time // what the relayed token states
+		secret    *corev1.Secret // offered, rendered for the pinned server and CA
+		key       string         // RelayKey of the Secret as offered
+		exp, iat  time.Time      // what the token states
 	}
 	// rank orders the sources of one name: a Ready cluster's own copy, then a copy of a
 	// cluster learnt from a relay, then a relayed copy of a cluster that is not Ready.
@@ -254,15 +255,23 @@ func Plan(in Input) Result {
 					src.secret = refSecret(view, local, in.Namespace)
 				}
 			}
-			if !src.own && src.secret != nil {
-				if in.BadRelays[RelayKey(view.Name, src.secret)] {
+			if src.secret != nil {
+				src.key = RelayKey(view.Name, src.secret)
+				if !src.own && in.BadRelays[src.key] {
 					continue // its token did not authenticate against X's server
 				}
-				problem := checkRelay(src.secret, in.Now, src.relayOnly)
-				if problem == "" {
-					problem = pinned(localSecrets[src.secret.Name], src.secret)
+				problem := ""
+				if !src.own {
+					problem = checkRelay(src.secret, in.Now, src.relayOnly)
 				}
-				if problem != "" {
+				if problem == "" {
+					src.secret, problem = pinned(localSecrets[src.secret.Name], src.secret, c.Name)
+				}
+				switch {
+				case problem != "" && src.own:
+					res.Conflicts = append(res.Conflicts, fmt.Sprintf("reader Secret %s of cluster %s not copied: %s", src.secret.Name, x, problem))
+					continue
+				case problem != "":
 					res.Refused = append(res.Refused, fmt.Sprintf("reader Secret %s for cluster %s relayed by peer %s refused: %s", src.secret.Name, x, view.Name, problem))
 					continue
 				}
@@ -302,7 +311,7 @@ func Plan(in Input) Result {
 					res.Conflicts = append(res.Conflicts, fmt.Sprintf("Cluster %s (cluster %s) offered by peer %s has no reader Secret there: not learnt", name, x, from))
 					continue
 				}
-				wr.Verify, wr.Credential, wr.RelayKey = true, src.secret, RelayKey(from, src.secret)
+				wr.Verify, wr.Credential, wr.RelayKey = true, src.secret, src.key
 			}
 			res.Writes = append(res.Writes, wr)
 		}
@@ -323,16 +332,12 @@ func Plan(in Input) Result {
 				adoptable = true
 			}
 		}
-		if problem := pinned(localSecrets[ref.Name], peerSecret); problem != "" {
-			res.Refused = append(res.Refused, fmt.Sprintf("reader Secret %s for cluster %s from peer %s refused: %s", ref.Name, x, from, problem))
-			continue
-		}
 		if w, conflict := planSecret(localSecrets[ref.Name], peerSecret, x, in.Namespace, adoptable, src.relayOnly); conflict != "" {
 			res.Conflicts = append(res.Conflicts, conflict)
 		} else if w != nil {
 			wr := Write{Op: w.op, Object: w.obj, Base: w.base, From: from, Describes: x}
 			if !src.own {
-				wr.Verify, wr.Credential, wr.RelayKey = true, peerSecret, RelayKey(from, peerSecret)
+				wr.Verify, wr.Credential, wr.RelayKey = true, peerSecret, src.key
 			}
 			res.Writes = append(res.Writes, wr)
 		}
@@ -531,28 +536,36 @@ func checkRelay(s *corev1.Secret, now time.Time, renewal bool) string {
 	return ""
 }
 
-// pinned returns why src may not replace the local reader Secret existing, or "": the
-// API server address and CA a cluster is reached at are pinned by the first reader
-// Secret this cluster had for it (written by join, or learnt), and only a join run here
-// (or deleting the local Secret) changes them.
-func pinned(existing, src *corev1.Secret) string {
+// pinned returns src as it may replace the local reader Secret existing: the API server
+// address and CA a cluster is reached at are pinned by the first reader Secret this
+// cluster had for it (written by join, possibly with an address its admin chose, or
+// learnt), and only a join run here (or deleting the local Secret) changes them. An
+// offered Secret brings only its token: when it names another server or CA, its token is
+// rendered into a kubeconfig for the pinned ones (named name). problem says why src
+// cannot be used at all.
+func pinned(existing, src *corev1.Secret, name string) (_ *corev1.Secret, problem string) {
+	got, ok := kubeconfig.Read(src.Data[v1alpha1.KubeconfigKey])
+	if !ok {
+		return src, "its kubeconfig is not one the controller accepts"
+	}
 	if existing == nil {
-		return ""
+		return src, ""
 	}
 	pin, ok := kubeconfig.Read(existing.Data[v1alpha1.KubeconfigKey])
-	if !ok {
-		return "" // nothing usable is pinned
+	if !ok || got.Server == pin.Server && bytes.Equal(got.CAData, pin.CAData) {
+		return src, "" // nothing usable is pinned, or the same server and CA
 	}
-	got, ok := kubeconfig.Read(src.Data[v1alpha1.KubeconfigKey])
-	switch {
-	case !ok:
-		return "its kubeconfig is not one the controller accepts"
-	case got.Server != pin.Server:
-		return "it names another API server than the pinned " + pin.Server + " (re-pin with kubectl registry join)"
-	case !bytes.Equal(got.CAData, pin.CAData):
-		return "it names another CA than the pinned one (re-pin with kubectl registry join)"
+	if got.Token == "" {
+		return src, "it names another API server or CA than the pinned ones and holds no token to use with them"
 	}
-	return ""
+	data, err := kubeconfig.Render(kubeconfig.Reader{ClusterName: name, Server: pin.Server, CAData: pin.CAData, Token: got.Token})
+	if err != nil {
+		return src, fmt.Sprintf("rendering its token for the pinned server: %v", err)
+	}
+	out := src.DeepCopy()
+	out.Data = maps.Clone(src.Data)
+	out.Data[v1alpha1.KubeconfigKey] = data
+	return out, ""
 }
 
 func planSecret(existing, src *corev1.Secret, x types.UID, ns string, adoptable, relayOnly bool) (*write, string) {

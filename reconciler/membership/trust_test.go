@@ -13,11 +13,13 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 )
 
 // testCA returns a PEM certificate, another CA than the test kubeconfigs' (none).
@@ -65,18 +67,18 @@ func TestPlanTrust(t *testing.T) {
 			want: []write{{"update Secret cluster-registry/x from=a describes=uid-x", true}},
 		},
 		{
-			name: "a relay naming another server is refused (the forged relay)",
+			name: "a relay naming another server brings only its token, for the pinned server (the forged relay)",
 			in: input(steadyLocal, []View{
 				peer("a", idA, objs(own("a", idA), []client.Object{cl("x", idX, mark(idX)), sec("x", 30, mark(idX), readerServer("https://attacker.example:6443", nil))})...),
 			}, idX),
-			refused: []string{"relayed by peer a refused: it names another API server than the pinned https://x.example:6443"},
+			want: []write{{"update Secret cluster-registry/x from=a describes=uid-x", true}},
 		},
 		{
-			name: "a relay naming another CA is refused",
+			name: "a relay naming another CA brings only its token, for the pinned CA",
 			in: input(steadyLocal, []View{
 				peer("a", idA, objs(own("a", idA), []client.Object{cl("x", idX, mark(idX)), sec("x", 30, mark(idX), readerServer("https://x.example:6443", ca))})...),
 			}, idX),
-			refused: []string{"relayed by peer a refused: it names another CA than the pinned one"},
+			want: []write{{"update Secret cluster-registry/x from=a describes=uid-x", true}},
 		},
 		{
 			name: "a relayed token dated 9999 is refused",
@@ -108,12 +110,12 @@ func TestPlanTrust(t *testing.T) {
 			want: []write{{"update Secret cluster-registry/x from=c describes=uid-x", true}},
 		},
 		{
-			name: "the cluster's own view may not move its pinned server either",
+			name: "the cluster's own view may not move its pinned server either (join --server is kept); its token is taken",
 			in: input(steadyLocal, []View{
 				peer("a", idA, own("a", idA)...),
 				peer("x", idX, cl("x", idX), sec("x", 30, readerServer("https://x-moved.example:6443", nil))),
 			}),
-			refused: []string{"reader Secret x for cluster uid-x from peer x refused: it names another API server than the pinned"},
+			want: []write{{"update Secret cluster-registry/x from=x describes=uid-x", false}},
 		},
 		{
 			name: "a new member is learnt from the senior peer, whatever the names",
@@ -198,6 +200,21 @@ func TestPlanTrust(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("writes (-want +got):\n%s", diff)
+			}
+			// Whatever is offered, x's reader Secret is written for its pinned server and CA,
+			// and what a write is verified with is what it writes.
+			for _, w := range res.Writes {
+				s, ok := w.Object.(*corev1.Secret)
+				if !ok || s.Name != "x" || w.Op == OpDelete {
+					continue
+				}
+				r, ok := kubeconfig.Read(s.Data[v1alpha1.KubeconfigKey])
+				if !ok || r.Server != "https://x.example:6443" || len(r.CAData) != 0 {
+					t.Errorf("Secret x written for server %q (CA %d bytes), not the pinned https://x.example:6443", r.Server, len(r.CAData))
+				}
+				if w.Verify && string(w.Credential.Data[v1alpha1.KubeconfigKey]) != string(s.Data[v1alpha1.KubeconfigKey]) {
+					t.Error("the Secret verified is not the Secret written")
+				}
 			}
 			if diff := cmp.Diff(tc.refused, conflictsMatching(res.Refused, tc.refused)); diff != "" {
 				t.Errorf("refused (-want +got):\n%s", diff)
