@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"time"
 
@@ -135,7 +136,8 @@ func (p *differ) membership(ctx context.Context, namespace string, scheme *runti
 		touched[objKey{it.Kind, it.Namespace, it.Name}] = true
 		res.Items = append(res.Items, it)
 	}
-	for _, c := range plan.Conflicts {
+	// What the controller refuses to trust is shown like a conflict: nothing is written.
+	for _, c := range append(slices.Clone(plan.Conflicts), plan.Refused...) {
 		it := Item{Cluster: p.local.Name(), Context: p.local.Context, Membership: true, Action: string(planner.ActionConflict), Reason: c}
 		for _, re := range conflictRef {
 			m := re.FindStringSubmatch(c)

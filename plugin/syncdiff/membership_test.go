@@ -280,3 +280,28 @@ func TestValidateNamespace(t *testing.T) {
 		t.Errorf("an invalid --namespace: %v", err)
 	}
 }
+
+// TestMembershipRefusals: what the controller refuses to trust (here a departure dated
+// ahead of the clock) is shown, and nothing is planned for it.
+func TestMembershipRefusals(t *testing.T) {
+	scheme := testScheme(t)
+	aOwn := member("a", idA, "")
+	aOwn.Annotations = map[string]string{v1alpha1.LeftClustersAnnotation: string(idB) + "@9999-01-01T00:00:00Z"}
+	a := memberView(t, "ctx-a", idA, []v1alpha1.Cluster{aOwn, member("b", idB, idB)},
+		readerSecret(t, "a", "dG9rZW4tYQ==", ""), readerSecret(t, "b", "dG9rZW4tYg==", idB))
+	b := memberView(t, "ctx-b", idB, []v1alpha1.Cluster{member("a", idA, idA), member("b", idB, "")},
+		readerSecret(t, "a", "dG9rZW4tYQ==", idA), readerSecret(t, "b", "dG9rZW4tYg==", ""))
+	res := (&differ{local: b, byID: map[types.UID]*view{idA: a, idB: b}}).membership(context.Background(), v1alpha1.DefaultNamespace, scheme)
+	found := false
+	for _, it := range res.Items {
+		if it.Action == string(planner.ActionConflict) && strings.Contains(it.Reason, "departure of "+string(idB)+" at 9999-01-01T00:00:00Z is ahead") {
+			found = true
+		}
+		if it.Action == string(planner.ActionDelete) {
+			t.Errorf("b plans to delete %s: the departure dated ahead must not count", objectRef(it))
+		}
+	}
+	if !found {
+		t.Errorf("the refusal is not shown: %+v", res.Items)
+	}
+}
