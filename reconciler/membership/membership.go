@@ -292,7 +292,7 @@ func (r *Reconciler) report(clusters []v1alpha1.Cluster, refused []string) {
 			continue
 		}
 		r.reported[msg] = now
-		r.Recorder.Eventf(own, corev1.EventTypeWarning, "MembershipRefused", "%s", msg)
+		r.Recorder.Eventf(own, corev1.EventTypeWarning, v1alpha1.EventReasonMembershipRefused, "%s", msg)
 	}
 }
 

@@ -57,6 +57,13 @@ const (
 	// copies of the Cluster CR and cancels earlier LeftClustersAnnotation entries.
 	JoinedAtAnnotation = "cluster-registry.k8s.cisco.com/joined-at"
 
+	// EventReasonMembershipRefused is the reason of the Warning event a controller
+	// records on its own Cluster CR when it refuses what a member offered about the
+	// group: a reader Secret whose token does not authenticate against the pinned
+	// server, a token claiming a far-future expiry, a departure or join dated ahead of
+	// its clock.
+	EventReasonMembershipRefused = "MembershipRefused"
+
 	// RuleLabel names, on every copy, the rule that wrote it (an addition to the seed's
 	// marks): deletionPolicy Delete and the status counts find a rule's copies by it.
 	RuleLabel = "cluster-registry.k8s.cisco.com/synced-by-rule"

@@ -62,7 +62,7 @@ func refusedEvents(cl client.Client) ([]string, error) {
 	}
 	var out []string
 	for _, e := range evs.Items {
-		if e.Reason == "MembershipRefused" && e.InvolvedObject.Kind == "Cluster" {
+		if e.Reason == v1alpha1.EventReasonMembershipRefused && e.InvolvedObject.Kind == "Cluster" {
 			out = append(out, e.Message)
 		}
 	}
