@@ -75,10 +75,12 @@ type Reconciler struct {
 	reported map[string]time.Time
 }
 
-// Times of the relay verification and the refusal reports.
+// Times of the relay verification and the refusal reports. A relay whose cluster could
+// not be reached is tried again sooner than one whose token was refused.
 const (
-	badRelayFor = time.Minute
-	reportEvery = 10 * time.Minute
+	badRelayFor         = time.Minute
+	unreachableRelayFor = 15 * time.Second
+	reportEvery         = 10 * time.Minute
 )
 
 func (r *Reconciler) now() time.Time {
@@ -176,7 +178,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		return reconcile.Result{}, firstErr
 	}
 	if len(r.skippedRelays()) > 0 {
-		return reconcile.Result{RequeueAfter: badRelayFor}, nil
+		return reconcile.Result{RequeueAfter: unreachableRelayFor}, nil
 	}
 	return reconcile.Result{RequeueAfter: resyncPeriod}, nil
 }
@@ -195,13 +197,17 @@ func (r *Reconciler) plan(ctx context.Context, in Input) (Result, map[string]boo
 				continue
 			}
 			if err := r.verify(ctx, w); err != nil {
-				_, class := peers.Classify(err)
+				reason, class := peers.Classify(err)
+				skip := badRelayFor
+				if reason == v1alpha1.ReasonClusterUnreachable {
+					skip = unreachableRelayFor
+				}
 				logf.FromContext(ctx).Info("relayed reader Secret refused", "secret", w.Object.GetName(), "describes", w.Describes, "from", w.From, "class", class, "error", err.Error())
 				r.mu.Lock()
 				if r.badRelays == nil {
 					r.badRelays = map[string]time.Time{}
 				}
-				r.badRelays[w.RelayKey] = r.now().Add(badRelayFor)
+				r.badRelays[w.RelayKey] = r.now().Add(skip)
 				r.mu.Unlock()
 				plan.Refused = append(plan.Refused, fmt.Sprintf("reader Secret %s for cluster %s from peer %s refused: its token did not authenticate against that cluster's API server: %s", w.Credential.GetName(), w.Describes, w.From, class))
 				again = true
