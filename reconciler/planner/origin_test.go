@@ -9,35 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// TestOriginFinal: a new copy waits for a source not seen yet only when that source could
-// offer an origin chosen before the best one so far: a member with a lower cluster ID, or
-// any member when the best candidate is read through a hop.
-func TestOriginFinal(t *testing.T) {
-	direct := planCand(planRuleID, "peer-b", planOrigB, planOrigB, planObj(planMarked(planOrigB)))
-	hop := planCand(planRuleID, "peer-b", planOrigB, "uid-x", planObj(planMarked("uid-x")))
-	tests := []struct {
-		name    string
-		best    Candidate
-		unknown map[types.UID]bool
-		want    bool
-	}{
-		{name: "nothing unknown", best: direct, want: true},
-		{name: "nothing unknown, explicitly", best: direct, unknown: map[types.UID]bool{planOrigA: false}, want: true},
-		{name: "a member with a lower ID is unknown", best: direct, unknown: map[types.UID]bool{planOrigA: true}, want: false},
-		{name: "only members with higher IDs are unknown", best: direct, unknown: map[types.UID]bool{planOrigC: true, "uid-d": true}, want: true},
-		{name: "lower and higher unknown", best: direct, unknown: map[types.UID]bool{planOrigA: true, planOrigC: true}, want: false},
-		{name: "best read through a hop: any unknown member counts", best: hop, unknown: map[types.UID]bool{"uid-z": true}, want: false},
-		{name: "best read through a hop, nothing unknown", best: hop, unknown: map[types.UID]bool{}, want: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := OriginFinal(tt.best, tt.unknown); got != tt.want {
-				t.Errorf("OriginFinal(%s, %v) = %v, want %v", tt.best.Origin, tt.unknown, got, tt.want)
-			}
-		})
-	}
-}
-
 // TestExplain: what sync-diff says about the origin a copy follows, and about the
 // candidates passed over.
 func TestExplain(t *testing.T) {
@@ -168,4 +139,31 @@ func FuzzChoose(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestTakesOver: only an update from another origin than the copy's changes its origin.
+func TestTakesOver(t *testing.T) {
+	fromA := planDirect(planObj(planMarked(planOrigA), planData("a", "from-a")))
+	copyOfA := planObj(planMarked(planOrigA), planData("a", "old"), planServerMeta("4"))
+	copyOfC := planObj(planMarked(planOrigC), planServerMeta("4"))
+	tests := []struct {
+		name string
+		in   Input
+		want bool
+	}{
+		{name: "a create", in: Input{LocalID: planLocal, Candidates: []Candidate{fromA}}},
+		{name: "an update of a copy of the same origin", in: Input{LocalID: planLocal, Candidates: []Candidate{fromA}, Observed: copyOfA}},
+		{name: "a copy of another origin that still has it: a conflict", in: Input{LocalID: planLocal, Candidates: []Candidate{fromA}, Observed: copyOfC}},
+		{name: "a copy of another origin that is gone: taken over", want: true,
+			in: Input{LocalID: planLocal, Candidates: []Candidate{fromA}, Observed: copyOfC, OriginGone: map[types.UID]bool{planOrigC: true}}},
+		{name: "a delete", in: Input{LocalID: planLocal, Observed: copyOfC, OriginGone: map[types.UID]bool{planOrigC: true}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			act := planDecide(t, tt.in)
+			if got := TakesOver(act, tt.in.Observed); got != tt.want {
+				t.Errorf("TakesOver(%s) = %v, want %v", act.Type, got, tt.want)
+			}
+		})
+	}
 }

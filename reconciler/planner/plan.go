@@ -143,24 +143,6 @@ func Choose(cands []Candidate) *Candidate {
 	return &Rank(cands)[0]
 }
 
-// OriginFinal reports whether the choice of best for a new copy is final although the
-// sources in unknown have not been seen yet (not connected, or their view of the kind
-// not synced): none of them can offer an origin chosen before best's. A member offers
-// its own objects, so only a member with a lower cluster ID than best's origin can; when
-// best is read through a hop (its origin is not a member read directly) any member may
-// offer a copy of a lower origin, so every unknown source counts.
-func OriginFinal(best Candidate, unknown map[types.UID]bool) bool {
-	for id, u := range unknown {
-		if !u {
-			continue
-		}
-		if best.PeerID != best.Origin || id < best.Origin {
-			return false
-		}
-	}
-	return true
-}
-
 // Decide is the planner: desired against observed. It is pure. Its rules:
 //   - no local object: create the chosen candidate;
 //   - a local object without the ownership mark was made here and is never touched: a
@@ -604,6 +586,15 @@ func empty(v any) bool {
 		return len(x) == 0
 	}
 	return false
+}
+
+// TakesOver reports whether act changes the origin of the observed copy: an update from
+// another origin than the one the copy is marked with (its origin no longer has it).
+func TakesOver(act Action, observed *unstructured.Unstructured) bool {
+	if act.Type != ActionUpdate || act.Source == nil || observed == nil {
+		return false
+	}
+	return types.UID(observed.GetAnnotations()[v1alpha1.OwnershipAnnotation]) != act.Source.Origin
 }
 
 // Passed is a candidate the copy does not follow, and why.
