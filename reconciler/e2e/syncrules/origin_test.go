@@ -181,17 +181,24 @@ spec:
 			}()
 			defer func() { stopPolling(); polling.Wait() }()
 
-			// The clusters come up one after the other: reachable by their peers, and
-			// their controller leading, then 2 s before the next.
+			// The clusters come up one after the other, 1.5 s apart: each reachable by its
+			// peers from when its controller starts. (A controller retries a peer it cannot
+			// reach after 1, 2, 4 s...: the last cluster is reachable by the first one's
+			// third try, well within the first one's 10 s wait.)
 			metrics := map[string]string{}
-			for _, n := range order {
+			started := time.Now().Add(-time.Second)
+			for i, n := range order {
+				if i > 0 {
+					time.Sleep(1500 * time.Millisecond)
+				}
 				if err := bed.Cluster(n).Heal(); err != nil {
 					t.Fatal(err)
 				}
 				addr := harness.FreeAddr(t)
 				metrics[n] = "http://" + addr + "/metrics"
-				started := time.Now().Add(-time.Second)
 				ctls[n] = harness.Serve(t, bed.Cluster(n), "--metrics-bind-address", addr)
+			}
+			for _, n := range order {
 				harness.Eventually(t, 60*time.Second, "the controller of "+n+" leads", func() error {
 					var l coordinationv1.Lease
 					if err := direct[n].Get(ctx, client.ObjectKey{Namespace: v1alpha1.DefaultNamespace, Name: "registry-e2e"}, &l); err != nil {
@@ -202,7 +209,6 @@ spec:
 					}
 					return nil
 				})
-				time.Sleep(2 * time.Second)
 			}
 
 			want := func(o offer) originSighting {
