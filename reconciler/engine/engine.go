@@ -74,7 +74,8 @@ const unsyncedRetry = time.Second
 
 // A create waits up to createWait (from when the object was first queued) for the views
 // of sources that are not known yet (unseenSources: readable sources still syncing, and
-// peers in their first contact), looking again every createRetry: one of them may have
+// peers in their first contact), looking again every createRetry (every unsyncedRetry
+// while only peers not readable yet are waited for, waitRetry): one of them may have
 // the object too, with a lower cluster ID, and which origin a copy follows must not
 // depend on which view synced first.
 const (
@@ -889,8 +890,8 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 	if act.Type == planner.ActionCreate || planner.TakesOver(act, observed) {
 		// The origin this copy starts from (or changes to) is chosen for good: wait for the
 		// views that may still offer one with a lower cluster ID.
-		if e.waitForViews(it, unseenSources(g.Unsynced, failingViews, firstContact, readable), nil) {
-			return createRetry, nil
+		if unseen := unseenSources(g.Unsynced, failingViews, firstContact, readable); e.waitForViews(it, unseen, nil) {
+			return waitRetry(unseen, readable), nil
 		}
 	}
 	if act.Type == planner.ActionCreate {

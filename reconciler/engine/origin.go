@@ -57,3 +57,16 @@ func unseenSources(unsynced, failing, firstContact, readable map[types.UID]bool)
 	}
 	return out
 }
+
+// waitRetry is how soon a create that waits for the unseen sources is looked at again:
+// soon while a readable source's view is syncing, less often while the only ones waited
+// for are peers not readable yet (their views, once synced, queue the objects they have;
+// a second is what a create of an object they do not have may lose).
+func waitRetry(unseen, readable map[types.UID]bool) time.Duration {
+	for id := range unseen {
+		if unseen[id] && readable[id] {
+			return createRetry
+		}
+	}
+	return unsyncedRetry
+}

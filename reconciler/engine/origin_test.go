@@ -59,3 +59,22 @@ func TestUnseenSources(t *testing.T) {
 		})
 	}
 }
+
+// TestWaitRetry: a wait for a syncing view looks again soon, a wait for peers that are
+// not readable yet once a second.
+func TestWaitRetry(t *testing.T) {
+	type ids = map[types.UID]bool
+	for _, tc := range []struct {
+		name             string
+		unseen, readable ids
+		want             time.Duration
+	}{
+		{name: "a readable view syncing", unseen: ids{"a": true}, readable: ids{"a": true}, want: createRetry},
+		{name: "a peer not readable yet", unseen: ids{"a": true}, readable: ids{"a": false}, want: unsyncedRetry},
+		{name: "both", unseen: ids{"a": true, "b": true}, readable: ids{"a": false, "b": true}, want: createRetry},
+	} {
+		if got := waitRetry(tc.unseen, tc.readable); got != tc.want {
+			t.Errorf("%s: waitRetry = %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}
