@@ -121,7 +121,7 @@ test: testbin ## Build what the tests need, run every test on real API servers, 
 	$(MAKE) fuzz FUZZTIME=5s
 
 # Fuzz targets: package:FuzzName.
-FUZZ_TARGETS := ./reconciler/kubeconfig:FuzzParse ./reconciler/rules:FuzzApply ./reconciler/rules:FuzzPath ./reconciler/planner:FuzzDecide
+FUZZ_TARGETS := ./reconciler/kubeconfig:FuzzParse ./reconciler/rules:FuzzApply ./reconciler/rules:FuzzPath ./reconciler/planner:FuzzDecide ./reconciler/planner:FuzzChoose
 FUZZTIME ?= 2m
 
 .PHONY: fuzz

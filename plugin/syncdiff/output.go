@@ -203,6 +203,13 @@ func printText(w io.Writer, v *view, items []Item, verbose, showSecrets, externa
 			line += ": " + it.Reason
 		}
 		fmt.Fprintln(w, line)
+		if len(it.Losing) > 0 {
+			// Several sources offer the object: which one it follows, and why.
+			fmt.Fprintf(w, "    origin %s (from %s): %s\n", it.Origin, it.From, it.Why)
+			for _, l := range it.Losing {
+				fmt.Fprintf(w, "    not from %s (origin %s, rule %s): %s\n", l.From, l.Origin, l.Rule, l.Why)
+			}
+		}
 		if showsDiff(it) && !external {
 			for _, l := range strings.SplitAfter(unifiedDiff(it, showSecrets), "\n") {
 				if l != "" {

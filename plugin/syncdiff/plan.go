@@ -46,12 +46,26 @@ type Item struct {
 	// comes from.
 	From   string    `json:"from,omitempty"`
 	Origin types.UID `json:"origin,omitempty"`
+	// Why says why the object follows Origin: the lowest cluster ID of the origins that
+	// offer it, or the copy's own origin (planner.Explain).
+	Why string `json:"why,omitempty"`
+	// Losing are the other sources that offer the object, which it does not follow.
+	Losing []Losing `json:"losing,omitempty"`
 	// Object is the desired object of a create or update.
 	Object *unstructured.Unstructured `json:"object,omitempty"`
 
 	// live is the local object; syncStatus says the status is part of the copy.
 	live       *unstructured.Unstructured
 	syncStatus bool
+}
+
+// Losing is a source that offers an object which follows another: its peer, the origin
+// its copy comes from, the rule, and why it is not followed.
+type Losing struct {
+	From   string    `json:"from"`
+	Origin types.UID `json:"origin"`
+	Rule   string    `json:"rule"`
+	Why    string    `json:"why"`
 }
 
 // difference reports whether the item is a change (or a failure) rather than an
@@ -437,6 +451,11 @@ func (p *differ) actionItem(ctx context.Context, ruleSet []planner.Rule, t targe
 		if c != nil {
 			it.From, it.Origin, it.syncStatus = c.Peer, c.Origin, c.SyncStatus
 		}
+	}
+	why, passed := planner.Explain(g.Input(p.local.ID, observed), act)
+	it.Why = why
+	for _, c := range passed {
+		it.Losing = append(it.Losing, Losing{From: c.Peer, Origin: c.Origin, Rule: c.Rule, Why: c.Why})
 	}
 	if it.Origin == "" && observed != nil {
 		it.Origin = types.UID(observed.GetAnnotations()[v1alpha1.OwnershipAnnotation])

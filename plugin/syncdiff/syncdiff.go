@@ -60,6 +60,10 @@ const (
 
 		Unchanged objects are counted, and listed with -v.
 
+		When several peers offer the same object, the copy follows the origin with the
+		lowest cluster ID, or keeps following its own origin while that origin has it:
+		sync-diff says which origin and why, and lists the others as losing candidates.
+
 		Clusters are read through kubeconfig contexts and matched to the Cluster CRs by their
 		cluster ID (the UID of their kube-system namespace). With --contexts, each listed
 		context is diffed, and they are the peers read as sources. Without it, the cluster of

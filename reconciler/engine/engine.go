@@ -73,9 +73,11 @@ const appearedRetry = 100 * time.Millisecond
 const unsyncedRetry = time.Second
 
 // A create waits up to createWait (from when the object was first queued) for the views
-// of readable sources that are still syncing, looking again every createRetry: one of
-// them may have the object too, and which origin a copy follows must not depend on
-// which view synced first.
+// of sources that are not known yet (unseenSources: readable sources still syncing, and
+// peers in their first contact), looking again every createRetry (every unsyncedRetry
+// while only peers not readable yet are waited for, waitRetry): one of them may have
+// the object too, with a lower cluster ID, and which origin a copy follows must not
+// depend on which view synced first.
 const (
 	createWait  = 10 * time.Second
 	createRetry = 250 * time.Millisecond
@@ -223,6 +225,8 @@ type Engine struct {
 	queue    workqueue.TypedRateLimitingInterface[item]
 	refresh  chan struct{}
 	seen     sync.Map // item -> time the event that queued it arrived
+	// contacts says which peers are in their first contact, for the wait before a create.
+	contacts *firstContacts
 	// clusters caches the Clusters' content for templates (clusterObject).
 	clusterMu sync.Mutex
 	clusters  map[string]clusterContent
@@ -277,10 +281,11 @@ func New(opts Options) (*Engine, error) {
 			workqueue.NewTypedMaxOfRateLimiter(
 				workqueue.NewTypedItemExponentialFailureRateLimiter[item](200*time.Millisecond, 5*time.Minute),
 			), workqueue.TypedRateLimitingQueueConfig[item]{Name: "resourcesyncrules"}),
-		refresh: make(chan struct{}, 1),
-		rules:   map[string]*ruleEntry{},
-		mappers: map[string]peerMapper{},
-		history: map[item]writeRecord{},
+		refresh:  make(chan struct{}, 1),
+		rules:    map[string]*ruleEntry{},
+		mappers:  map[string]peerMapper{},
+		history:  map[item]writeRecord{},
+		contacts: newFirstContacts(),
 	}
 	core, err := rules.Compile(planner.CoreRule())
 	if err != nil {
@@ -410,7 +415,9 @@ func (e *Engine) Start(ctx context.Context) error {
 // connected, with which credentials, and their ClusterFeatures.
 func (e *Engine) peersFingerprint(ctx context.Context) string {
 	var b strings.Builder
+	now := time.Now()
 	for _, p := range e.opts.Peers.List() {
+		e.contacts.seen(p.ClusterID, now, createWait)
 		cfg := p.Config()
 		fmt.Fprintf(&b, "%s/%s/%t/%t/", p.Name, p.ClusterID, p.Ready, cfg != nil)
 		if cfg != nil {
@@ -827,14 +834,19 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 	}
 	var sources []planner.Source
 	failingViews := map[types.UID]bool{} // readable sources whose view fails to sync
+	// Peers in their first contact, and the readable peers, for the wait before a create.
+	firstContact, readable := map[types.UID]bool{}, map[types.UID]bool{}
+	now := time.Now()
 	for _, p := range e.opts.Peers.List() {
 		name, id := p.Name, p.ClusterID
+		firstContact[id] = e.contacts.seen(id, now, createWait)
+		readable[id] = p.Ready && p.Config() != nil
 		var features []v1alpha1.ClusterFeature
 		if needFeatures {
 			features = peerFeatures(ctx, p)
 		}
 		sources = append(sources, planner.Source{
-			Name: p.Name, ClusterID: p.ClusterID, Readable: p.Ready && p.Config() != nil,
+			Name: p.Name, ClusterID: p.ClusterID, Readable: readable[id],
 			Features: features, Cluster: e.peerCluster(ctx, p.Name),
 			Lookup: func(gvk schema.GroupVersionKind, ns, n string) (*unstructured.Unstructured, bool) {
 				obj, synced, err := e.watchers.lookup(name, gvk, ns, n)
@@ -882,10 +894,14 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 		return 0, nil
 	}
 	act := planner.Decide(g.Input(e.opts.LocalID, observed))
-	if act.Type == planner.ActionCreate {
-		if e.waitForViews(it, g.Unsynced, failingViews) {
-			return createRetry, nil
+	if act.Type == planner.ActionCreate || planner.TakesOver(act, observed) {
+		// The origin this copy starts from (or changes to) is chosen for good: wait for the
+		// views that may still offer one with a lower cluster ID.
+		if unseen := unseenSources(g.Unsynced, failingViews, firstContact, readable); e.waitForViews(it, unseen, nil) {
+			return waitRetry(unseen, readable), nil
 		}
+	}
+	if act.Type == planner.ActionCreate {
 		if w, pending := e.ownWrites.Load(it); pending && time.Since(w.(ownWrite).at) < ownWriteWait {
 			// Created by this engine a moment ago, and the local cache has not seen it yet:
 			// wait for it rather than create it twice.

@@ -91,25 +91,56 @@ type Action struct {
 	Withheld ActionType
 }
 
-// Choose orders candidates: a copy read from its origin first, then by rule and peer
-// name; it returns the first, or nil.
+// Which origin a copy follows. Several origins may offer an object for the same local
+// key (the same name made on two members, or rewrites that map two names onto one).
+// Every member must pick the same one, whatever the order in which it came to see them,
+// so the choice is a total order on the candidates that every member computes alike:
+//
+//  1. the lowest origin cluster ID (the UID of the origin's kube-system namespace),
+//     compared as strings: names are local (a Cluster CR may be renamed), IDs are not;
+//  2. for the same origin, a copy read from the origin itself before one read through
+//     another member (a hop);
+//  3. then the rule name, then the source peer's cluster ID, then its name, so that
+//     the answer never depends on the order of the input.
+//
+// A new copy follows the first candidate (Choose). An existing copy keeps following its
+// own origin while that origin still offers the object (see Decide): the order decides
+// only which origin a copy starts from, or takes over from when its origin is seen to
+// no longer have the object. So a copy never flaps between origins.
+
+// Less reports whether candidate a is chosen before b (the order above).
+func Less(a, b Candidate) bool {
+	if a.Origin != b.Origin {
+		return a.Origin < b.Origin
+	}
+	ad, bd := a.PeerID == a.Origin, b.PeerID == b.Origin
+	if ad != bd {
+		return ad
+	}
+	if a.Rule != b.Rule {
+		return a.Rule < b.Rule
+	}
+	if a.PeerID != b.PeerID {
+		return a.PeerID < b.PeerID
+	}
+	return a.Peer < b.Peer
+}
+
+// Rank returns the candidates in the order they are chosen (a new slice; cands is not
+// changed).
+func Rank(cands []Candidate) []Candidate {
+	sorted := append([]Candidate(nil), cands...)
+	sort.SliceStable(sorted, func(i, j int) bool { return Less(sorted[i], sorted[j]) })
+	return sorted
+}
+
+// Choose returns the candidate a new copy follows: the first in the order of Less (the
+// lowest origin cluster ID), or nil when there is none.
 func Choose(cands []Candidate) *Candidate {
 	if len(cands) == 0 {
 		return nil
 	}
-	sorted := append([]Candidate(nil), cands...)
-	sort.SliceStable(sorted, func(i, j int) bool {
-		a, b := sorted[i], sorted[j]
-		ad, bd := a.PeerID == a.Origin, b.PeerID == b.Origin
-		if ad != bd {
-			return ad
-		}
-		if a.Rule != b.Rule {
-			return a.Rule < b.Rule
-		}
-		return a.Peer < b.Peer
-	})
-	return &sorted[0]
+	return &Rank(cands)[0]
 }
 
 // Decide is the planner: desired against observed. It is pure. Its rules:
@@ -555,4 +586,75 @@ func empty(v any) bool {
 		return len(x) == 0
 	}
 	return false
+}
+
+// TakesOver reports whether act changes the origin of the observed copy: an update from
+// another origin than the one the copy is marked with (its origin no longer has it).
+func TakesOver(act Action, observed *unstructured.Unstructured) bool {
+	if act.Type != ActionUpdate || act.Source == nil || observed == nil {
+		return false
+	}
+	return types.UID(observed.GetAnnotations()[v1alpha1.OwnershipAnnotation]) != act.Source.Origin
+}
+
+// Passed is a candidate the copy does not follow, and why.
+type Passed struct {
+	Candidate
+	// Why says why the chosen candidate is followed instead.
+	Why string
+}
+
+// Explain says which candidate act follows and why, and lists the other candidates of in
+// with the reason each is passed over, in the order of Less: what sync-diff shows. why is
+// empty when act follows no candidate (a delete, or nothing to do).
+func Explain(in Input, act Action) (why string, passed []Passed) {
+	chosen := act.Source
+	if chosen == nil {
+		return "", nil
+	}
+	origins := map[types.UID]bool{}
+	for _, c := range in.Candidates {
+		origins[c.Origin] = true
+	}
+	mark := types.UID("")
+	if in.Observed != nil {
+		mark = types.UID(in.Observed.GetAnnotations()[v1alpha1.OwnershipAnnotation])
+	}
+	following := mark != "" && mark == chosen.Origin && mark != in.LocalID
+	first := Choose(in.Candidates)
+	switch {
+	case following && first != nil && first.Origin != chosen.Origin:
+		why = fmt.Sprintf("the copy keeps following its origin %s, which still has it (a copy changes origin only when its origin no longer has the object)", chosen.Origin)
+	case mark != "" && mark != chosen.Origin && mark != in.LocalID && in.OriginGone[mark] && len(origins) > 1:
+		why = fmt.Sprintf("the copy's origin %s no longer has it; %s has the lowest cluster ID of the %d origins that do", mark, chosen.Origin, len(origins))
+	case mark != "" && mark != chosen.Origin && mark != in.LocalID && in.OriginGone[mark]:
+		why = fmt.Sprintf("the copy's origin %s no longer has it; %s is the only origin that does", mark, chosen.Origin)
+	case len(origins) > 1:
+		why = fmt.Sprintf("origin %s has the lowest cluster ID of the %d origins that have it", chosen.Origin, len(origins))
+	default:
+		why = fmt.Sprintf("origin %s is the only origin that has it", chosen.Origin)
+	}
+	skipped := false
+	for _, c := range Rank(in.Candidates) {
+		if !skipped && c.Origin == chosen.Origin && c.PeerID == chosen.PeerID && c.Rule == chosen.Rule && c.Peer == chosen.Peer {
+			skipped = true // the chosen one
+			continue
+		}
+		var reason string
+		switch {
+		case c.Origin != chosen.Origin && Less(c, *chosen):
+			// Decide chooses a candidate of a later origin only for a copy of that origin.
+			reason = fmt.Sprintf("the copy keeps following its origin %s, which still has it", chosen.Origin)
+		case c.Origin != chosen.Origin:
+			reason = fmt.Sprintf("origin %s has a higher cluster ID than %s", c.Origin, chosen.Origin)
+		case chosen.PeerID == chosen.Origin && c.PeerID != c.Origin:
+			reason = fmt.Sprintf("a copy of origin %s read through %s: the origin itself is read", c.Origin, c.Peer)
+		case c.Rule != chosen.Rule:
+			reason = fmt.Sprintf("rule %s sorts before rule %s", chosen.Rule, c.Rule)
+		default:
+			reason = fmt.Sprintf("read through %s, whose cluster ID sorts after %s's", c.Peer, chosen.Peer)
+		}
+		passed = append(passed, Passed{Candidate: c, Why: reason})
+	}
+	return why, passed
 }

@@ -12,14 +12,20 @@ import (
 // FuzzDecide feeds the planner arbitrary desired and observed objects (JSON) and checks
 // that it never panics, never deletes without the positive observation, never touches
 // an object without the ownership mark, and that an update it asks for is a fixed point
-// (deciding again on the written object asks for nothing: no ping-pong).
+// (deciding again on the written object asks for nothing: no ping-pong). With a rival, a
+// second origin whose cluster ID sorts first offers the object too: a new copy follows
+// the rival, and a copy of the first origin keeps following it while it has the object.
 func FuzzDecide(f *testing.F) {
 	f.Add([]byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"n","labels":{"x":"1"}},"data":{"k":"v"}}`),
 		[]byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"n","resourceVersion":"7","annotations":{"`+v1alpha1.OwnershipAnnotation+`":"origin"}},"data":{"k":"old","extra":"x"}}`),
-		true, false)
-	f.Add([]byte(`{"apiVersion":"v1","kind":"Secret","metadata":{"name":"s"},"data":{}}`), []byte(`{}`), false, true)
-	f.Add([]byte(`{"kind":"X","status":{"a":[1,2,{"b":null}]}}`), []byte(`{"kind":"X","metadata":{"finalizers":["f"]},"status":{"a":1}}`), true, true)
-	f.Fuzz(func(t *testing.T, desiredJSON, observedJSON []byte, withCandidate, originGone bool) {
+		true, false, false)
+	f.Add([]byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"n"},"data":{"k":"v"}}`),
+		[]byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"n","annotations":{"`+v1alpha1.OwnershipAnnotation+`":"origin"}},"data":{"k":"old"}}`),
+		true, false, true)
+	f.Add([]byte(`{"apiVersion":"v1","kind":"Secret","metadata":{"name":"s"},"data":{}}`), []byte(`{}`), false, true, false)
+	f.Add([]byte(`{"apiVersion":"v1","kind":"Secret","metadata":{"name":"s"},"data":{}}`), []byte(`{}`), true, false, true)
+	f.Add([]byte(`{"kind":"X","status":{"a":[1,2,{"b":null}]}}`), []byte(`{"kind":"X","metadata":{"finalizers":["f"]},"status":{"a":1}}`), true, true, false)
+	f.Fuzz(func(t *testing.T, desiredJSON, observedJSON []byte, withCandidate, originGone, rival bool) {
 		desired := &unstructured.Unstructured{}
 		if err := desired.UnmarshalJSON(desiredJSON); err != nil {
 			return
@@ -37,7 +43,27 @@ func FuzzDecide(f *testing.F) {
 		if withCandidate {
 			in.Candidates = []Candidate{{Rule: "rule", Peer: "p", PeerID: origin, Origin: origin, Object: desired}}
 		}
+		lower := types.UID("a-rival") // sorts before "origin"
+		if withCandidate && rival {
+			other := desired.DeepCopy()
+			Mark(other, lower, "rule")
+			_ = unstructured.SetNestedField(other.Object, "rival", "rivalData")
+			// Named so that it sorts last by peer name: the cluster ID decides.
+			in.Candidates = append(in.Candidates, Candidate{Rule: "rule", Peer: "z", PeerID: lower, Origin: lower, Object: other})
+		}
 		act := Decide(in)
+		if withCandidate && rival && act.Source != nil {
+			mark := types.UID("")
+			if observed != nil {
+				mark = types.UID(observed.GetAnnotations()[v1alpha1.OwnershipAnnotation])
+			}
+			switch {
+			case act.Type == ActionCreate && act.Source.Origin != lower:
+				t.Fatalf("a new copy follows %s, not the lowest cluster ID %s", act.Source.Origin, lower)
+			case mark == origin && act.Source.Origin != origin:
+				t.Fatalf("a copy of %s, which still has it, is taken over by %s (%s)", origin, act.Source.Origin, act.Type)
+			}
+		}
 		unmarked := observed != nil && observed.GetAnnotations()[v1alpha1.OwnershipAnnotation] == ""
 		switch act.Type {
 		case ActionDelete:

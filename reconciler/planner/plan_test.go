@@ -169,6 +169,8 @@ func TestDecideCreate(t *testing.T) {
 	direct := planDirect(planObj(planMarked(planOrigA), planStatus("Ready")))
 	hop := planCand("aaa-first-rule", "peer-b", planOrigB, planOrigA, planObj(planMarked(planOrigA), planData("via", "b")))
 	other := planCand(planRuleID, "peer-c", planOrigC, planOrigC, planObj(planMarked(planOrigC)))
+	// A peer whose name sorts after peer-a but whose cluster ID sorts first.
+	namedFirst := planCand(planRuleID, "zzz-peer", "uid-0", "uid-0", planObj(planMarked("uid-0")))
 	tests := []struct {
 		name  string
 		cands []Candidate
@@ -177,7 +179,8 @@ func TestDecideCreate(t *testing.T) {
 		{name: "one candidate", cands: []Candidate{direct}, want: direct},
 		{name: "direct wins over a hop with a smaller rule name", cands: []Candidate{hop, direct}, want: direct},
 		{name: "only a hop", cands: []Candidate{hop}, want: hop},
-		{name: "two origins: by peer name", cands: []Candidate{other, direct}, want: direct},
+		{name: "two origins: the lowest cluster ID", cands: []Candidate{other, direct}, want: direct},
+		{name: "two origins: the lowest cluster ID, not the peer name", cands: []Candidate{direct, namedFirst}, want: namedFirst},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -204,7 +207,9 @@ func TestDecideCreate(t *testing.T) {
 	}
 }
 
-// 2. Choose: read from the origin first, then by rule, then by peer; deterministic.
+// 2. Choose: the lowest origin cluster ID, whatever the peer and rule names and whether
+// the copy is read from its origin; for one origin, read from the origin first, then by
+// rule, then by the peer's cluster ID; deterministic whatever the input order.
 func TestChoose(t *testing.T) {
 	c := func(rule, peer string, peerID, origin types.UID) Candidate {
 		return planCand(rule, peer, peerID, origin, planObj(planMarked(origin), planData("from", rule+"/"+peer)))
@@ -217,7 +222,41 @@ func TestChoose(t *testing.T) {
 		{name: "none", want: ""},
 		{name: "one", cands: []Candidate{c("r", "p", planOrigA, planOrigA)}, want: "r/p"},
 		{
-			name: "direct beats hops with smaller rule and peer names",
+			name: "the lowest origin ID, not the peer name",
+			cands: []Candidate{
+				c("r", "a-first-by-name", planOrigC, planOrigC),
+				c("r", "z-last-by-name", planOrigA, planOrigA),
+				c("r", "m", planOrigB, planOrigB),
+			},
+			want: "r/z-last-by-name",
+		},
+		{
+			name: "the lowest origin ID, not the rule name",
+			cands: []Candidate{
+				c("r2", "a", planOrigA, planOrigA),
+				c("r1", "z", planOrigC, planOrigC),
+				c("r3", "b", planOrigB, planOrigB),
+			},
+			want: "r2/a",
+		},
+		{
+			name: "the lowest origin ID, even read through a hop",
+			cands: []Candidate{
+				c("a", "b", planOrigB, planOrigB),
+				c("z", "c", planOrigC, planOrigA),
+			},
+			want: "z/c",
+		},
+		{
+			name: "IDs compare as strings, not by length",
+			cands: []Candidate{
+				c("r", "long", "uid-b-long", "uid-b-long"),
+				c("r", "short", "uid-c", "uid-c"),
+			},
+			want: "r/long",
+		},
+		{
+			name: "one origin: direct beats hops with smaller rule and peer names",
 			cands: []Candidate{
 				c("a", "a", planOrigB, planOrigC),
 				c("z", "z", planOrigC, planOrigC),
@@ -226,31 +265,21 @@ func TestChoose(t *testing.T) {
 			want: "z/z",
 		},
 		{
-			name: "direct copies: by rule name first",
+			name: "one origin, direct copies: by rule name",
 			cands: []Candidate{
-				c("r2", "a", planOrigA, planOrigA),
-				c("r1", "z", planOrigC, planOrigC),
-				c("r3", "b", planOrigB, planOrigB),
+				c("r2", "peer-a", planOrigA, planOrigA),
+				c("r1", "peer-a", planOrigA, planOrigA),
 			},
-			want: "r1/z",
+			want: "r1/peer-a",
 		},
 		{
-			name: "direct copies, same rule: by peer name",
-			cands: []Candidate{
-				c("r", "peer-c", planOrigC, planOrigC),
-				c("r", "peer-a", planOrigA, planOrigA),
-				c("r", "peer-b", planOrigB, planOrigB),
-			},
-			want: "r/peer-a",
-		},
-		{
-			name: "only hops: by rule, then peer",
+			name: "one origin, only hops: by rule, then the peer's cluster ID, not its name",
 			cands: []Candidate{
 				c("r2", "a", planOrigA, planOrigC),
-				c("r1", "c", planOrigB, planOrigC),
-				c("r1", "b", planOrigA, planOrigC),
+				c("r1", "a-first-by-name", planOrigB, planOrigC),
+				c("r1", "z-last-by-name", planOrigA, planOrigC),
 			},
-			want: "r1/b",
+			want: "r1/z-last-by-name",
 		},
 	}
 	for _, tt := range tests {

@@ -130,9 +130,12 @@ spec:
 `)
 
 	t.Run("a locally made object is never touched; the rule reports the conflict", func(t *testing.T) {
-		harness.Eventually(t, 30*time.Second, "third gets the copy, in a namespace the rule created", func() error {
+		// first and second both have made-here: third's copy follows the one with the
+		// lower cluster ID.
+		lower := lowestID(t, "first", "second")
+		harness.Eventually(t, 30*time.Second, "third gets the copy of "+lower+", in a namespace the rule created", func() error {
 			got := listCM(t, third)
-			if got["made-here"].Data["owner"] != "first" {
+			if got["made-here"].Data["owner"] != lower {
 				return fmt.Errorf("third has %v", got)
 			}
 			var ns corev1.Namespace
