@@ -190,7 +190,7 @@ func Plan(in Input) Result {
 		view      View
 		cluster   v1alpha1.Cluster
 		relayOnly bool
-		own       bool // the view is the described cluster's own
+		own       bool           // the view is the described cluster's own
 		secret    *corev1.Secret // offered, rendered for the pinned server and CA
 		key       string         // RelayKey of the Secret as offered
 		exp, iat  time.Time      // what the token states

@@ -1,0 +1,166 @@
+package peers
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/klog/v2"
+
+	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
+)
+
+// TestMain keeps client-go's klog lines (read errors of the test servers' answers) out
+// of the test output.
+func TestMain(m *testing.M) {
+	klog.SetLogger(logr.Discard())
+	os.Exit(m.Run())
+}
+
+// startManager runs a Manager with the given address policy until the test ends.
+func startManager(t *testing.T, addresses kubeconfig.AddressPolicy) *Manager {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewManager(Options{Scheme: scheme, Namespace: v1alpha1.DefaultNamespace, HealthInterval: 100 * time.Millisecond,
+		FailureThreshold: 1, MaxBackoff: 200 * time.Millisecond, Addresses: addresses})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = m.Start(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		m.mu.Lock()
+		started := m.started
+		m.mu.Unlock()
+		if started {
+			return m
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the manager did not start")
+		}
+	}
+}
+
+// peerOf returns the Cluster and reader Secret of a peer at server.
+func peerOf(t *testing.T, name, server string, ca []byte) (*v1alpha1.Cluster, *corev1.Secret) {
+	t.Helper()
+	kc, err := kubeconfig.Render(kubeconfig.Reader{ClusterName: name, Server: server, CAData: ca, Token: "reader-token"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.ClusterSpec{ClusterID: types.UID("uid-" + name)}}
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: v1alpha1.DefaultNamespace, Name: name}, Data: map[string][]byte{v1alpha1.KubeconfigKey: kc}}
+	return c, s
+}
+
+// otherCA returns a PEM certificate of a CA that signed none of the test servers (they
+// all share httptest's certificate).
+func otherCA(t *testing.T) []byte {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "other"}, NotBefore: time.Now().Add(-time.Hour),
+		NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
+
+// TestEnsureReportsOnlyTheClass: a peer's address is checked before it is dialled, and
+// what a peer answers reaches the state as a class, never quoted.
+func TestEnsureReportsOnlyTheClass(t *testing.T) {
+	const leak = "internal-secret-body"
+	impostor := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/api/v1/namespaces/kube-system" {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{"kind":"Namespace","apiVersion":"v1","metadata":{"name":"kube-system","uid":"uid-someone-else `+leak+`"}}`)
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	defer impostor.Close()
+	broken := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, leak, http.StatusInternalServerError)
+	}))
+	defer broken.Close()
+	redirect := httptest.NewTLSServer(http.RedirectHandler("http://127.0.0.1:1/"+leak, http.StatusFound))
+	defer redirect.Close()
+	caOf := func(s *httptest.Server) []byte {
+		return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.Certificate().Raw})
+	}
+
+	for _, tc := range []struct {
+		name      string
+		policy    kubeconfig.AddressPolicy
+		server    string
+		ca        []byte
+		wantState v1alpha1.ClusterState
+		wantMsg   string
+	}{
+		{"loopback refused by default", kubeconfig.AddressPolicy{}, impostor.URL, caOf(impostor), v1alpha1.ClusterStateInvalidAuthInfo, ClassAddressRefused},
+		{"link-local refused even with loopback allowed", kubeconfig.AddressPolicy{AllowLoopback: true}, "https://169.254.169.254", nil, v1alpha1.ClusterStateInvalidAuthInfo, ClassAddressRefused},
+		{"an impostor is the wrong cluster", kubeconfig.AddressPolicy{AllowLoopback: true}, impostor.URL, caOf(impostor), v1alpha1.ClusterStateInvalidAuthInfo, "wrong cluster"},
+		{"an error body is not quoted", kubeconfig.AddressPolicy{AllowLoopback: true}, broken.URL, caOf(broken), v1alpha1.ClusterStateFailed, ClassUnexpected + " (HTTP 500)"},
+		{"a redirect is not followed", kubeconfig.AddressPolicy{AllowLoopback: true}, redirect.URL, caOf(redirect), v1alpha1.ClusterStateFailed, ClassRedirect},
+		{"another CA is a TLS failure", kubeconfig.AddressPolicy{AllowLoopback: true}, broken.URL, otherCA(t), v1alpha1.ClusterStateFailed, ClassTLS},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := startManager(t, tc.policy)
+			c, s := peerOf(t, "p", tc.server, tc.ca)
+			m.Ensure(c, s)
+			var p Peer
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				p, _ = m.Get("p")
+				if p.State != "" {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("no state: %+v", p)
+				}
+			}
+			if diff := cmp.Diff(tc.wantState, p.State); diff != "" {
+				t.Errorf("state (-want +got):\n%s", diff)
+			}
+			if !strings.Contains(p.Message, tc.wantMsg) {
+				t.Errorf("message %q, want it to contain %q", p.Message, tc.wantMsg)
+			}
+			for _, bad := range []string{leak, "127.0.0.1", "169.254"} {
+				if strings.Contains(p.Message, bad) {
+					t.Errorf("message %q quotes %q", p.Message, bad)
+				}
+			}
+		})
+	}
+}
