@@ -8,10 +8,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/bootstrap"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 )
 
 // TestTokenFreshness: which of two relayed tokens is newer is read from the tokens
-// themselves (exp, then iat), never from annotations a member writes.
+// themselves (exp, then iat); only between tokens of the same second does the issue
+// time's annotation decide (the relay is verified before it is written anyway).
 func TestTokenFreshness(t *testing.T) {
 	base := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
 	secret := func(exp, iat time.Time, annotated string) *corev1.Secret {
@@ -20,17 +23,21 @@ func TestTokenFreshness(t *testing.T) {
 			Data:       map[string][]byte{v1alpha1.KubeconfigKey: readerKubeconfig("x", "https://x.example", nil, exp, "")},
 		}
 	}
-	newer := func(a, b *corev1.Secret) bool {
-		ae, ai := tokenTimes(a)
-		be, bi := tokenTimes(b)
-		return ae.After(be) || ae.Equal(be) && ai.After(bi)
+	issued := func(s *corev1.Secret, nanos int, note string) *corev1.Secret {
+		s.Annotations[bootstrap.IssuedAtAnnotation] = base.Add(-24*time.Hour + time.Duration(nanos)).Format(time.RFC3339Nano)
+		r, _ := kubeconfig.Read(s.Data[v1alpha1.KubeconfigKey])
+		exp, _, _ := kubeconfig.TokenTimes(r.Token)
+		s.Data[v1alpha1.KubeconfigKey] = readerKubeconfig("x", "https://x.example", nil, exp, note)
+		return s
 	}
 	tests := []struct {
 		name       string
 		newer, old *corev1.Secret
 	}{
 		{"later expiry", secret(base.Add(time.Second), base, ""), secret(base, base, "")},
-		{"the annotation says nothing", secret(base.Add(time.Hour), base, "2026-01-01T00:00:00Z"), secret(base, base, "9999-01-01T00:00:00Z")},
+		{"the expiry annotation says nothing", secret(base.Add(time.Hour), base, "2026-01-01T00:00:00Z"), secret(base, base, "9999-01-01T00:00:00Z")},
+		// A token for a recreated ServiceAccount issued in the same second as the revoked one.
+		{"same second: the issue time's nanoseconds", issued(secret(base, base, ""), 900, "new"), issued(secret(base, base, ""), 100, "old")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

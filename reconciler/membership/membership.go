@@ -174,6 +174,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	for _, c := range plan.Conflicts {
 		log.Info("membership copy not written", "reason", c)
 	}
+	for _, c := range plan.Refused {
+		log.Info("membership copy refused", "reason", c)
+	}
 	if firstErr != nil {
 		return reconcile.Result{}, firstErr
 	}

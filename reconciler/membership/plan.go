@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/bootstrap"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 )
 
@@ -216,6 +217,9 @@ func Plan(in Input) Result {
 			}
 			if !a.iat.Equal(b.iat) {
 				return a.iat.After(b.iat)
+			}
+			if ia, ib := issuedNanos(a.secret), issuedNanos(b.secret); ia != ib {
+				return ia > ib
 			}
 		}
 		return senior(a.view, b.view)
@@ -505,6 +509,38 @@ func planCluster(existing, src *v1alpha1.Cluster, x, localID types.UID, relayOnl
 	return &write{op: OpUpdate, obj: c, base: existing}, ""
 }
 
+// newer reports whether the token of src is newer than the token of existing: it states a
+// later expiry, or the same and a later issue. Two tokens issued in the same second (a
+// token for a recreated ServiceAccount right after one for the old) state the same
+// times; the issue time the bootstrapper annotates, with nanoseconds, then tells them
+// apart. That annotation is written by a member and could lie, but a relayed token is
+// written only after it has authenticated against the pinned server, so a lie gains
+// nothing.
+func newer(src, existing *corev1.Secret) bool {
+	se, si := tokenTimes(src)
+	ee, ei := tokenTimes(existing)
+	switch {
+	case !se.Equal(ee):
+		return se.After(ee)
+	case !si.Equal(ei):
+		return si.After(ei)
+	}
+	return issuedNanos(src) > issuedNanos(existing)
+}
+
+// issuedNanos is the sub-second part of the issue time annotated on a reader Secret, or
+// -1.
+func issuedNanos(s *corev1.Secret) int {
+	if s == nil {
+		return -1
+	}
+	t, err := time.Parse(time.RFC3339Nano, s.Annotations[bootstrap.IssuedAtAnnotation])
+	if err != nil {
+		return -1
+	}
+	return t.Nanosecond()
+}
+
 // tokenTimes returns what the token of a reader Secret states of its expiry and issue.
 func tokenTimes(s *corev1.Secret) (exp, iat time.Time) {
 	r, ok := kubeconfig.Read(s.Data[v1alpha1.KubeconfigKey])
@@ -578,9 +614,7 @@ func planSecret(existing, src *corev1.Secret, x types.UID, ns string, adoptable,
 			return nil, fmt.Sprintf("Secret %s/%s is a copy of cluster %s's; not overwritten by cluster %s's", ns, existing.Name, mark, x)
 		}
 		if relayOnly {
-			se, si := tokenTimes(src)
-			ee, ei := tokenTimes(existing)
-			if !se.After(ee) && !(se.Equal(ee) && si.After(ei)) {
+			if !newer(src, existing) {
 				return nil, ""
 			}
 		}

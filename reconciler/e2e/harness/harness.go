@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -148,7 +149,7 @@ func Serve(t *testing.T, c *testbed.Cluster, extra ...string) *Controller {
 	t.Cleanup(func() {
 		ctl.Stop(t)
 		if t.Failed() {
-			t.Logf("log of the controller of %s:\n%s", c.Name, tail(logFile.Name(), 60))
+			t.Logf("log of the controller of %s:\n%s", c.Name, tail(logFile.Name(), logTailLines()))
 		}
 	})
 	return ctl
@@ -383,4 +384,13 @@ func FormGroupControllers(t *testing.T, bed *testbed.Bed, serveArgs func(name st
 		return nil
 	})
 	return clients, controllers
+}
+
+// logTailLines is how many lines of a controller's log a failed test prints:
+// E2E_LOG_LINES, or 60.
+func logTailLines() int {
+	if n, err := strconv.Atoi(os.Getenv("E2E_LOG_LINES")); err == nil && n > 0 {
+		return n
+	}
+	return 60
 }
