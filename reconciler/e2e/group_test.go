@@ -39,6 +39,7 @@ func TestGroup(t *testing.T) {
 
 	metricsA := harness.FreeAddr(t)
 	harness.Serve(t, bed.Cluster("a"), "--metrics-bind-address", metricsA)
+	metrics := harness.MetricsAt(t, bed.Cluster("a"), metricsA)
 	ctlB := harness.Serve(t, bed.Cluster("b"))
 	top := t // controllers started in a subtest live as long as the whole test
 
@@ -304,7 +305,7 @@ func TestGroup(t *testing.T) {
 	})
 	t.Run("metrics report each peer", func(t *testing.T) {
 		harness.Eventually(t, 30*time.Second, "per-peer metrics", func() error {
-			body, err := harness.Get("http://" + metricsA + "/metrics")
+			body, err := metrics.Get()
 			if err != nil {
 				return err
 			}
