@@ -130,7 +130,7 @@ func TestHelp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{"Examples:", "--cluster-name", "--api-server-endpoint", "--dry-run", "--wait", "--timeout", "--image", "--replicas", "-n, --namespace", "-o, --output", "cluster-admin"} {
+	for _, s := range []string{"Examples:", "--cluster-name", "--api-server-endpoint", "--dry-run", "--wait", "--timeout", "--image", "--replicas", "--monitoring", "-n, --namespace", "-o, --output", "cluster-admin"} {
 		if !strings.Contains(stdout, s) {
 			t.Errorf("help lacks %q", s)
 		}
