@@ -32,7 +32,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
@@ -361,17 +360,18 @@ func newManager(cfg *rest.Config, opts Options, skipNameValidation bool) (ctrl.M
 }
 
 // metricsServerOptions returns the options of the /metrics server of opts: HTTPS with
-// authentication and authorization delegated to the API server (controller-runtime's
-// filters.WithAuthenticationAndAuthorization, which needs the controller to create
-// TokenReviews and SubjectAccessReviews), unless opts.MetricsPlainHTTP. HTTP/2 is off,
-// as in controller-runtime's scaffolds (CVE-2023-44487, CVE-2023-39325).
+// authentication and authorization delegated to the API server (newMetricsAuthFilter,
+// which does what controller-runtime's filters.WithAuthenticationAndAuthorization does;
+// the controller creates TokenReviews and SubjectAccessReviews), unless
+// opts.MetricsPlainHTTP. HTTP/2 is off, as in controller-runtime's scaffolds
+// (CVE-2023-44487, CVE-2023-39325).
 func metricsServerOptions(opts Options) (metricsserver.Options, error) {
 	mo := metricsserver.Options{BindAddress: opts.MetricsBindAddress}
 	if opts.MetricsPlainHTTP || opts.MetricsBindAddress == DisabledBindAddress {
 		return mo, nil
 	}
 	mo.SecureServing = true
-	mo.FilterProvider = filters.WithAuthenticationAndAuthorization
+	mo.FilterProvider = newMetricsAuthFilter
 	mo.TLSOpts = []func(*tls.Config){func(c *tls.Config) {
 		c.NextProtos = []string{"http/1.1"}
 		c.MinVersion = tls.VersionTLS12
