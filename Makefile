@@ -26,7 +26,7 @@ KUBE_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION) \
 	-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=36 \
 	-X k8s.io/client-go/pkg/version.gitVersion=$(KUBE_VERSION)
 KUBE_COMMANDS := kube-apiserver kube-controller-manager kubectl
-TESTBIN_BINARIES := $(addprefix $(TESTBIN)/,$(KUBE_COMMANDS) etcd)
+TESTBIN_BINARIES := $(addprefix $(TESTBIN)/,$(KUBE_COMMANDS) etcd promtool)
 
 CONTROLLER_GEN := $(GO) run sigs.k8s.io/controller-tools/cmd/controller-gen
 
@@ -99,7 +99,7 @@ bench: build testbin ## Sync latency, burst, write amplification, RSS at 10,000 
 ##@ Test
 
 .PHONY: testbin
-testbin: $(TESTBIN_BINARIES) ## Build kube-apiserver, etcd, kube-controller-manager, kubectl for tests (only when missing)
+testbin: $(TESTBIN_BINARIES) ## Build kube-apiserver, etcd, kube-controller-manager, kubectl and promtool for tests (only when missing)
 
 $(addprefix $(TESTBIN)/,$(KUBE_COMMANDS)): testdata/testbin/go.mod
 	@echo "building $(notdir $@) $(KUBE_VERSION) from the Go module proxy (a cold build takes minutes)" >&2
@@ -108,6 +108,13 @@ $(addprefix $(TESTBIN)/,$(KUBE_COMMANDS)): testdata/testbin/go.mod
 $(TESTBIN)/etcd: testdata/testbin/go.mod
 	@echo "building etcd from the Go module proxy" >&2
 	cd testdata/testbin && CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $@ go.etcd.io/etcd/server/v3
+
+# promtool (Prometheus v0.315.1 = 3.x, pinned by testdata/promtool/go.mod) checks and
+# unit-tests the alerts of manifests/monitoring (TestPromtoolRules finds it next to the
+# API server binaries).
+$(TESTBIN)/promtool: testdata/promtool/go.mod
+	@echo "building promtool from the Go module proxy (a cold build takes minutes)" >&2
+	cd testdata/promtool && CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $@ github.com/prometheus/prometheus/cmd/promtool
 
 .PHONY: test
 test: testbin ## Build what the tests need, run every test on real API servers, and scan the output for leaked secrets

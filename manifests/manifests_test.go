@@ -2,11 +2,16 @@ package manifests_test
 
 import (
 	"fmt"
+	"net"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/kubectl-registry/kubectl-registry/manifests"
@@ -53,6 +58,9 @@ func TestObjectsInApplyOrder(t *testing.T) {
 		"ClusterRoleBinding /" + v1alpha1.ReaderName,
 		"Role " + ns + "/" + v1alpha1.ReaderName,
 		"RoleBinding " + ns + "/" + v1alpha1.ReaderName,
+		"ClusterRole /" + v1alpha1.MetricsReaderRoleName,
+		"Service " + ns + "/cluster-registry-controller-metrics",
+		"NetworkPolicy " + ns + "/" + v1alpha1.ControllerName,
 		"Deployment " + ns + "/" + v1alpha1.ControllerName,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -149,4 +157,101 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// TestNetworkPolicyAdmitsOnlyMetricsAndProbes: the controller's NetworkPolicy selects the
+// controller's pods, admits connections to the metrics and probe ports only (the ports
+// serve binds), and leaves egress open; the metrics Service reaches the same port.
+func TestNetworkPolicyAdmitsOnlyMetricsAndProbes(t *testing.T) {
+	objs, err := manifests.Objects()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		dep appsv1.Deployment
+		np  networkingv1.NetworkPolicy
+		svc corev1.Service
+	)
+	for _, o := range objs {
+		var into any
+		switch o.GetKind() {
+		case "Deployment":
+			into = &dep
+		case "NetworkPolicy":
+			into = &np
+		case "Service":
+			into = &svc
+		default:
+			continue
+		}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, into); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := dep.Spec.Template.Spec.Containers[0]
+	ports := map[string]int32{}
+	for _, p := range c.Ports {
+		ports[p.Name] = p.ContainerPort
+	}
+	type facts struct {
+		SelectsControllerPods bool
+		PolicyTypes           []networkingv1.PolicyType
+		IngressRules          int
+		IngressFromAnywhere   bool
+		IngressPorts          []string
+		EgressOpen            bool
+		// The ports serve listens on, from its flags, and the named container ports.
+		MetricsFlagPort, MetricsContainerPort string
+		ProbesFlagPort, ProbesContainerPort   string
+		ServiceTargetPort                     string
+		ServiceSelectsControllerPods          bool
+	}
+	selects := func(sel map[string]string) bool {
+		return len(sel) > 0 && labels.SelectorFromSet(sel).Matches(labels.Set(dep.Spec.Template.Labels))
+	}
+	got := facts{
+		SelectsControllerPods:        selects(np.Spec.PodSelector.MatchLabels) && len(np.Spec.PodSelector.MatchExpressions) == 0,
+		PolicyTypes:                  np.Spec.PolicyTypes,
+		IngressRules:                 len(np.Spec.Ingress),
+		EgressOpen:                   len(np.Spec.Egress) == 1 && len(np.Spec.Egress[0].To) == 0 && len(np.Spec.Egress[0].Ports) == 0,
+		MetricsFlagPort:              flagPort(c.Args, "--metrics-bind-address"),
+		MetricsContainerPort:         fmt.Sprint(ports["metrics"]),
+		ProbesFlagPort:               flagPort(c.Args, "--health-probe-bind-address"),
+		ProbesContainerPort:          fmt.Sprint(ports["probes"]),
+		ServiceTargetPort:            svc.Spec.Ports[0].TargetPort.String(),
+		ServiceSelectsControllerPods: selects(svc.Spec.Selector),
+	}
+	if len(np.Spec.Ingress) == 1 {
+		got.IngressFromAnywhere = len(np.Spec.Ingress[0].From) == 0
+		for _, p := range np.Spec.Ingress[0].Ports {
+			got.IngressPorts = append(got.IngressPorts, fmt.Sprintf("%s/%s", p.Port, *p.Protocol))
+		}
+	}
+	want := facts{
+		SelectsControllerPods: true,
+		PolicyTypes:           []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
+		IngressRules:          1,
+		IngressFromAnywhere:   true,
+		IngressPorts:          []string{"metrics/TCP", "probes/TCP"},
+		EgressOpen:            true,
+		MetricsFlagPort:       "8443", MetricsContainerPort: "8443",
+		ProbesFlagPort: "8081", ProbesContainerPort: "8081",
+		ServiceTargetPort:            "metrics",
+		ServiceSelectsControllerPods: true,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("NetworkPolicy, Service and Deployment ports (-want +got):\n%s", diff)
+	}
+}
+
+// flagPort returns the port of the --flag=host:port argument in args.
+func flagPort(args []string, flag string) string {
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, flag+"="); ok {
+			if _, port, err := net.SplitHostPort(v); err == nil {
+				return port
+			}
+		}
+	}
+	return ""
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -291,6 +292,15 @@ func TestControllerIdentity(t *testing.T) {
 		{"delete namespace default", func(ctx context.Context, cs kubernetes.Interface, _ client.Client) error {
 			return cs.CoreV1().Namespaces().Delete(ctx, "default", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
 		}},
+		// What the authentication and authorization of /metrics needs.
+		{"create tokenreview", func(ctx context.Context, cs kubernetes.Interface, _ client.Client) error {
+			_, err := cs.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: "not-a-token"}}, metav1.CreateOptions{})
+			return err
+		}},
+		{"create subjectaccessreview", func(ctx context.Context, cs kubernetes.Interface, _ client.Client) error {
+			_, err := cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, metricsAccessReview("someone"), metav1.CreateOptions{})
+			return err
+		}},
 	}
 	want := map[string]string{
 		"create cluster":                      "allowed",
@@ -302,8 +312,80 @@ func TestControllerIdentity(t *testing.T) {
 		"list nodes":                          "allowed",
 		"list leases in registry namespace":   "allowed",
 		"delete namespace default":            "forbidden",
+		"create tokenreview":                  "allowed",
+		"create subjectaccessreview":          "allowed",
 	}
 	if diff := cmp.Diff(want, outcomes(t, cfg, reqs)); diff != "" {
 		t.Fatalf("controller permissions (-want +got):\n%s", diff)
+	}
+}
+
+// metricsAccessReview asks whether user may get the non-resource URL /metrics.
+func metricsAccessReview(user string) *authorizationv1.SubjectAccessReview {
+	return &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User:                  user,
+		NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: "/metrics", Verb: "get"},
+	}}
+}
+
+// TestMetricsReaderRole: a ServiceAccount bound to cluster-registry-metrics-reader may get
+// /metrics, which is what the controller's metrics server asks the API server
+// (SubjectAccessReview), and nothing else; one without the binding may not.
+func TestMetricsReaderRole(t *testing.T) {
+	c := installed(t)
+	ctx := t.Context()
+	cs, err := bed.Clusters[0].Clientset()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := v1alpha1.DefaultNamespace
+	for _, name := range []string{"scraper-bound", "scraper-unbound"} {
+		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+		if err := c.Create(ctx, sa); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	crb := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "scraper-bound"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: v1alpha1.MetricsReaderRoleName},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "scraper-bound"}},
+	}
+	if err := c.Create(ctx, crb); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	review := func(user string, attrs authorizationv1.SubjectAccessReviewSpec) bool {
+		t.Helper()
+		attrs.User = user
+		r, err := cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: attrs}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Status.Allowed
+	}
+	metrics := func(verb string) authorizationv1.SubjectAccessReviewSpec {
+		return authorizationv1.SubjectAccessReviewSpec{NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: "/metrics", Verb: verb}}
+	}
+	tests := []struct {
+		name string
+		user string
+		spec authorizationv1.SubjectAccessReviewSpec
+		want bool
+	}{
+		{"bound: get /metrics", "scraper-bound", metrics("get"), true},
+		{"bound: post /metrics", "scraper-bound", metrics("post"), false},
+		{"bound: get /healthz", "scraper-bound", authorizationv1.SubjectAccessReviewSpec{NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: "/healthz/etcd", Verb: "get"}}, false},
+		{"bound: list secrets", "scraper-bound", authorizationv1.SubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: "list", Resource: "secrets"}}, false},
+		{"unbound: get /metrics", "scraper-unbound", metrics("get"), false},
+	}
+	got, want := map[string]bool{}, map[string]bool{}
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		for _, tt := range tests {
+			got[tt.name] = review("system:serviceaccount:"+ns+":"+tt.user, tt.spec)
+			want[tt.name] = tt.want
+		}
+		return cmp.Equal(want, got), nil
+	})
+	if diff := cmp.Diff(want, got); err != nil && diff != "" {
+		t.Fatalf("SubjectAccessReviews (-want +got):\n%s", diff)
 	}
 }

@@ -54,6 +54,8 @@ type RenderOptions struct {
 	// Replicas is the number of controller replicas (leader election keeps one active);
 	// zero means DefaultReplicas, negative is an error.
 	Replicas int32
+	// Monitoring adds the monitoring pack (MonitoringObjects) after the other objects.
+	Monitoring bool
 }
 
 // withDefaults returns o with the defaults filled in.
@@ -116,7 +118,8 @@ func (o RenderOptions) complete() (RenderOptions, error) {
 // renamed to it, the ServiceAccount subjects of the RoleBindings and ClusterRoleBindings
 // follow it, and the controller's Deployment gets the image, the replicas and the
 // arguments of `serve` (--namespace, and --cluster-name and --api-server-endpoint when
-// given). It does no I/O; the objects are new on every call.
+// given). With opts.Monitoring the monitoring pack follows, in the same namespace. It
+// does no I/O; the objects are new on every call.
 func Render(opts RenderOptions) ([]*unstructured.Unstructured, error) {
 	opts, err := opts.complete()
 	if err != nil {
@@ -125,6 +128,13 @@ func Render(opts RenderOptions) ([]*unstructured.Unstructured, error) {
 	objs, err := Objects()
 	if err != nil {
 		return nil, err
+	}
+	if opts.Monitoring {
+		pack, err := MonitoringObjects()
+		if err != nil {
+			return nil, err
+		}
+		objs = append(objs, pack...)
 	}
 	deployments := 0
 	for _, obj := range objs {

@@ -76,6 +76,9 @@ func wantRendered(ns, image string, replicas int32, args ...string) rendered {
 			"ClusterRoleBinding /cluster-registry-reader",
 			"Role " + ns + "/cluster-registry-reader",
 			"RoleBinding " + ns + "/cluster-registry-reader",
+			"ClusterRole /cluster-registry-metrics-reader",
+			"Service " + ns + "/cluster-registry-controller-metrics",
+			"NetworkPolicy " + ns + "/cluster-registry-controller",
 			"Deployment " + ns + "/cluster-registry-controller",
 		},
 		Subjects: []string{
@@ -92,7 +95,7 @@ func wantRendered(ns, image string, replicas int32, args ...string) rendered {
 }
 
 const (
-	metricsArg = "--metrics-bind-address=:8080"
+	metricsArg = "--metrics-bind-address=:8443"
 	probesArg  = "--health-probe-bind-address=:8081"
 )
 

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/testbed"
 )
 
@@ -47,7 +48,10 @@ type group struct {
 type controller struct {
 	name    string
 	cmd     *exec.Cmd
-	metrics string // http://127.0.0.1:PORT/metrics
+	metrics string // https://127.0.0.1:PORT/metrics
+	// scraper reads metrics as an in-cluster Prometheus does: a ServiceAccount token
+	// that the controller has the API server authenticate and authorize.
+	scraper *testbed.MetricsScraper
 	profile string // path prefix of the profiles (--profile), or ""
 }
 
@@ -133,7 +137,7 @@ func (g *group) setup(ctx context.Context) error {
 		}
 	}
 	for _, n := range g.names {
-		c, err := g.startController(n)
+		c, err := g.startController(ctx, n)
 		if err != nil {
 			return err
 		}
@@ -182,10 +186,15 @@ spec:
 // startController runs "kubectl-registry serve" for cluster n as a process. With
 // --profile (main group only) the process is this bench binary running the plugin's
 // command tree with profiling on signals (see profile.go).
-func (g *group) startController(n string) (*controller, error) {
+func (g *group) startController(ctx context.Context, n string) (*controller, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
+	}
+	// install applied the ClusterRole that may get /metrics.
+	scraper, err := testbed.NewMetricsScraper(ctx, g.cs[n], v1alpha1.DefaultNamespace, v1alpha1.MetricsReaderRoleName)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", n, err)
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	log, err := os.Create(filepath.Join(g.logs, "serve-"+n+".log"))
@@ -194,7 +203,7 @@ func (g *group) startController(n string) (*controller, error) {
 	}
 	args := []string{"serve", "--kubeconfig", g.kubeconfig, "--context", n, "--cluster-name", n,
 		"--metrics-bind-address", addr, "--health-probe-bind-address", "0", "--peer-health-interval", "1s", "--allow-loopback-peers"}
-	c := &controller{name: n, metrics: "http://" + addr + "/metrics"}
+	c := &controller{name: n, metrics: "https://" + addr + "/metrics", scraper: scraper}
 	c.cmd = exec.Command(g.b.bin, args...)
 	c.cmd.Env = append(os.Environ(), g.b.o.controllerEnv...)
 	if g.profile {

@@ -27,7 +27,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -243,25 +242,13 @@ type series struct {
 	value  float64
 }
 
-// scrape reads a controller's /metrics.
-func scrape(ctx context.Context, url string) ([]series, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+// scrape reads a controller's /metrics (HTTPS, with the scraper's token).
+func scrape(ctx context.Context, c *controller) ([]series, error) {
+	body, err := c.scraper.Get(ctx, c.metrics)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s: %s", url, resp.Status)
-	}
-	return parseMetrics(string(body)), nil
+	return parseMetrics(body), nil
 }
 
 // parseMetrics parses the series of a Prometheus text exposition (label values without
@@ -344,7 +331,7 @@ func queueCounters(ss []series) map[string]float64 {
 func (g *group) allMetrics(ctx context.Context) (map[string][]series, error) {
 	out := map[string][]series{}
 	for _, c := range g.ctrls {
-		ss, err := scrape(ctx, c.metrics)
+		ss, err := scrape(ctx, c)
 		if err != nil {
 			return nil, fmt.Errorf("scraping %s: %w", c.name, err)
 		}

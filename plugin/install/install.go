@@ -1,7 +1,8 @@
 // Package install implements "kubectl registry install": it applies the registry's CRDs,
-// Namespace, RBAC and controller Deployment (the embedded manifests, customised by the
-// flags) to the cluster of a kubeconfig context with server-side apply, and can wait
-// until the controller reports the local Cluster Ready.
+// Namespace, RBAC, metrics Service, NetworkPolicy and controller Deployment (the embedded
+// manifests, customised by the flags; with --monitoring the monitoring pack too) to the
+// cluster of a kubeconfig context with server-side apply, and can wait until the
+// controller reports the local Cluster Ready.
 package install
 
 import (
@@ -22,8 +23,10 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -90,6 +93,15 @@ const (
 		named --cluster-name, or else the one whose clusterID is the UID of this cluster's
 		kube-system namespace) Ready, printing progress on stderr.
 
+		--monitoring also applies the monitoring pack (manifests/monitoring): a ServiceMonitor
+		of the controller's metrics, a PrometheusRule with the registry's alerts and the
+		Grafana dashboard in a ConfigMap labelled for Grafana's dashboard sidecar. It needs
+		the Prometheus Operator's CRDs (ServiceMonitor, PrometheusRule of
+		monitoring.coreos.com/v1): when the cluster does not serve them, install stops before
+		applying anything. Prometheus scrapes /metrics over HTTPS with its ServiceAccount's
+		token, which must be allowed to get /metrics (the ClusterRole
+		cluster-registry-metrics-reader grants it).
+
 		The kubeconfig is read like kubectl does (--kubeconfig, --context, ...); its current
 		context is never changed. Installing needs the rights to create CRDs, ClusterRoles and
 		ClusterRoleBindings (cluster-admin).`
@@ -105,7 +117,10 @@ const (
 		kubectl registry install --cluster-name east --dry-run=client -o yaml
 
 		# Ask the API server to validate everything, persisting nothing
-		kubectl registry install --cluster-name east --dry-run=server`
+		kubectl registry install --cluster-name east --dry-run=server
+
+		# Install with the alerts, ServiceMonitor and dashboard (needs the Prometheus Operator)
+		kubectl registry install --cluster-name east --monitoring`
 )
 
 // Options holds the flags and the state of "kubectl registry install".
@@ -147,7 +162,7 @@ func NewOptions(restClientGetter genericclioptions.RESTClientGetter, streams gen
 func NewCmdInstall(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *cobra.Command {
 	o := NewOptions(restClientGetter, streams)
 	cmd := &cobra.Command{
-		Use:                   "install [--cluster-name NAME] [--api-server-endpoint URL] [--dry-run=client|server] [--wait] [-o yaml|json|name]",
+		Use:                   "install [--cluster-name NAME] [--api-server-endpoint URL] [--monitoring] [--dry-run=client|server] [--wait] [-o yaml|json|name]",
 		DisableFlagsInUseLine: true,
 		Short:                 "Install the registry (CRDs, RBAC, controller) into a cluster",
 		Long:                  cmdutil.LongDesc(installLong),
@@ -173,6 +188,8 @@ func (o *Options) AddFlags(cmd *cobra.Command) {
 	fs.StringVar(&r.Image, "image", r.Image, "Image of the controller.")
 	fs.Int32Var(&r.Replicas, "replicas", r.Replicas,
 		"Replicas of the controller; leader election keeps one active and the others ready to take over.")
+	fs.BoolVar(&r.Monitoring, "monitoring", r.Monitoring,
+		"Also apply the monitoring pack: ServiceMonitor, PrometheusRule (alerts) and Grafana dashboard. Needs the Prometheus Operator's CRDs (monitoring.coreos.com); without them install stops before applying anything.")
 	fs.StringVar(&o.DryRun, "dry-run", o.DryRun,
 		`Must be "none", "client" or "server". "client" prints what would be applied and contacts no cluster; "server" sends every object as a server-side dry run, persisting nothing.`)
 	fs.BoolVar(&o.Wait, "wait", o.Wait,
@@ -243,6 +260,11 @@ func (o *Options) Run(ctx context.Context) error {
 
 	if err := checkOtherInstallation(ctx, c, o.Render.Namespace); err != nil {
 		return explain(err, target)
+	}
+	if o.Render.Monitoring {
+		if err := checkMonitoringCRDs(c, target); err != nil {
+			return err
+		}
 	}
 
 	crds, others := splitCRDs(objs)
@@ -661,6 +683,26 @@ func (o *Options) deploymentStatus(ctx context.Context, c client.Client) (string
 		want = *d.Spec.Replicas
 	}
 	return fmt.Sprintf(" (deployment %s/%s: %d/%d replicas available)", d.Namespace, d.Name, d.Status.AvailableReplicas, want), nil
+}
+
+// checkMonitoringCRDs reports, before anything is applied, when the cluster does not serve
+// the Prometheus Operator kinds the monitoring pack holds.
+func checkMonitoringCRDs(c client.Client, t target) error {
+	var missing []string
+	for _, kind := range manifests.MonitoringKinds {
+		gk := schema.GroupKind{Group: manifests.MonitoringGroupVersion.Group, Kind: kind}
+		if _, err := c.RESTMapper().RESTMapping(gk, manifests.MonitoringGroupVersion.Version); err != nil {
+			if !meta.IsNoMatchError(err) {
+				return explain(fmt.Errorf("looking up %s: %w", gk, err), t)
+			}
+			missing = append(missing, kind)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return fmt.Errorf("--monitoring: %s does not serve %s of %s: install the Prometheus Operator (kube-prometheus-stack, for example) first, or run install without --monitoring; nothing was applied",
+		t, strings.Join(missing, " and "), manifests.MonitoringGroupVersion)
 }
 
 // checkOtherInstallation refuses to install into namespace when the registry is

@@ -130,7 +130,7 @@ func TestHelp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{"Examples:", "--cluster-name", "--api-server-endpoint", "--dry-run", "--wait", "--timeout", "--image", "--replicas", "-n, --namespace", "-o, --output", "cluster-admin"} {
+	for _, s := range []string{"Examples:", "--cluster-name", "--api-server-endpoint", "--dry-run", "--wait", "--timeout", "--image", "--replicas", "--monitoring", "-n, --namespace", "-o, --output", "cluster-admin"} {
 		if !strings.Contains(stdout, s) {
 			t.Errorf("help lacks %q", s)
 		}
@@ -211,7 +211,7 @@ func TestInstall(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantArgs := []string{"serve", "--leader-elect=true", "--namespace=cluster-registry", "--cluster-name=east",
-			"--api-server-endpoint=https://east.example.com:6443", "--metrics-bind-address=:8080", "--health-probe-bind-address=:8081"}
+			"--api-server-endpoint=https://east.example.com:6443", "--metrics-bind-address=:8443", "--health-probe-bind-address=:8081"}
 		if diff := cmp.Diff(wantArgs, dep.Spec.Template.Spec.Containers[0].Args); diff != "" {
 			t.Errorf("controller args (-want +got):\n%s", diff)
 		}
@@ -375,8 +375,8 @@ func TestNothingWritten(t *testing.T) {
 		if err := json.Unmarshal([]byte(stdout), &list.Object); err != nil {
 			t.Fatalf("output is not one JSON document: %v", err)
 		}
-		if items, _, _ := unstructured.NestedSlice(list.Object, "items"); len(items) != 20 || list.Object["kind"] != "List" {
-			t.Errorf("want a List of 20 objects (every manifest), got kind %v with %d items", list.Object["kind"], len(items))
+		if items, _, _ := unstructured.NestedSlice(list.Object, "items"); len(items) != 23 || list.Object["kind"] != "List" {
+			t.Errorf("want a List of 23 objects (every manifest), got kind %v with %d items", list.Object["kind"], len(items))
 		}
 	})
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes"
@@ -25,6 +26,7 @@ import (
 	"github.com/kubectl-registry/kubectl-registry/plugin"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/manager"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/testbed"
 )
 
 func freeAddr(t *testing.T) string {
@@ -120,7 +122,26 @@ func TestServe(t *testing.T) {
 
 	waitFor200(t, "http://"+probeAddr+"/healthz")
 	waitFor200(t, "http://"+probeAddr+"/readyz")
-	metrics := waitFor200(t, "http://"+metricsAddr+"/metrics")
+	// /metrics is HTTPS for a token allowed to get it, as a scraper in the cluster has.
+	if _, err := cs.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.MetricsReaderRoleName},
+		Rules:      []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	scraper, err := testbed.NewMetricsScraper(ctx, cs, v1alpha1.DefaultNamespace, v1alpha1.MetricsReaderRoleName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var metrics string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if metrics, err = scraper.Get(ctx, "https://"+metricsAddr+"/metrics"); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/metrics did not answer 200 within 30s: %v", err)
+		}
+	}
 	if !strings.Contains(metrics, "rest_client_requests_total") && !strings.Contains(metrics, "controller_runtime") {
 		t.Errorf("/metrics has neither rest_client nor controller_runtime metrics:\n%s", metrics)
 	}

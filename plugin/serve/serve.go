@@ -43,6 +43,14 @@ const (
 		(--health-probe-bind-address) whether or not it holds the leader election Lease, and
 		stops gracefully on SIGINT or SIGTERM.
 
+		/metrics is served over HTTPS (HTTP/1.1) to clients that present a bearer token the
+		API server authenticates (TokenReview) and authorizes for get on the non-resource
+		URL /metrics (SubjectAccessReview): bind the ClusterRole
+		cluster-registry-metrics-reader to the scraper's ServiceAccount. The certificate is
+		self-signed unless --metrics-cert-dir holds tls.crt and tls.key.
+		--metrics-secure=false serves plain HTTP without authentication, and only on a
+		loopback address.
+
 		With --leader-elect, a standby replica takes over from a crashed leader within about
 		13 seconds by default. A leader that cannot reach its API server stops reconciling
 		after the renew deadline and campaigns again; it does not exit.`
@@ -71,6 +79,10 @@ type Options struct {
 	// Memory tunes the Go runtime's garbage collector and soft memory limit.
 	Memory manager.MemoryOptions
 
+	// MetricsSecure is --metrics-secure: /metrics over HTTPS with authentication and
+	// authorization (the default). Complete sets Manager.MetricsPlainHTTP from it.
+	MetricsSecure bool
+
 	// KubeAPIQPS and KubeAPIBurst limit the requests to the API server on the client side;
 	// a negative QPS leaves flow control to the API server's priority and fairness.
 	KubeAPIQPS   float32
@@ -85,6 +97,7 @@ func NewOptions(restClientGetter genericclioptions.RESTClientGetter, streams gen
 	return &Options{
 		Manager:          manager.DefaultOptions(),
 		Memory:           manager.MemoryOptions{GCPercent: manager.DefaultGCPercent, LimitRatio: manager.DefaultMemoryLimitRatio},
+		MetricsSecure:    true,
 		KubeAPIQPS:       -1,
 		KubeAPIBurst:     0,
 		restClientGetter: restClientGetter,
@@ -118,7 +131,11 @@ func (o *Options) AddFlags(cmd *cobra.Command) {
 	fs.StringVar(&m.ClusterName, "cluster-name", m.ClusterName,
 		"Name of this cluster in the group, an RFC 1123 label (lower case alphanumerics and '-').")
 	fs.StringVar(&m.MetricsBindAddress, "metrics-bind-address", m.MetricsBindAddress,
-		`Address /metrics is served on (plain HTTP); "0" disables it.`)
+		`Address /metrics is served on (HTTPS with authentication and authorization unless --metrics-secure=false); "0" disables it.`)
+	fs.BoolVar(&o.MetricsSecure, "metrics-secure", o.MetricsSecure,
+		"Serve /metrics over HTTPS to clients the API server authenticates and authorizes (get on the non-resource URL /metrics). false serves plain HTTP without authentication, allowed only on a loopback --metrics-bind-address.")
+	fs.StringVar(&m.MetricsCertDir, "metrics-cert-dir", m.MetricsCertDir,
+		"Directory with the serving certificate of /metrics, tls.crt and tls.key (reloaded when they change); without it the certificate is self-signed.")
 	fs.StringVar(&m.HealthProbeBindAddress, "health-probe-bind-address", m.HealthProbeBindAddress,
 		`Address /healthz and /readyz are served on; "0" disables them.`)
 	fs.BoolVar(&m.LeaderElection, "leader-elect", m.LeaderElection,
@@ -177,6 +194,7 @@ func (o *Options) Complete(cmd *cobra.Command, _ []string) error {
 	if !cmd.Flags().Changed("leader-election-namespace") {
 		o.Manager.LeaderElectionNamespace = o.Manager.Namespace
 	}
+	o.Manager.MetricsPlainHTTP = !o.MetricsSecure
 	if _, set := os.LookupEnv("GOGC"); set && !cmd.Flags().Changed("gc-percent") {
 		o.Memory.GCPercent = 0 // the runtime applied GOGC
 	}

@@ -34,7 +34,7 @@ func parse(t *testing.T, args ...string) (*Options, error) {
 func TestFlags(t *testing.T) {
 	defaults := manager.Options{
 		Namespace:               "cluster-registry",
-		MetricsBindAddress:      ":8080",
+		MetricsBindAddress:      ":8443",
 		HealthProbeBindAddress:  ":8081",
 		LeaderElectionNamespace: "cluster-registry",
 		LeaderElectionID:        "cluster-registry-controller-leader",
@@ -79,6 +79,16 @@ func TestFlags(t *testing.T) {
 			},
 		},
 		{
+			name: "plain HTTP metrics on loopback",
+			args: []string{"--metrics-secure=false", "--metrics-bind-address=127.0.0.1:8080"},
+			want: func(o *manager.Options) { o.MetricsBindAddress, o.MetricsPlainHTTP = "127.0.0.1:8080", true },
+		},
+		{
+			name: "metrics certificate directory",
+			args: []string{"--metrics-cert-dir=/etc/metrics-certs"},
+			want: func(o *manager.Options) { o.MetricsCertDir = "/etc/metrics-certs" },
+		},
+		{
 			name: "leader election namespace follows the registry namespace",
 			args: []string{"-n", "registry"},
 			want: func(o *manager.Options) { o.Namespace, o.LeaderElectionNamespace = "registry", "registry" },
@@ -107,6 +117,8 @@ func TestValidate(t *testing.T) {
 		{[]string{"--cluster-name", "Foo_Bar"}, `invalid cluster name "Foo_Bar": a lowercase RFC 1123 label must consist of`},
 		{[]string{"--namespace", "Registry"}, `invalid registry namespace "Registry"`},
 		{[]string{"--metrics-bind-address", "8080"}, `invalid metrics bind address "8080"`},
+		{[]string{"--metrics-secure=false"}, `plain HTTP /metrics has no authentication and may only be served on a loopback address (127.0.0.1:PORT, [::1]:PORT or localhost:PORT), got ":8443"`},
+		{[]string{"--metrics-secure=false", "--metrics-bind-address=127.0.0.1:8080", "--metrics-cert-dir=/certs"}, "a metrics certificate directory (/certs) needs /metrics served over HTTPS"},
 		{[]string{"-v", "-1"}, "-v must not be negative"},
 		{[]string{"--kube-api-qps", "10"}, "--kube-api-burst must be at least 1"},
 		{[]string{"--api-server-endpoint", "http://203.0.113.7"}, "--api-server-endpoint"},

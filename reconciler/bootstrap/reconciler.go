@@ -35,6 +35,8 @@ type Reconciler struct {
 	Identity Identity
 	Options  Options
 	Recorder record.EventRecorder
+	// Metrics records when the reader token is due for renewal; nil records nothing.
+	Metrics *Metrics
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -94,6 +96,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		}
 		return reconcile.Result{}, err
 	}
+	r.Metrics.observeRenewAfter(renewAt)
 	wait := renewAt.Sub(r.now())
 	if wait < time.Second {
 		wait = time.Second

@@ -121,6 +121,7 @@ func SetupRegistry(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 			TokenLifetime: ro.TokenLifetime,
 		},
 		Recorder: recorder,
+		Metrics:  bootstrap.NewMetrics(metrics.Registry),
 	}
 	if err := boot.Options.Validate(); err != nil {
 		return err

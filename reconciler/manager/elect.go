@@ -48,7 +48,8 @@ func runElected(ctx context.Context, cfg *rest.Config, opts Options, apiServerVe
 	logger.Info("configured",
 		"namespace", opts.Namespace, "clusterName", opts.ClusterName, "leaderElection", true,
 		"leaseDuration", lease, "renewDeadline", renew, "retryPeriod", retry,
-		"metricsBindAddress", opts.MetricsBindAddress, "healthProbeBindAddress", opts.HealthProbeBindAddress)
+		"metricsBindAddress", opts.MetricsBindAddress, "metricsSecure", !opts.MetricsPlainHTTP,
+		"healthProbeBindAddress", opts.HealthProbeBindAddress)
 	logger.Info("starting", "apiServer", cfg.Host, "apiServerVersion", apiServerVersion)
 
 	probesCtx, stopProbes := context.WithCancel(context.WithoutCancel(ctx))

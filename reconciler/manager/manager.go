@@ -8,10 +8,12 @@ package manager
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -23,6 +25,7 @@ import (
 	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	certutil "k8s.io/client-go/util/cert"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -36,8 +39,9 @@ import (
 
 // Defaults of Options.
 const (
-	// DefaultMetricsBindAddress serves /metrics on every interface, port 8080.
-	DefaultMetricsBindAddress = ":8080"
+	// DefaultMetricsBindAddress serves /metrics on every interface, port 8443, over HTTPS
+	// to authenticated and authorized clients only (see Options.MetricsBindAddress).
+	DefaultMetricsBindAddress = ":8443"
 	// DefaultHealthProbeBindAddress serves /healthz and /readyz on every interface, port 8081.
 	DefaultHealthProbeBindAddress = ":8081"
 	// DefaultLeaderElectionID is the name of the Lease the controllers of one cluster
@@ -73,9 +77,20 @@ type Options struct {
 	// Optional.
 	ClusterName string
 
-	// MetricsBindAddress is the address /metrics is served on (plain HTTP);
-	// DisabledBindAddress ("0") disables it.
+	// MetricsBindAddress is the address /metrics is served on; DisabledBindAddress ("0")
+	// disables it. It is served over HTTPS, as controller-runtime's scaffolds do, to
+	// clients the API server authenticates (TokenReview: a bearer token) and authorizes
+	// (SubjectAccessReview: get on the non-resource URL /metrics, which the
+	// cluster-registry-metrics-reader ClusterRole grants), unless MetricsPlainHTTP.
 	MetricsBindAddress string
+	// MetricsCertDir is a directory holding the serving certificate of /metrics, tls.crt
+	// and tls.key (reloaded when they change, as cert-manager renews them). Empty serves a
+	// self-signed certificate generated at start.
+	MetricsCertDir string
+	// MetricsPlainHTTP serves /metrics over plain HTTP, without authentication. Only a
+	// loopback address may serve it so (out-of-cluster runs, where the scraper is on the
+	// same machine); every other address is refused by Validate.
+	MetricsPlainHTTP bool
 	// HealthProbeBindAddress is the address /healthz and /readyz are served on;
 	// DisabledBindAddress ("0") disables them.
 	HealthProbeBindAddress string
@@ -137,6 +152,8 @@ func (o Options) Validate() error {
 	}
 	if err := validateBindAddress("metrics bind address", o.MetricsBindAddress); err != nil {
 		errs = append(errs, err)
+	} else if err := o.validateMetricsServing(); err != nil {
+		errs = append(errs, err)
 	}
 	if err := validateBindAddress("health probe bind address", o.HealthProbeBindAddress); err != nil {
 		errs = append(errs, err)
@@ -191,6 +208,31 @@ func (o Options) validateLeaseTimes() error {
 		return fmt.Errorf("the leader election needs lease duration > renew deadline > 1.2 x retry period, got %s, %s, %s", lease, renew, retry)
 	}
 	return nil
+}
+
+// validateMetricsServing checks that plain HTTP, which has no authentication, is served
+// on a loopback address only, and that a certificate directory comes with HTTPS.
+func (o Options) validateMetricsServing() error {
+	if !o.MetricsPlainHTTP || o.MetricsBindAddress == DisabledBindAddress {
+		return nil
+	}
+	if o.MetricsCertDir != "" {
+		return fmt.Errorf("a metrics certificate directory (%s) needs /metrics served over HTTPS, not plain HTTP", o.MetricsCertDir)
+	}
+	host, _, _ := net.SplitHostPort(o.MetricsBindAddress) // validated by validateBindAddress
+	if !isLoopback(host) {
+		return fmt.Errorf("plain HTTP /metrics has no authentication and may only be served on a loopback address (127.0.0.1:PORT, [::1]:PORT or localhost:PORT), got %q", o.MetricsBindAddress)
+	}
+	return nil
+}
+
+// isLoopback reports whether host (of a bind address) listens on loopback only.
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // ValidateClusterName checks the name of a cluster in the group: empty (not set) or an
@@ -267,6 +309,10 @@ func newManager(cfg *rest.Config, opts Options, skipNameValidation bool) (ctrl.M
 		shutdown = DefaultGracefulShutdownTimeout
 	}
 	lease, renew, retry := opts.leaseTimes()
+	metricsOpts, err := metricsServerOptions(opts)
+	if err != nil {
+		return nil, err
+	}
 
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme,
@@ -279,9 +325,7 @@ func newManager(cfg *rest.Config, opts Options, skipNameValidation bool) (ctrl.M
 			},
 			DefaultTransform: cache.TransformStripManagedFields(),
 		},
-		Metrics: metricsserver.Options{
-			BindAddress: opts.MetricsBindAddress,
-		},
+		Metrics:                 metricsOpts,
 		HealthProbeBindAddress:  opts.HealthProbeBindAddress,
 		LeaderElection:          opts.LeaderElection,
 		LeaderElectionNamespace: leNamespace,
@@ -313,6 +357,58 @@ func newManager(cfg *rest.Config, opts Options, skipNameValidation bool) (ctrl.M
 		return nil, fmt.Errorf("adding the readiness check: %w", err)
 	}
 	return mgr, nil
+}
+
+// metricsServerOptions returns the options of the /metrics server of opts: HTTPS with
+// authentication and authorization delegated to the API server (newMetricsAuthFilter,
+// which does what controller-runtime's filters.WithAuthenticationAndAuthorization does;
+// the controller creates TokenReviews and SubjectAccessReviews), unless
+// opts.MetricsPlainHTTP. HTTP/2 is off, as in controller-runtime's scaffolds
+// (CVE-2023-44487, CVE-2023-39325).
+func metricsServerOptions(opts Options) (metricsserver.Options, error) {
+	mo := metricsserver.Options{BindAddress: opts.MetricsBindAddress}
+	if opts.MetricsPlainHTTP || opts.MetricsBindAddress == DisabledBindAddress {
+		return mo, nil
+	}
+	mo.SecureServing = true
+	mo.FilterProvider = newMetricsAuthFilter
+	mo.TLSOpts = []func(*tls.Config){func(c *tls.Config) {
+		c.NextProtos = []string{"http/1.1"}
+		c.MinVersion = tls.VersionTLS12
+	}}
+	if opts.MetricsCertDir != "" {
+		mo.CertDir = opts.MetricsCertDir
+		return mo, nil
+	}
+	// A certificate of our own rather than controller-runtime's fallback, which would
+	// first look for one in a fixed directory under the shared temporary directory.
+	cert, err := selfSignedCertificate()
+	if err != nil {
+		return mo, err
+	}
+	mo.TLSOpts = append(mo.TLSOpts, func(c *tls.Config) {
+		c.GetCertificate = func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return cert, nil }
+	})
+	return mo, nil
+}
+
+// selfSignedCertificate returns a self-signed serving certificate for the metrics
+// server (localhost, 127.0.0.1 and the host name). Scrapers skip its verification or, for
+// a verified one, the controller gets a certificate through MetricsCertDir.
+func selfSignedCertificate() (*tls.Certificate, error) {
+	var alt []string
+	if host, err := os.Hostname(); err == nil && host != "" && host != "localhost" {
+		alt = append(alt, host)
+	}
+	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey("localhost", []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}, alt)
+	if err != nil {
+		return nil, fmt.Errorf("generating the self-signed certificate of the metrics server: %w", err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("loading the self-signed certificate of the metrics server: %w", err)
+	}
+	return &cert, nil
 }
 
 // Run checks that the API server answers, builds the manager with New and runs it until
@@ -349,7 +445,8 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	mgr.GetLogger().Info("configured",
 		"namespace", opts.Namespace, "clusterName", opts.ClusterName,
 		"leaderElection", opts.LeaderElection,
-		"metricsBindAddress", opts.MetricsBindAddress, "healthProbeBindAddress", opts.HealthProbeBindAddress)
+		"metricsBindAddress", opts.MetricsBindAddress, "metricsSecure", !opts.MetricsPlainHTTP,
+		"healthProbeBindAddress", opts.HealthProbeBindAddress)
 	return start(ctx, mgr, func(ctx context.Context, mgr ctrl.Manager) error {
 		return SetupRegistry(ctx, mgr, opts)
 	})

@@ -50,6 +50,43 @@ func TestValidate(t *testing.T) {
 			wantErr: []string{`invalid metrics bind address "8080"`},
 		},
 		{
+			name:   "metrics certificate directory",
+			mutate: func(o *Options) { o.MetricsCertDir = "/etc/metrics-certs" },
+		},
+		{
+			name:   "plain HTTP metrics on 127.0.0.1",
+			mutate: func(o *Options) { o.MetricsBindAddress, o.MetricsPlainHTTP = "127.0.0.1:8080", true },
+		},
+		{
+			name:   "plain HTTP metrics on [::1]",
+			mutate: func(o *Options) { o.MetricsBindAddress, o.MetricsPlainHTTP = "[::1]:8080", true },
+		},
+		{
+			name:   "plain HTTP metrics on localhost",
+			mutate: func(o *Options) { o.MetricsBindAddress, o.MetricsPlainHTTP = "localhost:8080", true },
+		},
+		{
+			name:   "plain HTTP with metrics disabled",
+			mutate: func(o *Options) { o.MetricsBindAddress, o.MetricsPlainHTTP = "0", true },
+		},
+		{
+			name:    "plain HTTP metrics on every interface",
+			mutate:  func(o *Options) { o.MetricsBindAddress, o.MetricsPlainHTTP = ":8080", true },
+			wantErr: []string{"plain HTTP /metrics has no authentication and may only be served on a loopback address", `got ":8080"`},
+		},
+		{
+			name:    "plain HTTP metrics on a routable address",
+			mutate:  func(o *Options) { o.MetricsBindAddress, o.MetricsPlainHTTP = "10.0.0.1:8080", true },
+			wantErr: []string{"may only be served on a loopback address"},
+		},
+		{
+			name: "plain HTTP metrics with a certificate directory",
+			mutate: func(o *Options) {
+				o.MetricsBindAddress, o.MetricsPlainHTTP, o.MetricsCertDir = "127.0.0.1:8080", true, "/etc/metrics-certs"
+			},
+			wantErr: []string{"a metrics certificate directory (/etc/metrics-certs) needs /metrics served over HTTPS"},
+		},
+		{
 			name:    "health probe port out of range",
 			mutate:  func(o *Options) { o.HealthProbeBindAddress = ":70000" },
 			wantErr: []string{`invalid health probe bind address ":70000"`},

@@ -97,6 +97,10 @@ const (
 	// ReaderAggregatedRoleName is the ClusterRole bound to the reader; it holds every
 	// ClusterRole labelled ReaderAggregatedLabel.
 	ReaderAggregatedRoleName = "cluster-registry-reader-aggregated"
+	// MetricsReaderRoleName is the ClusterRole that lets its subjects scrape the
+	// controller's /metrics (get on the non-resource URL /metrics): bind it to the
+	// scraper's ServiceAccount.
+	MetricsReaderRoleName = "cluster-registry-metrics-reader"
 	// FieldManager is the field manager of every write the plugin and controller make.
 	FieldManager = "kubectl-registry"
 )

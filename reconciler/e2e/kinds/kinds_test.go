@@ -339,7 +339,7 @@ func TestKinds(t *testing.T) {
 
 // noWrites reads every controller's write and error counters, waits steadyWindow and
 // reads them again; every kind has a subtest that fails when one of its counters moved.
-func noWrites(t *testing.T, cls map[string]client.Client, metricsURLs map[string]string, ks []kindCase) {
+func noWrites(t *testing.T, cls map[string]client.Client, metricsURLs map[string]harness.Metrics, ks []kindCase) {
 	t.Helper()
 	before := counters(t, metricsURLs, ks)
 	time.Sleep(steadyWindow)
@@ -538,7 +538,7 @@ func counterLabel(t *testing.T, k kindCase, metric string) string {
 }
 
 // counters reads every case's write and error counters from every controller.
-func counters(t *testing.T, urls map[string]string, ks []kindCase) map[counterKey]float64 {
+func counters(t *testing.T, urls map[string]harness.Metrics, ks []kindCase) map[counterKey]float64 {
 	t.Helper()
 	out := map[counterKey]float64{}
 	for _, c := range []string{c1, c2, c3} {

@@ -149,6 +149,13 @@ spec:
 					t.Fatal(err)
 				}
 			}
+			// The scrapers are made first (a token each, through the proxy), so that the
+			// start times below are kept.
+			metrics, addrs := map[string]harness.Metrics{}, map[string]string{}
+			for _, n := range names {
+				addrs[n] = harness.FreeAddr(t)
+				metrics[n] = harness.MetricsAt(t, bed.Cluster(n), addrs[n])
+			}
 			for _, n := range names {
 				if err := bed.Cluster(n).Cut(); err != nil {
 					t.Fatal(err)
@@ -185,7 +192,6 @@ spec:
 			// peers from when its controller starts. (A controller retries a peer it cannot
 			// reach after 1, 2, 4 s...: the last cluster is reachable by the first one's
 			// third try, well within the first one's 10 s wait.)
-			metrics := map[string]string{}
 			started := time.Now().Add(-time.Second)
 			for i, n := range order {
 				if i > 0 {
@@ -194,9 +200,7 @@ spec:
 				if err := bed.Cluster(n).Heal(); err != nil {
 					t.Fatal(err)
 				}
-				addr := harness.FreeAddr(t)
-				metrics[n] = "http://" + addr + "/metrics"
-				ctls[n] = harness.Serve(t, bed.Cluster(n), "--metrics-bind-address", addr)
+				ctls[n] = harness.Serve(t, bed.Cluster(n), "--metrics-bind-address", addrs[n])
 			}
 			for _, n := range order {
 				harness.Eventually(t, 60*time.Second, "the controller of "+n+" leads", func() error {
