@@ -48,7 +48,9 @@ import (
 const (
 	nsRegistry = "bench"
 	nsFloor    = "bench-floor"
-	ruleName   = "bench-configmaps"
+	// nsAlone is the floor's namespace while the registry's controllers are stopped.
+	nsAlone  = "bench-alone"
+	ruleName = "bench-configmaps"
 )
 
 // mainNames are the clusters of the main group; the first is the origin.
@@ -63,6 +65,8 @@ type options struct {
 	memoryObjects int
 	scale         []int
 	scaleSamples  int
+	scaleBurst    int
+	churn         int
 	cliRuns       int
 	idle          time.Duration
 	timeout       time.Duration
@@ -108,6 +112,8 @@ func run() error {
 	flag.IntVar(&o.memoryObjects, "memory-objects", 10000, "synced ConfigMaps in the group when the controllers' RSS is read, the burst's included (0: skip)")
 	flag.StringVar(&scale, "scale", "2,3,5,8", "group sizes for the scale runs, comma separated (empty: skip)")
 	flag.IntVar(&o.scaleSamples, "scale-samples", 100, "create latency samples per scale run")
+	flag.IntVar(&o.scaleBurst, "scale-burst", 200, "ConfigMaps created at once in each scale run, for the cost per synced object")
+	flag.IntVar(&o.churn, "churn", 1000, "ConfigMaps no rule selects, created, updated and deleted for the cost of unselected changes (the scale runs use --scale-burst)")
 	flag.IntVar(&o.cliRuns, "cli-runs", 3, "timed runs of each CLI command (the median is reported)")
 	flag.DurationVar(&o.idle, "idle", time.Minute, "steady-state window for idle writes")
 	flag.DurationVar(&o.timeout, "timeout", 3*time.Minute, "how long each setup step or wait may take")
@@ -120,7 +126,7 @@ func run() error {
 		o.controllerEnv = append(o.controllerEnv, s)
 		return nil
 	})
-	flag.BoolVar(&o.quick, "quick", false, "small sizes (samples 50, burst 200, memory-objects 2000, scale 2,3, scale-samples 30, idle 15s) unless set explicitly")
+	flag.BoolVar(&o.quick, "quick", false, "small sizes (samples 50, burst 200, churn 200, memory-objects 2000, scale 2,3, scale-samples 30, scale-burst 50, idle 15s) unless set explicitly")
 	flag.Parse()
 	if o.quick {
 		set := map[string]bool{}
@@ -131,6 +137,8 @@ func run() error {
 			"memory-objects": func() { o.memoryObjects = 2000 },
 			"scale":          func() { scale = "2,3" },
 			"scale-samples":  func() { o.scaleSamples = 30 },
+			"scale-burst":    func() { o.scaleBurst = 50 },
+			"churn":          func() { o.churn = 200 },
 			"idle":           func() { o.idle = 15 * time.Second },
 		}
 		for name, f := range defaults {
@@ -143,8 +151,8 @@ func run() error {
 	if o.scale, err = parseSizes(scale); err != nil {
 		return err
 	}
-	if o.samples < 1 || o.burst < 1 || o.workers < 1 || o.floorWorkers < 1 || o.scaleSamples < 1 || o.cliRuns < 1 {
-		return errors.New("--samples, --burst, --workers, --floor-workers, --scale-samples and --cli-runs must be positive")
+	if o.samples < 1 || o.burst < 1 || o.workers < 1 || o.floorWorkers < 1 || o.scaleSamples < 1 || o.scaleBurst < 1 || o.churn < 1 || o.cliRuns < 1 {
+		return errors.New("--samples, --burst, --workers, --floor-workers, --scale-samples, --scale-burst, --churn and --cli-runs must be positive")
 	}
 
 	assets, ok := testbed.Assets()
