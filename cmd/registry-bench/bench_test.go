@@ -199,7 +199,7 @@ func TestResultsRows(t *testing.T) {
 		t.Errorf("rows (-want +got):\n%s", diff)
 	}
 	table := r.table()
-	for _, s := range []string{"FAILED (exit 2)", "mean 50 MiB", "2.00x", "failed: boom", "1.20x", "6000 events"} {
+	for _, s := range []string{"FAILED (exit 2)", "mean 50 MiB", "2.00x", "failed: boom", "1.20x", "6000 events", "0.00 events"} {
 		if !strings.Contains(table, s) {
 			t.Errorf("table lacks %q:\n%s", s, table)
 		}

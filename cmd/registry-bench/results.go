@@ -51,6 +51,8 @@ type row struct {
 	Unit        string  `json:"unit"`
 	Target      string  `json:"target,omitempty"`
 	Met         *bool   `json:"met,omitempty"`
+	// floorZero: Floor is a measured 0 (nothing to print a ratio against), not missing.
+	floorZero bool
 }
 
 type results struct {
@@ -218,7 +220,7 @@ func costRows(prefix string, c *costs) []row {
 		}
 		rw := row{Metric: prefix + what, Registry: get(reg), Unit: unit}
 		if alone != nil {
-			rw.Floor, rw.Ratio = get(alone), ratio(get(reg), get(alone))
+			rw.Floor, rw.Ratio, rw.floorZero = get(alone), ratio(get(reg), get(alone)), get(alone) == 0
 		}
 		out = append(out, rw)
 	}
@@ -383,8 +385,11 @@ func (r *results) table() string {
 	}
 	for _, rw := range r.Rows {
 		floor, rat, beside, ratB := "", "", "", ""
-		if rw.Floor != 0 {
+		switch {
+		case rw.Floor != 0:
 			floor, rat = num(rw.Floor, rw.Unit), fmt.Sprintf("%.2fx", rw.Ratio)
+		case rw.floorZero:
+			floor = num(0, rw.Unit)
 		}
 		if rw.FloorBeside != 0 {
 			beside, ratB = num(rw.FloorBeside, rw.Unit), fmt.Sprintf("%.2fx", rw.RatioBeside)
