@@ -146,6 +146,13 @@ type ruleEntry struct {
 	watch watchNote
 }
 
+// localWatches are the kinds whose local informers carry every object, not only copies
+// (see inTheWay).
+type localWatches struct {
+	mu    sync.Mutex
+	every map[schema.GroupVersionKind]bool
+}
+
 func (r *ruleEntry) setErr(err error) {
 	r.mu.Lock()
 	r.err = err
@@ -248,6 +255,8 @@ type Engine struct {
 	policyVal   planner.Policy
 	// noPolicyKind is set when the cluster does not serve SyncPolicies.
 	noPolicyKind bool
+
+	local localWatches
 
 	mu      sync.RWMutex
 	rules   map[string]*ruleEntry
@@ -589,7 +598,7 @@ func (e *Engine) doRefresh(ctx context.Context) {
 					continue
 				}
 				needed[s] = true
-				if err := e.watchers.ensure(ctx, s, copiesSelector, e.opts.Dynamic, e.opts.Mapper, e.onEvent); err != nil {
+				if err := e.watchers.ensure(ctx, s, e.localSelector(gvk), e.opts.Dynamic, e.opts.Mapper, e.onEvent); err != nil {
 					r.setErr(err)
 					failed = true
 				}
@@ -647,7 +656,7 @@ func (e *Engine) doRefresh(ctx context.Context) {
 		for _, s := range ruleScopes[r] {
 			sels = append(sels, selectors[s])
 		}
-		note := noteWatches(r, sels)
+		note := noteWatches(r, sels, e.everyLocal(r.compiled.TargetGVKs))
 		r.mu.Lock()
 		r.watch = note
 		r.mu.Unlock()

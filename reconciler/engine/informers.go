@@ -415,9 +415,27 @@ func hasCopyLabel(u *unstructured.Unstructured) bool {
 // then watched by name, so that the copy's reconcile sees it (a conflict: it is never
 // touched) and is queued again when it changes or goes away; a copy the cache has not
 // seen yet is left to its own event.
+//
+// Each such object costs a watch; beyond maxKeyWatches of a kind, the local informers of
+// the kind go back to carrying every object (localSelector), which then shows the objects
+// in the way to every reconcile, and the rules say so.
 func (e *Engine) inTheWay(ctx context.Context, it item, ri dynamic.ResourceInterface) {
 	obj, err := ri.Get(ctx, it.name, metav1.GetOptions{})
 	if err != nil || hasCopyLabel(obj) {
+		return
+	}
+	if e.watchers.keyWatches(it.gvk) >= maxKeyWatches {
+		e.local.mu.Lock()
+		if e.local.every == nil {
+			e.local.every = map[schema.GroupVersionKind]bool{}
+		}
+		first := !e.local.every[it.gvk]
+		e.local.every[it.gvk] = true
+		e.local.mu.Unlock()
+		if first {
+			e.log.Info("many objects made here are in the way of copies: watching every local object of the kind", "kind", it.gvk.String(), "watchedByName", maxKeyWatches)
+			e.triggerRefresh()
+		}
 		return
 	}
 	s := keyScope(it.gvk, it.namespace, it.name)
@@ -426,6 +444,45 @@ func (e *Engine) inTheWay(ctx context.Context, it item, ri dynamic.ResourceInter
 		return
 	}
 	e.log.V(1).Info("an object without the ownership mark is in the way of a copy; watching it", "object", it.String())
+}
+
+// maxKeyWatches bounds the objects of one kind watched by name (inTheWay).
+const maxKeyWatches = 100
+
+// keyWatches counts the local watches by name of objects of the kind.
+func (ws *watchers) keyWatches(gvk schema.GroupVersionKind) int {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	n := 0
+	for s := range ws.all {
+		if s.cluster == "" && s.name != "" && s.gvk == gvk {
+			n++
+		}
+	}
+	return n
+}
+
+// localSelector is the label selector of the local informers of the kind: the copies,
+// unless too many objects made here are in the way of copies (inTheWay).
+func (e *Engine) localSelector(gvk schema.GroupVersionKind) string {
+	e.local.mu.Lock()
+	defer e.local.mu.Unlock()
+	if e.local.every[gvk] {
+		return ""
+	}
+	return copiesSelector
+}
+
+// everyLocal reports whether the local informers of one of the kinds carry every object.
+func (e *Engine) everyLocal(gvks []schema.GroupVersionKind) bool {
+	e.local.mu.Lock()
+	defer e.local.mu.Unlock()
+	for _, g := range gvks {
+		if e.local.every[g] {
+			return true
+		}
+	}
+	return false
 }
 
 // settledKey stops the watch of the object at it's key once it is no longer in the way:
@@ -452,8 +509,12 @@ type watchNote struct {
 // noteWatches describes the watches of rule r: the namespaces it reads and the label
 // selector of its peers' informers (shared, the selector of the scopes it uses: the
 // common requirements of every rule reading them).
-func noteWatches(r *ruleEntry, scopeSelectors []string) watchNote {
+func noteWatches(r *ruleEntry, scopeSelectors []string, everyLocal bool) watchNote {
 	kind := r.compiled.GVK.Kind
+	local := "; this cluster watches only its copies"
+	if everyLocal {
+		local = fmt.Sprintf("; this cluster watches every object of the kind, since more than %d objects made here are in the way of copies", maxKeyWatches)
+	}
 	var by []string
 	if r.namespaces != nil {
 		by = append(by, "namespaces "+strings.Join(r.namespaces, ", "))
@@ -475,8 +536,8 @@ func noteWatches(r *ruleEntry, scopeSelectors []string) watchNote {
 		if own != "" {
 			msg = fmt.Sprintf("the peers' watches of %s carry every object of the kind: the rule shares them with rules that select every label", kind)
 		}
-		return watchNote{reason: v1alpha1.ReasonEveryObjectWatched, message: msg + "; this cluster watches only its copies"}
+		return watchNote{reason: v1alpha1.ReasonEveryObjectWatched, message: msg + local}
 	}
 	return watchNote{narrowed: true, reason: v1alpha1.ReasonWatchesNarrowed,
-		message: fmt.Sprintf("the peers' watches of %s carry only %s; this cluster watches only its copies", kind, strings.Join(by, " and "))}
+		message: fmt.Sprintf("the peers' watches of %s carry only %s", kind, strings.Join(by, " and ")) + local}
 }

@@ -1,15 +1,20 @@
 package engine
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
@@ -233,22 +238,58 @@ func TestNoteWatches(t *testing.T) {
 	byLabel := []v1alpha1.SyncRule{{Matches: []v1alpha1.SyncRuleMatch{{Labels: []metav1.LabelSelector{{MatchLabels: map[string]string{"app": "web"}}}}}}}
 	byNS := []v1alpha1.SyncRule{{Matches: []v1alpha1.SyncRuleMatch{{Namespaces: []string{"a"}}}}}
 	for _, tc := range []struct {
-		name     string
-		r        *ruleEntry
-		scopes   []string
-		narrowed bool
-		message  string
+		name       string
+		r          *ruleEntry
+		scopes     []string
+		everyLocal bool
+		narrowed   bool
+		message    string
 	}{
-		{"by label", compile(v1alpha1.ResourceSyncRuleSpec{GVK: gvk, Rules: byLabel}), []string{"app in (web)"}, true, "carry only labels app in (web)"},
-		{"by namespace", compile(v1alpha1.ResourceSyncRuleSpec{GVK: gvk, Rules: byNS}), []string{""}, true, "carry only namespaces a;"},
-		{"every object", compile(v1alpha1.ResourceSyncRuleSpec{GVK: gvk, Rules: []v1alpha1.SyncRule{{}}}), []string{""}, false, "selects by neither namespaces nor a label"},
-		{"a label, but the watch is shared with a rule taking every label", compile(v1alpha1.ResourceSyncRuleSpec{GVK: gvk, Rules: byLabel}), []string{""}, false, "shares them with rules that select every label"},
+		{"by label", compile(v1alpha1.ResourceSyncRuleSpec{GVK: gvk, Rules: byLabel}), []string{"app in (web)"}, false, true, "carry only labels app in (web); this cluster watches only its copies"},
+		{"by namespace", compile(v1alpha1.ResourceSyncRuleSpec{GVK: gvk, Rules: byNS}), []string{""}, true, true, "carry only namespaces a; this cluster watches every object"},
+		{"every object", compile(v1alpha1.ResourceSyncRuleSpec{GVK: gvk, Rules: []v1alpha1.SyncRule{{}}}), []string{""}, false, false, "selects by neither namespaces nor a label"},
+		{"a label, but the watch is shared with a rule taking every label", compile(v1alpha1.ResourceSyncRuleSpec{GVK: gvk, Rules: byLabel}), []string{""}, false, false, "shares them with rules that select every label"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			n := noteWatches(tc.r, tc.scopes)
+			n := noteWatches(tc.r, tc.scopes, tc.everyLocal)
 			if n.narrowed != tc.narrowed || !strings.Contains(n.message, tc.message) || n.reason == "" {
 				t.Errorf("noteWatches = %+v, want narrowed %v and a message with %q", n, tc.narrowed, tc.message)
 			}
 		})
+	}
+}
+
+// TestInTheWayBounded: beyond maxKeyWatches objects of a kind in the way of copies, the
+// local informers of the kind go back to carrying every object instead of one watch per
+// object; an object that is a copy (the cache was behind) is left to its own event.
+func TestInTheWayBounded(t *testing.T) {
+	cm := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	gvr := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	made := cmObj("ns", "made-here", map[string]string{"app": "x"})
+	copied := cmObj("ns", "a-copy", map[string]string{v1alpha1.OwnershipLabel: "uid-peer"})
+	dyn := dynamicfake.NewSimpleDynamicClient(runtime.NewScheme(), made, copied)
+	ri := dyn.Resource(gvr).Namespace("ns")
+	e := &Engine{watchers: newWatchers(), refresh: make(chan struct{}, 1), log: logr.Discard()}
+	for i := range maxKeyWatches {
+		e.watchers.all[keyScope(cm, "ns", fmt.Sprintf("other-%d", i))] = &watcher{cancel: func() {}}
+	}
+	e.inTheWay(context.Background(), item{gvk: cm, namespace: "ns", name: "a-copy"}, ri)
+	if got := e.localSelector(cm); got != copiesSelector {
+		t.Fatalf("after a copy was found: local selector %q, want %q", got, copiesSelector)
+	}
+	e.inTheWay(context.Background(), item{gvk: cm, namespace: "ns", name: "made-here"}, ri)
+	if got := e.localSelector(cm); got != "" {
+		t.Errorf("after %d objects in the way: local selector %q, want every object", maxKeyWatches+1, got)
+	}
+	if !e.everyLocal([]schema.GroupVersionKind{cm}) {
+		t.Error("everyLocal: false, want true")
+	}
+	select {
+	case <-e.refresh:
+	default:
+		t.Error("the watches were not derived again")
+	}
+	if got := e.localSelector(schema.GroupVersionKind{Version: "v1", Kind: "Secret"}); got != copiesSelector {
+		t.Errorf("another kind: local selector %q, want %q", got, copiesSelector)
 	}
 }
