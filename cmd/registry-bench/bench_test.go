@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -191,6 +192,8 @@ func TestResultsRows(t *testing.T) {
 		{"API-server CPU /1000 unselected changes", ""},
 		{"controllers CPU /1000 unselected changes", ""},
 		{"watch events /1000 unselected changes", ""},
+		{"API-server CPU idle (all API servers)", ""},
+		{"controllers CPU idle (all controllers)", ""},
 		{"scale 8 clusters: create p50", ""},
 		{"scale 8 clusters: create p99", ""},
 		{"scale 8 clusters: peak RSS max / mean", ""},
@@ -289,10 +292,14 @@ apiserver_watch_events_total{group="apps",resource="configmaps",version="v1"} 3
 
 func TestNewCost(t *testing.T) {
 	t0 := time.Unix(100, 0)
-	got := newCost(reading{at: t0, apiServerCPU: 10, controllersCPU: 1, watchEvents: 100},
-		reading{at: t0.Add(5 * time.Second), apiServerCPU: 12, controllersCPU: 1.5, watchEvents: 700}, 200)
-	want := &cost{Objects: 200, Seconds: 5, APIServerCPUSeconds: 10, ControllersCPUSeconds: 2.5, WatchEvents: 3000}
-	if diff := cmp.Diff(want, got); diff != "" {
+	// Idle for 2 s: 0.1 core of API servers, 0.05 of controllers, 10 events a second; then
+	// 5 s of work on 200 objects, of which 0.5 s, 0.25 s and 50 events are the idle rate's.
+	got := newCost(reading{at: t0.Add(-2 * time.Second), apiServerCPU: 9.8, controllersCPU: 0.9, watchEvents: 80},
+		reading{at: t0, apiServerCPU: 10, controllersCPU: 1, watchEvents: 100},
+		reading{at: t0.Add(5 * time.Second), apiServerCPU: 12.5, controllersCPU: 1.25, watchEvents: 750}, 200)
+	want := &cost{Objects: 200, Seconds: 5, IdleAPIServerCores: .1, IdleControllersCores: .05, IdleWatchEventsPerSecond: 10,
+		APIServerCPUSeconds: 10, ControllersCPUSeconds: 0, WatchEvents: 3000}
+	if diff := cmp.Diff(want, got, cmpopts.EquateApprox(0, 1e-9)); diff != "" {
 		t.Errorf("newCost (-want +got):\n%s", diff)
 	}
 }

@@ -143,11 +143,19 @@ func (g *group) read(ctx context.Context) (reading, error) {
 	return r, nil
 }
 
-// cost is what a window of work cost the group, per 1,000 objects (or changes) of it.
+// cost is what a window of work cost the group, per 1,000 objects (or changes) of it,
+// beyond what the group spends idle: the rate of an idle window just before the work is
+// subtracted (a negative difference, noise, counts as 0). The idle rates are kept too.
 type cost struct {
 	// Objects are the objects synced (or the changes made) in the window.
 	Objects int     `json:"objects"`
 	Seconds float64 `json:"seconds"`
+	// IdleAPIServerCores and IdleControllersCores are the CPU the API servers and the
+	// controllers used per second in the idle window before the work (cores);
+	// IdleWatchEventsPerSecond the ConfigMap watch events sent meanwhile.
+	IdleAPIServerCores       float64 `json:"idle_apiserver_cores"`
+	IdleControllersCores     float64 `json:"idle_controllers_cores"`
+	IdleWatchEventsPerSecond float64 `json:"idle_watch_events_per_second"`
 	// APIServerCPUSeconds is the CPU of every API server of the group, per 1,000 objects.
 	APIServerCPUSeconds float64 `json:"apiserver_cpu_seconds_per_1000"`
 	// ControllersCPUSeconds is the CPU of every registry controller, per 1,000 objects (0
@@ -157,14 +165,40 @@ type cost struct {
 	WatchEvents float64 `json:"watch_events_per_1000"`
 }
 
-func newCost(before, after reading, objects int) *cost {
-	per := func(v float64) float64 { return ratio(1000*v, float64(objects)) }
-	return &cost{
-		Objects: objects, Seconds: after.at.Sub(before.at).Seconds(),
-		APIServerCPUSeconds:   per(after.apiServerCPU - before.apiServerCPU),
-		ControllersCPUSeconds: per(after.controllersCPU - before.controllersCPU),
-		WatchEvents:           per(after.watchEvents - before.watchEvents),
+// newCost computes the cost of the work between before and after, with idle the reading
+// that started the idle window ending at before.
+func newCost(idle, before, after reading, objects int) *cost {
+	idleSec := before.at.Sub(idle.at).Seconds()
+	sec := after.at.Sub(before.at).Seconds()
+	rate := func(f func(reading) float64) float64 { return ratio(f(before)-f(idle), idleSec) }
+	per := func(f func(reading) float64) float64 {
+		return ratio(1000*max(0, f(after)-f(before)-rate(f)*sec), float64(objects))
 	}
+	api := func(r reading) float64 { return r.apiServerCPU }
+	ctl := func(r reading) float64 { return r.controllersCPU }
+	ev := func(r reading) float64 { return r.watchEvents }
+	return &cost{
+		Objects: objects, Seconds: sec,
+		IdleAPIServerCores: rate(api), IdleControllersCores: rate(ctl), IdleWatchEventsPerSecond: rate(ev),
+		APIServerCPUSeconds: per(api), ControllersCPUSeconds: per(ctl), WatchEvents: per(ev),
+	}
+}
+
+// idleWindow is how long the group is read idle before a window of work.
+const idleWindow = 3 * time.Second
+
+// idleReadings reads the group, waits idleWindow and reads it again.
+func (g *group) idleReadings(ctx context.Context) (idle, before reading, err error) {
+	if idle, err = g.read(ctx); err != nil {
+		return idle, before, err
+	}
+	select {
+	case <-time.After(idleWindow):
+	case <-ctx.Done():
+		return idle, before, ctx.Err()
+	}
+	before, err = g.read(ctx)
+	return idle, before, err
 }
 
 // costs are the cost figures of one group: the work of syncing objects, and changes of
@@ -184,8 +218,11 @@ type costs struct {
 // controllers queue is counted) and returns its cost per 1,000 objects; a reading that
 // fails is reported and gives no figure.
 func (g *group) measureCost(ctx context.Context, objects int, work func(context.Context) error) (*cost, error) {
-	before, err := g.read(ctx)
+	idle, before, err := g.idleReadings(ctx)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		step("[%s] cost not measured: %v", g.label, err)
 		before = reading{}
 	}
@@ -200,7 +237,7 @@ func (g *group) measureCost(ctx context.Context, objects int, work func(context.
 		}
 		return nil, nil
 	}
-	return newCost(before, after, objects), nil
+	return newCost(idle, before, after, objects), nil
 }
 
 // costSettle is how long after a window's work the second reading is taken.

@@ -283,7 +283,7 @@ func (b *bench) runMain(ctx context.Context, res *results) error {
 	if err != nil {
 		return err
 	}
-	beforeC, cerr := g.read(mctx)
+	idleC, beforeC, cerr := g.idleReadings(mctx)
 	if cerr != nil {
 		step("[main] cost not measured: %v", cerr)
 	}
@@ -306,7 +306,7 @@ func (b *bench) runMain(ctx context.Context, res *results) error {
 			if afterC, err := g.read(mctx); err != nil || cerr != nil {
 				step("[main] cost not measured: %v", errors.Join(cerr, err))
 			} else {
-				res.Cost.SyncedRegistry = newCost(beforeC, afterC, b.o.burst)
+				res.Cost.SyncedRegistry = newCost(idleC, beforeC, afterC, b.o.burst)
 			}
 			afterM, err := g.allMetrics(mctx)
 			if err != nil {

@@ -233,6 +233,10 @@ func costRows(prefix string, c *costs) []row {
 	per("API-server CPU /1000 unselected changes", c.UnselectedRegistry, c.UnselectedAlone, "s", cpu)
 	per("controllers CPU /1000 unselected changes", c.UnselectedRegistry, nil, "s", ctl)
 	per("watch events /1000 unselected changes", c.UnselectedRegistry, c.UnselectedAlone, "events", ev)
+	// The idle rates subtracted from the figures above: what the API servers and the
+	// controllers spend with nothing changing.
+	per("API-server CPU idle (all API servers)", c.UnselectedRegistry, c.UnselectedAlone, "cores", func(c *cost) float64 { return c.IdleAPIServerCores })
+	per("controllers CPU idle (all controllers)", c.UnselectedRegistry, nil, "cores", func(c *cost) float64 { return c.IdleControllersCores })
 	return out
 }
 
