@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -145,7 +146,11 @@ func TestTrackerWaitAll(t *testing.T) {
 
 func TestResultsRows(t *testing.T) {
 	r := newResults(options{samples: 10, burst: 100, workers: 4, floorWorkers: 1, idle: time.Minute})
-	r.addBurst(100, 3*time.Second, 2*time.Second)
+	r.addBurst(100, 3*time.Second, 2*time.Second, 2500*time.Millisecond)
+	r.Cost = &costs{
+		SyncedRegistry: &cost{Objects: 100, APIServerCPUSeconds: 4, ControllersCPUSeconds: 3, WatchEvents: 6000}, SyncedFloorAlone: &cost{Objects: 100, APIServerCPUSeconds: 2, WatchEvents: 3000},
+		UnselectedRegistry: &cost{Objects: 300, APIServerCPUSeconds: 1, WatchEvents: 1000}, UnselectedAlone: &cost{Objects: 300, APIServerCPUSeconds: 1, WatchEvents: 0},
+	}
 	r.BurstWrites = map[string]map[string]float64{"beta": {"create": 100}, "gamma": {"create": 100}}
 	r.PeakRSSMiB, r.SyncedObjects = map[string]float64{"alpha": 50, "beta": 60, "gamma": 70}, 100
 	r.Memory = &memoryResult{Objects: 10000, FillObjects: 9000, FillObjectsPerSecond: 50, PeakRSSMiB: map[string]float64{"alpha": 90, "beta": 101, "gamma": 99}}
@@ -167,8 +172,9 @@ func TestResultsRows(t *testing.T) {
 		got = append(got, v)
 	}
 	want := []verdict{
-		{"burst 100 to 2 peers", "ok"},
+		{"burst 100 to 2 peers", "MISS"},
 		{"burst throughput", ""},
+		{"floor beside the registry: burst", "MISS"},
 		{"writes/object/peer (burst: create 200)", "ok"},
 		{"idle writes", "ok"},
 		{"peak RSS alpha (100 synced objects)", ""},
@@ -180,6 +186,14 @@ func TestResultsRows(t *testing.T) {
 		{"sync of 9000 more objects to 2 peers", ""},
 		{"CLI sync-diff, 100 objects, 3 clusters (exit 0)", ""},
 		{"CLI get configmaps -A, 8 clusters (42 rows)", ""},
+		{"API-server CPU /1000 synced", ""},
+		{"controllers CPU /1000 synced", ""},
+		{"watch events /1000 synced", ""},
+		{"API-server CPU /1000 unselected changes", ""},
+		{"controllers CPU /1000 unselected changes", ""},
+		{"watch events /1000 unselected changes", ""},
+		{"API-server CPU idle (all API servers)", ""},
+		{"controllers CPU idle (all controllers)", ""},
 		{"scale 8 clusters: create p50", ""},
 		{"scale 8 clusters: create p99", ""},
 		{"scale 8 clusters: peak RSS max / mean", ""},
@@ -188,7 +202,7 @@ func TestResultsRows(t *testing.T) {
 		t.Errorf("rows (-want +got):\n%s", diff)
 	}
 	table := r.table()
-	for _, s := range []string{"FAILED (exit 2)", "mean 50 MiB", "2.00x", "failed: boom"} {
+	for _, s := range []string{"FAILED (exit 2)", "mean 50 MiB", "2.00x", "failed: boom", "1.20x", "6000 events", "0.00 events"} {
 		if !strings.Contains(table, s) {
 			t.Errorf("table lacks %q:\n%s", s, table)
 		}
@@ -248,5 +262,44 @@ func TestProcMiB(t *testing.T) {
 	}
 	if _, err := procMiB(os.Getpid(), "VmHWM", "NoSuchField"); err == nil || !strings.Contains(err.Error(), "NoSuchField") {
 		t.Errorf("error %v, want one naming the missing field", err)
+	}
+}
+
+func TestParseStatCPU(t *testing.T) {
+	// A command with spaces and parentheses; utime 250 and stime 50 ticks.
+	stat := "1234 (kube (api) server) S 1 1234 1234 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 12 0 100 1000 200\n"
+	got, err := parseStatCPU(stat)
+	if err != nil || got != 3 {
+		t.Errorf("parseStatCPU = %v, %v; want 3 s", got, err)
+	}
+	if _, err := parseStatCPU("1234 (x) S 1"); err == nil {
+		t.Error("parseStatCPU of a short line: no error")
+	}
+	if self, err := procCPU(os.Getpid()); err != nil || self < 0 {
+		t.Errorf("procCPU(self) = %v, %v", self, err)
+	}
+}
+
+func TestWatchEvents(t *testing.T) {
+	ss := parseMetrics(`apiserver_watch_events_total{group="",resource="configmaps",version="v1"} 12
+apiserver_watch_events_total{group="",resource="secrets",version="v1"} 5
+apiserver_watch_events_total{group="apps",resource="configmaps",version="v1"} 3
+`)
+	if got := watchEvents(ss, "configmaps"); got != 15 {
+		t.Errorf("watchEvents = %v, want 15", got)
+	}
+}
+
+func TestNewCost(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	// Idle for 2 s: 0.1 core of API servers, 0.05 of controllers, 10 events a second; then
+	// 5 s of work on 200 objects, of which 0.5 s, 0.25 s and 50 events are the idle rate's.
+	got := newCost(reading{at: t0.Add(-2 * time.Second), apiServerCPU: 9.8, controllersCPU: 0.9, watchEvents: 80},
+		reading{at: t0, apiServerCPU: 10, controllersCPU: 1, watchEvents: 100},
+		reading{at: t0.Add(5 * time.Second), apiServerCPU: 12.5, controllersCPU: 1.25, watchEvents: 750}, 200)
+	want := &cost{Objects: 200, Seconds: 5, IdleAPIServerCores: .1, IdleControllersCores: .05, IdleWatchEventsPerSecond: 10,
+		APIServerCPUSeconds: 10, ControllersCPUSeconds: 0, WatchEvents: 3000}
+	if diff := cmp.Diff(want, got, cmpopts.EquateApprox(0, 1e-9)); diff != "" {
+		t.Errorf("newCost (-want +got):\n%s", diff)
 	}
 }

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,6 +32,65 @@ func (g *group) newSide(ctx context.Context, name, namespace string) (*side, err
 		s.peers = append(s.peers, t)
 	}
 	return s, nil
+}
+
+// aloneResult is what the floor did with the registry's controllers stopped.
+type aloneResult struct {
+	latency    map[string][]time.Duration
+	failures   map[string]int
+	burst      time.Duration
+	synced     *cost
+	unselected *cost
+	errors     int64
+}
+
+// floorAlone measures, before any controller runs, the floor in its own namespace
+// (latency samples of phases, a burst of burst objects with its cost) and the cost of
+// churn changes of ConfigMaps no rule selects in the registry's namespace. The copier and
+// trackers stop when it returns.
+func (g *group) floorAlone(ctx context.Context, samples int, phases []string, burst, churn int) (*aloneResult, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s, err := g.newSide(ctx, "floor", nsAlone)
+	if err != nil {
+		return nil, err
+	}
+	var peers []kubernetes.Interface
+	for _, n := range g.peers() {
+		peers = append(peers, g.cs[n])
+	}
+	cp, err := startCopier(ctx, g.origin(), peers, nsAlone, g.b.o.floorWorkers)
+	if err != nil {
+		return nil, err
+	}
+	step("[%s] floor alone (no registry controller running): warm-up", g.label)
+	if err := g.warmUp(ctx, s); err != nil {
+		return nil, err
+	}
+	res := &aloneResult{}
+	step("[%s] floor alone: %d ConfigMaps no rule selects created, updated and deleted in %s", g.label, churn, nsRegistry)
+	if res.unselected, err = g.measureCost(ctx, 3*churn, func(ctx context.Context) error {
+		return g.churnUnselected(ctx, nsRegistry, "unselected-alone", churn)
+	}); err != nil {
+		return nil, err
+	}
+	step("[%s] floor alone: %d samples of %s", g.label, samples, strings.Join(phases, ", "))
+	lat, failures, err := g.latency(ctx, samples, phases, s)
+	if err != nil {
+		return nil, err
+	}
+	res.latency, res.failures = lat["floor"], failures
+	step("[%s] floor alone: burst of %d ConfigMaps", g.label, burst)
+	if res.synced, err = g.measureCost(ctx, burst, func(ctx context.Context) error {
+		d, err := g.createAll(ctx, s, names("burst", 0, burst))
+		res.burst = d
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	step("[%s]   floor alone: %.2fs", g.label, res.burst.Seconds())
+	res.errors = cp.errors.Load()
+	return res, nil
 }
 
 // newSides starts the trackers of the registry and the floor, and the floor copier.
@@ -89,7 +150,7 @@ func (s *side) waitPeers(ctx context.Context, timeout time.Duration, name, value
 }
 
 func cm(ns, name, v string) *corev1.ConfigMap {
-	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Data: map[string]string{"v": v, "payload": "bench"}}
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{syncLabel: "true"}}, Data: map[string]string{"v": v, "payload": "bench"}}
 }
 
 // sample runs op on the origin and returns the time until every peer shows value.
@@ -168,10 +229,20 @@ func (b *bench) runMain(ctx context.Context, res *results) error {
 	}
 	defer g.stop()
 	g.profile = b.o.profile != ""
-	if err := g.setup(ctx); err != nil {
+	if err := g.prepare(ctx); err != nil {
+		return err
+	}
+	phases := []string{"create", "update", "delete"}
+	alone, err := g.floorAlone(ctx, b.o.samples, phases, b.o.burst, b.o.churn)
+	if err != nil {
+		return fmt.Errorf("floor alone: %w", err)
+	}
+	if err := g.start(ctx); err != nil {
 		return err
 	}
 	res.SetupSeconds = g.setupTime.Seconds()
+	res.FloorCopierErrors += alone.errors
+	res.Cost = &costs{SyncedFloorAlone: alone.synced, UnselectedAlone: alone.unselected}
 	// Trackers and the floor copier stop before the clusters do.
 	mctx, mcancel := context.WithCancel(ctx)
 	defer mcancel()
@@ -184,14 +255,23 @@ func (b *bench) runMain(ctx context.Context, res *results) error {
 		return err
 	}
 
+	step("[main] %d ConfigMaps no rule selects created, updated and deleted in %s, controllers running", b.o.churn, nsRegistry)
+	if res.Cost.UnselectedRegistry, err = g.measureCost(mctx, 3*b.o.churn, func(ctx context.Context) error {
+		return g.churnUnselected(ctx, nsRegistry, "unselected", b.o.churn)
+	}); err != nil {
+		return err
+	}
+
 	step("[main] latency: %d samples of create, update, delete on %s, alternating registry and floor", b.o.samples, g.names[0])
-	phases := []string{"create", "update", "delete"}
 	lat, failures, err := g.latency(mctx, b.o.samples, phases, reg, floor)
 	if err != nil {
 		return err
 	}
 	for _, phase := range phases {
-		res.addLatency(phase, lat["registry"][phase], lat["floor"][phase])
+		res.addLatency(phase, lat["registry"][phase], alone.latency[phase], lat["floor"][phase])
+	}
+	for k, v := range alone.failures {
+		failures["floor alone "+strings.TrimPrefix(k, "floor ")] += v
 	}
 	res.Failures = failures
 
@@ -202,6 +282,10 @@ func (b *bench) runMain(ctx context.Context, res *results) error {
 	beforeM, err := g.allMetrics(mctx)
 	if err != nil {
 		return err
+	}
+	idleC, beforeC, cerr := g.idleReadings(mctx)
+	if cerr != nil {
+		step("[main] cost not measured: %v", cerr)
 	}
 	burstObjs := names("burst", 0, b.o.burst)
 	burstDur := map[string]time.Duration{}
@@ -219,6 +303,11 @@ func (b *bench) runMain(ctx context.Context, res *results) error {
 		if s == reg {
 			res.Profiles = append(res.Profiles, g.stopProfiles("burst")...)
 			settle()
+			if afterC, err := g.read(mctx); err != nil || cerr != nil {
+				step("[main] cost not measured: %v", errors.Join(cerr, err))
+			} else {
+				res.Cost.SyncedRegistry = newCost(idleC, beforeC, afterC, b.o.burst)
+			}
 			afterM, err := g.allMetrics(mctx)
 			if err != nil {
 				return err
@@ -227,7 +316,7 @@ func (b *bench) runMain(ctx context.Context, res *results) error {
 			res.BurstQueue = newQueueStats(diffWrites(perController(afterM, queueCounters), perController(beforeM, queueCounters)), b.o.burst)
 		}
 	}
-	res.addBurst(b.o.burst, burstDur["registry"], burstDur["floor"])
+	res.addBurst(b.o.burst, burstDur["registry"], alone.burst, burstDur["floor"])
 
 	peak, _, err := g.controllersRSS()
 	if err != nil {

@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -143,6 +144,15 @@ type ruleEntry struct {
 	// write, with the reason.
 	held     map[item]string
 	lastSync time.Time
+	// watch says how the rule's watches are narrowed (set by doRefresh).
+	watch watchNote
+}
+
+// localWatches are the kinds whose local informers carry every object, not only copies
+// (see inTheWay).
+type localWatches struct {
+	mu    sync.Mutex
+	every map[schema.GroupVersionKind]bool
 }
 
 func (r *ruleEntry) setErr(err error) {
@@ -249,6 +259,8 @@ type Engine struct {
 	policyVal   planner.Policy
 	// noPolicyKind is set when the cluster does not serve SyncPolicies.
 	noPolicyKind bool
+
+	local localWatches
 
 	mu      sync.RWMutex
 	rules   map[string]*ruleEntry
@@ -471,7 +483,7 @@ func (e *Engine) ruleChanged(o any) {
 	entry := newEntry(rsr, compiled, err, false)
 	e.mu.Lock()
 	if old, ok := e.rules[rsr.Name]; ok && !old.builtin {
-		entry.conflicts, entry.failures, entry.synced, entry.held, entry.drift, entry.lastSync = old.conflicts, old.failures, old.synced, old.held, old.drift, old.lastSync
+		entry.conflicts, entry.failures, entry.synced, entry.held, entry.drift, entry.lastSync, entry.watch = old.conflicts, old.failures, old.synced, old.held, old.drift, old.lastSync, old.watch
 	}
 	e.rules[rsr.Name] = entry
 	e.mu.Unlock()
@@ -556,11 +568,14 @@ func (e *Engine) doRefresh(ctx context.Context) {
 		dyn     dynamic.Interface
 		mapper  meta.RESTMapper
 		keepOwn bool
+		// alts are the label alternatives of the rules reading the scope: its informer
+		// selects what any of them may match.
+		alts []labels.Selector
 	}
 	peerScopes := map[scope]*peerScope{}
 	var peerOrder []scope // in the order the rules and peers ask for them
 	members := memberIDs(all)
-	wantPeer := func(s scope, p peers.Peer, dyn dynamic.Interface, mapper meta.RESTMapper, keepOwn bool) {
+	wantPeer := func(s scope, p peers.Peer, dyn dynamic.Interface, mapper meta.RESTMapper, keepOwn bool, alts []labels.Selector) {
 		needed[s] = true
 		ps := peerScopes[s]
 		if ps == nil {
@@ -569,7 +584,9 @@ func (e *Engine) doRefresh(ctx context.Context) {
 			peerOrder = append(peerOrder, s)
 		}
 		ps.keepOwn = ps.keepOwn || keepOwn
+		ps.alts = append(ps.alts, alts...)
 	}
+	ruleScopes := map[*ruleEntry][]scope{} // the peers' scopes each rule reads its sources from
 	for _, r := range e.snapshot() {
 		if r.compiled == nil {
 			continue
@@ -595,7 +612,7 @@ func (e *Engine) doRefresh(ctx context.Context) {
 					continue
 				}
 				needed[s] = true
-				if err := e.watchers.ensure(ctx, s, "", e.opts.Dynamic, e.opts.Mapper, e.onEvent); err != nil {
+				if err := e.watchers.ensure(ctx, s, e.localSelector(gvk), e.opts.Dynamic, e.opts.Mapper, e.onEvent); err != nil {
 					r.setErr(err)
 					failed = true
 				}
@@ -616,7 +633,8 @@ func (e *Engine) doRefresh(ctx context.Context) {
 					failed = true
 					continue // reported in the rule's source status
 				}
-				wantPeer(s, p, dyn, mapper, false)
+				wantPeer(s, p, dyn, mapper, false, r.compiled.LabelAlternatives())
+				ruleScopes[r] = append(ruleScopes[r], s)
 			}
 			if r.rsr.Spec.SyncStatusBack {
 				// The peers' copies of our objects, whose status flows back.
@@ -631,17 +649,41 @@ func (e *Engine) doRefresh(ctx context.Context) {
 							failed = true
 							continue
 						}
-						wantPeer(s, p, dyn, mapper, true)
+						// Every label: the copies' labels are what the rule wrote there.
+						wantPeer(s, p, dyn, mapper, true, []labels.Selector{labels.Everything()})
 					}
 				}
 			}
 		}
 	}
+	selectors := map[scope]string{}
 	for _, s := range peerOrder {
 		ps := peerScopes[s]
-		_ = e.watchers.ensure(ctx, s, uselessCopies(e.opts.LocalID, ps.peer, members, ps.keepOwn), ps.dyn, ps.mapper, e.onEvent)
+		selectors[s] = sourceSelector(ps.alts)
+		_ = e.watchers.ensure(ctx, s, joinSelectors(selectors[s], uselessCopies(e.opts.LocalID, ps.peer, members, ps.keepOwn)), ps.dyn, ps.mapper, e.onEvent)
 	}
-	e.watchers.retain(func(s scope) bool { return needed[s] })
+	for _, r := range e.snapshot() {
+		if r.compiled == nil || r.builtin {
+			continue
+		}
+		var sels []string
+		for _, s := range ruleScopes[r] {
+			sels = append(sels, selectors[s])
+		}
+		note := noteWatches(r, sels, e.everyLocal(r.compiled.TargetGVKs))
+		r.mu.Lock()
+		r.watch = note
+		r.mu.Unlock()
+	}
+	// A watch of an object in the way of a copy (inTheWay) lasts while its kind is
+	// watched here.
+	localKinds := map[schema.GroupVersionKind]bool{}
+	for s := range needed {
+		if s.cluster == "" {
+			localKinds[s.gvk] = true
+		}
+	}
+	e.watchers.retain(func(s scope) bool { return needed[s] || (s.cluster == "" && s.name != "" && localKinds[s.gvk]) })
 	if failed {
 		// A kind was not served yet (a CRD being installed) or a peer's discovery
 		// failed: try again, backing off.
@@ -811,6 +853,7 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 		}
 		return time.Second, nil
 	}
+	e.settledKey(it, observed)
 	membership := observed != nil && planner.MembershipObject(observed)
 	if observed != nil && observed.GetDeletionTimestamp() != nil && observed.GetAnnotations()[v1alpha1.OwnershipAnnotation] != "" {
 		// A copy being deleted (to be recreated, or with its namespace): nothing is written
@@ -1191,7 +1234,9 @@ func (e *Engine) execute(ctx context.Context, it item, act planner.Action, entri
 		}
 		created, err := ri.Create(ctx, act.Object, opts)
 		if apierrors.IsAlreadyExists(err) {
-			// The local cache had not seen it yet: its event queues the copy again.
+			// The local cache had not seen it yet (its event queues the copy again), or an
+			// object made here, which the local informers do not hold, is in the way.
+			e.inTheWay(ctx, it, ri)
 			return fmt.Errorf("%s appeared meanwhile: %w", it, errAppeared)
 		}
 		if err != nil {

@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -20,14 +22,17 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/rules"
 )
 
 // scope names one watch: a cluster ("" for the local one), a kind and a namespace (""
-// for all namespaces, or a cluster-scoped kind).
+// for all namespaces, or a cluster-scoped kind), and, for a watch of one object by name
+// (a local object in the way of a copy, see watchKey), its name.
 type scope struct {
 	cluster   string
 	gvk       schema.GroupVersionKind
 	namespace string
+	name      string
 }
 
 func (s scope) String() string {
@@ -39,7 +44,15 @@ func (s scope) String() string {
 	if ns == "" {
 		ns = "*"
 	}
+	if s.name != "" {
+		return fmt.Sprintf("%s %s %s/%s", c, s.gvk.Kind, ns, s.name)
+	}
 	return fmt.Sprintf("%s %s %s", c, s.gvk.Kind, ns)
+}
+
+// keyScope is the scope of the watch of one object by name.
+func keyScope(gvk schema.GroupVersionKind, namespace, name string) scope {
+	return scope{gvk: gvk, namespace: namespace, name: name}
 }
 
 // watcher is one informer.
@@ -112,13 +125,17 @@ func (ws *watchers) ensure(ctx context.Context, s scope, selector string, client
 	if mapping.Scope.Name() == meta.RESTScopeNameNamespace && s.namespace != "" {
 		ri = client.Resource(mapping.Resource).Namespace(s.namespace)
 	}
+	fieldSelector := ""
+	if s.name != "" {
+		fieldSelector = fields.OneTermEqualSelector("metadata.name", s.name).String()
+	}
 	lw := &toolscache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			opts.LabelSelector = selector
+			opts.LabelSelector, opts.FieldSelector = selector, fieldSelector
 			return ri.List(ctx, opts)
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			opts.LabelSelector = selector
+			opts.LabelSelector, opts.FieldSelector = selector, fieldSelector
 			return ri.Watch(ctx, opts)
 		},
 	}
@@ -158,28 +175,40 @@ func (ws *watchers) get(s scope) (*watcher, bool) {
 	return w, ok
 }
 
-// lookup finds the object key in the informer of the scope that covers it: the
-// namespace's own scope, else the all-namespaces scope. synced is false when no covering
-// informer has synced (then absence proves nothing).
+// lookup finds the object key in the informers of the scopes that cover it: the
+// namespace's own scope, the all-namespaces scope and the watch of the key by name.
+// Their selectors may differ (each is derived from the rules that use the scope), so the
+// object is looked for in all of them, and its absence is proven only when every covering
+// informer has synced and none holds it: then it matches no rule that reads these scopes.
+// synced is false when no informer covers the key or one has not synced.
 func (ws *watchers) lookup(cluster string, gvk schema.GroupVersionKind, namespace, name string) (obj *unstructured.Unstructured, synced bool, err error) {
-	for _, ns := range []string{namespace, ""} {
-		w, ok := ws.get(scope{cluster: cluster, gvk: gvk, namespace: ns})
+	key := name
+	if namespace != "" {
+		key = namespace + "/" + name
+	}
+	scopes := []scope{{cluster: cluster, gvk: gvk, namespace: namespace}, {cluster: cluster, gvk: gvk, namespace: namespace, name: name}}
+	if namespace != "" {
+		scopes = append(scopes, scope{cluster: cluster, gvk: gvk})
+	}
+	covered, allSynced := false, true
+	var lastErr error
+	for _, s := range scopes {
+		w, ok := ws.get(s)
 		if !ok {
 			continue
 		}
+		covered = true
 		if !w.informer.HasSynced() {
-			return nil, false, w.lastErr()
-		}
-		key := name
-		if namespace != "" {
-			key = namespace + "/" + name
+			allSynced = false
+			lastErr = w.lastErr()
+			continue
 		}
 		item, exists, err := w.informer.GetStore().GetByKey(key)
 		if err != nil {
 			return nil, false, err
 		}
 		if !exists {
-			return nil, true, nil
+			continue
 		}
 		obj, err := asCached(item).object(gvk)
 		if err != nil {
@@ -187,7 +216,10 @@ func (ws *watchers) lookup(cluster string, gvk schema.GroupVersionKind, namespac
 		}
 		return obj, true, nil
 	}
-	return nil, false, nil
+	if !covered || !allSynced {
+		return nil, false, lastErr
+	}
+	return nil, true, nil
 }
 
 // covers reports whether an informer runs for the objects of the kind in the namespace
@@ -336,4 +368,176 @@ func uselessCopies(local, peer types.UID, members []types.UID, keepOwn bool) str
 func offered(u *unstructured.Unstructured, local, peer types.UID, members []types.UID) bool {
 	origin := types.UID(u.GetAnnotations()[v1alpha1.OwnershipAnnotation])
 	return origin == "" || origin == peer || (origin != local && !slices.Contains(members, origin))
+}
+
+// stop stops the informer of scope s, if running.
+func (ws *watchers) stop(s scope) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if w, ok := ws.all[s]; ok {
+		w.cancel()
+		delete(ws.all, s)
+	}
+}
+
+// copiesSelector is the label selector of the local informers: the copies, which all
+// carry the ownership label (planner.Mark). Objects made in this cluster, which rules
+// never write, are not watched: one matters only when it is in the way of a copy, and
+// the create of that copy finds it (inTheWay).
+var copiesSelector = v1alpha1.OwnershipLabel
+
+// joinSelectors ANDs label selectors given as strings ("" selects everything).
+func joinSelectors(parts ...string) string {
+	var out []string
+	for _, p := range parts {
+		if p != "" {
+			out = append(out, p)
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+// sourceSelector is the label selector of a peer's informer read by rules whose label
+// alternatives are alts: what every one of them may match (rules.CommonSelector), or ""
+// when they share no label requirement.
+func sourceSelector(alts []labels.Selector) string {
+	return rules.CommonSelector(alts).String()
+}
+
+// hasCopyLabel reports whether the local informers (copiesSelector) see u.
+func hasCopyLabel(u *unstructured.Unstructured) bool {
+	_, ok := u.GetLabels()[copiesSelector]
+	return ok
+}
+
+// inTheWay is called when the create of a copy found an object at its key that the local
+// informers do not hold: one made in this cluster (no ownership label). The object is
+// then watched by name, so that the copy's reconcile sees it (a conflict: it is never
+// touched) and is queued again when it changes or goes away; a copy the cache has not
+// seen yet is left to its own event.
+//
+// Each such object costs a watch; beyond maxKeyWatches of a kind, the local informers of
+// the kind go back to carrying every object (localSelector), which then shows the objects
+// in the way to every reconcile, and the rules say so.
+func (e *Engine) inTheWay(ctx context.Context, it item, ri dynamic.ResourceInterface) {
+	obj, err := ri.Get(ctx, it.name, metav1.GetOptions{})
+	if err != nil || hasCopyLabel(obj) {
+		return
+	}
+	if e.watchers.keyWatches(it.gvk) >= maxKeyWatches {
+		e.local.mu.Lock()
+		if e.local.every == nil {
+			e.local.every = map[schema.GroupVersionKind]bool{}
+		}
+		first := !e.local.every[it.gvk]
+		e.local.every[it.gvk] = true
+		e.local.mu.Unlock()
+		if first {
+			e.log.Info("many objects made here are in the way of copies: watching every local object of the kind", "kind", it.gvk.String(), "watchedByName", maxKeyWatches)
+			e.triggerRefresh()
+		}
+		return
+	}
+	s := keyScope(it.gvk, it.namespace, it.name)
+	if err := e.watchers.ensure(e.ctx, s, "", e.opts.Dynamic, e.opts.Mapper, e.onEvent); err != nil {
+		e.log.Error(err, "watching an object in the way of a copy", "object", it.String())
+		return
+	}
+	e.log.V(1).Info("an object without the ownership mark is in the way of a copy; watching it", "object", it.String())
+}
+
+// maxKeyWatches bounds the objects of one kind watched by name (inTheWay).
+const maxKeyWatches = 100
+
+// keyWatches counts the local watches by name of objects of the kind.
+func (ws *watchers) keyWatches(gvk schema.GroupVersionKind) int {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	n := 0
+	for s := range ws.all {
+		if s.cluster == "" && s.name != "" && s.gvk == gvk {
+			n++
+		}
+	}
+	return n
+}
+
+// localSelector is the label selector of the local informers of the kind: the copies,
+// unless too many objects made here are in the way of copies (inTheWay).
+func (e *Engine) localSelector(gvk schema.GroupVersionKind) string {
+	e.local.mu.Lock()
+	defer e.local.mu.Unlock()
+	if e.local.every[gvk] {
+		return ""
+	}
+	return copiesSelector
+}
+
+// everyLocal reports whether the local informers of one of the kinds carry every object.
+func (e *Engine) everyLocal(gvks []schema.GroupVersionKind) bool {
+	e.local.mu.Lock()
+	defer e.local.mu.Unlock()
+	for _, g := range gvks {
+		if e.local.every[g] {
+			return true
+		}
+	}
+	return false
+}
+
+// settledKey stops the watch of the object at it's key once it is no longer in the way:
+// gone (observed nil, with every covering informer synced) or a copy the local informers
+// hold again.
+func (e *Engine) settledKey(it item, observed *unstructured.Unstructured) {
+	if observed != nil && !hasCopyLabel(observed) {
+		return
+	}
+	s := keyScope(it.gvk, it.namespace, it.name)
+	if _, ok := e.watchers.get(s); ok {
+		e.watchers.stop(s)
+	}
+}
+
+// watchNote says how a rule's watches are narrowed, for the rule's WatchesNarrowed
+// condition.
+type watchNote struct {
+	narrowed bool
+	reason   string
+	message  string
+}
+
+// noteWatches describes the watches of rule r: the namespaces it reads and the label
+// selector of its peers' informers (shared, the selector of the scopes it uses: the
+// common requirements of every rule reading them).
+func noteWatches(r *ruleEntry, scopeSelectors []string, everyLocal bool) watchNote {
+	kind := r.compiled.GVK.Kind
+	local := "; this cluster watches only its copies"
+	if everyLocal {
+		local = fmt.Sprintf("; this cluster watches every object of the kind, since more than %d objects made here are in the way of copies", maxKeyWatches)
+	}
+	var by []string
+	if r.namespaces != nil {
+		by = append(by, "namespaces "+strings.Join(r.namespaces, ", "))
+	}
+	own := rules.CommonSelector(r.compiled.LabelAlternatives()).String()
+	shared := own != ""
+	for _, s := range scopeSelectors {
+		shared = shared && s != ""
+	}
+	if shared {
+		sel := own
+		if len(scopeSelectors) > 0 {
+			sel = scopeSelectors[0]
+		}
+		by = append(by, "labels "+sel)
+	}
+	if len(by) == 0 {
+		msg := fmt.Sprintf("the peers' watches of %s carry every object of the kind: the rule selects by neither namespaces nor a label that every match entry requires", kind)
+		if own != "" {
+			msg = fmt.Sprintf("the peers' watches of %s carry every object of the kind: the rule shares them with rules that select every label", kind)
+		}
+		return watchNote{reason: v1alpha1.ReasonEveryObjectWatched, message: msg + local}
+	}
+	return watchNote{narrowed: true, reason: v1alpha1.ReasonWatchesNarrowed,
+		message: fmt.Sprintf("the peers' watches of %s carry only %s", kind, strings.Join(by, " and ")) + local}
 }

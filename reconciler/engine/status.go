@@ -164,6 +164,12 @@ func (e *Engine) status(ctx context.Context, r *ruleEntry) v1alpha1.ResourceSync
 	default:
 		set(v1alpha1.RuleConditionDegraded, false, v1alpha1.ReasonAllSourcesOK, "")
 	}
+	r.mu.Lock()
+	note := r.watch
+	r.mu.Unlock()
+	if note.reason != "" {
+		set(v1alpha1.RuleConditionWatchesNarrowed, note.narrowed, note.reason, note.message)
+	}
 	if r.rsr.Spec.SyncMode == v1alpha1.SyncModeReportOnly {
 		if st.Drift > 0 {
 			set(v1alpha1.RuleConditionDrifted, true, v1alpha1.ReasonDrift,

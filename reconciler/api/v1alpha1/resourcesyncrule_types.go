@@ -311,6 +311,12 @@ const (
 	RuleConditionDrifted = "Drifted"
 	ReasonDrift          = "CopiesDrifted"
 	ReasonNoDrift        = "NoDrift"
+	// RuleConditionWatchesNarrowed says whether the watches the rule needs on the peers
+	// carry only what it may select (by namespace, or by a label every match entry
+	// requires, sent to the API server as a selector), or every object of the kind.
+	RuleConditionWatchesNarrowed = "WatchesNarrowed"
+	ReasonWatchesNarrowed        = "NarrowedBySelectors"
+	ReasonEveryObjectWatched     = "EveryObjectWatched"
 
 	// Reasons of objects that cannot be written (on the Degraded condition and in the
 	// rule's events), classified from the local API server's answer.
