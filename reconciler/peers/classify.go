@@ -26,6 +26,7 @@ const (
 	ClassUnreachable    = "unreachable"
 	ClassTLS            = "TLS failed (not the expected CA, or not a TLS server)"
 	ClassUnauthorized   = "unauthorized (the reader token is refused)"
+	ClassForbidden      = "forbidden (the reader may not read it: see the reader-aggregated ClusterRole there)"
 	ClassWrongCluster   = "wrong cluster (the API server reached is not this cluster's)"
 	ClassUnexpected     = "unexpected answer"
 )
@@ -43,8 +44,10 @@ func Classify(err error) (reason, message string) {
 		return v1alpha1.ReasonClusterUnreachable, ClassRedirect
 	case errors.Is(err, ErrWrongCluster):
 		return v1alpha1.ReasonClusterIDMismatch, ClassWrongCluster
-	case apierrors.IsUnauthorized(err) || apierrors.IsForbidden(err):
+	case apierrors.IsUnauthorized(err):
 		return v1alpha1.ReasonInvalidAuthInfo, ClassUnauthorized
+	case apierrors.IsForbidden(err):
+		return v1alpha1.ReasonInvalidAuthInfo, ClassForbidden
 	case isTLS(err):
 		return v1alpha1.ReasonClusterUnreachable, ClassTLS
 	case errors.As(err, &status) && status.Status().Code != 0:

@@ -32,7 +32,7 @@ func TestClassify(t *testing.T) {
 		{"redirect", &url.Error{Op: "Get", URL: "x", Err: fmt.Errorf("%w (to another address)", kubeconfig.ErrRedirectRefused)}, v1alpha1.ReasonClusterUnreachable, ClassRedirect},
 		{"wrong cluster", fmt.Errorf("%w: "+secret, ErrWrongCluster), v1alpha1.ReasonClusterIDMismatch, ClassWrongCluster},
 		{"unauthorized", apierrors.NewUnauthorized(secret), v1alpha1.ReasonInvalidAuthInfo, ClassUnauthorized},
-		{"forbidden", apierrors.NewForbidden(schema.GroupResource{Resource: "namespaces"}, "kube-system", errors.New(secret)), v1alpha1.ReasonInvalidAuthInfo, ClassUnauthorized},
+		{"forbidden", apierrors.NewForbidden(schema.GroupResource{Resource: "namespaces"}, "kube-system", errors.New(secret)), v1alpha1.ReasonInvalidAuthInfo, ClassForbidden},
 		{"not found: not an API server", apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, secret), v1alpha1.ReasonClusterIDMismatch, ClassWrongCluster},
 		{"server error", apierrors.NewInternalError(errors.New(secret)), v1alpha1.ReasonClusterUnreachable, ClassUnexpected + " (HTTP 500)"},
 		{"TLS", &url.Error{Op: "Get", URL: "x", Err: x509.UnknownAuthorityError{}}, v1alpha1.ReasonClusterUnreachable, ClassTLS},

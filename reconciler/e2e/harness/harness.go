@@ -175,6 +175,12 @@ func (c *Controller) Stop(t *testing.T) {
 	}
 }
 
+// Log returns what the controller has logged so far.
+func (c *Controller) Log() (string, error) {
+	b, err := os.ReadFile(c.log.Name())
+	return string(b), err
+}
+
 func tail(path string, lines int) string {
 	b, err := os.ReadFile(path)
 	if err != nil {
