@@ -331,7 +331,11 @@ spec:
 		return present(second, "kept")
 	})
 
+	top := t
 	t.Run("departures and joins dated ahead are refused", func(t *testing.T) {
+		// The hostile admin runs no honest controller: first's own would drop the departure
+		// it refuses from first's Cluster at once (it keeps only the departures in force).
+		ctls["first"].Stop(t)
 		var own v1alpha1.Cluster
 		if err := first.Get(ctx, client.ObjectKey{Name: "first"}, &own); err != nil {
 			t.Fatal(err)
@@ -343,6 +347,8 @@ spec:
 				cur.Annotations = original.Annotations
 				_ = first.Update(context.Background(), &cur)
 			}
+			ctls["first"] = harness.Serve(top, bed.Cluster("first"))
+			harness.Eventually(top, 60*time.Second, "first's controller is back", func() error { return harness.LocalReady(first, "first") })
 		}()
 		if own.Annotations == nil {
 			own.Annotations = map[string]string{}
