@@ -250,29 +250,7 @@ func (r *Reconciler) verify(ctx context.Context, w Write) error {
 	if s == nil {
 		return fmt.Errorf("no reader Secret to verify %s %s with", kindOf(w.Object), w.Object.GetName())
 	}
-	cfg, err := kubeconfig.Parse(s.Data[v1alpha1.KubeconfigKey])
-	if err != nil {
-		return err
-	}
-	if err := r.Addresses.Guard(cfg); err != nil {
-		return err
-	}
-	requests, _, err := kubeconfig.HTTPClients(cfg)
-	if err != nil {
-		return err
-	}
-	c, err := client.New(cfg, client.Options{HTTPClient: requests})
-	if err != nil {
-		return err
-	}
-	id, err := bootstrap.LocalClusterID(ctx, c)
-	if err != nil {
-		return err
-	}
-	if id != w.Describes {
-		return fmt.Errorf("%w: the server is cluster %s, not %s", peers.ErrWrongCluster, id, w.Describes)
-	}
-	return nil
+	return peers.Authenticate(ctx, s.Data[v1alpha1.KubeconfigKey], r.Addresses, w.Describes)
 }
 
 // report records each refusal as a Warning event on the local cluster's own Cluster,

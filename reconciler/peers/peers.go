@@ -27,6 +27,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -279,6 +280,37 @@ func (m *Manager) notify(name string) {
 			// an informer or a health check on a slow reconciler.
 		}
 	}
+}
+
+// Authenticate checks a reader kubeconfig offered for cluster want without connecting to
+// it for good: its server must be one addresses allows, its token must authenticate
+// there, and the server must be cluster want (the UID of its kube-system namespace).
+// Errors are classified by Classify.
+func Authenticate(ctx context.Context, data []byte, addresses kubeconfig.AddressPolicy, want types.UID) error {
+	cfg, err := kubeconfig.Parse(data)
+	if err != nil {
+		return err
+	}
+	if err := addresses.Guard(cfg); err != nil {
+		return err
+	}
+	requests, _, err := kubeconfig.HTTPClients(cfg)
+	if err != nil {
+		return err
+	}
+	// A typed client: one request, no discovery.
+	c, err := corev1client.NewForConfigAndClient(cfg, requests)
+	if err != nil {
+		return err
+	}
+	ns, err := c.Namespaces().Get(ctx, metav1.NamespaceSystem, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if ns.UID != want {
+		return fmt.Errorf("%w: the server is not cluster %s", ErrWrongCluster, want)
+	}
+	return nil
 }
 
 // fingerprint identifies what a connection was built from.

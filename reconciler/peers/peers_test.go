@@ -164,3 +164,42 @@ func TestEnsureReportsOnlyTheClass(t *testing.T) {
 		})
 	}
 }
+
+// TestAuthenticate: an offered kubeconfig is checked against the address policy and the
+// cluster its server says it is, before anything is written from it.
+func TestAuthenticate(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/api/v1/namespaces/kube-system" {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{"kind":"Namespace","apiVersion":"v1","metadata":{"name":"kube-system","uid":"uid-p"}}`)
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	defer srv.Close()
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	_, s := peerOf(t, "p", srv.URL, ca)
+	data := s.Data[v1alpha1.KubeconfigKey]
+	loopback := kubeconfig.AddressPolicy{AllowLoopback: true}
+	for _, tc := range []struct {
+		name   string
+		policy kubeconfig.AddressPolicy
+		want   types.UID
+		class  string
+	}{
+		{"loopback refused", kubeconfig.AddressPolicy{}, "uid-p", ClassAddressRefused},
+		{"another cluster", loopback, "uid-x", ClassWrongCluster},
+		{"the cluster it names", loopback, "uid-p", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := Authenticate(context.Background(), data, tc.policy, tc.want)
+			class := ""
+			if err != nil {
+				_, class = Classify(err)
+			}
+			if class != tc.class {
+				t.Errorf("Authenticate: %v (class %q), want class %q", err, class, tc.class)
+			}
+		})
+	}
+}
