@@ -247,6 +247,10 @@ type Engine struct {
 
 	retryDelay time.Duration
 
+	// mappings are the local REST mappings of the kinds written (mapping).
+	mappingMu sync.Mutex
+	mappings  map[schema.GroupVersionKind]*meta.RESTMapping
+
 	// history is what the engine remembers of its recent writes of each copy, for
 	// Settle.
 	histMu  sync.Mutex
@@ -558,6 +562,7 @@ func (e *Engine) peerClients(p peers.Peer) (dynamic.Interface, meta.RESTMapper, 
 // doRefresh starts the informers the rules need, stops the others, and queues every
 // object they know, so that every rule is re-evaluated.
 func (e *Engine) doRefresh(ctx context.Context) {
+	e.forgetMappings()
 	needed := map[scope]bool{}
 	failed := false
 	all := e.opts.Peers.List()
@@ -748,11 +753,18 @@ func (e *Engine) onEvent(s scope, oldC, newC *cachedObject) {
 	now := time.Now()
 	if s.cluster == "" {
 		if newC != nil {
-			// The event of our own write: the local cache has it now. It is still looked
-			// at again: the source may have changed (or gone) since the write.
 			it := newC.item(s.gvk)
 			if w, ok := e.ownWrites.Load(it); ok && w.(ownWrite).resourceVersion == newC.resourceVersion() {
+				// The event of our own write, stored as written: the local cache has it
+				// now, and nothing about the copy changed since the reconcile that wrote
+				// it. A change of its source, of the rules or of the peers since then
+				// queues the copy by its own event (while that reconcile ran, the queue
+				// held it to be looked at again), so it is not looked at once more, unless
+				// its key is watched for being in the way (settledKey stops that watch).
 				e.ownWrites.Delete(it)
+				if _, keyWatched := e.watchers.get(keyScope(s.gvk, it.namespace, it.name)); !keyWatched {
+					return
+				}
 			}
 		}
 		for _, c := range []*cachedObject{oldC, newC} {
@@ -1313,6 +1325,7 @@ func (e *Engine) withheld(it item, act planner.Action, entry func(string) *ruleE
 // Recreate, the copy is deleted and created anew; other refusals are retried with
 // backoff (the returned error).
 func (e *Engine) writeFailed(ctx context.Context, it item, act planner.Action, r *ruleEntry, ri dynamic.ResourceInterface, err error) error {
+	e.forgetMappings(it.gvk)
 	f := planner.ClassifyWriteError(err)
 	rule := act.Source.Rule
 	e.opts.Metrics.refused.WithLabelValues(rule, f.Reason).Inc()
@@ -1418,7 +1431,7 @@ func (e *Engine) recreate(ctx context.Context, it item, act planner.Action, r *r
 }
 
 func (e *Engine) resource(gvk schema.GroupVersionKind, ns string) (dynamic.ResourceInterface, error) {
-	m, err := e.opts.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	m, err := e.mapping(gvk)
 	if err != nil {
 		return nil, fmt.Errorf("kind %s is not served by the local cluster: %w", gvk, err)
 	}
@@ -1426,6 +1439,40 @@ func (e *Engine) resource(gvk schema.GroupVersionKind, ns string) (dynamic.Resou
 		return e.opts.Dynamic.Resource(m.Resource).Namespace(ns), nil
 	}
 	return e.opts.Dynamic.Resource(m.Resource), nil
+}
+
+// mapping returns the local REST mapping of gvk. A mapping is kept until the next refresh
+// (the rules or the peers changed) or a failed write of its kind (the kind may no longer be
+// served as it was): every write needs one, and the RESTMapper's lookup costs as much as a
+// small reconcile.
+func (e *Engine) mapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {
+	e.mappingMu.Lock()
+	defer e.mappingMu.Unlock()
+	if m, ok := e.mappings[gvk]; ok {
+		return m, nil
+	}
+	m, err := e.opts.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return nil, err
+	}
+	if e.mappings == nil {
+		e.mappings = map[schema.GroupVersionKind]*meta.RESTMapping{}
+	}
+	e.mappings[gvk] = m
+	return m, nil
+}
+
+// forgetMappings drops the kept REST mappings: every one (a refresh), or those of the
+// kinds given.
+func (e *Engine) forgetMappings(gvks ...schema.GroupVersionKind) {
+	e.mappingMu.Lock()
+	defer e.mappingMu.Unlock()
+	if len(gvks) == 0 {
+		e.mappings = nil
+	}
+	for _, gvk := range gvks {
+		delete(e.mappings, gvk)
+	}
 }
 
 // ensureNamespace creates the copy's namespace when it is missing and the rule allows it.
