@@ -244,6 +244,9 @@ type Engine struct {
 	// cluster stored it as written, until the local cache has it: a create is not made
 	// twice meanwhile.
 	ownWrites sync.Map // item -> ownWrite
+	// full holds the queued items that something other than a change of the local object
+	// queued (add, a retry): their reconcile is never skipped as the echo of a write.
+	full sync.Map // item -> struct{}
 
 	retryDelay time.Duration
 
@@ -769,7 +772,7 @@ func (e *Engine) onEvent(s scope, oldC, newC *cachedObject) {
 		}
 		for _, c := range []*cachedObject{oldC, newC} {
 			if c != nil {
-				e.add(c.item(s.gvk), now)
+				e.addLocal(c.item(s.gvk), now)
 			}
 		}
 		if newC == nil && oldC != nil {
@@ -821,7 +824,19 @@ func (e *Engine) onPeerEvent(s scope, oldObj, newObj *unstructured.Unstructured,
 	}
 }
 
+// add queues it for a reconcile: its source, a rule, a peer or the policy changed, or it
+// is looked at again.
 func (e *Engine) add(it item, now time.Time) {
+	e.seen.LoadOrStore(it, now)
+	e.full.Store(it, struct{}{})
+	e.queue.Add(it)
+}
+
+// addLocal queues it for a change of the local object alone. A reconcile that only such
+// changes asked for, and that finds the object as the engine last wrote it, has nothing to
+// do (reconcile): that is the event of its own write, which came before the write
+// returned.
+func (e *Engine) addLocal(it item, now time.Time) {
 	e.seen.LoadOrStore(it, now)
 	e.queue.Add(it)
 }
@@ -843,8 +858,10 @@ func (e *Engine) processNext(ctx context.Context) bool {
 	case err != nil:
 		e.opts.Metrics.errors.WithLabelValues(it.gvk.Kind).Inc()
 		e.log.V(1).Info("sync failed, retrying", "object", it.String(), "error", err.Error())
+		e.full.Store(it, struct{}{})
 		e.queue.AddRateLimited(it)
 	case requeue > 0:
+		e.full.Store(it, struct{}{})
 		e.queue.AddAfter(it, requeue)
 	default:
 		e.queue.Forget(it)
@@ -855,6 +872,7 @@ func (e *Engine) processNext(ctx context.Context) bool {
 
 // reconcile brings one local object to what the rules ask for.
 func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) {
+	_, full := e.full.LoadAndDelete(it)
 	observed, synced, err := e.watchers.lookup("", it.gvk, it.namespace, it.name)
 	if err != nil {
 		return 0, err
@@ -866,6 +884,13 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 		return time.Second, nil
 	}
 	e.settledKey(it, observed)
+	if !full && observed != nil {
+		if w, ok := e.ownWrites.Load(it); ok && w.(ownWrite).resourceVersion == observed.GetResourceVersion() {
+			// Queued only by the event of the engine's own write (onEvent, addLocal).
+			e.ownWrites.Delete(it)
+			return 0, nil
+		}
+	}
 	membership := observed != nil && planner.MembershipObject(observed)
 	if observed != nil && observed.GetDeletionTimestamp() != nil && observed.GetAnnotations()[v1alpha1.OwnershipAnnotation] != "" {
 		// A copy being deleted (to be recreated, or with its namespace): nothing is written
