@@ -52,10 +52,37 @@ import (
 // DefaultWorkers is how many objects are reconciled at once.
 const DefaultWorkers = 8
 
-// ownWrite is a write of the engine whose local event has not arrived yet.
+// ownWrite is a write of the engine that no reconcile has seen in the local cache yet.
 type ownWrite struct {
 	resourceVersion string
 	at              time.Time
+	// decidedBefore is set when a reconcile of the copy ran while the local cache did not
+	// have the write yet: its decision was made on the copy as it was before, so the
+	// write's own event must be looked at in full (a delete at the origin right after the
+	// write, seen while the local cache still lacked the copy, decided nothing).
+	decidedBefore bool
+}
+
+// reconciled is what a reconcile that finds the local copy at observedRV does with the
+// engine's pending write w: next is the write as it is kept afterwards (nil: forgotten,
+// the local cache has it), and skip says that the reconcile has nothing to do. full says
+// that something other than a change of the local object queued it (its source, a rule,
+// a peer, a retry).
+//
+// A reconcile queued only by the event of the write itself is skipped when the local
+// cache has the write and no reconcile ran on the copy as it was before: the write's
+// source, the rules and the peers queue the copy by their own events when they change
+// (while the write's reconcile ran, the queue held it to be looked at again). A reconcile
+// that runs while the cache lacks the write decided on the copy as it was before (a
+// delete at the origin right after the write decides nothing while the copy seems
+// absent), so the write's event is then looked at in full.
+func (w ownWrite) reconciled(observedRV string, full bool) (next *ownWrite, skip bool) {
+	if observedRV == w.resourceVersion {
+		return nil, !full && !w.decidedBefore
+	}
+	marked := w
+	marked.decidedBefore = true
+	return &marked, false
 }
 
 // ownWriteWait bounds how long a copy created by the engine and not yet in the local
@@ -755,21 +782,8 @@ func (e *Engine) enqueueScope(s scope) {
 func (e *Engine) onEvent(s scope, oldC, newC *cachedObject) {
 	now := time.Now()
 	if s.cluster == "" {
-		if newC != nil {
-			it := newC.item(s.gvk)
-			if w, ok := e.ownWrites.Load(it); ok && w.(ownWrite).resourceVersion == newC.resourceVersion() {
-				// The event of our own write, stored as written: the local cache has it
-				// now, and nothing about the copy changed since the reconcile that wrote
-				// it. A change of its source, of the rules or of the peers since then
-				// queues the copy by its own event (while that reconcile ran, the queue
-				// held it to be looked at again), so it is not looked at once more, unless
-				// its key is watched for being in the way (settledKey stops that watch).
-				e.ownWrites.Delete(it)
-				if _, keyWatched := e.watchers.get(keyScope(s.gvk, it.namespace, it.name)); !keyWatched {
-					return
-				}
-			}
-		}
+		// A change of the local object alone: reconcile tells the event of the engine's
+		// own write from any other.
 		for _, c := range []*cachedObject{oldC, newC} {
 			if c != nil {
 				e.addLocal(c.item(s.gvk), now)
@@ -884,11 +898,20 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 		return time.Second, nil
 	}
 	e.settledKey(it, observed)
-	if !full && observed != nil {
-		if w, ok := e.ownWrites.Load(it); ok && w.(ownWrite).resourceVersion == observed.GetResourceVersion() {
-			// Queued only by the event of the engine's own write (onEvent, addLocal).
-			e.ownWrites.Delete(it)
-			return 0, nil
+	if w, pending := e.ownWrites.Load(it); pending {
+		ow := w.(ownWrite)
+		observedRV := ""
+		if observed != nil {
+			observedRV = observed.GetResourceVersion()
+		}
+		switch next, skip := ow.reconciled(observedRV, full); {
+		case next == nil:
+			e.ownWrites.CompareAndDelete(it, ow)
+			if skip {
+				return 0, nil
+			}
+		case *next != ow:
+			e.ownWrites.CompareAndSwap(it, ow, *next) // not if the copy's delete dropped it meanwhile
 		}
 	}
 	membership := observed != nil && planner.MembershipObject(observed)
