@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/e2e/harness"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/testbed"
 )
@@ -23,7 +24,10 @@ import (
 // Every tenth object is kept, and must be copied.
 func TestDeleteRightAfterCreate(t *testing.T) {
 	testbed.SkipIfNoAssets(t)
-	const ns, n = "churn", 300
+	const n = 300
+	// A namespace of its own per run: the bed is shared, and -count may run the test again
+	// while the last run's namespace is still terminating.
+	ns := fmt.Sprintf("churn-%d", time.Now().UnixMilli()%1000000)
 	cl, metrics := harness.FormGroupWithMetrics(t, bed, "first", "second", "third")
 	grantRead(t, cl, "", "configmaps")
 	first := cl["first"]
@@ -39,7 +43,7 @@ func TestDeleteRightAfterCreate(t *testing.T) {
 apiVersion: clusterregistry.k8s.cisco.com/v1alpha1
 kind: ResourceSyncRule
 metadata:
-  name: churn
+  name: `+ns+`
 spec:
   groupVersionKind: {version: v1, kind: ConfigMap}
   createNamespaces: true
@@ -48,6 +52,7 @@ spec:
     - namespaces: [`+ns+`]
 `)
 	t.Cleanup(func() {
+		_ = first.Delete(context.Background(), &v1alpha1.ResourceSyncRule{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 		_ = first.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	})
 	probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe"}}
@@ -114,11 +119,11 @@ spec:
 		})
 		// The pauses must have let copies of deleted objects be written: else the test
 		// proves nothing about a delete racing a write.
-		creates, err := harness.MetricSum(metrics[p], "kubectl_registry_sync_writes_total", `rule="churn"`, `op="create"`)
+		creates, err := harness.MetricSum(metrics[p], "kubectl_registry_sync_writes_total", `rule="`+ns+`"`, `op="create"`)
 		if err != nil {
 			t.Fatal(err)
 		}
-		deletes, err := harness.MetricSum(metrics[p], "kubectl_registry_sync_writes_total", `rule="churn"`, `op="delete"`)
+		deletes, err := harness.MetricSum(metrics[p], "kubectl_registry_sync_writes_total", `rule="`+ns+`"`, `op="delete"`)
 		if err != nil {
 			t.Fatal(err)
 		}
