@@ -87,6 +87,13 @@ func TestTooManyObjects(t *testing.T) {
 			}
 		}
 	}
+	// The bed is shared by the package's tests: leave nothing of this one behind.
+	t.Cleanup(func() {
+		for _, n := range names {
+			_ = cl[n].Delete(ctx, &v1alpha1.ResourceSyncRule{ObjectMeta: metav1.ObjectMeta{Name: "cap"}})
+			_ = cl[n].DeleteAllOf(ctx, &corev1.ConfigMap{}, client.InNamespace(capNS))
+		}
+	})
 	create(0, 15)
 	applyRule(t, first, `
 apiVersion: clusterregistry.k8s.cisco.com/v1alpha1
