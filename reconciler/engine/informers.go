@@ -177,7 +177,8 @@ func (ws *watchers) ensure(ctx context.Context, s scope, selector string, limit 
 			return newCappedWatch(wi, limit, func(n int) { _ = ws.over(s, w, n) }, func() { ws.under(s, w) }), nil
 		},
 	}
-	inf := toolscache.NewSharedIndexInformer(lw, &unstructured.Unstructured{}, 0, toolscache.Indexers{})
+	// The client says whether it serves watch-lists (a fake one does not: then the list).
+	inf := toolscache.NewSharedIndexInformer(toolscache.ToListWatcherWithWatchListSemantics(lw, client), &unstructured.Unstructured{}, 0, toolscache.Indexers{})
 	w.informer = inf
 	_ = inf.SetTransform(compactFor(s.gvk))
 	_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *toolscache.Reflector, err error) {

@@ -5,14 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 )
 
 func TestOverLimit(t *testing.T) {
@@ -274,5 +278,107 @@ func TestWatchersOverCap(t *testing.T) {
 	ws.retain(func(scope) bool { return false })
 	if err := ws.overCapErr(s); err != nil {
 		t.Errorf("a scope no longer needed stays over the cap: %v", err)
+	}
+}
+
+// TestEnsureCapped runs real informers on a fake API: a scope whose peer offers more
+// than the cap when its watch starts caches nothing and is over the cap; one that grows
+// past the cap while watched stops and drops its cache; both are views that failed, not
+// views without objects; tried again under the cap, the scope syncs and is no longer over.
+func TestEnsureCapped(t *testing.T) {
+	cm := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	gvr := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(cm, meta.RESTScopeNamespace)
+	var objs []runtime.Object
+	for i := range 25 {
+		objs = append(objs, cmObj("many", fmt.Sprintf("o-%02d", i), nil))
+	}
+	for i := range 15 {
+		objs = append(objs, cmObj("grow", fmt.Sprintf("o-%02d", i), nil))
+	}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{gvr: "ConfigMapList"}, objs...)
+	ws := newWatchers()
+	ws.retry = time.Hour
+	var mu sync.Mutex
+	overs, unders := map[scope]int{}, map[scope]int{}
+	ws.onOver = func(s scope, _ *TooManyObjectsError, _ bool) { mu.Lock(); overs[s]++; mu.Unlock() }
+	ws.onUnder = func(s scope) { mu.Lock(); unders[s]++; mu.Unlock() }
+	events := map[scope]int{}
+	h := func(s scope, _, _ *cachedObject) { mu.Lock(); events[s]++; mu.Unlock() }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	defer ws.retain(func(scope) bool { return false })
+	waitFor := func(what string, f func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !f() {
+			if time.Now().After(deadline) {
+				t.Fatalf("not within 10s: %s", what)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	count := func(m map[scope]int, s scope) int { mu.Lock(); defer mu.Unlock(); return m[s] }
+
+	many := scope{cluster: "first", gvk: cm, namespace: "many"}
+	if err := ws.ensure(ctx, many, "", 20, dyn, mapper, h); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("the scope of 25 objects is over the cap", func() bool { return ws.overCapErr(many) != nil })
+	if _, running := ws.get(many); running || count(events, many) != 0 {
+		t.Errorf("over the cap when it starts: running %v, %d objects passed on; want stopped, none", running, count(events, many))
+	}
+	if _, synced, err := ws.lookup("first", cm, "many", "o-01"); synced || err == nil {
+		t.Errorf("lookup over the cap: synced %v, %v; want not synced, with the error", synced, err)
+	}
+
+	grow := scope{cluster: "first", gvk: cm, namespace: "grow"}
+	if err := ws.ensure(ctx, grow, "", 20, dyn, mapper, h); err != nil {
+		t.Fatal(err)
+	}
+	if !ws.waitSynced(grow, 10*time.Second) {
+		t.Fatal("the scope of 15 objects did not sync")
+	}
+	ri := dyn.Resource(gvr).Namespace("grow")
+	for i := 15; i < 25; i++ {
+		if _, err := ri.Create(ctx, cmObj("grow", fmt.Sprintf("o-%02d", i), nil), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor("the scope grown to 25 objects is over the cap", func() bool { return ws.overCapErr(grow) != nil })
+	if _, running := ws.get(grow); running {
+		t.Error("the scope grown past the cap is still watched")
+	}
+	if n := count(events, grow); n > 20 {
+		t.Errorf("%d objects passed on, more than the cap", n)
+	}
+
+	// Back under the cap, and its wait over: tried again, it syncs.
+	for i := 10; i < 25; i++ {
+		if err := ri.Delete(ctx, fmt.Sprintf("o-%02d", i), metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ws.ensure(ctx, grow, "", 20, dyn, mapper, h); err == nil {
+		t.Fatal("ensure before the wait is over started the scope")
+	}
+	ws.mu.Lock()
+	ws.capped[grow].retry = time.Now()
+	ws.mu.Unlock()
+	if err := ws.ensure(ctx, grow, "", 20, dyn, mapper, h); err != nil {
+		t.Fatal(err)
+	}
+	if !ws.waitSynced(grow, 10*time.Second) {
+		t.Fatal("the scope back under the cap did not sync")
+	}
+	if err := ws.overCapErr(grow); err != nil || count(unders, grow) != 1 {
+		t.Errorf("back under the cap: %v, %d reports; want none, 1", err, count(unders, grow))
+	}
+	if obj, synced, err := ws.lookup("first", cm, "grow", "o-01"); obj == nil || !synced || err != nil {
+		t.Errorf("lookup under the cap: %v, synced %v, %v", obj, synced, err)
+	}
+	if count(overs, many) != 1 || count(overs, grow) != 1 {
+		t.Errorf("over-cap reports: %v", overs)
 	}
 }
