@@ -60,9 +60,19 @@ func capNames(from, to int) []string {
 func TestTooManyObjects(t *testing.T) {
 	testbed.SkipIfNoAssets(t)
 	names := []string{"first", "second"}
-	cl, controllers := harness.FormGroupControllers(t, bed, func(string) []string {
-		return []string{fmt.Sprintf("--max-peer-objects=%d", peerCap), "--max-peer-objects-retry=2s"}
+	var metrics harness.Metrics // second's
+	cl, controllers := harness.FormGroupControllers(t, bed, func(n string) []string {
+		args := []string{fmt.Sprintf("--max-peer-objects=%d", peerCap), "--max-peer-objects-retry=2s"}
+		if n == "second" {
+			addr := harness.FreeAddr(t)
+			metrics = harness.MetricsAt(t, bed.Cluster(n), addr)
+			args = append(args, "--metrics-bind-address", addr)
+		}
+		return args
 	}, names...)
+	overCap := func() (float64, error) {
+		return harness.MetricSum(metrics, "kubectl_registry_sync_watches_over_cap", `cluster="first"`, `kind="ConfigMap"`)
+	}
 	first, second := cl["first"], cl["second"]
 	ctx := context.Background()
 	grantRead(t, cl, "", "configmaps")
@@ -140,6 +150,9 @@ spec:
 					return fmt.Errorf("first as a source: %+v", s)
 				}
 			}
+			if n, err := overCap(); err != nil || n != 1 {
+				return fmt.Errorf("kubectl_registry_sync_watches_over_cap for first's ConfigMaps: %v (%v), want 1", n, err)
+			}
 			var evs corev1.EventList
 			if err := second.List(ctx, &evs); err != nil {
 				return err
@@ -191,6 +204,9 @@ spec:
 			}
 			if strings.Join(got, ",") != strings.Join(want, ",") {
 				return fmt.Errorf("copies on second: %v, want %v", got, want)
+			}
+			if n, err := overCap(); err != nil || n != 0 {
+				return fmt.Errorf("kubectl_registry_sync_watches_over_cap for first's ConfigMaps: %v (%v), want 0", n, err)
 			}
 			return nil
 		})
