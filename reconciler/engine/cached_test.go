@@ -234,7 +234,7 @@ func TestWatcherCountIsKeptUntilAnEvent(t *testing.T) {
 	if n := w.count(matcherB, decode, all); n != 3 || decodes != 5 {
 		t.Errorf("count for another matcher = %d after %d decodes, want 3 after 5", n, decodes)
 	}
-	w.changed(1)
+	w.changed()
 	if n := w.count(matcherA, decode, all); n != 3 || decodes != 8 {
 		t.Errorf("count after an event = %d after %d decodes, want 3 after 8", n, decodes)
 	}

@@ -68,9 +68,9 @@ type watcher struct {
 	version uint64
 	counts  map[any]matchCount
 	// limit is the cap on the objects the informer holds (0: none); held counts them,
-	// from the informer's adds and deletes.
+	// from its lists and event streams.
 	limit int
-	held  int
+	held  streamCount
 }
 
 type matchCount struct {
@@ -78,14 +78,11 @@ type matchCount struct {
 	n       int
 }
 
-// changed records an event of the informer that changes the objects it holds by delta,
-// and returns how many it holds.
-func (w *watcher) changed(delta int) int {
+// changed records an event of the informer.
+func (w *watcher) changed() {
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	w.version++
-	w.held += delta
-	return w.held
+	w.mu.Unlock()
 }
 
 func (w *watcher) setErr(err error) {
@@ -153,8 +150,10 @@ func (ws *watchers) ensure(ctx context.Context, s scope, selector string, limit 
 		fieldSelector = fields.OneTermEqualSelector("metadata.name", s.name).String()
 	}
 	w := &watcher{selector: selector, limit: limit}
-	// Capped, the initial objects (a watch-list stream, or the pages of a list when the
-	// API server does not stream them) stop at limit+1: the informer never holds more.
+	// Capped, the objects are counted as they arrive, before the informer queues them: the
+	// initial ones (a watch-list stream, or the pages of a list when the API server does
+	// not stream them) and those the watches add or delete afterwards. One past the cap,
+	// the informer stops: it never holds more.
 	lw := &toolscache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			opts.LabelSelector, opts.FieldSelector = selector, fieldSelector
@@ -165,16 +164,18 @@ func (ws *watchers) ensure(ctx context.Context, s scope, selector string, limit 
 			if l == nil {
 				return nil, ws.over(s, w, n)
 			}
+			w.held.set(n)
 			ws.under(s, w)
 			return l, nil
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 			opts.LabelSelector, opts.FieldSelector = selector, fieldSelector
 			wi, err := ri.Watch(ctx, opts)
-			if err != nil || limit <= 0 || opts.SendInitialEvents == nil || !*opts.SendInitialEvents {
+			if err != nil || limit <= 0 {
 				return wi, err
 			}
-			return newCappedWatch(wi, limit, func(n int) { _ = ws.over(s, w, n) }, func() { ws.under(s, w) }), nil
+			initial := opts.SendInitialEvents != nil && *opts.SendInitialEvents
+			return newCappedWatch(wi, &w.held, initial, limit, func(n int) { _ = ws.over(s, w, n) }, func() { ws.under(s, w) }), nil
 		},
 	}
 	// The client says whether it serves watch-lists (a fake one does not: then the list).
@@ -186,20 +187,16 @@ func (ws *watchers) ensure(ctx context.Context, s scope, selector string, limit 
 	})
 	_, _ = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc: func(o any) {
-			if n := w.changed(1); overLimit(n, limit) {
-				// Grown past the cap while watching: the informer and what it holds go.
-				_ = ws.over(s, w, n)
-				return
-			}
+			w.changed()
 			h(s, nil, asCached(o))
 		},
 		UpdateFunc: func(o, n any) {
 			w.setErr(nil)
-			w.changed(0)
+			w.changed()
 			h(s, asCached(o), asCached(n))
 		},
 		DeleteFunc: func(o any) {
-			w.changed(-1)
+			w.changed()
 			h(s, asCached(o), nil)
 		},
 	})

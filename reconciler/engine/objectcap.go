@@ -19,9 +19,10 @@ import (
 // A member is a stranger: it may offer any number of objects to a rule. The watch of one
 // peer's scope (a kind, in a namespace or in all of them, under the label selector of the
 // rules that read it) holds at most MaxPeerObjects of them. Over the cap, the scope is not
-// watched, so its objects are not kept in memory: the informer stops while it lists (the
-// initial stream of a watch-list, or the pages of a list, stop at cap+1 objects) or, once
-// watching, when the objects it holds grow past the cap. A scope over the cap is a view
+// watched, so its objects are not kept in memory: the objects are counted as the lists and
+// event streams bring them, before the informer queues them (streamCount), and the informer
+// stops at cap+1, while it lists (the initial stream of a watch-list, or the pages of a
+// list) or once it watches. A scope over the cap is a view
 // that failed, not a view of a peer without objects: the copies already made from that
 // peer are kept as they are (deletion needs a positive observation). The scope is tried
 // again after a while, backing off, and syncs again once the peer is back under the cap.
@@ -134,10 +135,32 @@ func listCapped(ctx context.Context, opts metav1.ListOptions, limit int, list fu
 	}
 }
 
-// cappedWatch forwards a watch's events, counting the objects of its initial events (a
-// watch-list stream: sendInitialEvents) and calling over, then stopping, once there are
-// more than limit: the informer's temporary store never holds more. Past the initial
-// events (the bookmark that ends them), the informer's handlers count (watcher.held).
+// streamCount is the number of objects a scope's informer holds, as its lists and event
+// streams say: set by a list, reset by a watch-list stream (its initial events rebuild the
+// whole state), and moved by the Added and Deleted events of every watch, which resume
+// from where the last one stopped. It is counted before the informer queues anything, so
+// the informer never holds more than one object over the cap.
+type streamCount struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (c *streamCount) set(n int) {
+	c.mu.Lock()
+	c.n = n
+	c.mu.Unlock()
+}
+
+func (c *streamCount) add(d int) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n += d
+	return c.n
+}
+
+// cappedWatch forwards a watch's events, counting the objects in count (from zero for a
+// watch-list stream: initial) and calling over, then stopping, once there are more than
+// limit; synced is called when the initial events of a watch-list end.
 type cappedWatch struct {
 	inner watch.Interface
 	out   chan watch.Event
@@ -145,15 +168,17 @@ type cappedWatch struct {
 	once  sync.Once
 }
 
-func newCappedWatch(inner watch.Interface, limit int, over func(seen int), synced func()) watch.Interface {
+func newCappedWatch(inner watch.Interface, count *streamCount, initial bool, limit int, over func(seen int), synced func()) watch.Interface {
 	c := &cappedWatch{inner: inner, out: make(chan watch.Event), stop: make(chan struct{})}
-	go c.run(limit, over, synced)
+	if initial {
+		count.set(0)
+	}
+	go c.run(count, initial, limit, over, synced)
 	return c
 }
 
-func (c *cappedWatch) run(limit int, over func(int), synced func()) {
+func (c *cappedWatch) run(count *streamCount, initial bool, limit int, over func(int), synced func()) {
 	defer close(c.out)
-	n, initial := 0, true
 	for {
 		var ev watch.Event
 		var ok bool
@@ -165,20 +190,23 @@ func (c *cappedWatch) run(limit int, over func(int), synced func()) {
 				return
 			}
 		}
-		if initial {
-			switch ev.Type {
-			case watch.Added:
-				n++
-				if overLimit(n, limit) {
-					c.Stop()
-					over(n)
-					return
-				}
-			case watch.Bookmark:
-				if initialEventsEnd(ev.Object) {
-					initial = false
-					synced()
-				}
+		delta := 0
+		switch ev.Type {
+		case watch.Added:
+			delta = 1
+		case watch.Deleted:
+			delta = -1
+		case watch.Bookmark:
+			if initial && initialEventsEnd(ev.Object) {
+				initial = false
+				synced()
+			}
+		}
+		if delta != 0 {
+			if n := count.add(delta); overLimit(n, limit) {
+				c.Stop()
+				over(n)
+				return
 			}
 		}
 		select {

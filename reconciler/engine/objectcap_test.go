@@ -150,33 +150,53 @@ func initialEnd() *unstructured.Unstructured {
 }
 
 func TestCappedWatch(t *testing.T) {
+	add := func(n int) []watch.Event {
+		var out []watch.Event
+		for i := range n {
+			out = append(out, watch.Event{Type: watch.Added, Object: cmObj("ns", fmt.Sprintf("o-%d", i), nil)})
+		}
+		return out
+	}
+	del := watch.Event{Type: watch.Deleted, Object: cmObj("ns", "o-0", nil)}
+	mod := watch.Event{Type: watch.Modified, Object: cmObj("ns", "o-1", nil)}
+	end := watch.Event{Type: watch.Bookmark, Object: initialEnd()}
+	cat := func(parts ...[]watch.Event) []watch.Event {
+		var out []watch.Event
+		for _, p := range parts {
+			out = append(out, p...)
+		}
+		return out
+	}
 	for _, tc := range []struct {
 		name       string
-		initial    int
+		before     int // the count before the watch (a list, or the last watch)
+		initial    bool
 		limit      int
-		after      int // added after the initial events end
+		events     []watch.Event
 		wantOver   int
 		wantSynced bool
 		wantEvents int
+		wantCount  int
 	}{
-		{name: "under the cap", initial: 3, limit: 3, after: 5, wantSynced: true, wantEvents: 3 + 1 + 5},
-		{name: "over the cap while listing", initial: 10, limit: 3, wantOver: 4, wantEvents: 3},
+		{name: "watch-list under the cap, then adds and deletes within it", before: 40, initial: true, limit: 5,
+			events: cat(add(3), []watch.Event{end}, add(2), []watch.Event{del, mod}, add(1)), wantSynced: true, wantEvents: 9, wantCount: 5},
+		{name: "over the cap in the initial events", initial: true, limit: 3, events: add(10), wantOver: 4, wantEvents: 3, wantCount: 4},
+		{name: "grows past the cap while watching", initial: true, limit: 5, events: cat(add(3), []watch.Event{end}, add(3)),
+			wantOver: 6, wantSynced: true, wantEvents: 6, wantCount: 6},
+		{name: "a resumed watch goes on from the count", before: 4, limit: 5, events: add(2), wantOver: 6, wantEvents: 1, wantCount: 6},
+		{name: "a resumed watch under the cap", before: 4, limit: 5, events: cat([]watch.Event{del}, add(2)), wantEvents: 3, wantCount: 5},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// The events are sent before the watch is read: the fake's Stop closes its
 			// channel, which a later send would panic on.
 			fw := watch.NewFakeWithChanSize(100, false)
-			for i := range tc.initial {
-				fw.Add(cmObj("ns", fmt.Sprintf("o-%d", i), nil))
+			for _, ev := range tc.events {
+				fw.Action(ev.Type, ev.Object)
 			}
-			if tc.initial <= tc.limit {
-				fw.Action(watch.Bookmark, initialEnd())
-				for i := range tc.after {
-					fw.Add(cmObj("ns", fmt.Sprintf("n-%d", i), nil))
-				}
-			}
+			count := &streamCount{}
+			count.set(tc.before)
 			over, synced := 0, false
-			cw := newCappedWatch(fw, tc.limit, func(n int) { over = n }, func() { synced = true })
+			cw := newCappedWatch(fw, count, tc.initial, tc.limit, func(n int) { over = n }, func() { synced = true })
 			got := 0
 			timeout := time.After(5 * time.Second)
 		loop:
@@ -192,8 +212,9 @@ func TestCappedWatch(t *testing.T) {
 				}
 			}
 			cw.Stop()
-			if got != tc.wantEvents || over != tc.wantOver || synced != tc.wantSynced {
-				t.Errorf("%d events, over(%d), synced %v; want %d events, over(%d), synced %v", got, over, synced, tc.wantEvents, tc.wantOver, tc.wantSynced)
+			if n := count.add(0); got != tc.wantEvents || over != tc.wantOver || synced != tc.wantSynced || n != tc.wantCount {
+				t.Errorf("%d events, over(%d), synced %v, count %d; want %d events, over(%d), synced %v, count %d",
+					got, over, synced, n, tc.wantEvents, tc.wantOver, tc.wantSynced, tc.wantCount)
 			}
 			if tc.wantOver > 0 && !fw.IsStopped() {
 				t.Error("the watch over the cap was not stopped")
