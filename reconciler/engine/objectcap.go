@@ -202,15 +202,16 @@ func (c *cappedWatch) run(count *streamCount, initial bool, limit int, over func
 				synced()
 			}
 		}
-		if delta != 0 {
-			if n := count.add(delta); overLimit(n, limit) {
-				c.Stop()
-				over(n)
-				return
-			}
+		// An event counts once delivered: one the informer never got (stopped meanwhile)
+		// comes again on the watch that resumes.
+		if n := count.add(0) + delta; delta != 0 && overLimit(n, limit) {
+			c.Stop()
+			over(n)
+			return
 		}
 		select {
 		case c.out <- ev:
+			count.add(delta)
 		case <-c.stop:
 			return
 		}
