@@ -134,6 +134,14 @@ type Options struct {
 	// Settle bounds the rewrites of a copy that the local cluster changes after each
 	// write; zero means DefaultSettlePolicy.
 	Settle planner.SettlePolicy
+	// MaxPeerObjects caps the objects the watch of one peer's scope holds (a kind, in a
+	// namespace a rule reads or in all of them, under the rules' label selector); a peer
+	// offering more is not watched there, and its copies are kept (objectcap.go). Zero
+	// means DefaultMaxPeerObjects.
+	MaxPeerObjects int
+	// OverCapRetry is the first wait before a scope over the cap is tried again (backing
+	// off while it stays over); zero means DefaultOverCapRetry.
+	OverCapRetry time.Duration
 }
 
 // item is one local object.
@@ -171,8 +179,10 @@ type ruleEntry struct {
 	// write, with the reason.
 	held     map[item]string
 	lastSync time.Time
-	// watch says how the rule's watches are narrowed (set by doRefresh).
-	watch watchNote
+	// watch says how the rule's watches are narrowed, and peerScopes are the peers'
+	// scopes it reads its sources from (set by doRefresh).
+	watch      watchNote
+	peerScopes []scope
 }
 
 // localWatches are the kinds whose local informers carry every object, not only copies
@@ -320,6 +330,12 @@ func New(opts Options) (*Engine, error) {
 	if opts.Settle == (planner.SettlePolicy{}) {
 		opts.Settle = planner.DefaultSettlePolicy()
 	}
+	if opts.MaxPeerObjects <= 0 {
+		opts.MaxPeerObjects = DefaultMaxPeerObjects
+	}
+	if opts.OverCapRetry <= 0 {
+		opts.OverCapRetry = DefaultOverCapRetry
+	}
 	e := &Engine{
 		opts:     opts,
 		watchers: newWatchers(),
@@ -333,6 +349,8 @@ func New(opts Options) (*Engine, error) {
 		history:  map[item]writeRecord{},
 		contacts: newFirstContacts(),
 	}
+	e.watchers.retry = opts.OverCapRetry
+	e.watchers.onOver, e.watchers.onUnder = e.overCap, e.underCap
 	core, err := rules.Compile(planner.CoreRule())
 	if err != nil {
 		return nil, fmt.Errorf("compiling the built-in rule: %w", err)
@@ -517,7 +535,7 @@ func (e *Engine) ruleChanged(o any) {
 	entry := newEntry(rsr, compiled, err, false)
 	e.mu.Lock()
 	if old, ok := e.rules[rsr.Name]; ok && !old.builtin {
-		entry.conflicts, entry.failures, entry.synced, entry.held, entry.drift, entry.lastSync, entry.watch = old.conflicts, old.failures, old.synced, old.held, old.drift, old.lastSync, old.watch
+		entry.conflicts, entry.failures, entry.synced, entry.held, entry.drift, entry.lastSync, entry.watch, entry.peerScopes = old.conflicts, old.failures, old.synced, old.held, old.drift, old.lastSync, old.watch, old.peerScopes
 	}
 	e.rules[rsr.Name] = entry
 	e.mu.Unlock()
@@ -647,7 +665,7 @@ func (e *Engine) doRefresh(ctx context.Context) {
 					continue
 				}
 				needed[s] = true
-				if err := e.watchers.ensure(ctx, s, e.localSelector(gvk), e.opts.Dynamic, e.opts.Mapper, e.onEvent); err != nil {
+				if err := e.watchers.ensure(ctx, s, e.localSelector(gvk), 0, e.opts.Dynamic, e.opts.Mapper, e.onEvent); err != nil {
 					r.setErr(err)
 					failed = true
 				}
@@ -695,7 +713,7 @@ func (e *Engine) doRefresh(ctx context.Context) {
 	for _, s := range peerOrder {
 		ps := peerScopes[s]
 		selectors[s] = sourceSelector(ps.alts)
-		_ = e.watchers.ensure(ctx, s, joinSelectors(selectors[s], uselessCopies(e.opts.LocalID, ps.peer, members, ps.keepOwn)), ps.dyn, ps.mapper, e.onEvent)
+		_ = e.watchers.ensure(ctx, s, joinSelectors(selectors[s], uselessCopies(e.opts.LocalID, ps.peer, members, ps.keepOwn)), e.opts.MaxPeerObjects, ps.dyn, ps.mapper, e.onEvent)
 	}
 	for _, r := range e.snapshot() {
 		if r.compiled == nil || r.builtin {
@@ -708,6 +726,7 @@ func (e *Engine) doRefresh(ctx context.Context) {
 		note := noteWatches(r, sels, e.everyLocal(r.compiled.TargetGVKs))
 		r.mu.Lock()
 		r.watch = note
+		r.peerScopes = ruleScopes[r]
 		r.mu.Unlock()
 	}
 	// A watch of an object in the way of a copy (inTheWay) lasts while its kind is
@@ -937,6 +956,7 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 	}
 	var sources []planner.Source
 	failingViews := map[types.UID]bool{} // readable sources whose view fails to sync
+	overCapViews := map[types.UID]bool{} // sources whose view is over the cap on objects
 	// Peers in their first contact, and the readable peers, for the wait before a create.
 	firstContact, readable := map[types.UID]bool{}, map[types.UID]bool{}
 	now := time.Now()
@@ -955,6 +975,10 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 				obj, synced, err := e.watchers.lookup(name, gvk, ns, n)
 				if !synced && (err != nil || !e.watchers.covers(name, gvk, ns)) {
 					failingViews[id] = true // failing, or never started (the peer does not serve the kind)
+				}
+				var tooMany *TooManyObjectsError
+				if !synced && errors.As(err, &tooMany) {
+					overCapViews[id] = true
 				}
 				return obj, synced
 			},
@@ -1052,7 +1076,9 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 		// process or leader): whether the origin still has the object is not known. Look
 		// again once it has synced, or a delete made meanwhile would never reach the copy:
 		// the origin's informer, once synced, only enqueues the objects it still has.
-		if origin := types.UID(observed.GetAnnotations()[v1alpha1.OwnershipAnnotation]); origin != "" && g.Unsynced[origin] {
+		// A view over the cap is not waited for: the copy is kept as it is, and looked at
+		// again when the view syncs under the cap (underCap).
+		if origin := types.UID(observed.GetAnnotations()[v1alpha1.OwnershipAnnotation]); origin != "" && g.Unsynced[origin] && !overCapViews[origin] {
 			return unsyncedRetry, nil
 		}
 	}
