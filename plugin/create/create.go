@@ -23,6 +23,7 @@ import (
 
 	"github.com/kubectl-registry/kubectl-registry/plugin/apply"
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube"
 )
 
 // Values of --dry-run.
@@ -102,17 +103,18 @@ type common struct {
 	// PrintFlags selects the output: one line per object by default, or -o.
 	PrintFlags *genericclioptions.PrintFlags
 
-	cmd              *cobra.Command
-	restClientGetter genericclioptions.RESTClientGetter
+	cmd *cobra.Command
+	// Factory resolves the context and builds the client.
+	Factory kube.Factory
 	genericiooptions.IOStreams
 }
 
 func newCommon(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) common {
 	return common{
-		DryRun:           DryRunNone,
-		PrintFlags:       genericclioptions.NewPrintFlags("created").WithTypeSetter(clientgoscheme.Scheme),
-		restClientGetter: restClientGetter,
-		IOStreams:        streams,
+		DryRun:     DryRunNone,
+		PrintFlags: genericclioptions.NewPrintFlags("created").WithTypeSetter(clientgoscheme.Scheme),
+		Factory:    kube.NewFactory(restClientGetter),
+		IOStreams:  streams,
 	}
 }
 
@@ -152,14 +154,14 @@ func (o *common) run(ctx context.Context, obj *unstructured.Unstructured) error 
 	if o.DryRun == DryRunClient {
 		return o.print(obj, "created (dry run)")
 	}
-	targets, err := apply.ResolveTargets(o.cmd, o.restClientGetter, nil)
+	targets, err := o.Factory.Targets(o.cmd, nil)
 	if err != nil {
 		return err
 	}
 	t := targets[0]
 	ctx, cancel := context.WithTimeout(ctx, apply.ContextTimeout)
 	defer cancel()
-	c, err := apply.NewClient(t.Config, apply.ContextTimeout, o.ErrOut, "create")
+	c, err := o.Factory.Client(t, kube.ClientOptions{Verb: "create", Timeout: apply.ContextTimeout, Warnings: o.ErrOut})
 	if err != nil {
 		return err
 	}

@@ -10,22 +10,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"runtime"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -33,14 +29,12 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-registry/kubectl-registry/manifests"
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
-	"github.com/kubectl-registry/kubectl-registry/reconciler/buildinfo"
 )
 
 // Values of --dry-run.
@@ -53,9 +47,6 @@ const (
 const (
 	// DefaultTimeout is the default of --timeout.
 	DefaultTimeout = 5 * time.Minute
-	// clientQPS and clientBurst limit the requests of the command on the client side.
-	clientQPS   = 50
-	clientBurst = 100
 	// requestTimeout bounds every request when --request-timeout is not set, so that an
 	// API server that accepts connections but never answers cannot hang the command.
 	requestTimeout = 30 * time.Second
@@ -137,7 +128,9 @@ type Options struct {
 	// PrintFlags selects the output: one line per object by default, or -o.
 	PrintFlags *genericclioptions.PrintFlags
 
-	restClientGetter genericclioptions.RESTClientGetter
+	// Factory builds the client of the selected context.
+	Factory kube.Factory
+	cmd     *cobra.Command
 	genericiooptions.IOStreams
 }
 
@@ -149,11 +142,11 @@ func NewOptions(restClientGetter genericclioptions.RESTClientGetter, streams gen
 			Image:     manifests.DefaultImage,
 			Replicas:  manifests.DefaultReplicas,
 		},
-		DryRun:           DryRunNone,
-		Timeout:          DefaultTimeout,
-		PrintFlags:       genericclioptions.NewPrintFlags("").WithTypeSetter(clientgoscheme.Scheme),
-		restClientGetter: restClientGetter,
-		IOStreams:        streams,
+		DryRun:     DryRunNone,
+		Timeout:    DefaultTimeout,
+		PrintFlags: genericclioptions.NewPrintFlags("").WithTypeSetter(clientgoscheme.Scheme),
+		Factory:    kube.NewFactory(restClientGetter),
+		IOStreams:  streams,
 	}
 }
 
@@ -200,7 +193,8 @@ func (o *Options) AddFlags(cmd *cobra.Command) {
 }
 
 // Complete derives the options that follow other flags.
-func (o *Options) Complete(_ *cobra.Command, _ []string) error {
+func (o *Options) Complete(cmd *cobra.Command, _ []string) error {
+	o.cmd = cmd
 	return nil
 }
 
@@ -321,72 +315,20 @@ func (t target) String() string {
 
 // connect builds the client of the cluster of the selected kubeconfig context.
 func (o *Options) connect() (client.Client, target, error) {
-	cfg, err := o.restClientGetter.ToRESTConfig()
+	targets, err := o.Factory.Targets(o.cmd, nil)
 	if err != nil {
-		return nil, target{}, fmt.Errorf("loading the kubeconfig: %w", err)
+		return nil, target{}, err
 	}
-	t := target{server: cfg.Host, context: contextName(o.restClientGetter)}
-	if err := checkConfigFound(o.restClientGetter, cfg); err != nil {
-		return nil, t, err
+	kt := targets[0]
+	t := target{server: kt.Config.Host, context: kt.Name}
+	if kt.Name == kt.Config.Host {
+		t.context = ""
 	}
-	cfg = rest.CopyConfig(cfg)
-	if cfg.Timeout == 0 {
-		cfg.Timeout = requestTimeout
-	}
-	// client-go's default (5 requests/s) would make the polls of --wait queue behind
-	// each other; the API server's priority and fairness protects it anyway.
-	if cfg.QPS == 0 {
-		cfg.QPS, cfg.Burst = clientQPS, clientBurst
-	}
-	// API server warnings go to stderr as kubectl prints them, not to controller-runtime's
-	// process-wide logger.
-	cfg.WarningHandler = rest.NewWarningWriter(o.ErrOut, rest.WarningWriterOptions{Deduplicate: true})
-	info := buildinfo.Get()
-	cfg.UserAgent = fmt.Sprintf("kubectl-registry/%s (%s/%s) install", info.Version, runtime.GOOS, runtime.GOARCH)
-	scheme, err := newScheme()
+	c, err := o.Factory.Client(kt, kube.ClientOptions{Verb: "install", Timeout: requestTimeout, Warnings: o.ErrOut})
 	if err != nil {
 		return nil, t, err
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme, Log: logr.Discard()})
-	if err != nil {
-		return nil, t, fmt.Errorf("creating a client for %s: %w", t, err)
 	}
 	return c, t, nil
-}
-
-// contextName returns the kubeconfig context the getter selects, or "".
-func contextName(getter genericclioptions.RESTClientGetter) string {
-	if cf, ok := getter.(*genericclioptions.ConfigFlags); ok && cf.Context != nil && *cf.Context != "" {
-		return *cf.Context
-	}
-	raw, err := getter.ToRawKubeConfigLoader().RawConfig()
-	if err != nil {
-		return ""
-	}
-	return raw.CurrentContext
-}
-
-// checkConfigFound reports a missing kubeconfig instead of letting client-go fall back
-// to its legacy default server (http://localhost:8080).
-func checkConfigFound(getter genericclioptions.RESTClientGetter, cfg *rest.Config) error {
-	if cfg.Host != clientcmd.ClusterDefaults.Server {
-		return nil
-	}
-	raw, err := getter.ToRawKubeConfigLoader().RawConfig()
-	if err != nil || len(raw.Clusters) > 0 {
-		return nil
-	}
-	return errors.New("no kubeconfig found: pass --kubeconfig (and --context), or set KUBECONFIG")
-}
-
-func newScheme() (*k8sruntime.Scheme, error) {
-	s := k8sruntime.NewScheme()
-	for _, add := range []func(*k8sruntime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, v1alpha1.AddToScheme} {
-		if err := add(s); err != nil {
-			return nil, fmt.Errorf("building the scheme: %w", err)
-		}
-	}
-	return s, nil
 }
 
 // preflight checks that the API server answers and returns the cluster ID (the UID of
@@ -510,49 +452,14 @@ func applyServerDryRun(ctx context.Context, c client.Client, objs []*unstructure
 			live = append(live, obj)
 			continue
 		}
-		before := &unstructured.Unstructured{}
-		before.SetGroupVersionKind(obj.GroupVersionKind())
-		existed := true
-		if err := c.Get(ctx, client.ObjectKeyFromObject(obj), before); err != nil {
-			if !apierrors.IsNotFound(err) {
-				return results, live, fmt.Errorf("reading %s %s: %w", obj.GetKind(), objectName(obj), err)
-			}
-			existed = false
-		}
-		after := obj.DeepCopy()
-		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(after),
-			client.FieldOwner(v1alpha1.FieldManager), client.ForceOwnership, client.DryRunAll); err != nil {
-			return results, live, fmt.Errorf("applying %s %s (server dry run): %w", obj.GetKind(), objectName(obj), err)
-		}
-		outcome := manifests.Unchanged
-		switch {
-		case !existed:
-			outcome = manifests.Created
-		case !sameIgnoringBookkeeping(before, after):
-			outcome = manifests.Configured
+		outcome, after, err := manifests.ApplyObject(ctx, c, v1alpha1.FieldManager, obj, true)
+		if err != nil {
+			return results, live, fmt.Errorf("applying %s %s (server dry run): %w", obj.GetKind(), manifests.ObjectName(obj), err)
 		}
 		results = append(results, manifests.Result{Object: obj, Outcome: outcome})
 		live = append(live, after)
 	}
 	return results, live, nil
-}
-
-// sameIgnoringBookkeeping compares two versions of an object without their managed
-// fields and resource version.
-func sameIgnoringBookkeeping(a, b *unstructured.Unstructured) bool {
-	a, b = a.DeepCopy(), b.DeepCopy()
-	for _, u := range []*unstructured.Unstructured{a, b} {
-		u.SetManagedFields(nil)
-		u.SetResourceVersion("")
-	}
-	return equality.Semantic.DeepEqual(a.Object, b.Object)
-}
-
-func objectName(obj *unstructured.Unstructured) string {
-	if ns := obj.GetNamespace(); ns != "" {
-		return ns + "/" + obj.GetName()
-	}
-	return obj.GetName()
 }
 
 // warnNoLocalCluster warns when the controller cannot start: no --cluster-name and no
@@ -745,7 +652,7 @@ func (o *Options) printApplied(ctx context.Context, c client.Client, results []m
 		u := &unstructured.Unstructured{}
 		u.SetGroupVersionKind(r.Object.GroupVersionKind())
 		if err := c.Get(ctx, client.ObjectKeyFromObject(r.Object), u); err != nil {
-			return fmt.Errorf("reading %s %s back: %w", r.Object.GetKind(), objectName(r.Object), err)
+			return fmt.Errorf("reading %s %s back: %w", r.Object.GetKind(), manifests.ObjectName(r.Object), err)
 		}
 		live = append(live, u)
 	}

@@ -1,0 +1,187 @@
+package apply
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube/kubefake"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+)
+
+// TestValidate checks the flags without I/O.
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		modify func(*Options)
+		want   []string // substrings of the error; none: valid
+	}{
+		{name: "one file", modify: func(o *Options) { o.Filenames = []string{"a.yaml"} }},
+		{name: "stdin and a file, two contexts, server dry run", modify: func(o *Options) {
+			o.Filenames = []string{"-", "a.yaml"}
+			o.Contexts = []string{"a", "b"}
+			o.DryRun = DryRunServer
+		}},
+		{name: "no file", modify: func(*Options) {}, want: []string{"no files given"}},
+		{name: "empty file name", modify: func(o *Options) { o.Filenames = []string{""} }, want: []string{"-f: empty file name"}},
+		{name: "stdin twice", modify: func(o *Options) { o.Filenames = []string{"-", "-"} }, want: []string{"standard input can be read only once"}},
+		{name: "empty context", modify: func(o *Options) { o.Filenames = []string{"a"}; o.Contexts = []string{""} }, want: []string{"--contexts: empty context name"}},
+		{name: "context twice", modify: func(o *Options) { o.Filenames = []string{"a"}; o.Contexts = []string{"a", "a"} }, want: []string{`context "a" named twice`}},
+		{name: "client dry run", modify: func(o *Options) { o.Filenames = []string{"a"}; o.DryRun = "client" }, want: []string{`--dry-run must be "none" or "server", got "client"`}},
+		{name: "timeout", modify: func(o *Options) { o.Filenames = []string{"a"}; o.Timeout = 0 }, want: []string{"timeout must be positive"}},
+		{name: "every error at once", modify: func(o *Options) { o.Contexts = []string{""}; o.DryRun = "x" },
+			want: []string{"no files given", "empty context name", "--dry-run must be"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := NewOptions(nil, genericiooptions.NewTestIOStreamsDiscard())
+			tt.modify(o)
+			err := o.Validate()
+			if len(tt.want) == 0 {
+				if err != nil {
+					t.Fatalf("Validate() = %v, want nil", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Validate() = nil, want %q", tt.want)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Validate() = %q, want it to contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+const feature = `apiVersion: clusterregistry.k8s.cisco.com/v1alpha1
+kind: ClusterFeature
+metadata:
+  name: gpu
+spec:
+  featureName: gpu
+`
+
+// newCmd returns a command with the root's --context flag, as Complete sees it.
+func newCmd(contextFlag string) *cobra.Command {
+	cmd := &cobra.Command{Use: "apply"}
+	cmd.Flags().String("context", contextFlag, "")
+	return cmd
+}
+
+// run runs Complete, Validate and Run of o against f with stdin, like cmdutil.RunE.
+func runFake(t *testing.T, f *kubefake.Factory, stdin, contextFlag string, modify func(*Options)) (string, error) {
+	t.Helper()
+	streams, in, out, _ := genericiooptions.NewTestIOStreams()
+	in.WriteString(stdin)
+	o := NewOptions(nil, streams)
+	o.Factory = f
+	o.Filenames = []string{"-"}
+	modify(o)
+	if err := o.Complete(newCmd(contextFlag), nil); err != nil {
+		return out.String(), err
+	}
+	if err := o.Validate(); err != nil {
+		return out.String(), err
+	}
+	err := o.Run(context.Background())
+	return out.String(), err
+}
+
+// TestRunFake applies to in-memory clusters: the outcomes per context, the order of the
+// report, and a failing context that does not stop the others.
+func TestRunFake(t *testing.T) {
+	f := kubefake.New([]string{"a", "b", "c"})
+	two := func(o *Options) { o.Contexts = []string{"a", "b"} }
+
+	out, err := runFake(t, f, feature, "", two)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "a: clusterfeature.clusterregistry.k8s.cisco.com/gpu created\nb: clusterfeature.clusterregistry.k8s.cisco.com/gpu created\n"
+	if diff := cmp.Diff(want, out); diff != "" {
+		t.Errorf("first apply (-want +got):\n%s", diff)
+	}
+	for _, name := range []string{"a", "b"} {
+		var cf v1alpha1.ClusterFeature
+		if err := f.Cluster(name).Client.Get(context.Background(), client.ObjectKey{Name: "gpu"}, &cf); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+		if got := f.Cluster(name).Options.Verb; got != "apply" {
+			t.Errorf("%s: client built for verb %q, want apply", name, got)
+		}
+	}
+	if err := f.Cluster("c").Client.Get(context.Background(), client.ObjectKey{Name: "gpu"}, &v1alpha1.ClusterFeature{}); err == nil {
+		t.Errorf("c: applied to a context that was not named")
+	}
+
+	// Without --contexts: the current context.
+	out, err = runFake(t, f, feature, "", func(*Options) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff("a: clusterfeature.clusterregistry.k8s.cisco.com/gpu unchanged\n", out); diff != "" {
+		t.Errorf("second apply (-want +got):\n%s", diff)
+	}
+
+	// --context names the one context.
+	out, err = runFake(t, f, feature, "c", func(*Options) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff("c: clusterfeature.clusterregistry.k8s.cisco.com/gpu created\n", out); diff != "" {
+		t.Errorf("--context (-want +got):\n%s", diff)
+	}
+
+	// A changed object is configured; an unreachable context is reported, the other
+	// still applied.
+	f.Cluster("b").Err = errors.New("connection refused")
+	out, err = runFake(t, f, strings.Replace(feature, "featureName: gpu", "featureName: gpu-2", 1), "", two)
+	if diff := cmp.Diff("a: clusterfeature.clusterregistry.k8s.cisco.com/gpu configured\n", out); diff != "" {
+		t.Errorf("with b unreachable (-want +got):\n%s", diff)
+	}
+	if err == nil || cmdutil.ExitCode(err) != cmdutil.ExitCodeError || !strings.Contains(err.Error(), "applying failed on 1 of 2 contexts: b (b: connection refused)") {
+		t.Errorf("with b unreachable: err = %v (exit %d)", err, cmdutil.ExitCode(err))
+	}
+}
+
+// TestRunFakeInputErrors checks the errors of the files and of the contexts, found before
+// any cluster is contacted.
+func TestRunFakeInputErrors(t *testing.T) {
+	tests := []struct {
+		name        string
+		stdin       string
+		contextFlag string
+		modify      func(*Options)
+		want        string
+	}{
+		{name: "no objects", stdin: "# nothing\n", modify: func(*Options) {}, want: "no objects found in -"},
+		{name: "not YAML", stdin: "kind: [", modify: func(*Options) {}, want: "standard input:"},
+		{name: "unknown context", stdin: feature, modify: func(o *Options) { o.Contexts = []string{"a", "x"} }, want: `--contexts: no context "x" in the kubeconfig`},
+		{name: "unknown --context", stdin: feature, contextFlag: "x", modify: func(*Options) {}, want: `--context "x": no such context in the kubeconfig`},
+		{name: "--context and --contexts", stdin: feature, contextFlag: "a", modify: func(o *Options) { o.Contexts = []string{"b"} }, want: "--context and --contexts cannot be used together"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := kubefake.New([]string{"a", "b"})
+			out, err := runFake(t, f, tt.stdin, tt.contextFlag, tt.modify)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want it to contain %q", err, tt.want)
+			}
+			if cmdutil.ExitCode(err) < 2 {
+				t.Errorf("exit code %d, want > 1", cmdutil.ExitCode(err))
+			}
+			if out != "" {
+				t.Errorf("printed %q", out)
+			}
+		})
+	}
+}
