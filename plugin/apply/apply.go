@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/kubectl/pkg/util/templates"
+
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -51,7 +53,7 @@ const (
 
 		Each object is reported per context, as kubectl apply does:
 
-		  cluster-a: resourcesyncrule.clusterregistry.k8s.cisco.com/my-rule created
+		    cluster-a: resourcesyncrule.clusterregistry.k8s.cisco.com/my-rule created
 
 		(created, configured or unchanged). A context that fails (unreachable, forbidden, an
 		object the API server rejects) is still applied to the other contexts, and the other
@@ -112,8 +114,8 @@ func NewCmdApply(restClientGetter genericclioptions.RESTClientGetter, streams ge
 		Use:                   "apply -f FILE [-f FILE]... [--contexts A,B,...] [--dry-run=server]",
 		DisableFlagsInUseLine: true,
 		Short:                 "Apply objects to the clusters of several contexts (server-side apply)",
-		Long:                  cmdutil.LongDesc(applyLong),
-		Example:               cmdutil.Examples(applyExample),
+		Long:                  templates.LongDesc(applyLong),
+		Example:               templates.Examples(applyExample),
 		Args:                  cmdutil.NoArgs,
 		RunE:                  cmdutil.RunE(o),
 	}

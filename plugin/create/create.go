@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/kubectl/pkg/util/templates"
+
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -62,8 +64,8 @@ func NewCmdCreate(restClientGetter genericclioptions.RESTClientGetter, streams g
 		Use:                   "create (rule|feature) NAME [flags]",
 		DisableFlagsInUseLine: true,
 		Short:                 "Create a ResourceSyncRule or a ClusterFeature from flags",
-		Long:                  cmdutil.LongDesc(createLong),
-		Example:               cmdutil.Examples(createExample),
+		Long:                  templates.LongDesc(createLong),
+		Example:               templates.Examples(createExample),
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
 				return cmdutil.UsageErrorf(cmd, "unknown object type %q: create takes rule or feature", args[0])

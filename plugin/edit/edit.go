@@ -16,6 +16,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/kubectl/pkg/util/templates"
+
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -50,7 +52,7 @@ const (
 		context, in parallel, each context within 30 seconds; where the object is missing it
 		is created. Each context is reported as kubectl apply does:
 
-		  cluster-a: resourcesyncrule.clusterregistry.k8s.cisco.com/my-rule configured
+		    cluster-a: resourcesyncrule.clusterregistry.k8s.cisco.com/my-rule configured
 
 		(created, configured or unchanged). The others are still applied when a context
 		fails; the command then exits with 2 and an error that names each failed context
@@ -145,8 +147,8 @@ func NewCmdEdit(restClientGetter genericclioptions.RESTClientGetter, streams gen
 		Use:                   "edit (rsr|cf) NAME [--contexts A,B,...]",
 		DisableFlagsInUseLine: true,
 		Short:                 "Edit a ResourceSyncRule or ClusterFeature once and apply it to several contexts",
-		Long:                  cmdutil.LongDesc(editLong),
-		Example:               cmdutil.Examples(editExample),
+		Long:                  templates.LongDesc(editLong),
+		Example:               templates.Examples(editExample),
 		Args:                  typeNameArgs,
 		RunE:                  cmdutil.RunE(o),
 	}
@@ -242,7 +244,7 @@ func (o *Options) Run(ctx context.Context) error {
 		_ = os.Remove(path)
 		return fmt.Errorf("writing %s: %w", path, werr)
 	}
-	if err := launchEditor(path, o.IOStreams); err != nil {
+	if err := launchEditor(path); err != nil {
 		return keep(path, err)
 	}
 	edited, err := os.ReadFile(path)

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/kubectl/pkg/util/templates"
+
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -142,8 +144,8 @@ func NewCmdGet(restClientGetter genericclioptions.RESTClientGetter, streams gene
 	cmd := &cobra.Command{
 		Use:     "get RESOURCE [NAME...] [flags]",
 		Short:   "Search resources across the clusters of the group, with a CLUSTER column",
-		Long:    cmdutil.LongDesc(getLong),
-		Example: cmdutil.Examples(getExample),
+		Long:    templates.LongDesc(getLong),
+		Example: templates.Examples(getExample),
 		Args:    resourceArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.Complete(cmd, args); err != nil {

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/kubectl/pkg/util/templates"
+
 	"github.com/spf13/cobra"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -158,8 +160,8 @@ func NewCmdInstall(restClientGetter genericclioptions.RESTClientGetter, streams 
 		Use:                   "install [--cluster-name NAME] [--api-server-endpoint URL] [--monitoring] [--dry-run=client|server] [--wait] [-o yaml|json|name]",
 		DisableFlagsInUseLine: true,
 		Short:                 "Install the registry (CRDs, RBAC, controller) into a cluster",
-		Long:                  cmdutil.LongDesc(installLong),
-		Example:               cmdutil.Examples(installExample),
+		Long:                  templates.LongDesc(installLong),
+		Example:               templates.Examples(installExample),
 		Args:                  cmdutil.NoArgs,
 		RunE:                  cmdutil.RunE(o),
 	}

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/kubectl/pkg/util/templates"
+
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -171,8 +173,8 @@ func NewCmdJoin(restClientGetter genericclioptions.RESTClientGetter, streams gen
 	cmd := &cobra.Command{
 		Use:     "join --context A --peer-context B [flags]",
 		Short:   "Join two clusters: swap their Cluster CRs and reader Secrets",
-		Long:    cmdutil.LongDesc(joinLong),
-		Example: cmdutil.Examples(joinExample),
+		Long:    templates.LongDesc(joinLong),
+		Example: templates.Examples(joinExample),
 		Args:    cmdutil.NoArgs,
 		RunE:    cmdutil.RunE(o),
 	}

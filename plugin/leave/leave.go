@@ -20,6 +20,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/kubectl/pkg/util/templates"
+
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -159,8 +161,8 @@ func NewCmdLeave(restClientGetter genericclioptions.RESTClientGetter, streams ge
 	cmd := &cobra.Command{
 		Use:     "leave [CLUSTER] [--context MEMBER] [--force] [--wait]",
 		Short:   "Remove a cluster from the group (keeps synced objects)",
-		Long:    cmdutil.LongDesc(leaveLong),
-		Example: cmdutil.Examples(leaveExample),
+		Long:    templates.LongDesc(leaveLong),
+		Example: templates.Examples(leaveExample),
 		Args:    cmdutil.UsageErrorArgs(cobra.MaximumNArgs(1)),
 		RunE:    cmdutil.RunE(o),
 	}

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/kubectl/pkg/util/templates"
+
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -141,8 +143,8 @@ func NewCmdStatus(restClientGetter genericclioptions.RESTClientGetter, streams g
 	cmd := &cobra.Command{
 		Use:     "status [--context C | --contexts A,B,...] [-w] [--events] [-o json|yaml]",
 		Short:   "Show the group of clusters and the sync rules as a cluster's controller sees them",
-		Long:    cmdutil.LongDesc(statusLong),
-		Example: cmdutil.Examples(statusExample),
+		Long:    templates.LongDesc(statusLong),
+		Example: templates.Examples(statusExample),
 		Args:    cmdutil.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.Validate(); err != nil {

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"sync"
 
+	"k8s.io/kubectl/pkg/util/templates"
+
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -50,13 +52,11 @@ const (
 		ownership marks, and the differ that decides create, update, delete or conflict. It
 		then compares the result with the objects the cluster has:
 
-		  create     the copy is missing
-		  update     the copy differs (a unified diff of the live object against the desired
-		             one, without the fields the API server sets)
-		  delete     the copy's origin was seen to no longer have the object
-		  conflict   an object the rule may not touch is in the way (made locally, or another
-		             origin's copy)
-		  failed     the controller would fail (a mutation error, a missing namespace)
+		    create     the copy is missing
+		    update     the copy differs (a unified diff of the live object against the desired one, without the fields the API server sets)
+		    delete     the copy's origin was seen to no longer have the object
+		    conflict   an object the rule may not touch is in the way (made locally, or another origin's copy)
+		    failed     the controller would fail (a mutation error, a missing namespace)
 
 		Unchanged objects are counted, and listed with -v.
 
@@ -156,8 +156,8 @@ func NewCmdSyncDiff(restClientGetter genericclioptions.RESTClientGetter, streams
 	cmd := &cobra.Command{
 		Use:     "sync-diff [--contexts A,B,C | --context A] [-f RULE_FILE] [RULE...]",
 		Short:   "Preview what the ResourceSyncRules write on each cluster, or show drift",
-		Long:    cmdutil.LongDesc(syncDiffLong),
-		Example: cmdutil.Examples(syncDiffExample),
+		Long:    templates.LongDesc(syncDiffLong),
+		Example: templates.Examples(syncDiffExample),
 		RunE:    cmdutil.RunE(o),
 	}
 	o.AddFlags(cmd)

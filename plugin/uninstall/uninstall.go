@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/kubectl/pkg/util/templates"
+
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -153,8 +155,8 @@ func NewCmdUninstall(restClientGetter genericclioptions.RESTClientGetter, stream
 		Use:                   "uninstall [--delete-crds] [--dry-run=client] [--wait]",
 		DisableFlagsInUseLine: true,
 		Short:                 "Uninstall the registry from a cluster (keeps the CRDs unless --delete-crds)",
-		Long:                  cmdutil.LongDesc(uninstallLong),
-		Example:               cmdutil.Examples(uninstallExample),
+		Long:                  templates.LongDesc(uninstallLong),
+		Example:               templates.Examples(uninstallExample),
 		Args:                  cmdutil.NoArgs,
 		RunE:                  cmdutil.RunE(o),
 	}
