@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -30,12 +29,6 @@ import (
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
-)
-
-// Values of --dry-run.
-const (
-	DryRunNone   = "none"
-	DryRunServer = "server"
 )
 
 // ContextTimeout bounds the work on one context.
@@ -81,8 +74,8 @@ type Options struct {
 	Filenames []string
 	// Contexts are the kubeconfig contexts to apply to; empty: the current one.
 	Contexts []string
-	// DryRun is DryRunNone or DryRunServer.
-	DryRun string
+	// DryRun is cmdutil.DryRunNone or cmdutil.DryRunServer.
+	DryRun cmdutil.DryRunStrategy
 	// Timeout bounds the work on each context.
 	Timeout time.Duration
 
@@ -99,7 +92,7 @@ type Options struct {
 // NewOptions returns Options with the defaults of the flags.
 func NewOptions(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *Options {
 	return &Options{
-		DryRun:    DryRunNone,
+		DryRun:    cmdutil.DryRunNone,
 		Timeout:   ContextTimeout,
 		Factory:   kube.NewFactory(restClientGetter),
 		IOStreams: streams,
@@ -128,7 +121,7 @@ func (o *Options) AddFlags(cmd *cobra.Command) {
 	fs := cmd.Flags()
 	fs.StringArrayVarP(&o.Filenames, "filename", "f", o.Filenames, `Files holding the objects to apply (YAML or JSON, several documents each); "-" reads standard input.`)
 	fs.StringSliceVar(&o.Contexts, "contexts", o.Contexts, "Kubeconfig contexts to apply to, comma-separated; the current context (or --context) when empty.")
-	fs.StringVar(&o.DryRun, "dry-run", o.DryRun, `Must be "none" or "server". "server" sends every object as a server-side dry run, persisting nothing.`)
+	cmdutil.AddDryRunFlag(cmd, `Must be "none" or "server". "server" sends every object as a server-side dry run, persisting nothing.`)
 }
 
 // Validate checks the flags. It does no I/O.
@@ -151,9 +144,6 @@ func (o *Options) Validate() error {
 	}
 	if err := ValidateContexts(o.Contexts); err != nil {
 		errs = append(errs, err)
-	}
-	if !slices.Contains([]string{DryRunNone, DryRunServer}, o.DryRun) {
-		errs = append(errs, fmt.Errorf(`--dry-run must be "none" or "server", got %q`, o.DryRun))
 	}
 	if o.Timeout <= 0 {
 		errs = append(errs, fmt.Errorf("timeout must be positive, got %s", o.Timeout))
@@ -180,7 +170,9 @@ func ValidateContexts(contexts []string) error {
 // contexts resolved by Run, after Validate.
 func (o *Options) Complete(cmd *cobra.Command, _ []string) error {
 	o.cmd = cmd
-	return nil
+	var err error
+	o.DryRun, err = cmdutil.GetDryRunStrategy(cmd, cmdutil.DryRunNone, cmdutil.DryRunServer)
+	return err
 }
 
 // prepare reads and decodes the files and resolves the contexts. It contacts no API
@@ -250,7 +242,7 @@ func (o *Options) Run(ctx context.Context) error {
 	wg.Wait()
 
 	suffix := ""
-	if o.DryRun == DryRunServer {
+	if o.DryRun == cmdutil.DryRunServer {
 		suffix = " (server dry run)"
 	}
 	var failed []*cmdutil.ContextError
@@ -285,7 +277,7 @@ func (o *Options) applyTo(ctx context.Context, t kube.Target) contextResult {
 		return r
 	}
 	for _, obj := range o.objects {
-		outcome, _, err := Object(ctx, c, obj, o.DryRun == DryRunServer)
+		outcome, _, err := Object(ctx, c, obj, o.DryRun == cmdutil.DryRunServer)
 		if err != nil {
 			r.errs = append(r.errs, Explain(err, obj, t))
 			if !isAPIStatus(err) && !meta.IsNoMatchError(err) {

@@ -27,17 +27,16 @@ func TestValidate(t *testing.T) {
 		{name: "stdin and a file, two contexts, server dry run", modify: func(o *Options) {
 			o.Filenames = []string{"-", "a.yaml"}
 			o.Contexts = []string{"a", "b"}
-			o.DryRun = DryRunServer
+			o.DryRun = cmdutil.DryRunServer
 		}},
 		{name: "no file", modify: func(*Options) {}, want: []string{"no files given"}},
 		{name: "empty file name", modify: func(o *Options) { o.Filenames = []string{""} }, want: []string{"-f: empty file name"}},
 		{name: "stdin twice", modify: func(o *Options) { o.Filenames = []string{"-", "-"} }, want: []string{"standard input can be read only once"}},
 		{name: "empty context", modify: func(o *Options) { o.Filenames = []string{"a"}; o.Contexts = []string{""} }, want: []string{"--contexts: empty context name"}},
 		{name: "context twice", modify: func(o *Options) { o.Filenames = []string{"a"}; o.Contexts = []string{"a", "a"} }, want: []string{`context "a" named twice`}},
-		{name: "client dry run", modify: func(o *Options) { o.Filenames = []string{"a"}; o.DryRun = "client" }, want: []string{`--dry-run must be "none" or "server", got "client"`}},
 		{name: "timeout", modify: func(o *Options) { o.Filenames = []string{"a"}; o.Timeout = 0 }, want: []string{"timeout must be positive"}},
-		{name: "every error at once", modify: func(o *Options) { o.Contexts = []string{""}; o.DryRun = "x" },
-			want: []string{"no files given", "empty context name", "--dry-run must be"}},
+		{name: "every error at once", modify: func(o *Options) { o.Contexts = []string{""}; o.Timeout = -1 },
+			want: []string{"no files given", "empty context name", "timeout must be positive"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -70,11 +69,45 @@ spec:
   featureName: gpu
 `
 
-// newCmd returns a command with the root's --context flag, as Complete sees it.
-func newCmd(contextFlag string) *cobra.Command {
+// newCmd returns a command with the root's --context flag and apply's --dry-run, as
+// Complete sees them.
+func newCmd(contextFlag string, args ...string) *cobra.Command {
 	cmd := &cobra.Command{Use: "apply"}
 	cmd.Flags().String("context", contextFlag, "")
+	cmdutil.AddDryRunFlag(cmd, "")
+	if err := cmd.ParseFlags(args); err != nil {
+		panic(err)
+	}
 	return cmd
+}
+
+// TestCompleteDryRun checks --dry-run as Complete parses it: "client" is not a dry run
+// apply does.
+func TestCompleteDryRun(t *testing.T) {
+	for _, tt := range []struct {
+		arg     string
+		want    cmdutil.DryRunStrategy
+		wantErr string
+	}{
+		{arg: "--dry-run=none", want: cmdutil.DryRunNone},
+		{arg: "--dry-run=server", want: cmdutil.DryRunServer},
+		{arg: "--dry-run=client", wantErr: `--dry-run must be "none" or "server", got "client"`},
+		{arg: "--dry-run=x", wantErr: `--dry-run must be "none" or "server", got "x"`},
+	} {
+		t.Run(tt.arg, func(t *testing.T) {
+			o := NewOptions(nil, genericiooptions.NewTestIOStreamsDiscard())
+			err := o.Complete(newCmd("", tt.arg), nil)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Errorf("err = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || o.DryRun != tt.want {
+				t.Errorf("DryRun = %v, %v; want %v", o.DryRun, err, tt.want)
+			}
+		})
+	}
 }
 
 // run runs Complete, Validate and Run of o against f with stdin, like cmdutil.RunE.

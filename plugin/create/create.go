@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"slices"
 	"strings"
 
 	"k8s.io/kubectl/pkg/util/templates"
@@ -26,13 +25,6 @@ import (
 	"github.com/kubectl-registry/kubectl-registry/plugin/apply"
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube"
-)
-
-// Values of --dry-run.
-const (
-	DryRunNone   = "none"
-	DryRunClient = "client"
-	DryRunServer = "server"
 )
 
 const (
@@ -100,8 +92,8 @@ func nameArg(cmd *cobra.Command, args []string) error {
 type common struct {
 	// Name is the name of the object.
 	Name string
-	// DryRun is DryRunNone, DryRunClient or DryRunServer.
-	DryRun string
+	// DryRun is cmdutil.DryRunNone, cmdutil.DryRunClient or cmdutil.DryRunServer.
+	DryRun cmdutil.DryRunStrategy
 	// PrintFlags selects the output: one line per object by default, or -o.
 	PrintFlags *genericclioptions.PrintFlags
 
@@ -113,7 +105,7 @@ type common struct {
 
 func newCommon(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) common {
 	return common{
-		DryRun:     DryRunNone,
+		DryRun:     cmdutil.DryRunNone,
 		PrintFlags: genericclioptions.NewPrintFlags("created").WithTypeSetter(clientgoscheme.Scheme),
 		Factory:    kube.NewFactory(restClientGetter),
 		IOStreams:  streams,
@@ -121,8 +113,7 @@ func newCommon(restClientGetter genericclioptions.RESTClientGetter, streams gene
 }
 
 func (o *common) addFlags(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&o.DryRun, "dry-run", o.DryRun,
-		`Must be "none", "client" or "server". "client" prints the object and contacts no cluster; "server" sends it as a server-side dry run, persisting nothing.`)
+	cmdutil.AddDryRunFlag(cmd, `Must be "none", "client" or "server". "client" prints the object and contacts no cluster; "server" sends it as a server-side dry run, persisting nothing.`)
 	o.PrintFlags.AddFlags(cmd)
 }
 
@@ -133,7 +124,9 @@ func (o *common) complete(cmd *cobra.Command, args []string) error {
 	if len(args) > 0 {
 		o.Name = args[0]
 	}
-	return nil
+	var err error
+	o.DryRun, err = cmdutil.GetDryRunStrategy(cmd, cmdutil.DryRunNone, cmdutil.DryRunClient, cmdutil.DryRunServer)
+	return err
 }
 
 // validate checks the shared flags. It does no I/O.
@@ -141,9 +134,6 @@ func (o *common) validate() []error {
 	var errs []error
 	if msgs := validation.IsDNS1123Subdomain(o.Name); len(msgs) > 0 {
 		errs = append(errs, fmt.Errorf("invalid NAME %q: %s", o.Name, strings.Join(msgs, "; ")))
-	}
-	if !slices.Contains([]string{DryRunNone, DryRunClient, DryRunServer}, o.DryRun) {
-		errs = append(errs, fmt.Errorf(`--dry-run must be "none", "client" or "server", got %q`, o.DryRun))
 	}
 	if _, err := o.PrintFlags.ToPrinter(); err != nil {
 		errs = append(errs, fmt.Errorf("--output: %w", err))
@@ -153,7 +143,7 @@ func (o *common) validate() []error {
 
 // run prints obj (--dry-run=client) or applies it and prints the outcome.
 func (o *common) run(ctx context.Context, obj *unstructured.Unstructured) error {
-	if o.DryRun == DryRunClient {
+	if o.DryRun == cmdutil.DryRunClient {
 		return o.print(obj, "created (dry run)")
 	}
 	targets, err := o.Factory.Targets(o.cmd, nil)
@@ -167,12 +157,12 @@ func (o *common) run(ctx context.Context, obj *unstructured.Unstructured) error 
 	if err != nil {
 		return err
 	}
-	outcome, live, err := apply.Object(ctx, c, obj, o.DryRun == DryRunServer)
+	outcome, live, err := apply.Object(ctx, c, obj, o.DryRun == cmdutil.DryRunServer)
 	if err != nil {
 		return apply.Explain(err, obj, t)
 	}
 	op := string(outcome)
-	if o.DryRun == DryRunServer {
+	if o.DryRun == cmdutil.DryRunServer {
 		op += " (server dry run)"
 	}
 	if o.namesOnly() {

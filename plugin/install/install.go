@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"time"
 
@@ -37,13 +36,6 @@ import (
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
-)
-
-// Values of --dry-run.
-const (
-	DryRunNone   = "none"
-	DryRunClient = "client"
-	DryRunServer = "server"
 )
 
 const (
@@ -121,8 +113,8 @@ type Options struct {
 	// Render customises the manifests: namespace, cluster name, API server endpoint,
 	// image and replicas.
 	Render manifests.RenderOptions
-	// DryRun is DryRunNone, DryRunClient or DryRunServer.
-	DryRun string
+	// DryRun is cmdutil.DryRunNone, cmdutil.DryRunClient or cmdutil.DryRunServer.
+	DryRun cmdutil.DryRunStrategy
 	// Wait waits until the controller reports the local Cluster Ready.
 	Wait bool
 	// Timeout bounds Wait.
@@ -144,7 +136,7 @@ func NewOptions(restClientGetter genericclioptions.RESTClientGetter, streams gen
 			Image:     manifests.DefaultImage,
 			Replicas:  manifests.DefaultReplicas,
 		},
-		DryRun:     DryRunNone,
+		DryRun:     cmdutil.DryRunNone,
 		Timeout:    DefaultTimeout,
 		PrintFlags: genericclioptions.NewPrintFlags("").WithTypeSetter(clientgoscheme.Scheme),
 		Factory:    kube.NewFactory(restClientGetter),
@@ -185,8 +177,7 @@ func (o *Options) AddFlags(cmd *cobra.Command) {
 		"Replicas of the controller; leader election keeps one active and the others ready to take over.")
 	fs.BoolVar(&r.Monitoring, "monitoring", r.Monitoring,
 		"Also apply the monitoring pack: ServiceMonitor, PrometheusRule (alerts) and Grafana dashboard. Needs the Prometheus Operator's CRDs (monitoring.coreos.com); without them install stops before applying anything.")
-	fs.StringVar(&o.DryRun, "dry-run", o.DryRun,
-		`Must be "none", "client" or "server". "client" prints what would be applied and contacts no cluster; "server" sends every object as a server-side dry run, persisting nothing.`)
+	cmdutil.AddDryRunFlag(cmd, `Must be "none", "client" or "server". "client" prints what would be applied and contacts no cluster; "server" sends every object as a server-side dry run, persisting nothing.`)
 	fs.BoolVar(&o.Wait, "wait", o.Wait,
 		"Wait until the controller reports the local Cluster Ready (progress on stderr).")
 	fs.DurationVar(&o.Timeout, "timeout", o.Timeout,
@@ -197,7 +188,9 @@ func (o *Options) AddFlags(cmd *cobra.Command) {
 // Complete derives the options that follow other flags.
 func (o *Options) Complete(cmd *cobra.Command, _ []string) error {
 	o.cmd = cmd
-	return nil
+	var err error
+	o.DryRun, err = cmdutil.GetDryRunStrategy(cmd, cmdutil.DryRunNone, cmdutil.DryRunClient, cmdutil.DryRunServer)
+	return err
 }
 
 // Validate checks the flags. It does no I/O.
@@ -217,10 +210,7 @@ func (o *Options) Validate() error {
 	if err := r.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if !slices.Contains([]string{DryRunNone, DryRunClient, DryRunServer}, o.DryRun) {
-		errs = append(errs, fmt.Errorf(`--dry-run must be "none", "client" or "server", got %q`, o.DryRun))
-	}
-	if o.Wait && o.DryRun != DryRunNone {
+	if o.Wait && o.DryRun != cmdutil.DryRunNone {
 		errs = append(errs, errors.New("--wait cannot be used with --dry-run: nothing is installed to wait for"))
 	}
 	if o.Timeout <= 0 {
@@ -238,7 +228,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if o.DryRun == DryRunClient {
+	if o.DryRun == cmdutil.DryRunClient {
 		return o.print(objsAsResults(objs, "serverside-applied"), " (dry run)", objs)
 	}
 
@@ -264,7 +254,7 @@ func (o *Options) Run(ctx context.Context) error {
 	}
 
 	crds, others := splitCRDs(objs)
-	if o.DryRun == DryRunServer {
+	if o.DryRun == cmdutil.DryRunServer {
 		results, live, err := applyServerDryRun(ctx, c, objs, o.Render.Namespace, o.ErrOut)
 		if perr := o.print(results, " (server dry run)", live); perr != nil && err == nil {
 			err = perr

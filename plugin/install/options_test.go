@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/kubectl-registry/kubectl-registry/manifests"
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube/kubefake"
 )
 
@@ -28,15 +29,14 @@ func TestValidate(t *testing.T) {
 		{name: "defaults", modify: func(*Options) {}},
 		{name: "named, client dry run, yaml", modify: func(o *Options) {
 			o.Render.ClusterName = "east"
-			o.DryRun = DryRunClient
+			o.DryRun = cmdutil.DryRunClient
 			*o.PrintFlags.OutputFormat = "yaml"
 		}},
 		{name: "replicas", modify: func(o *Options) { o.Render.Replicas = 0 }, want: []string{"--replicas must be at least 1, got 0"}},
 		{name: "namespace", modify: func(o *Options) { o.Render.Namespace = "" }, want: []string{"--namespace must not be empty"}},
 		{name: "image", modify: func(o *Options) { o.Render.Image = "" }, want: []string{"--image must not be empty"}},
 		{name: "cluster name", modify: func(o *Options) { o.Render.ClusterName = "Not_A_Label" }, want: []string{"Not_A_Label"}},
-		{name: "dry run", modify: func(o *Options) { o.DryRun = "bogus" }, want: []string{`--dry-run must be "none", "client" or "server", got "bogus"`}},
-		{name: "wait with dry run", modify: func(o *Options) { o.Wait = true; o.DryRun = DryRunServer }, want: []string{"--wait cannot be used with --dry-run"}},
+		{name: "wait with dry run", modify: func(o *Options) { o.Wait = true; o.DryRun = cmdutil.DryRunServer }, want: []string{"--wait cannot be used with --dry-run"}},
 		{name: "timeout", modify: func(o *Options) { o.Timeout = -1 }, want: []string{"--timeout must be positive"}},
 		{name: "output", modify: func(o *Options) { *o.PrintFlags.OutputFormat = "foo" }, want: []string{`--output: unable to match a printer suitable for the output format "foo"`}},
 	}
@@ -79,8 +79,8 @@ func TestRunDryRunFake(t *testing.T) {
 		dryRun, outcome string
 		unreachable     bool
 	}{
-		{dryRun: DryRunClient, outcome: "serverside-applied (dry run)", unreachable: true},
-		{dryRun: DryRunServer, outcome: "created (server dry run)"},
+		{dryRun: "client", outcome: "serverside-applied (dry run)", unreachable: true},
+		{dryRun: "server", outcome: "created (server dry run)"},
 	} {
 		t.Run(tt.dryRun, func(t *testing.T) {
 			streams, _, out, errOut := genericiooptions.NewTestIOStreams()
@@ -91,9 +91,12 @@ func TestRunDryRunFake(t *testing.T) {
 			o := NewOptions(nil, streams)
 			o.Factory = f
 			o.Render.ClusterName = "east"
-			o.DryRun = tt.dryRun
 			cmd := &cobra.Command{}
 			cmd.Flags().String("context", "", "")
+			cmdutil.AddDryRunFlag(cmd, "")
+			if err := cmd.Flags().Set("dry-run", tt.dryRun); err != nil {
+				t.Fatal(err)
+			}
 			if err := o.Complete(cmd, nil); err != nil {
 				t.Fatal(err)
 			}
@@ -106,7 +109,7 @@ func TestRunDryRunFake(t *testing.T) {
 			if diff := cmp.Diff(strings.ReplaceAll(want.String(), "%s", tt.outcome), out.String()); diff != "" {
 				t.Errorf("stdout (-want +got):\n%s", diff)
 			}
-			if tt.dryRun == DryRunServer {
+			if tt.dryRun == "server" {
 				if !strings.Contains(errOut.String(), "namespace cluster-registry does not exist yet") {
 					t.Errorf("stderr %q does not warn of the missing namespace", errOut)
 				}

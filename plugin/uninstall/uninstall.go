@@ -40,13 +40,6 @@ import (
 	"github.com/kubectl-registry/kubectl-registry/reconciler/buildinfo"
 )
 
-// Values of --dry-run.
-const (
-	DryRunNone   = "none"
-	DryRunClient = "client"
-	DryRunServer = "server"
-)
-
 // Outcomes of deleting one object.
 const (
 	Deleted  = "deleted"
@@ -122,8 +115,8 @@ type Options struct {
 	Namespace string
 	// DeleteCRDs deletes the CRDs, and with them every registry object.
 	DeleteCRDs bool
-	// DryRun is DryRunNone, DryRunClient or DryRunServer.
-	DryRun string
+	// DryRun is cmdutil.DryRunNone, cmdutil.DryRunClient or cmdutil.DryRunServer.
+	DryRun cmdutil.DryRunStrategy
 	// Wait waits until every deleted object is gone.
 	Wait bool
 	// Timeout bounds Wait.
@@ -140,7 +133,7 @@ type Options struct {
 func NewOptions(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *Options {
 	return &Options{
 		Namespace:        v1alpha1.DefaultNamespace,
-		DryRun:           DryRunNone,
+		DryRun:           cmdutil.DryRunNone,
 		Timeout:          DefaultTimeout,
 		restClientGetter: restClientGetter,
 		IOStreams:        streams,
@@ -172,8 +165,7 @@ func (o *Options) AddFlags(cmd *cobra.Command) {
 		"Registry namespace the registry was installed in; deleted with everything in it.")
 	fs.BoolVar(&o.DeleteCRDs, "delete-crds", o.DeleteCRDs,
 		"Also delete the CRDs. This deletes every Cluster, ClusterFeature and ResourceSyncRule of this cluster.")
-	fs.StringVar(&o.DryRun, "dry-run", o.DryRun,
-		`Must be "none", "client" or "server". "client" reports what would be deleted and deletes nothing; "server" sends the deletions as server-side dry runs.`)
+	cmdutil.AddDryRunFlag(cmd, `Must be "none", "client" or "server". "client" reports what would be deleted and deletes nothing; "server" sends the deletions as server-side dry runs.`)
 	fs.BoolVar(&o.Wait, "wait", o.Wait,
 		"Wait until everything deleted is gone (namespaces and CRDs take a while; progress on stderr).")
 	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "How long --wait waits before giving up.")
@@ -182,8 +174,10 @@ func (o *Options) AddFlags(cmd *cobra.Command) {
 }
 
 // Complete derives the options that follow other flags.
-func (o *Options) Complete(_ *cobra.Command, _ []string) error {
-	return nil
+func (o *Options) Complete(cmd *cobra.Command, _ []string) error {
+	var err error
+	o.DryRun, err = cmdutil.GetDryRunStrategy(cmd, cmdutil.DryRunNone, cmdutil.DryRunClient, cmdutil.DryRunServer)
+	return err
 }
 
 // Validate checks the flags. It does no I/O.
@@ -194,10 +188,7 @@ func (o *Options) Validate() error {
 	} else if err := (manifests.RenderOptions{Namespace: o.Namespace}).Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if !slices.Contains([]string{DryRunNone, DryRunClient, DryRunServer}, o.DryRun) {
-		errs = append(errs, fmt.Errorf(`--dry-run must be "none", "client" or "server", got %q`, o.DryRun))
-	}
-	if o.Wait && o.DryRun != DryRunNone {
+	if o.Wait && o.DryRun != cmdutil.DryRunNone {
 		errs = append(errs, errors.New("--wait cannot be used with --dry-run: nothing is deleted to wait for"))
 	}
 	if o.Timeout <= 0 {
@@ -253,7 +244,7 @@ func (o *Options) Run(ctx context.Context) error {
 		return err
 	}
 
-	if o.DryRun == DryRunNone {
+	if o.DryRun == cmdutil.DryRunNone {
 		if err := disarmAggregation(ctx, c, objs); err != nil {
 			return explain(err, t)
 		}
@@ -280,7 +271,7 @@ func (o *Options) Run(ctx context.Context) error {
 
 // deleteOne deletes obj (or, in a client dry run, looks it up) and returns the outcome.
 func (o *Options) deleteOne(ctx context.Context, c client.Client, obj *unstructured.Unstructured) (string, error) {
-	if o.DryRun == DryRunClient {
+	if o.DryRun == cmdutil.DryRunClient {
 		u := &unstructured.Unstructured{}
 		u.SetGroupVersionKind(obj.GroupVersionKind())
 		if err := c.Get(ctx, client.ObjectKeyFromObject(obj), u); err != nil {
@@ -292,7 +283,7 @@ func (o *Options) deleteOne(ctx context.Context, c client.Client, obj *unstructu
 		return Deleted, nil
 	}
 	opts := []client.DeleteOption{client.PropagationPolicy(metav1.DeletePropagationBackground)}
-	if o.DryRun == DryRunServer {
+	if o.DryRun == cmdutil.DryRunServer {
 		opts = append(opts, client.DryRunAll)
 	}
 	err := c.Delete(ctx, obj.DeepCopy(), opts...)
@@ -345,9 +336,9 @@ func terminating(ctx context.Context, c client.Client, obj *unstructured.Unstruc
 func (o *Options) print(obj *unstructured.Unstructured, outcome string) error {
 	suffix := ""
 	switch o.DryRun {
-	case DryRunClient:
+	case cmdutil.DryRunClient:
 		suffix = " (dry run)"
-	case DryRunServer:
+	case cmdutil.DryRunServer:
 		suffix = " (server dry run)"
 	}
 	p := &printers.NamePrinter{Operation: outcome}
