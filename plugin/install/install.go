@@ -232,11 +232,11 @@ func (o *Options) Run(ctx context.Context) error {
 		return o.print(objsAsResults(objs, "serverside-applied"), " (dry run)", objs)
 	}
 
-	c, target, err := o.connect()
+	c, target, err := kube.Connect(o.Factory, o.cmd, kube.ClientOptions{Verb: "install", Timeout: requestTimeout, Warnings: o.ErrOut})
 	if err != nil {
 		return err
 	}
-	uid, err := preflight(ctx, c, target)
+	uid, err := kube.Ping(ctx, c, target, requestTimeout)
 	if err != nil {
 		return err
 	}
@@ -292,74 +292,9 @@ func (o *Options) Run(ctx context.Context) error {
 	return nil
 }
 
-// target describes the cluster the command talks to, for messages.
-type target struct {
-	context string
-	server  string
-}
-
-func (t target) String() string {
-	if t.context == "" {
-		return fmt.Sprintf("the API server at %s", t.server)
-	}
-	return fmt.Sprintf("the API server at %s (context %q)", t.server, t.context)
-}
-
-// connect builds the client of the cluster of the selected kubeconfig context.
-func (o *Options) connect() (client.Client, target, error) {
-	targets, err := o.Factory.Targets(o.cmd, nil)
-	if err != nil {
-		return nil, target{}, err
-	}
-	kt := targets[0]
-	t := target{server: kt.Config.Host, context: kt.Name}
-	if kt.Name == kt.Config.Host {
-		t.context = ""
-	}
-	c, err := o.Factory.Client(kt, kube.ClientOptions{Verb: "install", Timeout: requestTimeout, Warnings: o.ErrOut})
-	if err != nil {
-		return nil, t, err
-	}
-	return c, t, nil
-}
-
-// preflight checks that the API server answers and returns the cluster ID (the UID of
-// kube-system), or "" when the user may not read it.
-func preflight(ctx context.Context, c client.Client, t target) (types.UID, error) {
-	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
-	defer cancel()
-	var ns corev1.Namespace
-	err := c.Get(ctx, client.ObjectKey{Name: metav1NamespaceSystem}, &ns)
-	switch {
-	case err == nil:
-		return ns.UID, nil
-	case isAPIStatus(err):
-		// The server answered: go on, the apply reports what is not allowed.
-		return "", nil
-	default:
-		return "", fmt.Errorf("cannot reach %s: %w", t, err)
-	}
-}
-
-const metav1NamespaceSystem = "kube-system"
-
-func isAPIStatus(err error) bool {
-	var status apierrors.APIStatus
-	return errors.As(err, &status)
-}
-
 // explain adds what the user can do about an error of the API server.
-func explain(err error, t target) error {
-	switch {
-	case err == nil:
-		return nil
-	case apierrors.IsForbidden(err):
-		return fmt.Errorf("%w\ninstalling the registry needs the rights to create CRDs, ClusterRoles and ClusterRoleBindings (cluster-admin) on %s", err, t)
-	case !isAPIStatus(err) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded):
-		return fmt.Errorf("talking to %s: %w", t, err)
-	default:
-		return err
-	}
+func explain(err error, t kube.Target) error {
+	return kube.ExplainAdmin(err, t, "installing the registry needs the rights to create CRDs, ClusterRoles and ClusterRoleBindings")
 }
 
 // splitCRDs returns the CRDs and the other objects, each in their order.
@@ -388,7 +323,7 @@ func waitEstablished(ctx context.Context, c client.Client, crds []*unstructured.
 		err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 			var crd apiextensionsv1.CustomResourceDefinition
 			if err := c.Get(ctx, client.ObjectKey{Name: obj.GetName()}, &crd); err != nil {
-				if isAPIStatus(err) && !apierrors.IsNotFound(err) {
+				if kube.IsAPIStatus(err) && !apierrors.IsNotFound(err) {
 					return false, err
 				}
 				last = err.Error()
@@ -586,7 +521,7 @@ func (o *Options) deploymentStatus(ctx context.Context, c client.Client) (string
 
 // checkMonitoringCRDs reports, before anything is applied, when the cluster does not serve
 // the Prometheus Operator kinds the monitoring pack holds.
-func checkMonitoringCRDs(c client.Client, t target) error {
+func checkMonitoringCRDs(c client.Client, t kube.Target) error {
 	var missing []string
 	for _, kind := range manifests.MonitoringKinds {
 		gk := schema.GroupKind{Group: manifests.MonitoringGroupVersion.Group, Kind: kind}
@@ -610,7 +545,7 @@ func checkMonitoringCRDs(c client.Client, t target) error {
 func checkOtherInstallation(ctx context.Context, c client.Client, namespace string) error {
 	var crb rbacv1.ClusterRoleBinding
 	if err := c.Get(ctx, client.ObjectKey{Name: v1alpha1.ControllerName}, &crb); err != nil {
-		if isAPIStatus(err) {
+		if kube.IsAPIStatus(err) {
 			return nil // not installed, or not readable: the apply reports what matters
 		}
 		return err
