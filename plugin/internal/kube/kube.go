@@ -73,6 +73,9 @@ type ClientOptions struct {
 	// Warnings, when set, receives the API server's warnings, deduplicated, as kubectl
 	// prints them.
 	Warnings io.Writer
+	// Watch makes clients that watch: no request timeout (the caller bounds each open)
+	// and no warnings; Timeout and Warnings are then ignored.
+	Watch bool
 }
 
 // Factory resolves kubeconfig contexts and builds clients, like kubectl's
@@ -207,6 +210,11 @@ func Configure(cfg *rest.Config, o ClientOptions) *rest.Config {
 	cfg = rest.CopyConfig(cfg)
 	if o.Timeout > 0 && (cfg.Timeout == 0 || cfg.Timeout > o.Timeout) {
 		cfg.Timeout = o.Timeout
+	}
+	if o.Watch {
+		cfg.Timeout = 0
+		cfg.WarningHandler = rest.NoWarnings{}
+		o.Warnings = nil
 	}
 	if cfg.QPS == 0 {
 		cfg.QPS, cfg.Burst = QPS, Burst

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -124,5 +125,8 @@ func TestConfigure(t *testing.T) {
 	}
 	if got := Configure(&rest.Config{}, ClientOptions{Timeout: time.Second}); got.Timeout != time.Second {
 		t.Errorf("timeout %s, want 1s", got.Timeout)
+	}
+	if got := Configure(base, ClientOptions{Watch: true, Timeout: time.Second, Warnings: io.Discard}); got.Timeout != 0 || got.WarningHandler != (rest.NoWarnings{}) {
+		t.Errorf("watch client: timeout %s, warnings %T", got.Timeout, got.WarningHandler)
 	}
 }

@@ -1,0 +1,147 @@
+package status
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube/kubefake"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+)
+
+// TestValidate checks the flags without I/O.
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		modify func(*Options)
+		want   string // substring of the error; "": valid
+	}{
+		{name: "defaults", modify: func(*Options) {}},
+		{name: "yaml, two contexts, events", modify: func(o *Options) { o.Output = "yaml"; o.Contexts = []string{"a", "b"}; o.Events = true }},
+		{name: "output", modify: func(o *Options) { o.Output = "wide" }, want: `--output must be one of (json, yaml), got "wide"`},
+		{name: "empty context", modify: func(o *Options) { o.Contexts = []string{"a", ""} }, want: "--contexts: empty context name"},
+		{name: "context twice", modify: func(o *Options) { o.Contexts = []string{"a", "a"} }, want: `--contexts: context "a" named twice`},
+		{name: "timeout", modify: func(o *Options) { o.Timeout = 0 }, want: "timeout must be positive"},
+		{name: "max events", modify: func(o *Options) { o.MaxEvents = 0 }, want: "--max-events must be positive, got 0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := NewOptions(nil, genericiooptions.NewTestIOStreamsDiscard())
+			tt.modify(o)
+			err := o.Validate()
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("Validate() = %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Validate() = %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func statusCmd(contextFlag string) *cobra.Command {
+	cmd := &cobra.Command{Use: "status"}
+	cmd.Flags().String("context", contextFlag, "")
+	return cmd
+}
+
+// TestCompleteFake resolves the contexts read, with the flags a hint names them by.
+func TestCompleteFake(t *testing.T) {
+	type tgt struct{ Name, Flags string }
+	tests := []struct {
+		name        string
+		contextFlag string
+		contexts    []string
+		want        []tgt
+		wantErr     string
+	}{
+		{name: "current", want: []tgt{{"a", "--context a --kubeconfig /k"}}},
+		{name: "--context", contextFlag: "b", want: []tgt{{"b", "--context b --kubeconfig /k"}}},
+		{name: "--contexts", contexts: []string{"b", "a"}, want: []tgt{{"b", "--context b --kubeconfig /k"}, {"a", "--context a --kubeconfig /k"}}},
+		{name: "unknown", contexts: []string{"x"}, wantErr: `--contexts: no context "x" in the kubeconfig`},
+		{name: "both", contextFlag: "a", contexts: []string{"b"}, wantErr: "--context and --contexts cannot be used together"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := kubefake.New([]string{"a", "b"})
+			f.Explicit = "/k"
+			o := NewOptions(nil, genericiooptions.NewTestIOStreamsDiscard())
+			o.Factory = f
+			o.Contexts = tt.contexts
+			err := o.Complete(statusCmd(tt.contextFlag), nil)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []tgt
+			for _, t := range o.targets {
+				got = append(got, tgt{t.Name, t.flags})
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("targets (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestRunFake reads two in-memory clusters side by side; one that cannot be read is
+// reported and makes the command exit with 2.
+func TestRunFake(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	east := &v1alpha1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Name: "east"},
+		Spec:       v1alpha1.ClusterSpec{ClusterID: "uid-east"},
+		Status:     v1alpha1.ClusterStatus{State: v1alpha1.ClusterStateReady, Type: v1alpha1.ClusterTypeLocal},
+	}
+	f := kubefake.New([]string{"a", "b"}, east)
+	f.Cluster("b").Err = errors.New("connection refused")
+
+	streams, _, out, errOut := genericiooptions.NewTestIOStreams()
+	o := NewOptions(nil, streams)
+	o.Factory = f
+	o.Now = func() time.Time { return now }
+	if err := o.Complete(statusCmd(""), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Run(context.Background()); err != nil {
+		t.Fatalf("one context: %v", err)
+	}
+	if !strings.Contains(out.String(), "east") {
+		t.Errorf("the Cluster is not shown:\n%s", out)
+	}
+	if got := f.Cluster("a").Options.Verb; got != "status" {
+		t.Errorf("client built for verb %q", got)
+	}
+
+	out.Reset()
+	o.Contexts = []string{"a", "b"}
+	if err := o.Complete(statusCmd(""), nil); err != nil {
+		t.Fatal(err)
+	}
+	err := o.Run(context.Background())
+	if cmdutil.ExitCode(err) != 2 || !strings.Contains(err.Error(), "could not read 1 of 2 contexts: b") {
+		t.Errorf("err = %v (exit %d)", err, cmdutil.ExitCode(err))
+	}
+	if !strings.Contains(errOut.String(), "connection refused") {
+		t.Errorf("stderr does not say why b failed: %q", errOut)
+	}
+	if !strings.Contains(out.String(), "east") {
+		t.Errorf("a's view is not shown:\n%s", out)
+	}
+}
