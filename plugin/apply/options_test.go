@@ -13,52 +13,29 @@ import (
 
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube/kubefake"
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/plugintest"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 )
 
 // TestValidate checks the flags without I/O.
 func TestValidate(t *testing.T) {
-	tests := []struct {
-		name   string
-		modify func(*Options)
-		want   []string // substrings of the error; none: valid
-	}{
-		{name: "one file", modify: func(o *Options) { o.Filenames = []string{"a.yaml"} }},
-		{name: "stdin and a file, two contexts, server dry run", modify: func(o *Options) {
+	tests := []plugintest.ValidateCase[*Options]{
+		{Name: "one file", Modify: func(o *Options) { o.Filenames = []string{"a.yaml"} }},
+		{Name: "stdin and a file, two contexts, server dry run", Modify: func(o *Options) {
 			o.Filenames = []string{"-", "a.yaml"}
 			o.Contexts = []string{"a", "b"}
 			o.DryRun = cmdutil.DryRunServer
 		}},
-		{name: "no file", modify: func(*Options) {}, want: []string{"no files given"}},
-		{name: "empty file name", modify: func(o *Options) { o.Filenames = []string{""} }, want: []string{"-f: empty file name"}},
-		{name: "stdin twice", modify: func(o *Options) { o.Filenames = []string{"-", "-"} }, want: []string{"standard input can be read only once"}},
-		{name: "empty context", modify: func(o *Options) { o.Filenames = []string{"a"}; o.Contexts = []string{""} }, want: []string{"--contexts: empty context name"}},
-		{name: "context twice", modify: func(o *Options) { o.Filenames = []string{"a"}; o.Contexts = []string{"a", "a"} }, want: []string{`context "a" named twice`}},
-		{name: "timeout", modify: func(o *Options) { o.Filenames = []string{"a"}; o.Timeout = 0 }, want: []string{"timeout must be positive"}},
-		{name: "every error at once", modify: func(o *Options) { o.Contexts = []string{""}; o.Timeout = -1 },
-			want: []string{"no files given", "empty context name", "timeout must be positive"}},
+		{Name: "no file", Modify: func(*Options) {}, Want: []string{"no files given"}},
+		{Name: "empty file name", Modify: func(o *Options) { o.Filenames = []string{""} }, Want: []string{"-f: empty file name"}},
+		{Name: "stdin twice", Modify: func(o *Options) { o.Filenames = []string{"-", "-"} }, Want: []string{"standard input can be read only once"}},
+		{Name: "empty context", Modify: func(o *Options) { o.Filenames = []string{"a"}; o.Contexts = []string{""} }, Want: []string{"--contexts: empty context name"}},
+		{Name: "context twice", Modify: func(o *Options) { o.Filenames = []string{"a"}; o.Contexts = []string{"a", "a"} }, Want: []string{`context "a" named twice`}},
+		{Name: "timeout", Modify: func(o *Options) { o.Filenames = []string{"a"}; o.Timeout = 0 }, Want: []string{"timeout must be positive"}},
+		{Name: "every error at once", Modify: func(o *Options) { o.Contexts = []string{""}; o.Timeout = -1 },
+			Want: []string{"no files given", "empty context name", "timeout must be positive"}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			o := NewOptions(nil, genericiooptions.NewTestIOStreamsDiscard())
-			tt.modify(o)
-			err := o.Validate()
-			if len(tt.want) == 0 {
-				if err != nil {
-					t.Fatalf("Validate() = %v, want nil", err)
-				}
-				return
-			}
-			if err == nil {
-				t.Fatalf("Validate() = nil, want %q", tt.want)
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("Validate() = %q, want it to contain %q", err, w)
-				}
-			}
-		})
-	}
+	plugintest.RunValidate(t, func() *Options { return NewOptions(nil, genericiooptions.NewTestIOStreamsDiscard()) }, tests)
 }
 
 const feature = `apiVersion: clusterregistry.k8s.cisco.com/v1alpha1
@@ -190,22 +167,22 @@ func TestRunFake(t *testing.T) {
 // any cluster is contacted.
 func TestRunFakeInputErrors(t *testing.T) {
 	tests := []struct {
-		name        string
+		Name        string
 		stdin       string
 		contextFlag string
-		modify      func(*Options)
+		Modify      func(*Options)
 		want        string
 	}{
-		{name: "no objects", stdin: "# nothing\n", modify: func(*Options) {}, want: "no objects found in -"},
-		{name: "not YAML", stdin: "kind: [", modify: func(*Options) {}, want: "standard input:"},
-		{name: "unknown context", stdin: feature, modify: func(o *Options) { o.Contexts = []string{"a", "x"} }, want: `--contexts: no context "x" in the kubeconfig`},
-		{name: "unknown --context", stdin: feature, contextFlag: "x", modify: func(*Options) {}, want: `--context "x": no such context in the kubeconfig`},
-		{name: "--context and --contexts", stdin: feature, contextFlag: "a", modify: func(o *Options) { o.Contexts = []string{"b"} }, want: "--context and --contexts cannot be used together"},
+		{Name: "no objects", stdin: "# nothing\n", Modify: func(*Options) {}, want: "no objects found in -"},
+		{Name: "not YAML", stdin: "kind: [", Modify: func(*Options) {}, want: "standard input:"},
+		{Name: "unknown context", stdin: feature, Modify: func(o *Options) { o.Contexts = []string{"a", "x"} }, want: `--contexts: no context "x" in the kubeconfig`},
+		{Name: "unknown --context", stdin: feature, contextFlag: "x", Modify: func(*Options) {}, want: `--context "x": no such context in the kubeconfig`},
+		{Name: "--context and --contexts", stdin: feature, contextFlag: "a", Modify: func(o *Options) { o.Contexts = []string{"b"} }, want: "--context and --contexts cannot be used together"},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
+		t.Run(tt.Name, func(t *testing.T) {
 			f := kubefake.New([]string{"a", "b"})
-			out, err := runFake(t, f, tt.stdin, tt.contextFlag, tt.modify)
+			out, err := runFake(t, f, tt.stdin, tt.contextFlag, tt.Modify)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v, want it to contain %q", err, tt.want)
 			}

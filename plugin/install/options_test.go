@@ -17,50 +17,27 @@ import (
 	"github.com/kubectl-registry/kubectl-registry/manifests"
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube/kubefake"
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/plugintest"
 )
 
 // TestValidate checks the flags without I/O.
 func TestValidate(t *testing.T) {
-	tests := []struct {
-		name   string
-		modify func(*Options)
-		want   []string // substrings of the error; none: valid
-	}{
-		{name: "defaults", modify: func(*Options) {}},
-		{name: "named, client dry run, yaml", modify: func(o *Options) {
+	tests := []plugintest.ValidateCase[*Options]{
+		{Name: "defaults", Modify: func(*Options) {}},
+		{Name: "named, client dry run, yaml", Modify: func(o *Options) {
 			o.Render.ClusterName = "east"
 			o.DryRun = cmdutil.DryRunClient
 			*o.PrintFlags.OutputFormat = "yaml"
 		}},
-		{name: "replicas", modify: func(o *Options) { o.Render.Replicas = 0 }, want: []string{"--replicas must be at least 1, got 0"}},
-		{name: "namespace", modify: func(o *Options) { o.Render.Namespace = "" }, want: []string{"--namespace must not be empty"}},
-		{name: "image", modify: func(o *Options) { o.Render.Image = "" }, want: []string{"--image must not be empty"}},
-		{name: "cluster name", modify: func(o *Options) { o.Render.ClusterName = "Not_A_Label" }, want: []string{"Not_A_Label"}},
-		{name: "wait with dry run", modify: func(o *Options) { o.Wait = true; o.DryRun = cmdutil.DryRunServer }, want: []string{"--wait cannot be used with --dry-run"}},
-		{name: "timeout", modify: func(o *Options) { o.Timeout = -1 }, want: []string{"--timeout must be positive"}},
-		{name: "output", modify: func(o *Options) { *o.PrintFlags.OutputFormat = "foo" }, want: []string{`--output: unable to match a printer suitable for the output format "foo"`}},
+		{Name: "replicas", Modify: func(o *Options) { o.Render.Replicas = 0 }, Want: []string{"--replicas must be at least 1, got 0"}},
+		{Name: "namespace", Modify: func(o *Options) { o.Render.Namespace = "" }, Want: []string{"--namespace must not be empty"}},
+		{Name: "image", Modify: func(o *Options) { o.Render.Image = "" }, Want: []string{"--image must not be empty"}},
+		{Name: "cluster name", Modify: func(o *Options) { o.Render.ClusterName = "Not_A_Label" }, Want: []string{"Not_A_Label"}},
+		{Name: "wait with dry run", Modify: func(o *Options) { o.Wait = true; o.DryRun = cmdutil.DryRunServer }, Want: []string{"--wait cannot be used with --dry-run"}},
+		{Name: "timeout", Modify: func(o *Options) { o.Timeout = -1 }, Want: []string{"--timeout must be positive"}},
+		{Name: "output", Modify: func(o *Options) { *o.PrintFlags.OutputFormat = "foo" }, Want: []string{`--output: unable to match a printer suitable for the output format "foo"`}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			o := NewOptions(nil, genericiooptions.NewTestIOStreamsDiscard())
-			tt.modify(o)
-			err := o.Validate()
-			if len(tt.want) == 0 {
-				if err != nil {
-					t.Fatalf("Validate() = %v, want nil", err)
-				}
-				return
-			}
-			if err == nil {
-				t.Fatalf("Validate() = nil, want %q", tt.want)
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("Validate() = %q, want it to contain %q", err, w)
-				}
-			}
-		})
-	}
+	plugintest.RunValidate(t, func() *Options { return NewOptions(nil, genericiooptions.NewTestIOStreamsDiscard()) }, tests)
 }
 
 // TestRunDryRunFake runs install's dry runs against an in-memory cluster: the client dry

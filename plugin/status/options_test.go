@@ -14,40 +14,21 @@ import (
 
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube/kubefake"
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/plugintest"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 )
 
 // TestValidate checks the flags without I/O.
 func TestValidate(t *testing.T) {
-	tests := []struct {
-		name   string
-		modify func(*Options)
-		want   string // substring of the error; "": valid
-	}{
-		{name: "defaults", modify: func(*Options) {}},
-		{name: "yaml, two contexts, events", modify: func(o *Options) { o.Output = "yaml"; o.Contexts = []string{"a", "b"}; o.Events = true }},
-		{name: "output", modify: func(o *Options) { o.Output = "wide" }, want: `--output must be one of (json, yaml), got "wide"`},
-		{name: "empty context", modify: func(o *Options) { o.Contexts = []string{"a", ""} }, want: "--contexts: empty context name"},
-		{name: "context twice", modify: func(o *Options) { o.Contexts = []string{"a", "a"} }, want: `--contexts: context "a" named twice`},
-		{name: "timeout", modify: func(o *Options) { o.Timeout = 0 }, want: "timeout must be positive"},
-		{name: "max events", modify: func(o *Options) { o.MaxEvents = 0 }, want: "--max-events must be positive, got 0"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			o := NewOptions(nil, genericiooptions.NewTestIOStreamsDiscard())
-			tt.modify(o)
-			err := o.Validate()
-			if tt.want == "" {
-				if err != nil {
-					t.Fatalf("Validate() = %v", err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("Validate() = %v, want %q", err, tt.want)
-			}
-		})
-	}
+	plugintest.RunValidate(t, func() *Options { return NewOptions(nil, genericiooptions.NewTestIOStreamsDiscard()) }, []plugintest.ValidateCase[*Options]{
+		{Name: "defaults", Modify: func(*Options) {}},
+		{Name: "yaml, two contexts, events", Modify: func(o *Options) { o.Output = "yaml"; o.Contexts = []string{"a", "b"}; o.Events = true }},
+		{Name: "output", Modify: func(o *Options) { o.Output = "wide" }, Want: []string{`--output must be one of (json, yaml), got "wide"`}},
+		{Name: "empty context", Modify: func(o *Options) { o.Contexts = []string{"a", ""} }, Want: []string{"--contexts: empty context name"}},
+		{Name: "context twice", Modify: func(o *Options) { o.Contexts = []string{"a", "a"} }, Want: []string{`--contexts: context "a" named twice`}},
+		{Name: "timeout", Modify: func(o *Options) { o.Timeout = 0 }, Want: []string{"timeout must be positive"}},
+		{Name: "max events", Modify: func(o *Options) { o.MaxEvents = 0 }, Want: []string{"--max-events must be positive, got 0"}},
+	})
 }
 
 func statusCmd(contextFlag string) *cobra.Command {

@@ -2,7 +2,6 @@ package uninstall
 
 import (
 	"context"
-	"strings"
 	"testing"
 
 	"github.com/spf13/cobra"
@@ -14,45 +13,22 @@ import (
 
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube/kubefake"
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/plugintest"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 )
 
 // TestValidate checks the flags without I/O.
 func TestValidate(t *testing.T) {
-	tests := []struct {
-		name   string
-		modify func(*Options)
-		want   []string // substrings of the error; none: valid
-	}{
-		{name: "defaults", modify: func(*Options) {}},
-		{name: "client dry run, names", modify: func(o *Options) { o.DryRun = cmdutil.DryRunClient; o.Output = "name" }},
-		{name: "namespace empty", modify: func(o *Options) { o.Namespace = "" }, want: []string{"--namespace must not be empty"}},
-		{name: "namespace invalid", modify: func(o *Options) { o.Namespace = "Not_Valid" }, want: []string{"Not_Valid"}},
-		{name: "wait with dry run", modify: func(o *Options) { o.Wait = true; o.DryRun = cmdutil.DryRunServer }, want: []string{"--wait cannot be used with --dry-run"}},
-		{name: "timeout", modify: func(o *Options) { o.Timeout = 0 }, want: []string{"--timeout must be positive"}},
-		{name: "output", modify: func(o *Options) { o.Output = "yaml" }, want: []string{`--output must be "name", got "yaml"`}},
+	tests := []plugintest.ValidateCase[*Options]{
+		{Name: "defaults", Modify: func(*Options) {}},
+		{Name: "client dry run, names", Modify: func(o *Options) { o.DryRun = cmdutil.DryRunClient; o.Output = "name" }},
+		{Name: "namespace empty", Modify: func(o *Options) { o.Namespace = "" }, Want: []string{"--namespace must not be empty"}},
+		{Name: "namespace invalid", Modify: func(o *Options) { o.Namespace = "Not_Valid" }, Want: []string{"Not_Valid"}},
+		{Name: "wait with dry run", Modify: func(o *Options) { o.Wait = true; o.DryRun = cmdutil.DryRunServer }, Want: []string{"--wait cannot be used with --dry-run"}},
+		{Name: "timeout", Modify: func(o *Options) { o.Timeout = 0 }, Want: []string{"--timeout must be positive"}},
+		{Name: "output", Modify: func(o *Options) { o.Output = "yaml" }, Want: []string{`--output must be "name", got "yaml"`}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			o := NewOptions(nil, genericiooptions.NewTestIOStreamsDiscard())
-			tt.modify(o)
-			err := o.Validate()
-			if len(tt.want) == 0 {
-				if err != nil {
-					t.Fatalf("Validate() = %v, want nil", err)
-				}
-				return
-			}
-			if err == nil {
-				t.Fatalf("Validate() = nil, want %q", tt.want)
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("Validate() = %q, want it to contain %q", err, w)
-				}
-			}
-		})
-	}
+	plugintest.RunValidate(t, func() *Options { return NewOptions(nil, genericiooptions.NewTestIOStreamsDiscard()) }, tests)
 }
 
 // TestRunFake uninstalls from an in-memory cluster holding the namespace and the
