@@ -15,7 +15,7 @@ func newOptions() *Options { return NewOptions(nil, genericiooptions.NewTestIOSt
 // TestComplete takes TYPE and NAME as two arguments or as TYPE/NAME.
 func TestComplete(t *testing.T) {
 	for _, tt := range []struct {
-		args       []string
+		args               []string
 		wantType, wantName string
 	}{
 		{[]string{"rsr", "my-rule"}, "rsr", "my-rule"},
