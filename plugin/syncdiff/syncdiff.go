@@ -450,7 +450,7 @@ func (o *Options) Run(ctx context.Context) error {
 			return err
 		}
 	case o.externalEnv != "":
-		if err := externalDiff(ctx, o.externalEnv, allItems, o.ShowSecrets, o.Out, o.ErrOut); err != nil {
+		if err := externalDiff(allItems, o.ShowSecrets, o.Out, o.ErrOut); err != nil {
 			errorf("%v", err)
 		}
 	}
