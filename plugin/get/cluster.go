@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"path"
 	"strconv"
 	"sync"
@@ -20,10 +21,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
-	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
-
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 )
 
@@ -134,25 +133,21 @@ func parallel(n int, f func(i int)) {
 }
 
 func (o *Options) connect(t target) (*clusterConn, error) {
-	cfg, err := clientcmd.NewNonInteractiveClientConfig(*t.config, t.context, cmdutil.ContextOverrides(o.restClientGetter, t.context), nil).ClientConfig()
+	kt, err := o.Factory.Target(t.context)
 	if err != nil {
 		return nil, err
 	}
-	cfg = rest.CopyConfig(cfg)
-	if cfg.Timeout == 0 || cfg.Timeout > o.ClusterTimeout {
-		cfg.Timeout = o.ClusterTimeout // --cluster-timeout bounds each cluster
-	}
-	cfg.QPS, cfg.Burst = 50, 100
-	cfg.WarningHandler = rest.NoWarnings{}
-	kube, err := kubernetes.NewForConfig(cfg)
+	// --cluster-timeout bounds each cluster; warnings would repeat for every cluster.
+	opts := kube.ClientOptions{Verb: "get", Timeout: o.ClusterTimeout, Warnings: io.Discard}
+	kc, err := o.Factory.Kubernetes(kt, opts)
 	if err != nil {
 		return nil, err
 	}
-	dyn, err := dynamic.NewForConfig(cfg)
+	dyn, err := o.Factory.Dynamic(kt, opts)
 	if err != nil {
 		return nil, err
 	}
-	return &clusterConn{config: cfg, kube: kube, dynamic: dyn}, nil
+	return &clusterConn{config: kube.Configure(kt.Config, opts), kube: kc, dynamic: dyn}, nil
 }
 
 // identify names the cluster of r's context after its local registry Cluster CR.
