@@ -23,19 +23,16 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/planner"
 )
@@ -133,21 +130,19 @@ type Options struct {
 	contextFlag string
 	diffed      []string
 	others      []string
-	configs     map[string]*rest.Config
+	targets     map[string]kube.Target
 	preview     []*v1alpha1.ResourceSyncRule
 	externalEnv string
 
-	restClientGetter genericclioptions.RESTClientGetter
-	scheme           *runtime.Scheme
+	// Factory reads the kubeconfig and builds the clients.
+	Factory kube.Factory
+	scheme  *runtime.Scheme
 	genericiooptions.IOStreams
 }
 
 // NewOptions returns Options with the defaults of the flags.
 func NewOptions(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *Options {
-	scheme := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-	utilruntime.Must(v1alpha1.AddToScheme(scheme))
-	return &Options{Namespace: v1alpha1.DefaultNamespace, restClientGetter: restClientGetter, scheme: scheme, IOStreams: streams}
+	return &Options{Namespace: v1alpha1.DefaultNamespace, Factory: kube.NewFactory(restClientGetter), scheme: kube.NewScheme(), IOStreams: streams}
 }
 
 // NewCmdSyncDiff returns the "sync-diff" command.
@@ -201,9 +196,9 @@ func (o *Options) Complete(cmd *cobra.Command, args []string) error {
 	if len(o.Contexts) > 0 && o.contextFlag != "" {
 		return nil // Validate reports it
 	}
-	raw, err := o.restClientGetter.ToRawKubeConfigLoader().RawConfig()
+	raw, err := o.Factory.RawConfig()
 	if err != nil {
-		return fmt.Errorf("loading the kubeconfig: %w", err)
+		return err
 	}
 	if len(o.Contexts) > 0 {
 		o.diffed = o.Contexts
@@ -223,19 +218,19 @@ func (o *Options) Complete(cmd *cobra.Command, args []string) error {
 		}
 		sort.Strings(o.others)
 	}
-	o.configs = map[string]*rest.Config{}
+	o.targets = map[string]kube.Target{}
 	for _, n := range append(append([]string(nil), o.diffed...), o.others...) {
 		if _, ok := raw.Contexts[n]; !ok {
 			return cmdutil.UsageErrorf(cmd, "context %q: no such context in the kubeconfig", n)
 		}
-		cfg, err := clientcmd.NewNonInteractiveClientConfig(raw, n, cmdutil.ContextOverrides(o.restClientGetter, n), nil).ClientConfig()
+		t, err := o.Factory.Target(n)
 		if err != nil {
 			if slices.Contains(o.diffed, n) {
 				return fmt.Errorf("context %s: %w", n, err)
 			}
 			continue // another context, maybe of no cluster of the group
 		}
-		o.configs[n] = cfg
+		o.targets[n] = t
 	}
 	return nil
 }
@@ -330,12 +325,19 @@ func (o *Options) Run(ctx context.Context) error {
 	views := make([]*view, len(all))
 	var wg sync.WaitGroup
 	for i, n := range all {
-		cfg := o.configs[n]
-		if cfg == nil {
+		t, ok := o.targets[n]
+		if !ok {
 			views[i] = &view{Context: n, Err: fmt.Errorf("context %s has no usable configuration", n)}
 			continue
 		}
-		wg.Go(func() { views[i] = connect(ctx, n, cfg, o.scheme) })
+		wg.Go(func() {
+			cl, err := o.client(t)
+			if err != nil {
+				views[i] = &view{Context: n, Err: fmt.Errorf("context %s: %w", n, err)}
+				return
+			}
+			views[i] = connect(ctx, n, cl)
+		})
 	}
 	wg.Wait()
 
@@ -463,6 +465,16 @@ func (o *Options) Run(ctx context.Context) error {
 	return nil
 }
 
+// client returns the client of t: each request within requestTimeout, or within
+// --request-timeout when that is given.
+func (o *Options) client(t kube.Target) (client.Client, error) {
+	timeout := requestTimeout
+	if t.Config.Timeout != 0 {
+		timeout = t.Config.Timeout
+	}
+	return o.Factory.Client(t, kube.ClientOptions{Verb: "sync-diff", Timeout: timeout, Warnings: o.ErrOut})
+}
+
 // dryRunPreview submits the previewed rules to every diffed cluster as a server-side
 // dry-run apply, so that what the API server would reject is reported.
 func (o *Options) dryRunPreview(ctx context.Context, diffed []*view) error {
@@ -471,7 +483,7 @@ func (o *Options) dryRunPreview(ctx context.Context, diffed []*view) error {
 	}
 	var errs []error
 	for _, v := range diffed {
-		cl, err := client.New(o.configs[v.Context], client.Options{Scheme: o.scheme})
+		cl, err := o.client(o.targets[v.Context])
 		if err != nil {
 			return err
 		}
