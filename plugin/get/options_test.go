@@ -9,6 +9,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube/kubefake"
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/plugintest"
 )
 
 func getCmd(args ...string) *cobra.Command {
@@ -53,14 +54,8 @@ func TestComplete(t *testing.T) {
 				o.SortBy = ".metadata.name["
 			}
 			err := o.Complete(getCmd(tt.flags...), tt.args)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err = %v, want %q", err, tt.wantErr)
-				}
+			if !plugintest.WantErr(t, err, tt.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if diff := cmp.Diff(tt.wantResources, o.resources); diff != "" {
 				t.Errorf("resources (-want +got):\n%s", diff)

@@ -61,14 +61,8 @@ func TestCompleteFake(t *testing.T) {
 			o.Factory = f
 			o.Contexts = tt.contexts
 			err := o.Complete(statusCmd(tt.contextFlag), nil)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err = %v, want %q", err, tt.wantErr)
-				}
+			if !plugintest.WantErr(t, err, tt.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			var got []tgt
 			for _, t := range o.targets {

@@ -50,14 +50,8 @@ func TestComplete(t *testing.T) {
 			o.Factory = kubefake.New([]string{"a", "b", "c"})
 			o.Contexts, o.Filenames = tt.contexts, tt.files
 			err := o.Complete(syncDiffCmd(tt.contextFlag), nil)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err = %v, want %q", err, tt.wantErr)
-				}
+			if !plugintest.WantErr(t, err, tt.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			var preview []string
 			for _, r := range o.preview {

@@ -13,6 +13,8 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/rest"
+
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/plugintest"
 )
 
 const kubeconfig = `apiVersion: v1
@@ -76,14 +78,8 @@ func TestTargets(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			cmd, f := newRoot(t, append([]string{"--kubeconfig", path}, tt.args...)...)
 			got, err := f.Targets(cmd, tt.contexts)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err = %v, want %q", err, tt.wantErr)
-				}
+			if !plugintest.WantErr(t, err, tt.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			var gotT []target
 			for _, g := range got {

@@ -41,3 +41,20 @@ func RunValidate[O Validator](t *testing.T, newOptions func() O, cases []Validat
 		})
 	}
 }
+
+// WantErr checks err against want, a substring of the error, or no error when want is
+// empty; it stops the test when they differ. It reports whether the case goes on: false
+// when an error was wanted (and got), so that the case returns.
+func WantErr(t testing.TB, err error, want string) bool {
+	t.Helper()
+	if want != "" {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("err = %v, want %q", err, want)
+		}
+		return false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return true
+}
