@@ -9,6 +9,7 @@ package completion
 
 import (
 	"context"
+	"io"
 	"slices"
 	"strings"
 	"time"
@@ -20,10 +21,9 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 )
 
@@ -144,26 +144,23 @@ func List(one cobra.CompletionFunc) cobra.CompletionFunc {
 // the command's --contexts when set, else the one of the root's flags (--context, or
 // the current context), with Timeout and without warnings on stderr.
 func restConfig(cmd *cobra.Command, getter genericclioptions.RESTClientGetter) (*rest.Config, error) {
-	var cfg *rest.Config
+	f := kube.NewFactory(getter)
+	var t kube.Target
 	var err error
-	if f := cmd.Flags().Lookup("contexts"); f != nil && f.Changed {
-		contexts, _ := cmd.Flags().GetStringSlice("contexts")
-		if len(contexts) > 0 && contexts[0] != "" {
-			rules := clientcmd.NewDefaultClientConfigLoadingRules()
-			rules.ExplicitPath = getter.ToRawKubeConfigLoader().ConfigAccess().GetExplicitFile()
-			cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, cmdutil.ContextOverrides(getter, contexts[0])).ClientConfig()
+	contexts, _ := cmd.Flags().GetStringSlice("contexts")
+	if fl := cmd.Flags().Lookup("contexts"); fl != nil && fl.Changed && len(contexts) > 0 && contexts[0] != "" {
+		t, err = f.Target(contexts[0])
+	} else {
+		var targets []kube.Target
+		if targets, err = f.Targets(cmd, nil); err == nil {
+			t = targets[0]
 		}
-	}
-	if cfg == nil && err == nil {
-		cfg, err = getter.ToRESTConfig()
 	}
 	if err != nil {
 		return nil, err
 	}
-	cfg = rest.CopyConfig(cfg)
+	cfg := kube.Configure(t.Config, kube.ClientOptions{Verb: "completion", Timeout: Timeout, Warnings: io.Discard})
 	cfg.Timeout = Timeout
-	cfg.WarningHandler = rest.NoWarnings{}
-	cfg.QPS, cfg.Burst = 50, 100
 	return cfg, nil
 }
 
