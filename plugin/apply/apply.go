@@ -23,6 +23,8 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
+	"k8s.io/cli-runtime/pkg/resource"
+	kcmdutil "k8s.io/kubectl/pkg/cmd/util"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-registry/kubectl-registry/manifests"
@@ -39,7 +41,8 @@ const (
 		Apply objects to the clusters of several kubeconfig contexts at once.
 
 		Every object of the files given with -f (multi-document YAML or JSON; "-" reads
-		standard input) is applied with server-side apply (field manager "kubectl-registry",
+		standard input; a directory or URL as for kubectl, with -R for subdirectories), or of
+		the kustomization of -k, is applied with server-side apply (field manager "kubectl-registry",
 		taking over conflicting fields) to the cluster of every context of --contexts, in
 		parallel, each context within 30 seconds. Without --contexts the current context (or
 		the one of --context) is used.
@@ -70,8 +73,9 @@ const (
 
 // Options holds the flags and the state of "kubectl registry apply".
 type Options struct {
-	// Filenames are the files to apply ("-" is standard input).
-	Filenames []string
+	// FilenameOptions are kubectl's -f, -R and -k: files, directories or URLs to
+	// apply ("-" is standard input), or a kustomization.
+	resource.FilenameOptions
 	// Contexts are the kubeconfig contexts to apply to; empty: the current one.
 	Contexts []string
 	// DryRun is cmdutil.DryRunNone or cmdutil.DryRunServer.
@@ -104,7 +108,7 @@ func NewOptions(restClientGetter genericclioptions.RESTClientGetter, streams gen
 func NewCmdApply(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *cobra.Command {
 	o := NewOptions(restClientGetter, streams)
 	cmd := &cobra.Command{
-		Use:                   "apply -f FILE [-f FILE]... [--contexts A,B,...] [--dry-run=server]",
+		Use:                   "apply (-f FILENAME [-R] | -k DIR)... [--contexts A,B,...] [--dry-run=server]",
 		DisableFlagsInUseLine: true,
 		Short:                 "Apply objects to the clusters of several contexts (server-side apply)",
 		Long:                  templates.LongDesc(applyLong),
@@ -119,7 +123,7 @@ func NewCmdApply(restClientGetter genericclioptions.RESTClientGetter, streams ge
 // AddFlags adds the flags of apply to cmd.
 func (o *Options) AddFlags(cmd *cobra.Command) {
 	fs := cmd.Flags()
-	fs.StringArrayVarP(&o.Filenames, "filename", "f", o.Filenames, `Files holding the objects to apply (YAML or JSON, several documents each); "-" reads standard input.`)
+	kcmdutil.AddFilenameOptionFlags(cmd, &o.FilenameOptions, `to apply (YAML or JSON, several documents each); "-" reads standard input.`)
 	fs.StringSliceVar(&o.Contexts, "contexts", o.Contexts, "Kubeconfig contexts to apply to, comma-separated; the current context (or --context) when empty.")
 	cmdutil.AddDryRunFlag(cmd, `Must be "none" or "server". "server" sends every object as a server-side dry run, persisting nothing.`)
 }
@@ -127,8 +131,13 @@ func (o *Options) AddFlags(cmd *cobra.Command) {
 // Validate checks the flags. It does no I/O.
 func (o *Options) Validate() error {
 	var errs []error
-	if len(o.Filenames) == 0 {
-		errs = append(errs, errors.New("no files given: pass -f FILE (\"-f -\" reads standard input)"))
+	switch {
+	case len(o.Filenames) == 0 && o.Kustomize == "":
+		errs = append(errs, errors.New("no files given: pass -f FILE (\"-f -\" reads standard input) or -k DIR"))
+	case len(o.Filenames) > 0 && o.Kustomize != "":
+		errs = append(errs, errors.New("only one of -f or -k can be given"))
+	case o.Kustomize != "" && o.Recursive:
+		errs = append(errs, errors.New("-R goes with -f, not with -k"))
 	}
 	stdin := 0
 	for _, f := range o.Filenames {
@@ -183,7 +192,7 @@ func (o *Options) prepare() error {
 		return err
 	}
 	if len(objs) == 0 {
-		return cmdutil.UsageErrorf(o.cmd, "no objects found in %s", strings.Join(o.Filenames, ", "))
+		return cmdutil.UsageErrorf(o.cmd, "no objects found in %s", strings.Join(append(o.Filenames, o.Kustomize), ", "))
 	}
 	o.objects = objs
 	targets, err := o.Factory.Targets(o.cmd, o.Contexts)
@@ -194,21 +203,45 @@ func (o *Options) prepare() error {
 	return nil
 }
 
-// readFiles decodes every file in order.
+// readFiles decodes every file of -f in order: standard input and plain files here, so
+// that an error names the document, directories (with -R, recursively) and URLs with
+// cli-runtime's resource builder, as kubectl does; or the kustomization of -k.
 func (o *Options) readFiles() ([]*unstructured.Unstructured, error) {
+	if o.Kustomize != "" {
+		return build(resource.FilenameOptions{Kustomize: o.Kustomize}, o.Kustomize)
+	}
 	var objs []*unstructured.Unstructured
 	for _, name := range o.Filenames {
 		var data []byte
 		var err error
 		what := name
-		if name == "-" {
+		switch {
+		case name == "-":
 			what = "standard input"
 			if o.In == nil {
 				return nil, errors.New("-f -: no standard input")
 			}
 			data, err = io.ReadAll(o.In)
-		} else {
-			data, err = os.ReadFile(name)
+		case strings.HasPrefix(name, "http://") || strings.HasPrefix(name, "https://"):
+			decoded, err := build(resource.FilenameOptions{Filenames: []string{name}}, name)
+			if err != nil {
+				return nil, err
+			}
+			objs = append(objs, decoded...)
+			continue
+		default:
+			var fi os.FileInfo
+			if fi, err = os.Stat(name); err == nil && fi.IsDir() {
+				decoded, err := build(resource.FilenameOptions{Filenames: []string{name}, Recursive: o.Recursive}, name)
+				if err != nil {
+					return nil, err
+				}
+				objs = append(objs, decoded...)
+				continue
+			}
+			if err == nil {
+				data, err = os.ReadFile(name)
+			}
 		}
 		if err != nil {
 			return nil, &cmdutil.ExitError{Code: cmdutil.ExitCodeError, Err: fmt.Errorf("reading %s: %w", what, err)}
@@ -218,6 +251,24 @@ func (o *Options) readFiles() ([]*unstructured.Unstructured, error) {
 			return nil, &cmdutil.ExitError{Code: cmdutil.ExitCodeError, Err: fmt.Errorf("%s: %w", what, err)}
 		}
 		objs = append(objs, decoded...)
+	}
+	return objs, nil
+}
+
+// build reads the objects of a directory, a URL or a kustomization with cli-runtime's
+// resource builder, contacting no API server.
+func build(opts resource.FilenameOptions, what string) ([]*unstructured.Unstructured, error) {
+	infos, err := resource.NewLocalBuilder().Unstructured().FilenameParam(false, &opts).Flatten().Do().Infos()
+	if err != nil {
+		return nil, &cmdutil.ExitError{Code: cmdutil.ExitCodeError, Err: fmt.Errorf("reading %s: %w", what, err)}
+	}
+	objs := make([]*unstructured.Unstructured, 0, len(infos))
+	for _, info := range infos {
+		u, ok := info.Object.(*unstructured.Unstructured)
+		if !ok || u.GetAPIVersion() == "" || u.GetKind() == "" || u.GetName() == "" {
+			return nil, &cmdutil.ExitError{Code: cmdutil.ExitCodeError, Err: fmt.Errorf("%s: %s: apiVersion, kind and metadata.name are required", what, info.Source)}
+		}
+		objs = append(objs, u)
 	}
 	return objs, nil
 }

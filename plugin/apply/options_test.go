@@ -3,6 +3,8 @@ package apply
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -32,6 +34,9 @@ func TestValidate(t *testing.T) {
 		{Name: "empty context", Modify: func(o *Options) { o.Filenames = []string{"a"}; o.Contexts = []string{""} }, Want: []string{"--contexts: empty context name"}},
 		{Name: "context twice", Modify: func(o *Options) { o.Filenames = []string{"a"}; o.Contexts = []string{"a", "a"} }, Want: []string{`context "a" named twice`}},
 		{Name: "timeout", Modify: func(o *Options) { o.Filenames = []string{"a"}; o.Timeout = 0 }, Want: []string{"timeout must be positive"}},
+		{Name: "kustomization", Modify: func(o *Options) { o.Kustomize = "dir" }},
+		{Name: "-f and -k", Modify: func(o *Options) { o.Filenames = []string{"a"}; o.Kustomize = "dir" }, Want: []string{"only one of -f or -k can be given"}},
+		{Name: "-k and -R", Modify: func(o *Options) { o.Kustomize = "dir"; o.Recursive = true }, Want: []string{"-R goes with -f, not with -k"}},
 		{Name: "every error at once", Modify: func(o *Options) { o.Contexts = []string{""}; o.Timeout = -1 },
 			Want: []string{"no files given", "empty context name", "timeout must be positive"}},
 	}
@@ -191,6 +196,59 @@ func TestRunFakeInputErrors(t *testing.T) {
 			}
 			if out != "" {
 				t.Errorf("printed %q", out)
+			}
+		})
+	}
+}
+
+// TestReadFiles reads -f as kubectl does: files, directories (recursively with -R) and
+// standard input, in order; a kustomization with -k.
+func TestReadFiles(t *testing.T) {
+	dir := t.TempDir()
+	write := func(path, name string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(strings.Replace(feature, "name: gpu", "name: "+name, 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(dir, "a.yaml"), "a")
+	write(filepath.Join(dir, "sub", "b.yaml"), "b")
+	write(filepath.Join(dir, "sub", "deeper", "c.yaml"), "c")
+	write(filepath.Join(dir, "k", "k.yaml"), "k")
+	if err := os.WriteFile(filepath.Join(dir, "k", "kustomization.yaml"), []byte("resources: [k.yaml]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		modify  func(*Options)
+		want    []string
+		wantErr string
+	}{
+		{name: "file and stdin", modify: func(o *Options) { o.Filenames = []string{filepath.Join(dir, "a.yaml"), "-"} }, want: []string{"a", "gpu"}},
+		{name: "directory", modify: func(o *Options) { o.Filenames = []string{filepath.Join(dir, "sub", "deeper")} }, want: []string{"c"}},
+		{name: "directory, recursively", modify: func(o *Options) { o.Filenames = []string{filepath.Join(dir, "sub")}; o.Recursive = true }, want: []string{"b", "c"}},
+		{name: "kustomization", modify: func(o *Options) { o.Kustomize = filepath.Join(dir, "k") }, want: []string{"k"}},
+		{name: "missing file", modify: func(o *Options) { o.Filenames = []string{filepath.Join(dir, "none.yaml")} }, wantErr: "reading " + filepath.Join(dir, "none.yaml")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			streams, in, _, _ := genericiooptions.NewTestIOStreams()
+			in.WriteString(feature)
+			o := NewOptions(nil, streams)
+			tt.modify(o)
+			objs, err := o.readFiles()
+			if !plugintest.WantErr(t, err, tt.wantErr) {
+				return
+			}
+			var names []string
+			for _, obj := range objs {
+				names = append(names, obj.GetName())
+			}
+			if diff := cmp.Diff(tt.want, names); diff != "" {
+				t.Errorf("objects (-want +got):\n%s", diff)
 			}
 		})
 	}
