@@ -8,8 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -24,7 +22,6 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/cli-runtime/pkg/resource"
-	kcmdutil "k8s.io/kubectl/pkg/cmd/util"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-registry/kubectl-registry/manifests"
@@ -123,34 +120,14 @@ func NewCmdApply(restClientGetter genericclioptions.RESTClientGetter, streams ge
 // AddFlags adds the flags of apply to cmd.
 func (o *Options) AddFlags(cmd *cobra.Command) {
 	fs := cmd.Flags()
-	kcmdutil.AddFilenameOptionFlags(cmd, &o.FilenameOptions, `to apply (YAML or JSON, several documents each); "-" reads standard input.`)
+	cmdutil.AddFilenameFlags(cmd, &o.FilenameOptions, `to apply (YAML or JSON, several documents each); "-" reads standard input.`)
 	fs.StringSliceVar(&o.Contexts, "contexts", o.Contexts, "Kubeconfig contexts to apply to, comma-separated; the current context (or --context) when empty.")
 	cmdutil.AddDryRunFlag(cmd, `Must be "none" or "server". "server" sends every object as a server-side dry run, persisting nothing.`)
 }
 
 // Validate checks the flags. It does no I/O.
 func (o *Options) Validate() error {
-	var errs []error
-	switch {
-	case len(o.Filenames) == 0 && o.Kustomize == "":
-		errs = append(errs, errors.New("no files given: pass -f FILE (\"-f -\" reads standard input) or -k DIR"))
-	case len(o.Filenames) > 0 && o.Kustomize != "":
-		errs = append(errs, errors.New("only one of -f or -k can be given"))
-	case o.Kustomize != "" && o.Recursive:
-		errs = append(errs, errors.New("-R goes with -f, not with -k"))
-	}
-	stdin := 0
-	for _, f := range o.Filenames {
-		switch f {
-		case "":
-			errs = append(errs, errors.New("-f: empty file name"))
-		case "-":
-			stdin++
-		}
-	}
-	if stdin > 1 {
-		errs = append(errs, errors.New(`-f -: standard input can be read only once`))
-	}
+	errs := cmdutil.ValidateFilenames(o.FilenameOptions)
 	if err := ValidateContexts(o.Contexts); err != nil {
 		errs = append(errs, err)
 	}
@@ -203,74 +180,9 @@ func (o *Options) prepare() error {
 	return nil
 }
 
-// readFiles decodes every file of -f in order: standard input and plain files here, so
-// that an error names the document, directories (with -R, recursively) and URLs with
-// cli-runtime's resource builder, as kubectl does; or the kustomization of -k.
+// readFiles decodes the objects of -f or -k (cmdutil.ReadObjects).
 func (o *Options) readFiles() ([]*unstructured.Unstructured, error) {
-	if o.Kustomize != "" {
-		return build(resource.FilenameOptions{Kustomize: o.Kustomize}, o.Kustomize)
-	}
-	var objs []*unstructured.Unstructured
-	for _, name := range o.Filenames {
-		var data []byte
-		var err error
-		what := name
-		switch {
-		case name == "-":
-			what = "standard input"
-			if o.In == nil {
-				return nil, errors.New("-f -: no standard input")
-			}
-			data, err = io.ReadAll(o.In)
-		case strings.HasPrefix(name, "http://") || strings.HasPrefix(name, "https://"):
-			decoded, err := build(resource.FilenameOptions{Filenames: []string{name}}, name)
-			if err != nil {
-				return nil, err
-			}
-			objs = append(objs, decoded...)
-			continue
-		default:
-			var fi os.FileInfo
-			if fi, err = os.Stat(name); err == nil && fi.IsDir() {
-				decoded, err := build(resource.FilenameOptions{Filenames: []string{name}, Recursive: o.Recursive}, name)
-				if err != nil {
-					return nil, err
-				}
-				objs = append(objs, decoded...)
-				continue
-			}
-			if err == nil {
-				data, err = os.ReadFile(name)
-			}
-		}
-		if err != nil {
-			return nil, &cmdutil.ExitError{Code: cmdutil.ExitCodeError, Err: fmt.Errorf("reading %s: %w", what, err)}
-		}
-		decoded, err := manifests.Decode(data)
-		if err != nil {
-			return nil, &cmdutil.ExitError{Code: cmdutil.ExitCodeError, Err: fmt.Errorf("%s: %w", what, err)}
-		}
-		objs = append(objs, decoded...)
-	}
-	return objs, nil
-}
-
-// build reads the objects of a directory, a URL or a kustomization with cli-runtime's
-// resource builder, contacting no API server.
-func build(opts resource.FilenameOptions, what string) ([]*unstructured.Unstructured, error) {
-	infos, err := resource.NewLocalBuilder().Unstructured().FilenameParam(false, &opts).Flatten().Do().Infos()
-	if err != nil {
-		return nil, &cmdutil.ExitError{Code: cmdutil.ExitCodeError, Err: fmt.Errorf("reading %s: %w", what, err)}
-	}
-	objs := make([]*unstructured.Unstructured, 0, len(infos))
-	for _, info := range infos {
-		u, ok := info.Object.(*unstructured.Unstructured)
-		if !ok || u.GetAPIVersion() == "" || u.GetKind() == "" || u.GetName() == "" {
-			return nil, &cmdutil.ExitError{Code: cmdutil.ExitCodeError, Err: fmt.Errorf("%s: %s: apiVersion, kind and metadata.name are required", what, info.Source)}
-		}
-		objs = append(objs, u)
-	}
-	return objs, nil
+	return cmdutil.ReadObjects(o.FilenameOptions, o.In)
 }
 
 // contextResult is what applying to one context did.

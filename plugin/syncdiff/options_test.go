@@ -26,6 +26,10 @@ func syncDiffCmd(contextFlag string) *cobra.Command {
 // TestComplete resolves the diffed contexts and the others, read as peers, from an
 // in-memory kubeconfig, and reads the rule files.
 func TestComplete(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "cm.yaml"), []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x, namespace: ns}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	rule := filepath.Join(t.TempDir(), "rule.yaml")
 	if err := os.WriteFile(rule, []byte("apiVersion: clusterregistry.k8s.cisco.com/v1alpha1\nkind: ResourceSyncRule\nmetadata: {name: r}\nspec: {groupVersionKind: {version: v1, kind: ConfigMap}, rules: [{}]}\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -42,7 +46,9 @@ func TestComplete(t *testing.T) {
 		{name: "--context and a rule file", contextFlag: "b", files: []string{rule}, wantDiffed: []string{"b"}, wantOthers: []string{"a", "c"}, wantPreview: []string{"r"}},
 		{name: "--contexts", contexts: []string{"c", "a"}, wantDiffed: []string{"c", "a"}},
 		{name: "unknown context", contexts: []string{"zz"}, wantErr: `context "zz": no such context in the kubeconfig`},
-		{name: "missing file", files: []string{"/nonexistent.yaml"}, wantErr: "/nonexistent.yaml"},
+		{name: "missing file", files: []string{"/nonexistent.yaml"}, wantErr: "reading /nonexistent.yaml"},
+		{name: "not a rule", files: []string{filepath.Join(dir, "cm.yaml")}, wantErr: `-f: ConfigMap "x" is not a ResourceSyncRule`},
+		{name: "a directory", files: []string{dir}, wantErr: `-f: ConfigMap "x" is not a ResourceSyncRule`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -74,6 +80,7 @@ func TestValidate(t *testing.T) {
 	plugintest.RunValidate(t, func() *Options { return NewOptions(nil, genericiooptions.NewTestIOStreamsDiscard()) }, []plugintest.ValidateCase[*Options]{
 		{Name: "defaults", Modify: func(*Options) {}},
 		{Name: "yaml, deleting", Modify: func(o *Options) { o.Output = "yaml"; o.Deleting = []string{"r"} }},
+		{Name: "-f and -k", Modify: func(o *Options) { o.Filenames = []string{"r.yaml"}; o.Kustomize = "dir" }, Want: []string{"only one of -f or -k can be given"}},
 		{Name: "--context and --contexts", Modify: func(o *Options) { o.contextFlag = "a"; o.Contexts = []string{"b"} }, Want: []string{"--contexts and --context cannot be used together"}},
 		{Name: "context twice", Modify: func(o *Options) { o.Contexts = []string{"a", "a"} }, Want: []string{`--contexts: "a" is listed twice`}},
 		{Name: "output", Modify: func(o *Options) { o.Output = "wide" }, Want: []string{`--output must be yaml or json, got "wide"`}},

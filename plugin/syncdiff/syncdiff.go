@@ -4,12 +4,10 @@
 package syncdiff
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"slices"
 	"sort"
@@ -24,9 +22,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/cli-runtime/pkg/resource"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
@@ -110,8 +108,9 @@ const (
 type Options struct {
 	// Contexts are the contexts to diff, which are also the peers read.
 	Contexts []string
-	// Filenames are rules to preview.
-	Filenames []string
+	// FilenameOptions are kubectl's -f, -R and -k: files, directories, URLs or a
+	// kustomization of rules to preview.
+	resource.FilenameOptions
 	// RuleNames limit the output to these rules.
 	RuleNames []string
 	// Deleting are rules to preview as deleted: they stop running, and with deletionPolicy
@@ -164,8 +163,7 @@ func (o *Options) AddFlags(cmd *cobra.Command) {
 	fs := cmd.Flags()
 	fs.StringSliceVar(&o.Contexts, "contexts", o.Contexts,
 		"Kubeconfig contexts of the clusters to diff, comma-separated; they are also the peers read as sources. Without it, the cluster of --context is diffed.")
-	fs.StringArrayVarP(&o.Filenames, "filename", "f", o.Filenames,
-		"A file of ResourceSyncRules to preview (\"-\" for standard input); repeatable. Nothing is written.")
+	cmdutil.AddFilenameFlags(cmd, &o.FilenameOptions, `of ResourceSyncRules to preview ("-" for standard input); repeatable. Nothing is written.`)
 	fs.StringSliceVar(&o.Deleting, "deleting", o.Deleting,
 		"Preview the deletion of these rules (comma-separated or repeated): they stop, and with deletionPolicy Delete their copies are deleted. Nothing is written.")
 	fs.BoolVar(&o.ShowSecrets, "show-secrets", o.ShowSecrets, "Show the data of Secrets instead of masking it.")
@@ -186,12 +184,18 @@ func (o *Options) Complete(cmd *cobra.Command, args []string) error {
 		o.contextFlag = f.Value.String()
 	}
 	ctrllog.SetLogger(logr.Discard())
-	for _, f := range o.Filenames {
-		rules, err := o.readRules(f)
+	if len(o.Filenames) > 0 || o.Kustomize != "" {
+		objs, err := cmdutil.ReadObjects(o.FilenameOptions, o.In)
 		if err != nil {
 			return cmdutil.UsageError(cmd, err)
 		}
-		o.preview = append(o.preview, rules...)
+		for _, u := range objs {
+			r, err := toRule(u)
+			if err != nil {
+				return cmdutil.UsageError(cmd, fmt.Errorf("-f: %w", err))
+			}
+			o.preview = append(o.preview, r)
+		}
 	}
 	if len(o.Contexts) > 0 && o.contextFlag != "" {
 		return nil // Validate reports it
@@ -235,56 +239,33 @@ func (o *Options) Complete(cmd *cobra.Command, args []string) error {
 	return nil
 }
 
-// readRules reads the ResourceSyncRules of a file.
-func (o *Options) readRules(path string) ([]*v1alpha1.ResourceSyncRule, error) {
-	var data []byte
-	var err error
-	if path == "-" {
-		data, err = io.ReadAll(o.In)
-	} else {
-		data, err = os.ReadFile(path)
+// toRule returns the ResourceSyncRule an object of -f is, checked as the controller
+// compiles it.
+func toRule(u *unstructured.Unstructured) (*v1alpha1.ResourceSyncRule, error) {
+	if u.GroupVersionKind() != v1alpha1.GroupVersion.WithKind("ResourceSyncRule") {
+		return nil, fmt.Errorf("%s %q is not a ResourceSyncRule of %s", u.GetKind(), u.GetName(), v1alpha1.GroupVersion)
 	}
+	b, err := json.Marshal(u.Object)
 	if err != nil {
-		return nil, fmt.Errorf("-f %s: %w", path, err)
+		return nil, err
 	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	var out []*v1alpha1.ResourceSyncRule
-	for {
-		var doc map[string]any
-		if err := dec.Decode(&doc); err != nil {
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			return nil, fmt.Errorf("-f %s: %w", path, err)
-		}
-		if len(doc) == 0 {
-			continue
-		}
-		u := unstructured.Unstructured{Object: doc}
-		if u.GroupVersionKind() != v1alpha1.GroupVersion.WithKind("ResourceSyncRule") {
-			return nil, fmt.Errorf("-f %s: %s %q is not a ResourceSyncRule of %s", path, u.GetKind(), u.GetName(), v1alpha1.GroupVersion)
-		}
-		b, err := json.Marshal(doc)
-		if err != nil {
-			return nil, fmt.Errorf("-f %s: %w", path, err)
-		}
-		var r v1alpha1.ResourceSyncRule
-		if err := yaml.UnmarshalStrict(b, &r); err != nil {
-			return nil, fmt.Errorf("-f %s: ResourceSyncRule %q: %w", path, u.GetName(), err)
-		}
-		if r.Name == "" {
-			return nil, fmt.Errorf("-f %s: a ResourceSyncRule has no metadata.name", path)
-		}
-		if _, err := planner.CompileRule(&r); err != nil {
-			return nil, fmt.Errorf("-f %s: %w", path, err)
-		}
-		out = append(out, &r)
+	var r v1alpha1.ResourceSyncRule
+	if err := yaml.UnmarshalStrict(b, &r); err != nil {
+		return nil, fmt.Errorf("ResourceSyncRule %q: %w", u.GetName(), err)
 	}
-	return out, nil
+	if _, err := planner.CompileRule(&r); err != nil {
+		return nil, err
+	}
+	return &r, nil
 }
 
 // Validate checks the flags. It does no I/O.
 func (o *Options) Validate() error {
+	if len(o.Filenames) > 0 || o.Kustomize != "" {
+		if errs := cmdutil.ValidateFilenames(o.FilenameOptions); len(errs) > 0 {
+			return errors.Join(errs...)
+		}
+	}
 	if len(o.Contexts) > 0 && o.contextFlag != "" {
 		return errors.New("--contexts and --context cannot be used together: --contexts lists every cluster to diff")
 	}
