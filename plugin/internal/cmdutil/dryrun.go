@@ -2,6 +2,7 @@ package cmdutil
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -55,18 +56,9 @@ func GetDryRunStrategy(cmd *cobra.Command, allowed ...DryRunStrategy) (DryRunStr
 		return DryRunNone, UsageErrorf(cmd, "--dry-run must be %s: a value must be set, as in --dry-run=%s", want, dryRunNames[allowed[len(allowed)-1]])
 	}
 	s, err := kcmdutil.GetDryRunStrategy(cmd)
-	if err != nil || !contains(allowed, s) || f.Value.String() != dryRunNames[s] {
+	if err != nil || !slices.Contains(allowed, s) || f.Value.String() != dryRunNames[s] {
 		// kubectl also takes true and false, which are not documented values.
 		return DryRunNone, UsageErrorf(cmd, "--dry-run must be %s, got %q", want, f.Value.String())
 	}
 	return s, nil
-}
-
-func contains(ss []DryRunStrategy, s DryRunStrategy) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
