@@ -66,9 +66,10 @@ type tableRow struct {
 
 // clusterConn holds the clients of one context.
 type clusterConn struct {
-	config  *rest.Config
-	kube    kubernetes.Interface
-	dynamic dynamic.Interface
+	config    *rest.Config
+	kube      kubernetes.Interface
+	dynamic   dynamic.Interface
+	discovery discovery.DiscoveryInterface
 }
 
 // query runs both phases against every target in parallel: identify the clusters, then,
@@ -147,7 +148,11 @@ func (o *Options) connect(t target) (*clusterConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &clusterConn{config: kube.Configure(kt.Config, opts), kube: kc, dynamic: dyn}, nil
+	dc, err := o.Factory.Discovery(kt, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &clusterConn{config: kube.Configure(kt.Config, opts), kube: kc, dynamic: dyn, discovery: dc}, nil
 }
 
 // identify names the cluster of r's context after its local registry Cluster CR.
@@ -184,10 +189,7 @@ func (o *Options) identify(ctx context.Context, conn *clusterConn, r *clusterRes
 
 // list reads every requested resource type from one cluster as server-side Tables.
 func (o *Options) list(ctx context.Context, conn *clusterConn, t target, r *clusterResult) error {
-	dc, err := discovery.NewDiscoveryClientForConfig(conn.config)
-	if err != nil {
-		return err
-	}
+	dc := conn.discovery
 	groups, err := restmapper.GetAPIGroupResources(dc)
 	if err != nil && len(groups) == 0 {
 		return fmt.Errorf("discovering resource types: %w", err)

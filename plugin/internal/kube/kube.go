@@ -19,6 +19,7 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -98,6 +99,8 @@ type Factory interface {
 	Dynamic(t Target, o ClientOptions) (dynamic.Interface, error)
 	// Kubernetes returns a typed client-go clientset of t.
 	Kubernetes(t Target, o ClientOptions) (kubernetes.Interface, error)
+	// Discovery returns a discovery client of t (for RESTMappers and resource lists).
+	Discovery(t Target, o ClientOptions) (discovery.DiscoveryInterface, error)
 }
 
 // NewFactory returns the Factory of the root's kubeconfig flags.
@@ -245,6 +248,14 @@ func (f *factory) Dynamic(t Target, o ClientOptions) (dynamic.Interface, error) 
 
 func (f *factory) Kubernetes(t Target, o ClientOptions) (kubernetes.Interface, error) {
 	c, err := kubernetes.NewForConfig(Configure(t.Config, o))
+	if err != nil {
+		return nil, fmt.Errorf("creating a client for %s: %w", t.Config.Host, err)
+	}
+	return c, nil
+}
+
+func (f *factory) Discovery(t Target, o ClientOptions) (discovery.DiscoveryInterface, error) {
+	c, err := discovery.NewDiscoveryClientForConfig(Configure(t.Config, o))
 	if err != nil {
 		return nil, fmt.Errorf("creating a client for %s: %w", t.Config.Host, err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes"
@@ -40,6 +41,8 @@ type Cluster struct {
 	Dynamic *dynamicfake.FakeDynamicClient
 	// Kubernetes, when set, is its clientset.
 	Kubernetes kubernetes.Interface
+	// Discovery, when set, is its discovery client.
+	Discovery discovery.DiscoveryInterface
 	// Err, when set, is returned by every client of the cluster: an unreachable cluster.
 	Err error
 	// Options are the ClientOptions of the last client built for it.
@@ -293,6 +296,18 @@ func into(u *unstructured.Unstructured, obj runtime.ApplyConfiguration) error {
 		return fmt.Errorf("kubefake: %w", err)
 	}
 	return nil
+}
+
+// Discovery returns the cluster's discovery client, or an error when the test set none.
+func (f *Factory) Discovery(t kube.Target, o kube.ClientOptions) (discovery.DiscoveryInterface, error) {
+	c, err := f.cluster(t, o)
+	if err != nil {
+		return nil, err
+	}
+	if c.Discovery == nil {
+		return nil, fmt.Errorf("kubefake: no discovery client for context %q", c.Context)
+	}
+	return c.Discovery, nil
 }
 
 func host(context string) string { return "https://" + context + ".example:6443" }
