@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -31,40 +32,66 @@ type Result struct {
 func Apply(ctx context.Context, c client.Client, fieldManager string, objs []*unstructured.Unstructured) ([]Result, error) {
 	results := make([]Result, 0, len(objs))
 	for _, obj := range objs {
-		outcome, err := applyOne(ctx, c, fieldManager, obj)
+		outcome, _, err := ApplyObject(ctx, c, fieldManager, obj, false)
 		if err != nil {
-			return results, fmt.Errorf("applying %s %s: %w", obj.GetKind(), objectName(obj), err)
+			return results, fmt.Errorf("applying %s %s: %w", obj.GetKind(), ObjectName(obj), err)
 		}
 		results = append(results, Result{Object: obj, Outcome: outcome})
 	}
 	return results, nil
 }
 
-func applyOne(ctx context.Context, c client.Client, fieldManager string, obj *unstructured.Unstructured) (Outcome, error) {
+// ApplyObject server-side applies obj with fieldManager, taking over conflicting fields,
+// and returns the outcome and the object as the API server returned it. It is the one
+// apply-and-report of the module: every verb that applies goes through it.
+//
+// With dryRun the API server persists nothing, and since a dry run does not change the
+// resourceVersion the outcome compares the object before and after (without managed
+// fields and resourceVersion). Errors are the client's, unwrapped, so that callers can
+// tell an API server's answer from an unreachable one.
+func ApplyObject(ctx context.Context, c client.Client, fieldManager string, obj *unstructured.Unstructured, dryRun bool) (Outcome, *unstructured.Unstructured, error) {
 	before := &unstructured.Unstructured{}
 	before.SetGroupVersionKind(obj.GroupVersionKind())
 	existed := true
 	if err := c.Get(ctx, client.ObjectKeyFromObject(obj), before); err != nil {
 		if !apierrors.IsNotFound(err) {
-			return "", err
+			return "", nil, err
 		}
 		existed = false
 	}
 	after := obj.DeepCopy()
-	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(after), client.FieldOwner(fieldManager), client.ForceOwnership); err != nil {
-		return "", err
+	opts := []client.ApplyOption{client.FieldOwner(fieldManager), client.ForceOwnership}
+	if dryRun {
+		opts = append(opts, client.DryRunAll)
+	}
+	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(after), opts...); err != nil {
+		return "", nil, err
 	}
 	switch {
 	case !existed:
-		return Created, nil
-	case before.GetResourceVersion() != after.GetResourceVersion():
-		return Configured, nil
+		return Created, after, nil
+	case dryRun && !sameIgnoringBookkeeping(before, after):
+		return Configured, after, nil
+	case !dryRun && before.GetResourceVersion() != after.GetResourceVersion():
+		return Configured, after, nil
 	default:
-		return Unchanged, nil
+		return Unchanged, after, nil
 	}
 }
 
-func objectName(obj *unstructured.Unstructured) string {
+// sameIgnoringBookkeeping compares two versions of an object without their managed
+// fields and resource version.
+func sameIgnoringBookkeeping(a, b *unstructured.Unstructured) bool {
+	a, b = a.DeepCopy(), b.DeepCopy()
+	for _, u := range []*unstructured.Unstructured{a, b} {
+		u.SetManagedFields(nil)
+		u.SetResourceVersion("")
+	}
+	return equality.Semantic.DeepEqual(a.Object, b.Object)
+}
+
+// ObjectName returns "namespace/name", or "name" for a cluster-scoped object.
+func ObjectName(obj *unstructured.Unstructured) string {
 	if ns := obj.GetNamespace(); ns != "" {
 		return ns + "/" + obj.GetName()
 	}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 
+	"k8s.io/kubectl/pkg/util/templates"
+
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -62,7 +64,7 @@ func NewCmdRegistry(streams genericiooptions.IOStreams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "kubectl-registry",
 		Short: rootShort,
-		Long:  cmdutil.LongDesc(rootLong),
+		Long:  templates.LongDesc(rootLong),
 		Annotations: map[string]string{
 			cobra.CommandDisplayNameAnnotation: DisplayName,
 		},
@@ -90,23 +92,59 @@ func NewCmdRegistry(streams genericiooptions.IOStreams) *cobra.Command {
 	cmd.SetFlagErrorFunc(cmdutil.FlagErrorFunc)
 	configFlags.AddFlags(cmd.PersistentFlags())
 
+	// The verbs grouped in help like kubectl's ("Basic Commands", ...): the groups are
+	// kubectl's templates.CommandGroups, shown through cobra's command groups so that help
+	// keeps listing the kubeconfig flags.
+	groups := templates.CommandGroups{
+		{
+			Message: "Form the group:",
+			Commands: []*cobra.Command{
+				install.NewCmdInstall(configFlags, streams),
+				join.NewCmdJoin(configFlags, streams),
+				leave.NewCmdLeave(configFlags, streams),
+				uninstall.NewCmdUninstall(configFlags, streams),
+			},
+		},
+		{
+			Message: "See the group:",
+			Commands: []*cobra.Command{
+				status.NewCmdStatus(configFlags, streams),
+				get.NewCmdGet(configFlags, streams),
+				syncdiff.NewCmdSyncDiff(configFlags, streams),
+			},
+		},
+		{
+			Message: "Sync resources:",
+			Commands: []*cobra.Command{
+				create.NewCmdCreate(configFlags, streams),
+				apply.NewCmdApply(configFlags, streams),
+				edit.NewCmdEdit(configFlags, streams),
+			},
+		},
+		{
+			Message:  "Run the controller:",
+			Commands: []*cobra.Command{serve.NewCmdServe(configFlags, streams)},
+		},
+	}
+	addGroups(cmd, groups)
 	cmd.AddCommand(
 		version.NewCmdVersion(streams),
-		serve.NewCmdServe(configFlags, streams),
-		install.NewCmdInstall(configFlags, streams),
-		uninstall.NewCmdUninstall(configFlags, streams),
-		join.NewCmdJoin(configFlags, streams),
-		leave.NewCmdLeave(configFlags, streams),
-		status.NewCmdStatus(configFlags, streams),
-		get.NewCmdGet(configFlags, streams),
-		syncdiff.NewCmdSyncDiff(configFlags, streams),
-		apply.NewCmdApply(configFlags, streams),
-		create.NewCmdCreate(configFlags, streams),
-		edit.NewCmdEdit(configFlags, streams),
 		completion.NewCmdCompletion(streams),
 	)
 	registerCompletions(cmd, configFlags)
 	return cmd
+}
+
+// addGroups adds the commands of groups to root, each group under its message in help.
+func addGroups(root *cobra.Command, groups templates.CommandGroups) {
+	for i, g := range groups {
+		id := fmt.Sprintf("group-%d", i)
+		root.AddGroup(&cobra.Group{ID: id, Title: g.Message})
+		for _, c := range g.Commands {
+			c.GroupID = id
+		}
+	}
+	groups.Add(root)
 }
 
 // unknownCommandArgs rejects the positional arguments of the root command: the first

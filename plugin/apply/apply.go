@@ -8,39 +8,26 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
-	"runtime"
-	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/go-logr/logr"
+	"k8s.io/kubectl/pkg/util/templates"
+
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/cli-runtime/pkg/resource"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-registry/kubectl-registry/manifests"
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
-	"github.com/kubectl-registry/kubectl-registry/reconciler/buildinfo"
-)
-
-// Values of --dry-run.
-const (
-	DryRunNone   = "none"
-	DryRunServer = "server"
 )
 
 // ContextTimeout bounds the work on one context.
@@ -51,14 +38,15 @@ const (
 		Apply objects to the clusters of several kubeconfig contexts at once.
 
 		Every object of the files given with -f (multi-document YAML or JSON; "-" reads
-		standard input) is applied with server-side apply (field manager "kubectl-registry",
+		standard input; a directory or URL as for kubectl, with -R for subdirectories), or of
+		the kustomization of -k, is applied with server-side apply (field manager "kubectl-registry",
 		taking over conflicting fields) to the cluster of every context of --contexts, in
 		parallel, each context within 30 seconds. Without --contexts the current context (or
 		the one of --context) is used.
 
 		Each object is reported per context, as kubectl apply does:
 
-		  cluster-a: resourcesyncrule.clusterregistry.k8s.cisco.com/my-rule created
+		    cluster-a: resourcesyncrule.clusterregistry.k8s.cisco.com/my-rule created
 
 		(created, configured or unchanged). A context that fails (unreachable, forbidden, an
 		object the API server rejects) is still applied to the other contexts, and the other
@@ -82,39 +70,33 @@ const (
 
 // Options holds the flags and the state of "kubectl registry apply".
 type Options struct {
-	// Filenames are the files to apply ("-" is standard input).
-	Filenames []string
+	// FilenameOptions are kubectl's -f, -R and -k: files, directories or URLs to
+	// apply ("-" is standard input), or a kustomization.
+	resource.FilenameOptions
 	// Contexts are the kubeconfig contexts to apply to; empty: the current one.
 	Contexts []string
-	// DryRun is DryRunNone or DryRunServer.
-	DryRun string
+	// DryRun is cmdutil.DryRunNone or cmdutil.DryRunServer.
+	DryRun cmdutil.DryRunStrategy
 	// Timeout bounds the work on each context.
 	Timeout time.Duration
 
 	// Set by Complete and Run.
 	cmd     *cobra.Command
 	objects []*unstructured.Unstructured
-	targets []Target
+	targets []kube.Target
 
-	restClientGetter genericclioptions.RESTClientGetter
+	// Factory resolves the contexts and builds the clients.
+	Factory kube.Factory
 	genericiooptions.IOStreams
-}
-
-// Target is a cluster to apply to: a kubeconfig context and its REST config.
-type Target struct {
-	// Name is the context, as messages show it.
-	Name string
-	// Config is the REST config of the context.
-	Config *rest.Config
 }
 
 // NewOptions returns Options with the defaults of the flags.
 func NewOptions(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *Options {
 	return &Options{
-		DryRun:           DryRunNone,
-		Timeout:          ContextTimeout,
-		restClientGetter: restClientGetter,
-		IOStreams:        streams,
+		DryRun:    cmdutil.DryRunNone,
+		Timeout:   ContextTimeout,
+		Factory:   kube.NewFactory(restClientGetter),
+		IOStreams: streams,
 	}
 }
 
@@ -123,11 +105,11 @@ func NewOptions(restClientGetter genericclioptions.RESTClientGetter, streams gen
 func NewCmdApply(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *cobra.Command {
 	o := NewOptions(restClientGetter, streams)
 	cmd := &cobra.Command{
-		Use:                   "apply -f FILE [-f FILE]... [--contexts A,B,...] [--dry-run=server]",
+		Use:                   "apply (-f FILENAME [-R] | -k DIR)... [--contexts A,B,...] [--dry-run=server]",
 		DisableFlagsInUseLine: true,
 		Short:                 "Apply objects to the clusters of several contexts (server-side apply)",
-		Long:                  cmdutil.LongDesc(applyLong),
-		Example:               cmdutil.Examples(applyExample),
+		Long:                  templates.LongDesc(applyLong),
+		Example:               templates.Examples(applyExample),
 		Args:                  cmdutil.NoArgs,
 		RunE:                  cmdutil.RunE(o),
 	}
@@ -138,34 +120,16 @@ func NewCmdApply(restClientGetter genericclioptions.RESTClientGetter, streams ge
 // AddFlags adds the flags of apply to cmd.
 func (o *Options) AddFlags(cmd *cobra.Command) {
 	fs := cmd.Flags()
-	fs.StringArrayVarP(&o.Filenames, "filename", "f", o.Filenames, `Files holding the objects to apply (YAML or JSON, several documents each); "-" reads standard input.`)
+	cmdutil.AddFilenameFlags(cmd, &o.FilenameOptions, `to apply (YAML or JSON, several documents each); "-" reads standard input.`)
 	fs.StringSliceVar(&o.Contexts, "contexts", o.Contexts, "Kubeconfig contexts to apply to, comma-separated; the current context (or --context) when empty.")
-	fs.StringVar(&o.DryRun, "dry-run", o.DryRun, `Must be "none" or "server". "server" sends every object as a server-side dry run, persisting nothing.`)
+	cmdutil.AddDryRunFlag(cmd, `Must be "none" or "server". "server" sends every object as a server-side dry run, persisting nothing.`)
 }
 
 // Validate checks the flags. It does no I/O.
 func (o *Options) Validate() error {
-	var errs []error
-	if len(o.Filenames) == 0 {
-		errs = append(errs, errors.New("no files given: pass -f FILE (\"-f -\" reads standard input)"))
-	}
-	stdin := 0
-	for _, f := range o.Filenames {
-		switch f {
-		case "":
-			errs = append(errs, errors.New("-f: empty file name"))
-		case "-":
-			stdin++
-		}
-	}
-	if stdin > 1 {
-		errs = append(errs, errors.New(`-f -: standard input can be read only once`))
-	}
+	errs := cmdutil.ValidateFilenames(o.FilenameOptions)
 	if err := ValidateContexts(o.Contexts); err != nil {
 		errs = append(errs, err)
-	}
-	if !slices.Contains([]string{DryRunNone, DryRunServer}, o.DryRun) {
-		errs = append(errs, fmt.Errorf(`--dry-run must be "none" or "server", got %q`, o.DryRun))
 	}
 	if o.Timeout <= 0 {
 		errs = append(errs, fmt.Errorf("timeout must be positive, got %s", o.Timeout))
@@ -192,7 +156,9 @@ func ValidateContexts(contexts []string) error {
 // contexts resolved by Run, after Validate.
 func (o *Options) Complete(cmd *cobra.Command, _ []string) error {
 	o.cmd = cmd
-	return nil
+	var err error
+	o.DryRun, err = cmdutil.GetDryRunStrategy(cmd, cmdutil.DryRunNone, cmdutil.DryRunServer)
+	return err
 }
 
 // prepare reads and decodes the files and resolves the contexts. It contacts no API
@@ -203,10 +169,10 @@ func (o *Options) prepare() error {
 		return err
 	}
 	if len(objs) == 0 {
-		return cmdutil.UsageErrorf(o.cmd, "no objects found in %s", strings.Join(o.Filenames, ", "))
+		return cmdutil.UsageErrorf(o.cmd, "no objects found in %s", strings.Join(append(o.Filenames, o.Kustomize), ", "))
 	}
 	o.objects = objs
-	targets, err := ResolveTargets(o.cmd, o.restClientGetter, o.Contexts)
+	targets, err := o.Factory.Targets(o.cmd, o.Contexts)
 	if err != nil {
 		return err
 	}
@@ -214,90 +180,9 @@ func (o *Options) prepare() error {
 	return nil
 }
 
-// readFiles decodes every file in order.
+// readFiles decodes the objects of -f or -k (cmdutil.ReadObjects).
 func (o *Options) readFiles() ([]*unstructured.Unstructured, error) {
-	var objs []*unstructured.Unstructured
-	for _, name := range o.Filenames {
-		var data []byte
-		var err error
-		what := name
-		if name == "-" {
-			what = "standard input"
-			if o.In == nil {
-				return nil, errors.New("-f -: no standard input")
-			}
-			data, err = io.ReadAll(o.In)
-		} else {
-			data, err = os.ReadFile(name)
-		}
-		if err != nil {
-			return nil, &cmdutil.ExitError{Code: cmdutil.ExitCodeError, Err: fmt.Errorf("reading %s: %w", what, err)}
-		}
-		decoded, err := manifests.Decode(data)
-		if err != nil {
-			return nil, &cmdutil.ExitError{Code: cmdutil.ExitCodeError, Err: fmt.Errorf("%s: %w", what, err)}
-		}
-		objs = append(objs, decoded...)
-	}
-	return objs, nil
-}
-
-// ResolveTargets returns the clusters to work on: one per name of contexts, or the one
-// the kubeconfig flags select when contexts is empty. --context and --contexts together
-// are a usage error. It contacts no API server.
-func ResolveTargets(cmd *cobra.Command, getter genericclioptions.RESTClientGetter, contexts []string) ([]Target, error) {
-	contextFlag := ""
-	if f := cmd.Flag("context"); f != nil {
-		contextFlag = f.Value.String()
-	}
-	if len(contexts) > 0 && contextFlag != "" {
-		return nil, cmdutil.UsageErrorf(cmd, "--context and --contexts cannot be used together")
-	}
-	loader := getter.ToRawKubeConfigLoader()
-	raw, err := loader.RawConfig()
-	if err != nil {
-		return nil, fmt.Errorf("loading the kubeconfig: %w", err)
-	}
-	files := ""
-	if precedence := loader.ConfigAccess().GetLoadingPrecedence(); len(precedence) > 0 {
-		files = " (" + strings.Join(precedence, ", ") + ")"
-	}
-	if len(contexts) == 0 {
-		name := contextFlag
-		if name != "" {
-			if _, ok := raw.Contexts[name]; !ok {
-				return nil, cmdutil.UsageErrorf(cmd, "--context %q: no such context in the kubeconfig%s", name, files)
-			}
-		} else {
-			name = raw.CurrentContext
-		}
-		cfg, err := getter.ToRESTConfig()
-		if err != nil {
-			return nil, fmt.Errorf("loading the kubeconfig: %w", err)
-		}
-		if cfg.Host == clientcmd.ClusterDefaults.Server && len(raw.Clusters) == 0 {
-			return nil, errors.New("no kubeconfig found: pass --kubeconfig (and --context), or set KUBECONFIG")
-		}
-		if name == "" {
-			name = cfg.Host
-		}
-		return []Target{{Name: name, Config: cfg}}, nil
-	}
-	explicit := loader.ConfigAccess().GetExplicitFile()
-	var targets []Target
-	for _, name := range contexts {
-		if _, ok := raw.Contexts[name]; !ok {
-			return nil, cmdutil.UsageErrorf(cmd, "--contexts: no context %q in the kubeconfig%s", name, files)
-		}
-		rules := clientcmd.NewDefaultClientConfigLoadingRules()
-		rules.ExplicitPath = explicit
-		cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, cmdutil.ContextOverrides(getter, name)).ClientConfig()
-		if err != nil {
-			return nil, fmt.Errorf("loading the kubeconfig of context %s: %w", name, err)
-		}
-		targets = append(targets, Target{Name: name, Config: cfg})
-	}
-	return targets, nil
+	return cmdutil.ReadObjects(o.FilenameOptions, o.In)
 }
 
 // contextResult is what applying to one context did.
@@ -320,7 +205,7 @@ func (o *Options) Run(ctx context.Context) error {
 	wg.Wait()
 
 	suffix := ""
-	if o.DryRun == DryRunServer {
+	if o.DryRun == cmdutil.DryRunServer {
 		suffix = " (server dry run)"
 	}
 	var failed []*cmdutil.ContextError
@@ -345,17 +230,17 @@ func (o *Options) Run(ctx context.Context) error {
 // applyTo applies every object to one target, within Timeout. An object the API server
 // rejects is reported and the next one applied; when the API server cannot be reached,
 // the remaining objects are not tried.
-func (o *Options) applyTo(ctx context.Context, t Target) contextResult {
+func (o *Options) applyTo(ctx context.Context, t kube.Target) contextResult {
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 	var r contextResult
-	c, err := NewClient(t.Config, o.Timeout, o.ErrOut, "apply")
+	c, err := o.Factory.Client(t, kube.ClientOptions{Verb: "apply", Timeout: o.Timeout, Warnings: o.ErrOut})
 	if err != nil {
 		r.errs = append(r.errs, err)
 		return r
 	}
 	for _, obj := range o.objects {
-		outcome, _, err := Object(ctx, c, obj, o.DryRun == DryRunServer)
+		outcome, _, err := Object(ctx, c, obj, o.DryRun == cmdutil.DryRunServer)
 		if err != nil {
 			r.errs = append(r.errs, Explain(err, obj, t))
 			if !isAPIStatus(err) && !meta.IsNoMatchError(err) {
@@ -368,77 +253,10 @@ func (o *Options) applyTo(ctx context.Context, t Target) contextResult {
 	return r
 }
 
-// NewClient returns a client for cfg whose requests time out after timeout and whose
-// API server warnings are written to warnings. verb names the command in the user agent.
-func NewClient(cfg *rest.Config, timeout time.Duration, warnings io.Writer, verb string) (client.Client, error) {
-	cfg = rest.CopyConfig(cfg)
-	if cfg.Timeout == 0 || cfg.Timeout > timeout {
-		cfg.Timeout = timeout
-	}
-	if cfg.QPS == 0 {
-		cfg.QPS, cfg.Burst = 50, 100
-	}
-	if warnings != nil {
-		cfg.WarningHandler = rest.NewWarningWriter(warnings, rest.WarningWriterOptions{Deduplicate: true})
-	}
-	info := buildinfo.Get()
-	cfg.UserAgent = fmt.Sprintf("kubectl-registry/%s (%s/%s) %s", info.Version, runtime.GOOS, runtime.GOARCH, verb)
-	scheme := k8sruntime.NewScheme()
-	for _, add := range []func(*k8sruntime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			return nil, fmt.Errorf("building the scheme: %w", err)
-		}
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme, Log: logr.Discard()})
-	if err != nil {
-		return nil, fmt.Errorf("creating a client for %s: %w", cfg.Host, err)
-	}
-	return c, nil
-}
-
-// Object server-side applies obj with the plugin's field manager, taking over
-// conflicting fields, and returns the outcome and the object as the API server returned
-// it. With dryRun the API server persists nothing; the outcome then compares the object
-// before and after, since a dry run does not change the resourceVersion.
+// Object server-side applies obj with the plugin's field manager and reports the
+// outcome: manifests.ApplyObject with v1alpha1.FieldManager.
 func Object(ctx context.Context, c client.Client, obj *unstructured.Unstructured, dryRun bool) (manifests.Outcome, *unstructured.Unstructured, error) {
-	before := &unstructured.Unstructured{}
-	before.SetGroupVersionKind(obj.GroupVersionKind())
-	existed := true
-	if err := c.Get(ctx, client.ObjectKeyFromObject(obj), before); err != nil {
-		if !apierrors.IsNotFound(err) {
-			return "", nil, err
-		}
-		existed = false
-	}
-	after := obj.DeepCopy()
-	opts := []client.ApplyOption{client.FieldOwner(v1alpha1.FieldManager), client.ForceOwnership}
-	if dryRun {
-		opts = append(opts, client.DryRunAll)
-	}
-	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(after), opts...); err != nil {
-		return "", nil, err
-	}
-	switch {
-	case !existed:
-		return manifests.Created, after, nil
-	case dryRun && !sameIgnoringBookkeeping(before, after):
-		return manifests.Configured, after, nil
-	case !dryRun && before.GetResourceVersion() != after.GetResourceVersion():
-		return manifests.Configured, after, nil
-	default:
-		return manifests.Unchanged, after, nil
-	}
-}
-
-// sameIgnoringBookkeeping compares two versions of an object without their managed
-// fields and resource version.
-func sameIgnoringBookkeeping(a, b *unstructured.Unstructured) bool {
-	a, b = a.DeepCopy(), b.DeepCopy()
-	for _, u := range []*unstructured.Unstructured{a, b} {
-		u.SetManagedFields(nil)
-		u.SetResourceVersion("")
-	}
-	return equality.Semantic.DeepEqual(a.Object, b.Object)
+	return manifests.ApplyObject(ctx, c, v1alpha1.FieldManager, obj, dryRun)
 }
 
 // ObjectRef names obj as kubectl's name printer does: "kind.group/name".
@@ -452,7 +270,7 @@ func ObjectRef(obj *unstructured.Unstructured) string {
 }
 
 // Explain wraps an error of applying obj to t with what the user needs to act on it.
-func Explain(err error, obj *unstructured.Unstructured, t Target) error {
+func Explain(err error, obj *unstructured.Unstructured, t kube.Target) error {
 	ref := ObjectRef(obj)
 	if ns := obj.GetNamespace(); ns != "" {
 		ref += " in namespace " + ns

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/kubectl/pkg/util/templates"
+
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
@@ -67,8 +69,8 @@ func NewCmdCompletion(streams genericiooptions.IOStreams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:                   "completion (bash|zsh|fish|powershell)",
 		Short:                 "Print the shell completion script of kubectl-registry",
-		Long:                  cmdutil.LongDesc(completionLong),
-		Example:               cmdutil.Examples(completionExample),
+		Long:                  templates.LongDesc(completionLong),
+		Example:               templates.Examples(completionExample),
 		DisableFlagsInUseLine: true,
 		ValidArgs:             Shells(),
 		Args:                  cmdutil.UsageErrorArgs(cobra.ExactArgs(1)),

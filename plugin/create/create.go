@@ -11,8 +11,9 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"slices"
 	"strings"
+
+	"k8s.io/kubectl/pkg/util/templates"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -23,13 +24,7 @@ import (
 
 	"github.com/kubectl-registry/kubectl-registry/plugin/apply"
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
-)
-
-// Values of --dry-run.
-const (
-	DryRunNone   = "none"
-	DryRunClient = "client"
-	DryRunServer = "server"
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube"
 )
 
 const (
@@ -61,8 +56,8 @@ func NewCmdCreate(restClientGetter genericclioptions.RESTClientGetter, streams g
 		Use:                   "create (rule|feature) NAME [flags]",
 		DisableFlagsInUseLine: true,
 		Short:                 "Create a ResourceSyncRule or a ClusterFeature from flags",
-		Long:                  cmdutil.LongDesc(createLong),
-		Example:               cmdutil.Examples(createExample),
+		Long:                  templates.LongDesc(createLong),
+		Example:               templates.Examples(createExample),
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
 				return cmdutil.UsageErrorf(cmd, "unknown object type %q: create takes rule or feature", args[0])
@@ -97,28 +92,28 @@ func nameArg(cmd *cobra.Command, args []string) error {
 type common struct {
 	// Name is the name of the object.
 	Name string
-	// DryRun is DryRunNone, DryRunClient or DryRunServer.
-	DryRun string
+	// DryRun is cmdutil.DryRunNone, cmdutil.DryRunClient or cmdutil.DryRunServer.
+	DryRun cmdutil.DryRunStrategy
 	// PrintFlags selects the output: one line per object by default, or -o.
 	PrintFlags *genericclioptions.PrintFlags
 
-	cmd              *cobra.Command
-	restClientGetter genericclioptions.RESTClientGetter
+	cmd *cobra.Command
+	// Factory resolves the context and builds the client.
+	Factory kube.Factory
 	genericiooptions.IOStreams
 }
 
 func newCommon(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) common {
 	return common{
-		DryRun:           DryRunNone,
-		PrintFlags:       genericclioptions.NewPrintFlags("created").WithTypeSetter(clientgoscheme.Scheme),
-		restClientGetter: restClientGetter,
-		IOStreams:        streams,
+		DryRun:     cmdutil.DryRunNone,
+		PrintFlags: genericclioptions.NewPrintFlags("created").WithTypeSetter(clientgoscheme.Scheme),
+		Factory:    kube.NewFactory(restClientGetter),
+		IOStreams:  streams,
 	}
 }
 
 func (o *common) addFlags(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&o.DryRun, "dry-run", o.DryRun,
-		`Must be "none", "client" or "server". "client" prints the object and contacts no cluster; "server" sends it as a server-side dry run, persisting nothing.`)
+	cmdutil.AddDryRunFlag(cmd, `Must be "none", "client" or "server". "client" prints the object and contacts no cluster; "server" sends it as a server-side dry run, persisting nothing.`)
 	o.PrintFlags.AddFlags(cmd)
 }
 
@@ -129,7 +124,9 @@ func (o *common) complete(cmd *cobra.Command, args []string) error {
 	if len(args) > 0 {
 		o.Name = args[0]
 	}
-	return nil
+	var err error
+	o.DryRun, err = cmdutil.GetDryRunStrategy(cmd, cmdutil.DryRunNone, cmdutil.DryRunClient, cmdutil.DryRunServer)
+	return err
 }
 
 // validate checks the shared flags. It does no I/O.
@@ -137,9 +134,6 @@ func (o *common) validate() []error {
 	var errs []error
 	if msgs := validation.IsDNS1123Subdomain(o.Name); len(msgs) > 0 {
 		errs = append(errs, fmt.Errorf("invalid NAME %q: %s", o.Name, strings.Join(msgs, "; ")))
-	}
-	if !slices.Contains([]string{DryRunNone, DryRunClient, DryRunServer}, o.DryRun) {
-		errs = append(errs, fmt.Errorf(`--dry-run must be "none", "client" or "server", got %q`, o.DryRun))
 	}
 	if _, err := o.PrintFlags.ToPrinter(); err != nil {
 		errs = append(errs, fmt.Errorf("--output: %w", err))
@@ -149,26 +143,26 @@ func (o *common) validate() []error {
 
 // run prints obj (--dry-run=client) or applies it and prints the outcome.
 func (o *common) run(ctx context.Context, obj *unstructured.Unstructured) error {
-	if o.DryRun == DryRunClient {
+	if o.DryRun == cmdutil.DryRunClient {
 		return o.print(obj, "created (dry run)")
 	}
-	targets, err := apply.ResolveTargets(o.cmd, o.restClientGetter, nil)
+	targets, err := o.Factory.Targets(o.cmd, nil)
 	if err != nil {
 		return err
 	}
 	t := targets[0]
 	ctx, cancel := context.WithTimeout(ctx, apply.ContextTimeout)
 	defer cancel()
-	c, err := apply.NewClient(t.Config, apply.ContextTimeout, o.ErrOut, "create")
+	c, err := o.Factory.Client(t, kube.ClientOptions{Verb: "create", Timeout: apply.ContextTimeout, Warnings: o.ErrOut})
 	if err != nil {
 		return err
 	}
-	outcome, live, err := apply.Object(ctx, c, obj, o.DryRun == DryRunServer)
+	outcome, live, err := apply.Object(ctx, c, obj, o.DryRun == cmdutil.DryRunServer)
 	if err != nil {
 		return apply.Explain(err, obj, t)
 	}
 	op := string(outcome)
-	if o.DryRun == DryRunServer {
+	if o.DryRun == cmdutil.DryRunServer {
 		op += " (server dry run)"
 	}
 	if o.namesOnly() {

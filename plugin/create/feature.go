@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 
+	"k8s.io/kubectl/pkg/util/templates"
+
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -54,8 +56,8 @@ func NewCmdCreateFeature(restClientGetter genericclioptions.RESTClientGetter, st
 		DisableFlagsInUseLine: true,
 		Aliases:               []string{"cf", "clusterfeature"},
 		Short:                 "Create a ClusterFeature",
-		Long:                  cmdutil.LongDesc(featureLong),
-		Example:               cmdutil.Examples(featureExample),
+		Long:                  templates.LongDesc(featureLong),
+		Example:               templates.Examples(featureExample),
 		Args:                  nameArg,
 		RunE:                  cmdutil.RunE(o),
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"unicode"
 
+	"k8s.io/kubectl/pkg/util/templates"
+
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -26,12 +28,10 @@ const (
 		--kind (with --group, empty for the core group, and --version, v1 by default) is the
 		kind of the objects. The other flags narrow what is synced, all of them ANDed:
 
-		  --name NAME             the object with that name
-		  --namespace-match NS    objects in that namespace; repeat it for several (ORed)
-		  --label-selector SEL    objects whose labels match SEL (kubectl's -l syntax);
-		                          repeat it for several selectors (ORed)
-		  --feature F             only peers that have a ClusterFeature with featureName F
-		                          are sources; repeat it for several (all must hold)
+		    --name NAME             the object with that name
+		    --namespace-match NS    objects in that namespace; repeat it for several (ORed)
+		    --label-selector SEL    objects whose labels match SEL (kubectl's -l syntax); repeat it for several selectors (ORed)
+		    --feature F             only peers that have a ClusterFeature with featureName F are sources; repeat it for several (all must hold)
 
 		--name with one --namespace-match writes an objectKey {name, namespace}, as the
 		seed's rules do. Without any of them the rule syncs every object of the kind.
@@ -85,8 +85,8 @@ func NewCmdCreateRule(restClientGetter genericclioptions.RESTClientGetter, strea
 		DisableFlagsInUseLine: true,
 		Aliases:               []string{"rsr", "resourcesyncrule"},
 		Short:                 "Create a ResourceSyncRule",
-		Long:                  cmdutil.LongDesc(ruleLong),
-		Example:               cmdutil.Examples(ruleExample),
+		Long:                  templates.LongDesc(ruleLong),
+		Example:               templates.Examples(ruleExample),
 		Args:                  nameArg,
 		RunE:                  cmdutil.RunE(o),
 	}

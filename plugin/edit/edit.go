@@ -16,6 +16,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/kubectl/pkg/util/templates"
+
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -31,6 +33,7 @@ import (
 	"github.com/kubectl-registry/kubectl-registry/manifests"
 	"github.com/kubectl-registry/kubectl-registry/plugin/apply"
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 )
 
@@ -49,7 +52,7 @@ const (
 		context, in parallel, each context within 30 seconds; where the object is missing it
 		is created. Each context is reported as kubectl apply does:
 
-		  cluster-a: resourcesyncrule.clusterregistry.k8s.cisco.com/my-rule configured
+		    cluster-a: resourcesyncrule.clusterregistry.k8s.cisco.com/my-rule configured
 
 		(created, configured or unchanged). The others are still applied when a context
 		fails; the command then exits with 2 and an error that names each failed context
@@ -120,18 +123,19 @@ type Options struct {
 	// Set by Complete and Run.
 	cmd     *cobra.Command
 	gvk     schema.GroupVersionKind
-	targets []apply.Target
+	targets []kube.Target
 
-	restClientGetter genericclioptions.RESTClientGetter
+	// Factory resolves the contexts and builds the clients.
+	Factory kube.Factory
 	genericiooptions.IOStreams
 }
 
 // NewOptions returns Options with the defaults of the flags.
 func NewOptions(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *Options {
 	return &Options{
-		Timeout:          apply.ContextTimeout,
-		restClientGetter: restClientGetter,
-		IOStreams:        streams,
+		Timeout:   apply.ContextTimeout,
+		Factory:   kube.NewFactory(restClientGetter),
+		IOStreams: streams,
 	}
 }
 
@@ -143,8 +147,8 @@ func NewCmdEdit(restClientGetter genericclioptions.RESTClientGetter, streams gen
 		Use:                   "edit (rsr|cf) NAME [--contexts A,B,...]",
 		DisableFlagsInUseLine: true,
 		Short:                 "Edit a ResourceSyncRule or ClusterFeature once and apply it to several contexts",
-		Long:                  cmdutil.LongDesc(editLong),
-		Example:               cmdutil.Examples(editExample),
+		Long:                  templates.LongDesc(editLong),
+		Example:               templates.Examples(editExample),
 		Args:                  typeNameArgs,
 		RunE:                  cmdutil.RunE(o),
 	}
@@ -211,7 +215,7 @@ func (o *Options) Validate() error {
 
 // Run reads the object, opens the editor once and applies the result to every context.
 func (o *Options) Run(ctx context.Context) error {
-	targets, err := apply.ResolveTargets(o.cmd, o.restClientGetter, o.Contexts)
+	targets, err := o.Factory.Targets(o.cmd, o.Contexts)
 	if err != nil {
 		return err
 	}
@@ -240,7 +244,7 @@ func (o *Options) Run(ctx context.Context) error {
 		_ = os.Remove(path)
 		return fmt.Errorf("writing %s: %w", path, werr)
 	}
-	if err := launchEditor(path, o.IOStreams); err != nil {
+	if err := launchEditor(path); err != nil {
 		return keep(path, err)
 	}
 	edited, err := os.ReadFile(path)
@@ -291,10 +295,10 @@ func (o *Options) header() string {
 }
 
 // read gets the object from t, without the fields the API server sets.
-func (o *Options) read(ctx context.Context, t apply.Target) (*unstructured.Unstructured, error) {
+func (o *Options) read(ctx context.Context, t kube.Target) (*unstructured.Unstructured, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	c, err := apply.NewClient(t.Config, o.Timeout, o.ErrOut, "edit")
+	c, err := o.Factory.Client(t, kube.ClientOptions{Verb: "edit", Timeout: o.Timeout, Warnings: o.ErrOut})
 	if err != nil {
 		return nil, err
 	}
@@ -308,7 +312,7 @@ func (o *Options) read(ctx context.Context, t apply.Target) (*unstructured.Unstr
 }
 
 // explainRead wraps an error of reading the object from t.
-func explainRead(err error, gvk schema.GroupVersionKind, name string, t apply.Target) error {
+func explainRead(err error, gvk schema.GroupVersionKind, name string, t kube.Target) error {
 	ref := strings.ToLower(gvk.Kind) + "." + gvk.Group + "/" + name
 	var status apierrors.APIStatus
 	switch {
@@ -432,10 +436,10 @@ func (o *Options) applyAll(ctx context.Context, obj *unstructured.Unstructured, 
 // applyTo applies obj to one target within Timeout, then removes the fields of removed
 // that the object still has there: server-side apply removes a field only when no other
 // field manager set it too, and an edit that removes a field must remove it.
-func (o *Options) applyTo(ctx context.Context, t apply.Target, obj *unstructured.Unstructured, removed [][]string) result {
+func (o *Options) applyTo(ctx context.Context, t kube.Target, obj *unstructured.Unstructured, removed [][]string) result {
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	c, err := apply.NewClient(t.Config, o.Timeout, o.ErrOut, "edit")
+	c, err := o.Factory.Client(t, kube.ClientOptions{Verb: "edit", Timeout: o.Timeout, Warnings: o.ErrOut})
 	if err != nil {
 		return result{err: err}
 	}

@@ -325,7 +325,7 @@ b: clusterfeature.clusterregistry.k8s.cisco.com/test-secret-source unchanged
 		{"renamed", `sed -i 's/name: test-secret-sink/name: other/' "$1"`, []string{`the name cannot be changed: "test-secret-sink", edited to "other"`}},
 		{"kind changed", `sed -i 's/kind: ResourceSyncRule/kind: ClusterFeature/' "$1"`, []string{"the apiVersion and kind cannot be changed"}},
 		{"two objects", `printf -- '---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n' >> "$1"`, []string{"the edited file holds 2 objects, want one"}},
-		{"editor fails", `exit 3`, []string{"running the editor", "exit status 3"}},
+		{"editor fails", `exit 3`, []string{"running the editor", "there was a problem with the editor"}},
 	}
 	for _, tt := range failures {
 		t.Run(tt.name+": exit 2, nothing changed", func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"path"
 	"strconv"
 	"sync"
@@ -20,10 +21,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
-	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
-
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 )
 
@@ -67,9 +66,10 @@ type tableRow struct {
 
 // clusterConn holds the clients of one context.
 type clusterConn struct {
-	config  *rest.Config
-	kube    kubernetes.Interface
-	dynamic dynamic.Interface
+	config    *rest.Config
+	kube      kubernetes.Interface
+	dynamic   dynamic.Interface
+	discovery discovery.DiscoveryInterface
 }
 
 // query runs both phases against every target in parallel: identify the clusters, then,
@@ -134,25 +134,25 @@ func parallel(n int, f func(i int)) {
 }
 
 func (o *Options) connect(t target) (*clusterConn, error) {
-	cfg, err := clientcmd.NewNonInteractiveClientConfig(*t.config, t.context, cmdutil.ContextOverrides(o.restClientGetter, t.context), nil).ClientConfig()
+	kt, err := o.Factory.Target(t.context)
 	if err != nil {
 		return nil, err
 	}
-	cfg = rest.CopyConfig(cfg)
-	if cfg.Timeout == 0 || cfg.Timeout > o.ClusterTimeout {
-		cfg.Timeout = o.ClusterTimeout // --cluster-timeout bounds each cluster
-	}
-	cfg.QPS, cfg.Burst = 50, 100
-	cfg.WarningHandler = rest.NoWarnings{}
-	kube, err := kubernetes.NewForConfig(cfg)
+	// --cluster-timeout bounds each cluster; warnings would repeat for every cluster.
+	opts := kube.ClientOptions{Verb: "get", Timeout: o.ClusterTimeout, Warnings: io.Discard}
+	kc, err := o.Factory.Kubernetes(kt, opts)
 	if err != nil {
 		return nil, err
 	}
-	dyn, err := dynamic.NewForConfig(cfg)
+	dyn, err := o.Factory.Dynamic(kt, opts)
 	if err != nil {
 		return nil, err
 	}
-	return &clusterConn{config: cfg, kube: kube, dynamic: dyn}, nil
+	dc, err := o.Factory.Discovery(kt, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &clusterConn{config: kube.Configure(kt.Config, opts), kube: kc, dynamic: dyn, discovery: dc}, nil
 }
 
 // identify names the cluster of r's context after its local registry Cluster CR.
@@ -189,10 +189,7 @@ func (o *Options) identify(ctx context.Context, conn *clusterConn, r *clusterRes
 
 // list reads every requested resource type from one cluster as server-side Tables.
 func (o *Options) list(ctx context.Context, conn *clusterConn, t target, r *clusterResult) error {
-	dc, err := discovery.NewDiscoveryClientForConfig(conn.config)
-	if err != nil {
-		return err
-	}
+	dc := conn.discovery
 	groups, err := restmapper.GetAPIGroupResources(dc)
 	if err != nil && len(groups) == 0 {
 		return fmt.Errorf("discovering resource types: %w", err)

@@ -16,14 +16,16 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/kubectl/pkg/util/templates"
+
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/client-go/util/jsonpath"
 
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube"
 )
 
 // ClusterAnnotation is set on every item of the List printed by -o yaml|json (and
@@ -114,7 +116,8 @@ type Options struct {
 	explicitCtx   bool
 	namespaceFlag string // -n when given
 
-	restClientGetter genericclioptions.RESTClientGetter
+	// Factory reads the kubeconfig and builds the clients.
+	Factory kube.Factory
 	genericiooptions.IOStreams
 }
 
@@ -122,16 +125,15 @@ type Options struct {
 type target struct {
 	context   string
 	namespace string // the namespace to list when not --all-namespaces
-	config    *clientcmdapi.Config
 }
 
 // NewOptions returns Options with the defaults of the flags.
 func NewOptions(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *Options {
 	return &Options{
-		ClusterTimeout:   DefaultClusterTimeout,
-		PrintFlags:       genericclioptions.NewPrintFlags(""),
-		restClientGetter: restClientGetter,
-		IOStreams:        streams,
+		ClusterTimeout: DefaultClusterTimeout,
+		PrintFlags:     genericclioptions.NewPrintFlags(""),
+		Factory:        kube.NewFactory(restClientGetter),
+		IOStreams:      streams,
 	}
 }
 
@@ -142,8 +144,8 @@ func NewCmdGet(restClientGetter genericclioptions.RESTClientGetter, streams gene
 	cmd := &cobra.Command{
 		Use:     "get RESOURCE [NAME...] [flags]",
 		Short:   "Search resources across the clusters of the group, with a CLUSTER column",
-		Long:    cmdutil.LongDesc(getLong),
-		Example: cmdutil.Examples(getExample),
+		Long:    templates.LongDesc(getLong),
+		Example: templates.Examples(getExample),
 		Args:    resourceArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.Complete(cmd, args); err != nil {
@@ -243,9 +245,9 @@ func (o *Options) Complete(cmd *cobra.Command, args []string) error {
 	if f := cmd.Flag("namespace"); f != nil && f.Changed {
 		o.namespaceFlag = f.Value.String()
 	}
-	raw, err := o.restClientGetter.ToRawKubeConfigLoader().RawConfig()
+	raw, err := o.Factory.RawConfig()
 	if err != nil {
-		return fmt.Errorf("reading kubeconfig: %w", err)
+		return err
 	}
 	// --context narrows the search to that one context, like --contexts with one name;
 	// it is never silently ignored.
@@ -286,7 +288,7 @@ func (o *Options) Complete(cmd *cobra.Command, args []string) error {
 		if ns == "" {
 			ns = "default"
 		}
-		o.targets = append(o.targets, target{context: name, namespace: ns, config: &raw})
+		o.targets = append(o.targets, target{context: name, namespace: ns})
 	}
 	return nil
 }

@@ -9,9 +9,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/rest"
 
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube"
 )
 
 // watch prints the result, then prints it again whenever an object of the listed
@@ -64,9 +64,8 @@ func (o *Options) watchSources(results []*clusterResult) ([]cmdutil.WatchSource,
 		if r.err != nil || r.skip || r.conn == nil {
 			continue
 		}
-		cfg := rest.CopyConfig(r.conn.config)
-		cfg.Timeout = 0 // a watch lasts; each list is bounded by --cluster-timeout
-		dc, err := dynamic.NewForConfig(cfg)
+		// A watch lasts; each list is bounded by --cluster-timeout.
+		dc, err := dynamic.NewForConfig(kube.Configure(r.conn.config, kube.ClientOptions{Verb: "get", Watch: true}))
 		if err != nil {
 			return nil, fmt.Errorf("watching cluster %s: %w", r.cluster, err)
 		}

@@ -10,22 +10,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"runtime"
-	"slices"
 	"strings"
 	"time"
 
-	"github.com/go-logr/logr"
+	"k8s.io/kubectl/pkg/util/templates"
+
 	"github.com/spf13/cobra"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -33,29 +30,17 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-registry/kubectl-registry/manifests"
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
-	"github.com/kubectl-registry/kubectl-registry/reconciler/buildinfo"
-)
-
-// Values of --dry-run.
-const (
-	DryRunNone   = "none"
-	DryRunClient = "client"
-	DryRunServer = "server"
 )
 
 const (
 	// DefaultTimeout is the default of --timeout.
 	DefaultTimeout = 5 * time.Minute
-	// clientQPS and clientBurst limit the requests of the command on the client side.
-	clientQPS   = 50
-	clientBurst = 100
 	// requestTimeout bounds every request when --request-timeout is not set, so that an
 	// API server that accepts connections but never answers cannot hang the command.
 	requestTimeout = 30 * time.Second
@@ -128,8 +113,8 @@ type Options struct {
 	// Render customises the manifests: namespace, cluster name, API server endpoint,
 	// image and replicas.
 	Render manifests.RenderOptions
-	// DryRun is DryRunNone, DryRunClient or DryRunServer.
-	DryRun string
+	// DryRun is cmdutil.DryRunNone, cmdutil.DryRunClient or cmdutil.DryRunServer.
+	DryRun cmdutil.DryRunStrategy
 	// Wait waits until the controller reports the local Cluster Ready.
 	Wait bool
 	// Timeout bounds Wait.
@@ -137,7 +122,9 @@ type Options struct {
 	// PrintFlags selects the output: one line per object by default, or -o.
 	PrintFlags *genericclioptions.PrintFlags
 
-	restClientGetter genericclioptions.RESTClientGetter
+	// Factory builds the client of the selected context.
+	Factory kube.Factory
+	cmd     *cobra.Command
 	genericiooptions.IOStreams
 }
 
@@ -149,11 +136,11 @@ func NewOptions(restClientGetter genericclioptions.RESTClientGetter, streams gen
 			Image:     manifests.DefaultImage,
 			Replicas:  manifests.DefaultReplicas,
 		},
-		DryRun:           DryRunNone,
-		Timeout:          DefaultTimeout,
-		PrintFlags:       genericclioptions.NewPrintFlags("").WithTypeSetter(clientgoscheme.Scheme),
-		restClientGetter: restClientGetter,
-		IOStreams:        streams,
+		DryRun:     cmdutil.DryRunNone,
+		Timeout:    DefaultTimeout,
+		PrintFlags: genericclioptions.NewPrintFlags("").WithTypeSetter(clientgoscheme.Scheme),
+		Factory:    kube.NewFactory(restClientGetter),
+		IOStreams:  streams,
 	}
 }
 
@@ -165,8 +152,8 @@ func NewCmdInstall(restClientGetter genericclioptions.RESTClientGetter, streams 
 		Use:                   "install [--cluster-name NAME] [--api-server-endpoint URL] [--monitoring] [--dry-run=client|server] [--wait] [-o yaml|json|name]",
 		DisableFlagsInUseLine: true,
 		Short:                 "Install the registry (CRDs, RBAC, controller) into a cluster",
-		Long:                  cmdutil.LongDesc(installLong),
-		Example:               cmdutil.Examples(installExample),
+		Long:                  templates.LongDesc(installLong),
+		Example:               templates.Examples(installExample),
 		Args:                  cmdutil.NoArgs,
 		RunE:                  cmdutil.RunE(o),
 	}
@@ -190,8 +177,7 @@ func (o *Options) AddFlags(cmd *cobra.Command) {
 		"Replicas of the controller; leader election keeps one active and the others ready to take over.")
 	fs.BoolVar(&r.Monitoring, "monitoring", r.Monitoring,
 		"Also apply the monitoring pack: ServiceMonitor, PrometheusRule (alerts) and Grafana dashboard. Needs the Prometheus Operator's CRDs (monitoring.coreos.com); without them install stops before applying anything.")
-	fs.StringVar(&o.DryRun, "dry-run", o.DryRun,
-		`Must be "none", "client" or "server". "client" prints what would be applied and contacts no cluster; "server" sends every object as a server-side dry run, persisting nothing.`)
+	cmdutil.AddDryRunFlag(cmd, `Must be "none", "client" or "server". "client" prints what would be applied and contacts no cluster; "server" sends every object as a server-side dry run, persisting nothing.`)
 	fs.BoolVar(&o.Wait, "wait", o.Wait,
 		"Wait until the controller reports the local Cluster Ready (progress on stderr).")
 	fs.DurationVar(&o.Timeout, "timeout", o.Timeout,
@@ -200,8 +186,11 @@ func (o *Options) AddFlags(cmd *cobra.Command) {
 }
 
 // Complete derives the options that follow other flags.
-func (o *Options) Complete(_ *cobra.Command, _ []string) error {
-	return nil
+func (o *Options) Complete(cmd *cobra.Command, _ []string) error {
+	o.cmd = cmd
+	var err error
+	o.DryRun, err = cmdutil.GetDryRunStrategy(cmd, cmdutil.DryRunNone, cmdutil.DryRunClient, cmdutil.DryRunServer)
+	return err
 }
 
 // Validate checks the flags. It does no I/O.
@@ -221,10 +210,7 @@ func (o *Options) Validate() error {
 	if err := r.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if !slices.Contains([]string{DryRunNone, DryRunClient, DryRunServer}, o.DryRun) {
-		errs = append(errs, fmt.Errorf(`--dry-run must be "none", "client" or "server", got %q`, o.DryRun))
-	}
-	if o.Wait && o.DryRun != DryRunNone {
+	if o.Wait && o.DryRun != cmdutil.DryRunNone {
 		errs = append(errs, errors.New("--wait cannot be used with --dry-run: nothing is installed to wait for"))
 	}
 	if o.Timeout <= 0 {
@@ -242,15 +228,15 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if o.DryRun == DryRunClient {
+	if o.DryRun == cmdutil.DryRunClient {
 		return o.print(objsAsResults(objs, "serverside-applied"), " (dry run)", objs)
 	}
 
-	c, target, err := o.connect()
+	c, target, err := kube.Connect(o.Factory, o.cmd, kube.ClientOptions{Verb: "install", Timeout: requestTimeout, Warnings: o.ErrOut})
 	if err != nil {
 		return err
 	}
-	uid, err := preflight(ctx, c, target)
+	uid, err := kube.Ping(ctx, c, target, requestTimeout)
 	if err != nil {
 		return err
 	}
@@ -268,7 +254,7 @@ func (o *Options) Run(ctx context.Context) error {
 	}
 
 	crds, others := splitCRDs(objs)
-	if o.DryRun == DryRunServer {
+	if o.DryRun == cmdutil.DryRunServer {
 		results, live, err := applyServerDryRun(ctx, c, objs, o.Render.Namespace, o.ErrOut)
 		if perr := o.print(results, " (server dry run)", live); perr != nil && err == nil {
 			err = perr
@@ -306,126 +292,9 @@ func (o *Options) Run(ctx context.Context) error {
 	return nil
 }
 
-// target describes the cluster the command talks to, for messages.
-type target struct {
-	context string
-	server  string
-}
-
-func (t target) String() string {
-	if t.context == "" {
-		return fmt.Sprintf("the API server at %s", t.server)
-	}
-	return fmt.Sprintf("the API server at %s (context %q)", t.server, t.context)
-}
-
-// connect builds the client of the cluster of the selected kubeconfig context.
-func (o *Options) connect() (client.Client, target, error) {
-	cfg, err := o.restClientGetter.ToRESTConfig()
-	if err != nil {
-		return nil, target{}, fmt.Errorf("loading the kubeconfig: %w", err)
-	}
-	t := target{server: cfg.Host, context: contextName(o.restClientGetter)}
-	if err := checkConfigFound(o.restClientGetter, cfg); err != nil {
-		return nil, t, err
-	}
-	cfg = rest.CopyConfig(cfg)
-	if cfg.Timeout == 0 {
-		cfg.Timeout = requestTimeout
-	}
-	// client-go's default (5 requests/s) would make the polls of --wait queue behind
-	// each other; the API server's priority and fairness protects it anyway.
-	if cfg.QPS == 0 {
-		cfg.QPS, cfg.Burst = clientQPS, clientBurst
-	}
-	// API server warnings go to stderr as kubectl prints them, not to controller-runtime's
-	// process-wide logger.
-	cfg.WarningHandler = rest.NewWarningWriter(o.ErrOut, rest.WarningWriterOptions{Deduplicate: true})
-	info := buildinfo.Get()
-	cfg.UserAgent = fmt.Sprintf("kubectl-registry/%s (%s/%s) install", info.Version, runtime.GOOS, runtime.GOARCH)
-	scheme, err := newScheme()
-	if err != nil {
-		return nil, t, err
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme, Log: logr.Discard()})
-	if err != nil {
-		return nil, t, fmt.Errorf("creating a client for %s: %w", t, err)
-	}
-	return c, t, nil
-}
-
-// contextName returns the kubeconfig context the getter selects, or "".
-func contextName(getter genericclioptions.RESTClientGetter) string {
-	if cf, ok := getter.(*genericclioptions.ConfigFlags); ok && cf.Context != nil && *cf.Context != "" {
-		return *cf.Context
-	}
-	raw, err := getter.ToRawKubeConfigLoader().RawConfig()
-	if err != nil {
-		return ""
-	}
-	return raw.CurrentContext
-}
-
-// checkConfigFound reports a missing kubeconfig instead of letting client-go fall back
-// to its legacy default server (http://localhost:8080).
-func checkConfigFound(getter genericclioptions.RESTClientGetter, cfg *rest.Config) error {
-	if cfg.Host != clientcmd.ClusterDefaults.Server {
-		return nil
-	}
-	raw, err := getter.ToRawKubeConfigLoader().RawConfig()
-	if err != nil || len(raw.Clusters) > 0 {
-		return nil
-	}
-	return errors.New("no kubeconfig found: pass --kubeconfig (and --context), or set KUBECONFIG")
-}
-
-func newScheme() (*k8sruntime.Scheme, error) {
-	s := k8sruntime.NewScheme()
-	for _, add := range []func(*k8sruntime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, v1alpha1.AddToScheme} {
-		if err := add(s); err != nil {
-			return nil, fmt.Errorf("building the scheme: %w", err)
-		}
-	}
-	return s, nil
-}
-
-// preflight checks that the API server answers and returns the cluster ID (the UID of
-// kube-system), or "" when the user may not read it.
-func preflight(ctx context.Context, c client.Client, t target) (types.UID, error) {
-	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
-	defer cancel()
-	var ns corev1.Namespace
-	err := c.Get(ctx, client.ObjectKey{Name: metav1NamespaceSystem}, &ns)
-	switch {
-	case err == nil:
-		return ns.UID, nil
-	case isAPIStatus(err):
-		// The server answered: go on, the apply reports what is not allowed.
-		return "", nil
-	default:
-		return "", fmt.Errorf("cannot reach %s: %w", t, err)
-	}
-}
-
-const metav1NamespaceSystem = "kube-system"
-
-func isAPIStatus(err error) bool {
-	var status apierrors.APIStatus
-	return errors.As(err, &status)
-}
-
 // explain adds what the user can do about an error of the API server.
-func explain(err error, t target) error {
-	switch {
-	case err == nil:
-		return nil
-	case apierrors.IsForbidden(err):
-		return fmt.Errorf("%w\ninstalling the registry needs the rights to create CRDs, ClusterRoles and ClusterRoleBindings (cluster-admin) on %s", err, t)
-	case !isAPIStatus(err) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded):
-		return fmt.Errorf("talking to %s: %w", t, err)
-	default:
-		return err
-	}
+func explain(err error, t kube.Target) error {
+	return kube.ExplainAdmin(err, t, "installing the registry needs the rights to create CRDs, ClusterRoles and ClusterRoleBindings")
 }
 
 // splitCRDs returns the CRDs and the other objects, each in their order.
@@ -454,7 +323,7 @@ func waitEstablished(ctx context.Context, c client.Client, crds []*unstructured.
 		err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 			var crd apiextensionsv1.CustomResourceDefinition
 			if err := c.Get(ctx, client.ObjectKey{Name: obj.GetName()}, &crd); err != nil {
-				if isAPIStatus(err) && !apierrors.IsNotFound(err) {
+				if kube.IsAPIStatus(err) && !apierrors.IsNotFound(err) {
 					return false, err
 				}
 				last = err.Error()
@@ -510,49 +379,14 @@ func applyServerDryRun(ctx context.Context, c client.Client, objs []*unstructure
 			live = append(live, obj)
 			continue
 		}
-		before := &unstructured.Unstructured{}
-		before.SetGroupVersionKind(obj.GroupVersionKind())
-		existed := true
-		if err := c.Get(ctx, client.ObjectKeyFromObject(obj), before); err != nil {
-			if !apierrors.IsNotFound(err) {
-				return results, live, fmt.Errorf("reading %s %s: %w", obj.GetKind(), objectName(obj), err)
-			}
-			existed = false
-		}
-		after := obj.DeepCopy()
-		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(after),
-			client.FieldOwner(v1alpha1.FieldManager), client.ForceOwnership, client.DryRunAll); err != nil {
-			return results, live, fmt.Errorf("applying %s %s (server dry run): %w", obj.GetKind(), objectName(obj), err)
-		}
-		outcome := manifests.Unchanged
-		switch {
-		case !existed:
-			outcome = manifests.Created
-		case !sameIgnoringBookkeeping(before, after):
-			outcome = manifests.Configured
+		outcome, after, err := manifests.ApplyObject(ctx, c, v1alpha1.FieldManager, obj, true)
+		if err != nil {
+			return results, live, fmt.Errorf("applying %s %s (server dry run): %w", obj.GetKind(), manifests.ObjectName(obj), err)
 		}
 		results = append(results, manifests.Result{Object: obj, Outcome: outcome})
 		live = append(live, after)
 	}
 	return results, live, nil
-}
-
-// sameIgnoringBookkeeping compares two versions of an object without their managed
-// fields and resource version.
-func sameIgnoringBookkeeping(a, b *unstructured.Unstructured) bool {
-	a, b = a.DeepCopy(), b.DeepCopy()
-	for _, u := range []*unstructured.Unstructured{a, b} {
-		u.SetManagedFields(nil)
-		u.SetResourceVersion("")
-	}
-	return equality.Semantic.DeepEqual(a.Object, b.Object)
-}
-
-func objectName(obj *unstructured.Unstructured) string {
-	if ns := obj.GetNamespace(); ns != "" {
-		return ns + "/" + obj.GetName()
-	}
-	return obj.GetName()
 }
 
 // warnNoLocalCluster warns when the controller cannot start: no --cluster-name and no
@@ -687,7 +521,7 @@ func (o *Options) deploymentStatus(ctx context.Context, c client.Client) (string
 
 // checkMonitoringCRDs reports, before anything is applied, when the cluster does not serve
 // the Prometheus Operator kinds the monitoring pack holds.
-func checkMonitoringCRDs(c client.Client, t target) error {
+func checkMonitoringCRDs(c client.Client, t kube.Target) error {
 	var missing []string
 	for _, kind := range manifests.MonitoringKinds {
 		gk := schema.GroupKind{Group: manifests.MonitoringGroupVersion.Group, Kind: kind}
@@ -711,7 +545,7 @@ func checkMonitoringCRDs(c client.Client, t target) error {
 func checkOtherInstallation(ctx context.Context, c client.Client, namespace string) error {
 	var crb rbacv1.ClusterRoleBinding
 	if err := c.Get(ctx, client.ObjectKey{Name: v1alpha1.ControllerName}, &crb); err != nil {
-		if isAPIStatus(err) {
+		if kube.IsAPIStatus(err) {
 			return nil // not installed, or not readable: the apply reports what matters
 		}
 		return err
@@ -745,7 +579,7 @@ func (o *Options) printApplied(ctx context.Context, c client.Client, results []m
 		u := &unstructured.Unstructured{}
 		u.SetGroupVersionKind(r.Object.GroupVersionKind())
 		if err := c.Get(ctx, client.ObjectKeyFromObject(r.Object), u); err != nil {
-			return fmt.Errorf("reading %s %s back: %w", r.Object.GetKind(), objectName(r.Object), err)
+			return fmt.Errorf("reading %s %s back: %w", r.Object.GetKind(), manifests.ObjectName(r.Object), err)
 		}
 		live = append(live, u)
 	}

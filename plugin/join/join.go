@@ -14,19 +14,20 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/kubectl/pkg/util/templates"
+
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 )
@@ -150,9 +151,7 @@ type Options struct {
 
 // NewOptions returns Options with the defaults of the flags.
 func NewOptions(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *Options {
-	scheme := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+	scheme := kube.NewScheme()
 	return &Options{
 		Namespace:        v1alpha1.DefaultNamespace,
 		DryRun:           dryRunNone,
@@ -171,8 +170,8 @@ func NewCmdJoin(restClientGetter genericclioptions.RESTClientGetter, streams gen
 	cmd := &cobra.Command{
 		Use:     "join --context A --peer-context B [flags]",
 		Short:   "Join two clusters: swap their Cluster CRs and reader Secrets",
-		Long:    cmdutil.LongDesc(joinLong),
-		Example: cmdutil.Examples(joinExample),
+		Long:    templates.LongDesc(joinLong),
+		Example: templates.Examples(joinExample),
 		Args:    cmdutil.NoArgs,
 		RunE:    cmdutil.RunE(o),
 	}

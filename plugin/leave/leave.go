@@ -20,6 +20,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/kubectl/pkg/util/templates"
+
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -28,18 +30,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/conditions"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
@@ -138,9 +139,7 @@ type Options struct {
 
 // NewOptions returns Options with the defaults of the flags.
 func NewOptions(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *Options {
-	scheme := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+	scheme := kube.NewScheme()
 	return &Options{
 		Namespace:        v1alpha1.DefaultNamespace,
 		DryRun:           dryRunNone,
@@ -159,8 +158,8 @@ func NewCmdLeave(restClientGetter genericclioptions.RESTClientGetter, streams ge
 	cmd := &cobra.Command{
 		Use:     "leave [CLUSTER] [--context MEMBER] [--force] [--wait]",
 		Short:   "Remove a cluster from the group (keeps synced objects)",
-		Long:    cmdutil.LongDesc(leaveLong),
-		Example: cmdutil.Examples(leaveExample),
+		Long:    templates.LongDesc(leaveLong),
+		Example: templates.Examples(leaveExample),
 		Args:    cmdutil.UsageErrorArgs(cobra.MaximumNArgs(1)),
 		RunE:    cmdutil.RunE(o),
 	}

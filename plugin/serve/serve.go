@@ -13,6 +13,8 @@ import (
 	"runtime"
 	"strconv"
 
+	"k8s.io/kubectl/pkg/util/templates"
+
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap/zapcore"
@@ -112,8 +114,8 @@ func NewCmdServe(restClientGetter genericclioptions.RESTClientGetter, streams ge
 	cmd := &cobra.Command{
 		Use:     "serve [flags]",
 		Short:   "Run the registry controller (in a cluster, or against a kubeconfig context)",
-		Long:    cmdutil.LongDesc(serveLong),
-		Example: cmdutil.Examples(serveExample),
+		Long:    templates.LongDesc(serveLong),
+		Example: templates.Examples(serveExample),
 		Args:    cmdutil.NoArgs,
 		RunE:    cmdutil.RunE(o),
 	}

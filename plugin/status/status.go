@@ -14,22 +14,21 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/kubectl/pkg/util/templates"
+
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 )
@@ -108,29 +107,24 @@ type Options struct {
 	// Set by Complete: one target per context read.
 	targets []target
 
-	restClientGetter genericclioptions.RESTClientGetter
-	scheme           *runtime.Scheme
+	// Factory resolves the contexts and builds the clients.
+	Factory kube.Factory
 	genericiooptions.IOStreams
 }
 
 // target is one context to read.
 type target struct {
-	name   string // the context, as messages show it
-	flags  string // "--context a --kubeconfig f", for hints
-	config *rest.Config
+	kube.Target
+	flags string // "--context a --kubeconfig f", for hints
 }
 
 // NewOptions returns Options with the defaults of the flags.
 func NewOptions(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *Options {
-	scheme := runtime.NewScheme()
-	utilruntime.Must(v1alpha1.AddToScheme(scheme))
-	utilruntime.Must(corev1.AddToScheme(scheme))
 	return &Options{
-		Timeout:          ContextTimeout,
-		MaxEvents:        DefaultMaxEvents,
-		restClientGetter: restClientGetter,
-		scheme:           scheme,
-		IOStreams:        streams,
+		Timeout:   ContextTimeout,
+		MaxEvents: DefaultMaxEvents,
+		Factory:   kube.NewFactory(restClientGetter),
+		IOStreams: streams,
 	}
 }
 
@@ -141,8 +135,8 @@ func NewCmdStatus(restClientGetter genericclioptions.RESTClientGetter, streams g
 	cmd := &cobra.Command{
 		Use:     "status [--context C | --contexts A,B,...] [-w] [--events] [-o json|yaml]",
 		Short:   "Show the group of clusters and the sync rules as a cluster's controller sees them",
-		Long:    cmdutil.LongDesc(statusLong),
-		Example: cmdutil.Examples(statusExample),
+		Long:    templates.LongDesc(statusLong),
+		Example: templates.Examples(statusExample),
 		Args:    cmdutil.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.Validate(); err != nil {
@@ -200,55 +194,18 @@ func (o *Options) Complete(cmd *cobra.Command, _ []string) error {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	contextFlag := ""
-	if f := cmd.Flag("context"); f != nil {
-		contextFlag = f.Value.String()
-	}
-	if len(o.Contexts) > 0 && contextFlag != "" {
-		return cmdutil.UsageErrorf(cmd, "--context and --contexts cannot be used together")
-	}
-	loader := o.restClientGetter.ToRawKubeConfigLoader()
-	explicit := loader.ConfigAccess().GetExplicitFile()
-	raw, err := loader.RawConfig()
+	targets, err := o.Factory.Targets(cmd, o.Contexts)
 	if err != nil {
-		return fmt.Errorf("loading the kubeconfig: %w", err)
+		return err
 	}
-	files := describeFiles(loader.ConfigAccess().GetLoadingPrecedence())
-	if len(o.Contexts) == 0 {
-		name := contextFlag
-		if name != "" {
-			if _, ok := raw.Contexts[name]; !ok {
-				return cmdutil.UsageErrorf(cmd, "--context %q: no such context in the kubeconfig%s", name, files)
-			}
-		} else {
-			name = raw.CurrentContext
+	explicit := o.Factory.ExplicitFile()
+	o.targets = make([]target, len(targets))
+	for i, t := range targets {
+		name := t.Name
+		if name == t.Config.Host {
+			name = "" // no context: the server of the kubeconfig flags
 		}
-		cfg, err := o.restClientGetter.ToRESTConfig()
-		if err != nil {
-			return fmt.Errorf("loading the kubeconfig: %w", err)
-		}
-		if cfg.Host == clientcmd.ClusterDefaults.Server && len(raw.Clusters) == 0 {
-			return errors.New("no kubeconfig found: pass --kubeconfig and --context, or set KUBECONFIG")
-		}
-		flags := hintFlags(name, explicit)
-		if name == "" {
-			name = cfg.Host
-		}
-		o.targets = []target{{name: name, flags: flags, config: cfg}}
-		return nil
-	}
-	o.targets = nil
-	for _, name := range o.Contexts {
-		if _, ok := raw.Contexts[name]; !ok {
-			return cmdutil.UsageErrorf(cmd, "--contexts: no context %q in the kubeconfig%s", name, files)
-		}
-		rules := clientcmd.NewDefaultClientConfigLoadingRules()
-		rules.ExplicitPath = explicit
-		cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, cmdutil.ContextOverrides(o.restClientGetter, name)).ClientConfig()
-		if err != nil {
-			return fmt.Errorf("loading the kubeconfig of context %s: %w", name, err)
-		}
-		o.targets = append(o.targets, target{name: name, flags: hintFlags(name, explicit), config: cfg})
+		o.targets[i] = target{Target: t, flags: hintFlags(name, explicit)}
 	}
 	return nil
 }
@@ -299,7 +256,7 @@ func (o *Options) runMulti(ctx context.Context, out, errOut io.Writer) error {
 	for i, err := range errs {
 		if err != nil {
 			failed[i] = true
-			names = append(names, o.targets[i].name)
+			names = append(names, o.targets[i].Name)
 			fmt.Fprintf(errOut, "error: %v\n", err)
 		}
 	}
@@ -309,7 +266,7 @@ func (o *Options) runMulti(ctx context.Context, out, errOut io.Writer) error {
 		for i, t := range o.targets {
 			doc.Contexts[i] = ContextView{View: views[i]}
 			if errs[i] != nil {
-				doc.Contexts[i] = ContextView{View: View{Context: t.name, Clusters: []ClusterInfo{}, Rules: []RuleInfo{}}, Error: errs[i].Error()}
+				doc.Contexts[i] = ContextView{View: View{Context: t.Name, Clusters: []ClusterInfo{}, Rules: []RuleInfo{}}, Error: errs[i].Error()}
 			}
 		}
 		perr = printDocument(out, o.Output, doc)
@@ -322,7 +279,7 @@ func (o *Options) runMulti(ctx context.Context, out, errOut io.Writer) error {
 				continue
 			}
 			fmt.Fprintln(out)
-			perr = printEvents(out, "on context "+t.name, views[i].Events, o.Now())
+			perr = printEvents(out, "on context "+t.Name, views[i].Events, o.Now())
 		}
 	}
 	if perr != nil {
@@ -338,13 +295,14 @@ func (o *Options) runMulti(ctx context.Context, out, errOut io.Writer) error {
 // read lists the Clusters and ResourceSyncRules of one context, within Timeout, or
 // within --request-timeout when that is given.
 func (o *Options) read(ctx context.Context, t target) (View, error) {
-	cfg := rest.CopyConfig(t.config)
-	if cfg.Timeout == 0 {
-		cfg.Timeout = o.Timeout
+	// --request-timeout, when given, replaces the default bound, longer or shorter.
+	timeout := o.Timeout
+	if t.Config.Timeout != 0 {
+		timeout = t.Config.Timeout
 	}
-	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cl, err := client.New(cfg, client.Options{Scheme: o.scheme})
+	cl, err := o.Factory.Client(t.Target, kube.ClientOptions{Verb: "status", Timeout: timeout, Warnings: o.ErrOut})
 	if err != nil {
 		return View{}, o.readError(t, "Clusters", err)
 	}
@@ -356,7 +314,7 @@ func (o *Options) read(ctx context.Context, t target) (View, error) {
 	if err := cl.List(ctx, &rules); err != nil {
 		return View{}, o.readError(t, "ResourceSyncRules", err)
 	}
-	v := newView(t.name, clusters.Items, rules.Items, readerServers(ctx, cl, clusters.Items))
+	v := newView(t.Name, clusters.Items, rules.Items, readerServers(ctx, cl, clusters.Items))
 	if o.Events {
 		events, err := readEvents(ctx, cl, o.MaxEvents)
 		if err != nil {
@@ -371,16 +329,16 @@ func (o *Options) read(ctx context.Context, t target) (View, error) {
 func (o *Options) readError(t target, what string, err error) error {
 	if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
 		return fmt.Errorf("the registry is not installed on context %s (%s): the CRDs of %s are missing; run: kubectl registry install %s",
-			t.name, t.config.Host, v1alpha1.GroupVersion.Group, t.flags)
+			t.Name, t.Config.Host, v1alpha1.GroupVersion.Group, t.flags)
 	}
 	if apierrors.IsUnauthorized(err) || apierrors.IsForbidden(err) {
-		return fmt.Errorf("context %s: the API server at %s does not let you list %s: %w", t.name, t.config.Host, what, err)
+		return fmt.Errorf("context %s: the API server at %s does not let you list %s: %w", t.Name, t.Config.Host, what, err)
 	}
 	var status apierrors.APIStatus
 	if errors.As(err, &status) {
-		return fmt.Errorf("context %s: listing %s at %s: %w", t.name, what, t.config.Host, err)
+		return fmt.Errorf("context %s: listing %s at %s: %w", t.Name, what, t.Config.Host, err)
 	}
-	return fmt.Errorf("cannot reach the API server of context %s at %s: %w", t.name, t.config.Host, err)
+	return fmt.Errorf("cannot reach the API server of context %s at %s: %w", t.Name, t.Config.Host, err)
 }
 
 // printDocument prints doc as JSON or YAML.
@@ -410,14 +368,6 @@ func hintFlags(contextName, explicit string) string {
 		parts = append(parts, "--kubeconfig "+explicit)
 	}
 	return strings.Join(parts, " ")
-}
-
-// describeFiles names the kubeconfig files for a message: " (a, b)".
-func describeFiles(files []string) string {
-	if len(files) == 0 {
-		return ""
-	}
-	return " (" + strings.Join(files, ", ") + ")"
 }
 
 // readerServers returns, for each peer Cluster whose reader Secret this user may read,

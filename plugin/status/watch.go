@@ -10,10 +10,9 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/rest"
 
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 )
 
@@ -24,7 +23,7 @@ func (o *Options) watch(ctx context.Context) error {
 	for _, t := range o.targets {
 		srcs, err := o.watchSources(t)
 		if err != nil {
-			return fmt.Errorf("watching context %s: %w", t.name, err)
+			return fmt.Errorf("watching context %s: %w", t.Name, err)
 		}
 		sources = append(sources, srcs...)
 	}
@@ -54,10 +53,8 @@ func (o *Options) watch(ctx context.Context) error {
 // watchSources are the watches of one context: its Clusters and ResourceSyncRules and,
 // with --events, its warning events.
 func (o *Options) watchSources(t target) ([]cmdutil.WatchSource, error) {
-	cfg := rest.CopyConfig(t.config)
-	cfg.Timeout = 0 // a watch lasts; each open is bounded below
-	cfg.WarningHandler = rest.NoWarnings{}
-	dc, err := dynamic.NewForConfig(cfg)
+	// A watch lasts; each open is bounded below.
+	dc, err := o.Factory.Dynamic(t.Target, kube.ClientOptions{Verb: "status", Watch: true})
 	if err != nil {
 		return nil, err
 	}

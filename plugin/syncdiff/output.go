@@ -1,13 +1,11 @@
 package syncdiff
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -16,6 +14,10 @@ import (
 
 	"github.com/pmezard/go-difflib/difflib"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/kubectl/pkg/cmd/diff"
+	utilexec "k8s.io/utils/exec"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/planner"
@@ -23,13 +25,6 @@ import (
 
 // ExternalDiffEnv names the program that shows the update diffs, as for kubectl diff.
 const ExternalDiffEnv = "KUBECTL_EXTERNAL_DIFF"
-
-// Masks of Secret values, kubectl diff's.
-const (
-	mask       = "***"
-	maskBefore = "*** (before)"
-	maskAfter  = "*** (after)"
-)
 
 // serverFields are the metadata fields the API server sets: they are no part of a diff.
 var serverFields = []string{"uid", "resourceVersion", "generation", "creationTimestamp", "managedFields", "selfLink"}
@@ -54,41 +49,46 @@ func isSecret(u *unstructured.Unstructured) bool {
 	return u != nil && u.GetKind() == "Secret" && (u.GetAPIVersion() == "v1")
 }
 
-// maskSecrets replaces the values of the data and stringData of Secrets, like kubectl
-// diff: "***" where both sides agree or one side has no value, "*** (before)" and
-// "*** (after)" where they differ, so a diff still shows which keys changed. Either side
-// may be nil; the objects are changed in place.
-func maskSecrets(from, to *unstructured.Unstructured) {
+// maskSecrets replaces the values of the data and stringData of Secrets with kubectl
+// diff's Masker: "***" where both sides agree or one side has no value, "*** (before)"
+// and "*** (after)" where they differ, so a diff still shows which keys changed. Either
+// side may be nil; the objects are changed in place. kubectl masks data only; stringData
+// is masked the same way.
+func maskSecrets(from, to *unstructured.Unstructured) error {
 	if !isSecret(from) && !isSecret(to) {
-		return
+		return nil
 	}
 	for _, field := range []string{"data", "stringData"} {
-		var a, b map[string]any
-		if from != nil {
-			a, _, _ = unstructured.NestedMap(from.Object, field)
+		m, err := diff.NewMasker(asData(from, field), asData(to, field))
+		if err != nil {
+			return fmt.Errorf("masking the Secret's %s: %w", field, err)
 		}
-		if to != nil {
-			b, _, _ = unstructured.NestedMap(to.Object, field)
-		}
-		ma, mb := map[string]any{}, map[string]any{}
-		for k, va := range a {
-			ma[k] = mask
-			if vb, ok := b[k]; ok && fmt.Sprint(va) != fmt.Sprint(vb) {
-				ma[k] = maskBefore
-			}
-		}
-		for k, vb := range b {
-			mb[k] = mask
-			if va, ok := a[k]; ok && fmt.Sprint(va) != fmt.Sprint(vb) {
-				mb[k] = maskAfter
-			}
-		}
-		if a != nil {
-			_ = unstructured.SetNestedMap(from.Object, ma, field)
-		}
-		if b != nil {
-			_ = unstructured.SetNestedMap(to.Object, mb, field)
-		}
+		setData(from, field, m.From())
+		setData(to, field, m.To())
+	}
+	return nil
+}
+
+// asData returns field of u as the data of an object for kubectl's Masker, or nil.
+func asData(u *unstructured.Unstructured, field string) runtime.Object {
+	if u == nil {
+		return nil
+	}
+	c := &unstructured.Unstructured{Object: map[string]any{}}
+	if m, found, _ := unstructured.NestedMap(u.Object, field); found {
+		c.Object["data"] = m
+	}
+	return c
+}
+
+// setData sets field of u to the data of the masked object.
+func setData(u *unstructured.Unstructured, field string, masked runtime.Object) {
+	mu, ok := masked.(*unstructured.Unstructured)
+	if u == nil || !ok || mu == nil {
+		return
+	}
+	if m, found, _ := unstructured.NestedMap(mu.Object, "data"); found {
+		_ = unstructured.SetNestedMap(u.Object, m, field)
 	}
 }
 
@@ -103,7 +103,15 @@ func diffPair(it Item, showSecrets bool) (live, desired *unstructured.Unstructur
 		live = nil
 	}
 	if !showSecrets {
-		maskSecrets(live, desired)
+		if err := maskSecrets(live, desired); err != nil {
+			// Never show what could not be masked.
+			for _, u := range []*unstructured.Unstructured{live, desired} {
+				if u != nil {
+					unstructured.RemoveNestedField(u.Object, "data")
+					unstructured.RemoveNestedField(u.Object, "stringData")
+				}
+			}
+		}
 	}
 	return live, desired
 }
@@ -262,10 +270,12 @@ func printPlan(w io.Writer, format string, items []Item, errs []string, showSecr
 var externalArg = regexp.MustCompile(`^[a-zA-Z0-9-=]+$`)
 
 // externalDiff runs the KUBECTL_EXTERNAL_DIFF program on two directories holding the
-// live and the desired objects of the creates, updates and deletes, as kubectl diff
-// does: extra words of the variable are passed as flags when they are made of
-// letters, digits, "-" and "=" only. The program's exit code 1 means differences.
-func externalDiff(ctx context.Context, env string, items []Item, showSecrets bool, out, errOut io.Writer) error {
+// live and the desired objects of the creates, updates and deletes with kubectl diff's
+// DiffProgram: extra words of the variable are passed as flags when they are made of
+// letters, digits, "-" and "=" only (the others are dropped, with a warning here). The
+// program's exit code 1 means differences.
+func externalDiff(items []Item, showSecrets bool, out, errOut io.Writer) error {
+	env := os.Getenv(ExternalDiffEnv)
 	words := strings.Fields(env)
 	if len(words) == 0 {
 		return nil
@@ -307,18 +317,14 @@ func externalDiff(ctx context.Context, env string, items []Item, showSecrets boo
 	if !found {
 		return nil
 	}
-	var args []string
 	for _, a := range words[1:] {
-		if externalArg.MatchString(a) {
-			args = append(args, a)
-		} else {
+		if !externalArg.MatchString(a) {
 			fmt.Fprintf(errOut, "warning: %s: ignoring the argument %q: only letters, digits, '-' and '=' are allowed\n", ExternalDiffEnv, a)
 		}
 	}
-	cmd := exec.CommandContext(ctx, words[0], append(args, liveDir, desiredDir)...)
-	cmd.Stdout, cmd.Stderr = out, errOut
-	if err := cmd.Run(); err != nil {
-		if ee, ok := errors.AsType[*exec.ExitError](err); ok && ee.ExitCode() == 1 {
+	program := &diff.DiffProgram{Exec: utilexec.New(), IOStreams: genericiooptions.IOStreams{Out: out, ErrOut: errOut}}
+	if err := program.Run(liveDir, desiredDir); err != nil {
+		if ee, ok := errors.AsType[utilexec.ExitError](err); ok && ee.ExitStatus() == 1 {
 			return nil
 		}
 		return fmt.Errorf("running %s=%q: %w", ExternalDiffEnv, env, err)

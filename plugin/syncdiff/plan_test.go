@@ -260,7 +260,8 @@ func TestExternalDiff(t *testing.T) {
 	res := planB(t, []*unstructured.Unstructured{source}, []*unstructured.Unstructured{copyOnB}, cmRule)
 	var out, errOut bytes.Buffer
 	// "$(rm -rf x)" is dropped, as kubectl drops arguments with other characters.
-	if err := externalDiff(context.Background(), "diff -u -r $(rm)", res.Items, false, &out, &errOut); err != nil {
+	t.Setenv(ExternalDiffEnv, "diff -u -r $(rm)")
+	if err := externalDiff(res.Items, false, &out, &errOut); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "-  k: by-hand") || !strings.Contains(out.String(), "+  k: v") {

@@ -4,36 +4,33 @@
 package syncdiff
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
 
+	"k8s.io/kubectl/pkg/util/templates"
+
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/cli-runtime/pkg/resource"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/planner"
 )
@@ -50,13 +47,11 @@ const (
 		ownership marks, and the differ that decides create, update, delete or conflict. It
 		then compares the result with the objects the cluster has:
 
-		  create     the copy is missing
-		  update     the copy differs (a unified diff of the live object against the desired
-		             one, without the fields the API server sets)
-		  delete     the copy's origin was seen to no longer have the object
-		  conflict   an object the rule may not touch is in the way (made locally, or another
-		             origin's copy)
-		  failed     the controller would fail (a mutation error, a missing namespace)
+		    create     the copy is missing
+		    update     the copy differs (a unified diff of the live object against the desired one, without the fields the API server sets)
+		    delete     the copy's origin was seen to no longer have the object
+		    conflict   an object the rule may not touch is in the way (made locally, or another origin's copy)
+		    failed     the controller would fail (a mutation error, a missing namespace)
 
 		Unchanged objects are counted, and listed with -v.
 
@@ -113,8 +108,9 @@ const (
 type Options struct {
 	// Contexts are the contexts to diff, which are also the peers read.
 	Contexts []string
-	// Filenames are rules to preview.
-	Filenames []string
+	// FilenameOptions are kubectl's -f, -R and -k: files, directories, URLs or a
+	// kustomization of rules to preview.
+	resource.FilenameOptions
 	// RuleNames limit the output to these rules.
 	RuleNames []string
 	// Deleting are rules to preview as deleted: they stop running, and with deletionPolicy
@@ -133,21 +129,19 @@ type Options struct {
 	contextFlag string
 	diffed      []string
 	others      []string
-	configs     map[string]*rest.Config
+	targets     map[string]kube.Target
 	preview     []*v1alpha1.ResourceSyncRule
 	externalEnv string
 
-	restClientGetter genericclioptions.RESTClientGetter
-	scheme           *runtime.Scheme
+	// Factory reads the kubeconfig and builds the clients.
+	Factory kube.Factory
+	scheme  *runtime.Scheme
 	genericiooptions.IOStreams
 }
 
 // NewOptions returns Options with the defaults of the flags.
 func NewOptions(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *Options {
-	scheme := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-	utilruntime.Must(v1alpha1.AddToScheme(scheme))
-	return &Options{Namespace: v1alpha1.DefaultNamespace, restClientGetter: restClientGetter, scheme: scheme, IOStreams: streams}
+	return &Options{Namespace: v1alpha1.DefaultNamespace, Factory: kube.NewFactory(restClientGetter), scheme: kube.NewScheme(), IOStreams: streams}
 }
 
 // NewCmdSyncDiff returns the "sync-diff" command.
@@ -156,8 +150,8 @@ func NewCmdSyncDiff(restClientGetter genericclioptions.RESTClientGetter, streams
 	cmd := &cobra.Command{
 		Use:     "sync-diff [--contexts A,B,C | --context A] [-f RULE_FILE] [RULE...]",
 		Short:   "Preview what the ResourceSyncRules write on each cluster, or show drift",
-		Long:    cmdutil.LongDesc(syncDiffLong),
-		Example: cmdutil.Examples(syncDiffExample),
+		Long:    templates.LongDesc(syncDiffLong),
+		Example: templates.Examples(syncDiffExample),
 		RunE:    cmdutil.RunE(o),
 	}
 	o.AddFlags(cmd)
@@ -169,8 +163,7 @@ func (o *Options) AddFlags(cmd *cobra.Command) {
 	fs := cmd.Flags()
 	fs.StringSliceVar(&o.Contexts, "contexts", o.Contexts,
 		"Kubeconfig contexts of the clusters to diff, comma-separated; they are also the peers read as sources. Without it, the cluster of --context is diffed.")
-	fs.StringArrayVarP(&o.Filenames, "filename", "f", o.Filenames,
-		"A file of ResourceSyncRules to preview (\"-\" for standard input); repeatable. Nothing is written.")
+	cmdutil.AddFilenameFlags(cmd, &o.FilenameOptions, `of ResourceSyncRules to preview ("-" for standard input); repeatable. Nothing is written.`)
 	fs.StringSliceVar(&o.Deleting, "deleting", o.Deleting,
 		"Preview the deletion of these rules (comma-separated or repeated): they stop, and with deletionPolicy Delete their copies are deleted. Nothing is written.")
 	fs.BoolVar(&o.ShowSecrets, "show-secrets", o.ShowSecrets, "Show the data of Secrets instead of masking it.")
@@ -191,19 +184,25 @@ func (o *Options) Complete(cmd *cobra.Command, args []string) error {
 		o.contextFlag = f.Value.String()
 	}
 	ctrllog.SetLogger(logr.Discard())
-	for _, f := range o.Filenames {
-		rules, err := o.readRules(f)
+	if len(o.Filenames) > 0 || o.Kustomize != "" {
+		objs, err := cmdutil.ReadObjects(o.FilenameOptions, o.In)
 		if err != nil {
 			return cmdutil.UsageError(cmd, err)
 		}
-		o.preview = append(o.preview, rules...)
+		for _, u := range objs {
+			r, err := toRule(u)
+			if err != nil {
+				return cmdutil.UsageError(cmd, fmt.Errorf("-f: %w", err))
+			}
+			o.preview = append(o.preview, r)
+		}
 	}
 	if len(o.Contexts) > 0 && o.contextFlag != "" {
 		return nil // Validate reports it
 	}
-	raw, err := o.restClientGetter.ToRawKubeConfigLoader().RawConfig()
+	raw, err := o.Factory.RawConfig()
 	if err != nil {
-		return fmt.Errorf("loading the kubeconfig: %w", err)
+		return err
 	}
 	if len(o.Contexts) > 0 {
 		o.diffed = o.Contexts
@@ -223,73 +222,50 @@ func (o *Options) Complete(cmd *cobra.Command, args []string) error {
 		}
 		sort.Strings(o.others)
 	}
-	o.configs = map[string]*rest.Config{}
+	o.targets = map[string]kube.Target{}
 	for _, n := range append(append([]string(nil), o.diffed...), o.others...) {
 		if _, ok := raw.Contexts[n]; !ok {
 			return cmdutil.UsageErrorf(cmd, "context %q: no such context in the kubeconfig", n)
 		}
-		cfg, err := clientcmd.NewNonInteractiveClientConfig(raw, n, cmdutil.ContextOverrides(o.restClientGetter, n), nil).ClientConfig()
+		t, err := o.Factory.Target(n)
 		if err != nil {
 			if slices.Contains(o.diffed, n) {
 				return fmt.Errorf("context %s: %w", n, err)
 			}
 			continue // another context, maybe of no cluster of the group
 		}
-		o.configs[n] = cfg
+		o.targets[n] = t
 	}
 	return nil
 }
 
-// readRules reads the ResourceSyncRules of a file.
-func (o *Options) readRules(path string) ([]*v1alpha1.ResourceSyncRule, error) {
-	var data []byte
-	var err error
-	if path == "-" {
-		data, err = io.ReadAll(o.In)
-	} else {
-		data, err = os.ReadFile(path)
+// toRule returns the ResourceSyncRule an object of -f is, checked as the controller
+// compiles it.
+func toRule(u *unstructured.Unstructured) (*v1alpha1.ResourceSyncRule, error) {
+	if u.GroupVersionKind() != v1alpha1.GroupVersion.WithKind("ResourceSyncRule") {
+		return nil, fmt.Errorf("%s %q is not a ResourceSyncRule of %s", u.GetKind(), u.GetName(), v1alpha1.GroupVersion)
 	}
+	b, err := json.Marshal(u.Object)
 	if err != nil {
-		return nil, fmt.Errorf("-f %s: %w", path, err)
+		return nil, err
 	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	var out []*v1alpha1.ResourceSyncRule
-	for {
-		var doc map[string]any
-		if err := dec.Decode(&doc); err != nil {
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			return nil, fmt.Errorf("-f %s: %w", path, err)
-		}
-		if len(doc) == 0 {
-			continue
-		}
-		u := unstructured.Unstructured{Object: doc}
-		if u.GroupVersionKind() != v1alpha1.GroupVersion.WithKind("ResourceSyncRule") {
-			return nil, fmt.Errorf("-f %s: %s %q is not a ResourceSyncRule of %s", path, u.GetKind(), u.GetName(), v1alpha1.GroupVersion)
-		}
-		b, err := json.Marshal(doc)
-		if err != nil {
-			return nil, fmt.Errorf("-f %s: %w", path, err)
-		}
-		var r v1alpha1.ResourceSyncRule
-		if err := yaml.UnmarshalStrict(b, &r); err != nil {
-			return nil, fmt.Errorf("-f %s: ResourceSyncRule %q: %w", path, u.GetName(), err)
-		}
-		if r.Name == "" {
-			return nil, fmt.Errorf("-f %s: a ResourceSyncRule has no metadata.name", path)
-		}
-		if _, err := planner.CompileRule(&r); err != nil {
-			return nil, fmt.Errorf("-f %s: %w", path, err)
-		}
-		out = append(out, &r)
+	var r v1alpha1.ResourceSyncRule
+	if err := yaml.UnmarshalStrict(b, &r); err != nil {
+		return nil, fmt.Errorf("ResourceSyncRule %q: %w", u.GetName(), err)
 	}
-	return out, nil
+	if _, err := planner.CompileRule(&r); err != nil {
+		return nil, err
+	}
+	return &r, nil
 }
 
 // Validate checks the flags. It does no I/O.
 func (o *Options) Validate() error {
+	if len(o.Filenames) > 0 || o.Kustomize != "" {
+		if errs := cmdutil.ValidateFilenames(o.FilenameOptions); len(errs) > 0 {
+			return errors.Join(errs...)
+		}
+	}
 	if len(o.Contexts) > 0 && o.contextFlag != "" {
 		return errors.New("--contexts and --context cannot be used together: --contexts lists every cluster to diff")
 	}
@@ -330,12 +306,19 @@ func (o *Options) Run(ctx context.Context) error {
 	views := make([]*view, len(all))
 	var wg sync.WaitGroup
 	for i, n := range all {
-		cfg := o.configs[n]
-		if cfg == nil {
+		t, ok := o.targets[n]
+		if !ok {
 			views[i] = &view{Context: n, Err: fmt.Errorf("context %s has no usable configuration", n)}
 			continue
 		}
-		wg.Go(func() { views[i] = connect(ctx, n, cfg, o.scheme) })
+		wg.Go(func() {
+			cl, err := o.client(t)
+			if err != nil {
+				views[i] = &view{Context: n, Err: fmt.Errorf("context %s: %w", n, err)}
+				return
+			}
+			views[i] = connect(ctx, n, cl)
+		})
 	}
 	wg.Wait()
 
@@ -450,7 +433,7 @@ func (o *Options) Run(ctx context.Context) error {
 			return err
 		}
 	case o.externalEnv != "":
-		if err := externalDiff(ctx, o.externalEnv, allItems, o.ShowSecrets, o.Out, o.ErrOut); err != nil {
+		if err := externalDiff(allItems, o.ShowSecrets, o.Out, o.ErrOut); err != nil {
 			errorf("%v", err)
 		}
 	}
@@ -463,6 +446,16 @@ func (o *Options) Run(ctx context.Context) error {
 	return nil
 }
 
+// client returns the client of t: each request within requestTimeout, or within
+// --request-timeout when that is given.
+func (o *Options) client(t kube.Target) (client.Client, error) {
+	timeout := requestTimeout
+	if t.Config.Timeout != 0 {
+		timeout = t.Config.Timeout
+	}
+	return o.Factory.Client(t, kube.ClientOptions{Verb: "sync-diff", Timeout: timeout, Warnings: o.ErrOut})
+}
+
 // dryRunPreview submits the previewed rules to every diffed cluster as a server-side
 // dry-run apply, so that what the API server would reject is reported.
 func (o *Options) dryRunPreview(ctx context.Context, diffed []*view) error {
@@ -471,7 +464,7 @@ func (o *Options) dryRunPreview(ctx context.Context, diffed []*view) error {
 	}
 	var errs []error
 	for _, v := range diffed {
-		cl, err := client.New(o.configs[v.Context], client.Options{Scheme: o.scheme})
+		cl, err := o.client(o.targets[v.Context])
 		if err != nil {
 			return err
 		}

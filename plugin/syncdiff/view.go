@@ -9,10 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
@@ -136,20 +134,10 @@ func (v *view) Name() string {
 	return v.Context
 }
 
-// connect reads the identity and the registry objects of the cluster of a context.
-// Errors are kept in the view's Err.
-func connect(ctx context.Context, contextName string, cfg *rest.Config, scheme *runtime.Scheme) *view {
+// connect reads, with cl, the identity and the registry objects of the cluster of a
+// context. Errors are kept in the view's Err.
+func connect(ctx context.Context, contextName string, cl client.Client) *view {
 	v := &view{Context: contextName}
-	cfg = rest.CopyConfig(cfg)
-	if cfg.Timeout == 0 {
-		cfg.Timeout = requestTimeout
-	}
-	cfg.QPS, cfg.Burst = 100, 200
-	cl, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		v.Err = fmt.Errorf("context %s: %w", contextName, err)
-		return v
-	}
 	var ns corev1.Namespace
 	if err := cl.Get(ctx, client.ObjectKey{Name: "kube-system"}, &ns); err != nil {
 		v.Err = fmt.Errorf("context %s: reading the cluster ID (kube-system namespace): %w", contextName, err)

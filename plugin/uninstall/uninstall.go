@@ -8,41 +8,29 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"runtime"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/go-logr/logr"
+	"k8s.io/kubectl/pkg/util/templates"
+
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-registry/kubectl-registry/manifests"
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
-	"github.com/kubectl-registry/kubectl-registry/reconciler/buildinfo"
-)
-
-// Values of --dry-run.
-const (
-	DryRunNone   = "none"
-	DryRunClient = "client"
-	DryRunServer = "server"
 )
 
 // Outcomes of deleting one object.
@@ -54,9 +42,6 @@ const (
 const (
 	// DefaultTimeout is the default of --timeout.
 	DefaultTimeout = 5 * time.Minute
-	// clientQPS and clientBurst limit the requests of the command on the client side.
-	clientQPS   = 50
-	clientBurst = 100
 	// requestTimeout bounds every request when --request-timeout is not set.
 	requestTimeout = 30 * time.Second
 	// pollInterval is how often --wait looks at what is being deleted.
@@ -120,8 +105,8 @@ type Options struct {
 	Namespace string
 	// DeleteCRDs deletes the CRDs, and with them every registry object.
 	DeleteCRDs bool
-	// DryRun is DryRunNone, DryRunClient or DryRunServer.
-	DryRun string
+	// DryRun is cmdutil.DryRunNone, cmdutil.DryRunClient or cmdutil.DryRunServer.
+	DryRun cmdutil.DryRunStrategy
 	// Wait waits until every deleted object is gone.
 	Wait bool
 	// Timeout bounds Wait.
@@ -130,18 +115,20 @@ type Options struct {
 	// deleted objects).
 	Output string
 
-	restClientGetter genericclioptions.RESTClientGetter
+	// Factory builds the client of the selected context.
+	Factory kube.Factory
+	cmd     *cobra.Command
 	genericiooptions.IOStreams
 }
 
 // NewOptions returns Options with the defaults of the flags.
 func NewOptions(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *Options {
 	return &Options{
-		Namespace:        v1alpha1.DefaultNamespace,
-		DryRun:           DryRunNone,
-		Timeout:          DefaultTimeout,
-		restClientGetter: restClientGetter,
-		IOStreams:        streams,
+		Namespace: v1alpha1.DefaultNamespace,
+		DryRun:    cmdutil.DryRunNone,
+		Timeout:   DefaultTimeout,
+		Factory:   kube.NewFactory(restClientGetter),
+		IOStreams: streams,
 	}
 }
 
@@ -153,8 +140,8 @@ func NewCmdUninstall(restClientGetter genericclioptions.RESTClientGetter, stream
 		Use:                   "uninstall [--delete-crds] [--dry-run=client] [--wait]",
 		DisableFlagsInUseLine: true,
 		Short:                 "Uninstall the registry from a cluster (keeps the CRDs unless --delete-crds)",
-		Long:                  cmdutil.LongDesc(uninstallLong),
-		Example:               cmdutil.Examples(uninstallExample),
+		Long:                  templates.LongDesc(uninstallLong),
+		Example:               templates.Examples(uninstallExample),
 		Args:                  cmdutil.NoArgs,
 		RunE:                  cmdutil.RunE(o),
 	}
@@ -170,8 +157,7 @@ func (o *Options) AddFlags(cmd *cobra.Command) {
 		"Registry namespace the registry was installed in; deleted with everything in it.")
 	fs.BoolVar(&o.DeleteCRDs, "delete-crds", o.DeleteCRDs,
 		"Also delete the CRDs. This deletes every Cluster, ClusterFeature and ResourceSyncRule of this cluster.")
-	fs.StringVar(&o.DryRun, "dry-run", o.DryRun,
-		`Must be "none", "client" or "server". "client" reports what would be deleted and deletes nothing; "server" sends the deletions as server-side dry runs.`)
+	cmdutil.AddDryRunFlag(cmd, `Must be "none", "client" or "server". "client" reports what would be deleted and deletes nothing; "server" sends the deletions as server-side dry runs.`)
 	fs.BoolVar(&o.Wait, "wait", o.Wait,
 		"Wait until everything deleted is gone (namespaces and CRDs take a while; progress on stderr).")
 	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "How long --wait waits before giving up.")
@@ -180,8 +166,11 @@ func (o *Options) AddFlags(cmd *cobra.Command) {
 }
 
 // Complete derives the options that follow other flags.
-func (o *Options) Complete(_ *cobra.Command, _ []string) error {
-	return nil
+func (o *Options) Complete(cmd *cobra.Command, _ []string) error {
+	o.cmd = cmd
+	var err error
+	o.DryRun, err = cmdutil.GetDryRunStrategy(cmd, cmdutil.DryRunNone, cmdutil.DryRunClient, cmdutil.DryRunServer)
+	return err
 }
 
 // Validate checks the flags. It does no I/O.
@@ -192,10 +181,7 @@ func (o *Options) Validate() error {
 	} else if err := (manifests.RenderOptions{Namespace: o.Namespace}).Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if !slices.Contains([]string{DryRunNone, DryRunClient, DryRunServer}, o.DryRun) {
-		errs = append(errs, fmt.Errorf(`--dry-run must be "none", "client" or "server", got %q`, o.DryRun))
-	}
-	if o.Wait && o.DryRun != DryRunNone {
+	if o.Wait && o.DryRun != cmdutil.DryRunNone {
 		errs = append(errs, errors.New("--wait cannot be used with --dry-run: nothing is deleted to wait for"))
 	}
 	if o.Timeout <= 0 {
@@ -240,18 +226,18 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c, t, err := o.connect()
+	c, t, err := kube.Connect(o.Factory, o.cmd, kube.ClientOptions{Verb: "uninstall", Timeout: requestTimeout, Warnings: o.ErrOut})
 	if err != nil {
 		return err
 	}
-	if err := preflight(ctx, c, t); err != nil {
+	if _, err := kube.Ping(ctx, c, t, requestTimeout); err != nil {
 		return err
 	}
 	if err := checkNamespace(ctx, c, o.Namespace); err != nil {
 		return err
 	}
 
-	if o.DryRun == DryRunNone {
+	if o.DryRun == cmdutil.DryRunNone {
 		if err := disarmAggregation(ctx, c, objs); err != nil {
 			return explain(err, t)
 		}
@@ -261,7 +247,7 @@ func (o *Options) Run(ctx context.Context) error {
 	for _, obj := range objs {
 		outcome, err := o.deleteOne(ctx, c, obj)
 		if err != nil {
-			return explain(fmt.Errorf("deleting %s %s: %w", obj.GetKind(), objectName(obj), err), t)
+			return explain(fmt.Errorf("deleting %s %s: %w", obj.GetKind(), manifests.ObjectName(obj), err), t)
 		}
 		if err := o.print(obj, outcome); err != nil {
 			return err
@@ -278,7 +264,7 @@ func (o *Options) Run(ctx context.Context) error {
 
 // deleteOne deletes obj (or, in a client dry run, looks it up) and returns the outcome.
 func (o *Options) deleteOne(ctx context.Context, c client.Client, obj *unstructured.Unstructured) (string, error) {
-	if o.DryRun == DryRunClient {
+	if o.DryRun == cmdutil.DryRunClient {
 		u := &unstructured.Unstructured{}
 		u.SetGroupVersionKind(obj.GroupVersionKind())
 		if err := c.Get(ctx, client.ObjectKeyFromObject(obj), u); err != nil {
@@ -290,7 +276,7 @@ func (o *Options) deleteOne(ctx context.Context, c client.Client, obj *unstructu
 		return Deleted, nil
 	}
 	opts := []client.DeleteOption{client.PropagationPolicy(metav1.DeletePropagationBackground)}
-	if o.DryRun == DryRunServer {
+	if o.DryRun == cmdutil.DryRunServer {
 		opts = append(opts, client.DryRunAll)
 	}
 	err := c.Delete(ctx, obj.DeepCopy(), opts...)
@@ -343,9 +329,9 @@ func terminating(ctx context.Context, c client.Client, obj *unstructured.Unstruc
 func (o *Options) print(obj *unstructured.Unstructured, outcome string) error {
 	suffix := ""
 	switch o.DryRun {
-	case DryRunClient:
+	case cmdutil.DryRunClient:
 		suffix = " (dry run)"
-	case DryRunServer:
+	case cmdutil.DryRunServer:
 		suffix = " (server dry run)"
 	}
 	p := &printers.NamePrinter{Operation: outcome}
@@ -506,88 +492,6 @@ func displayName(obj *unstructured.Unstructured) string {
 	return kind + "/" + obj.GetName()
 }
 
-func objectName(obj *unstructured.Unstructured) string {
-	if ns := obj.GetNamespace(); ns != "" {
-		return ns + "/" + obj.GetName()
-	}
-	return obj.GetName()
-}
-
-// target describes the cluster the command talks to, for messages.
-type target struct {
-	context string
-	server  string
-}
-
-func (t target) String() string {
-	if t.context == "" {
-		return fmt.Sprintf("the API server at %s", t.server)
-	}
-	return fmt.Sprintf("the API server at %s (context %q)", t.server, t.context)
-}
-
-// connect builds the client of the cluster of the selected kubeconfig context.
-func (o *Options) connect() (client.Client, target, error) {
-	cfg, err := o.restClientGetter.ToRESTConfig()
-	if err != nil {
-		return nil, target{}, fmt.Errorf("loading the kubeconfig: %w", err)
-	}
-	t := target{server: cfg.Host, context: contextName(o.restClientGetter)}
-	if cfg.Host == clientcmd.ClusterDefaults.Server {
-		if raw, err := o.restClientGetter.ToRawKubeConfigLoader().RawConfig(); err == nil && len(raw.Clusters) == 0 {
-			return nil, t, errors.New("no kubeconfig found: pass --kubeconfig (and --context), or set KUBECONFIG")
-		}
-	}
-	cfg = rest.CopyConfig(cfg)
-	if cfg.Timeout == 0 {
-		cfg.Timeout = requestTimeout
-	}
-	// client-go's default (5 requests/s) would make the polls of --wait queue behind
-	// each other; the API server's priority and fairness protects it anyway.
-	if cfg.QPS == 0 {
-		cfg.QPS, cfg.Burst = clientQPS, clientBurst
-	}
-	// API server warnings go to stderr as kubectl prints them, not to controller-runtime's
-	// process-wide logger.
-	cfg.WarningHandler = rest.NewWarningWriter(o.ErrOut, rest.WarningWriterOptions{Deduplicate: true})
-	info := buildinfo.Get()
-	cfg.UserAgent = fmt.Sprintf("kubectl-registry/%s (%s/%s) uninstall", info.Version, runtime.GOOS, runtime.GOARCH)
-	scheme := k8sruntime.NewScheme()
-	for _, add := range []func(*k8sruntime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			return nil, t, fmt.Errorf("building the scheme: %w", err)
-		}
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme, Log: logr.Discard()})
-	if err != nil {
-		return nil, t, fmt.Errorf("creating a client for %s: %w", t, err)
-	}
-	return c, t, nil
-}
-
-// contextName returns the kubeconfig context the getter selects, or "".
-func contextName(getter genericclioptions.RESTClientGetter) string {
-	if cf, ok := getter.(*genericclioptions.ConfigFlags); ok && cf.Context != nil && *cf.Context != "" {
-		return *cf.Context
-	}
-	raw, err := getter.ToRawKubeConfigLoader().RawConfig()
-	if err != nil {
-		return ""
-	}
-	return raw.CurrentContext
-}
-
-// preflight checks that the API server answers.
-func preflight(ctx context.Context, c client.Client, t target) error {
-	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
-	defer cancel()
-	var ns corev1.Namespace
-	if err := c.Get(ctx, client.ObjectKey{Name: metav1.NamespaceSystem}, &ns); err != nil && !isAPIStatus(err) {
-		return fmt.Errorf("cannot reach %s: %w", t, err)
-	}
-	return nil
-}
-
 // checkNamespace refuses to uninstall from namespace when the registry's cluster-wide
 // RBAC belongs to an installation in another namespace.
 func checkNamespace(ctx context.Context, c client.Client, namespace string) error {
@@ -604,19 +508,7 @@ func checkNamespace(ctx context.Context, c client.Client, namespace string) erro
 	return nil
 }
 
-func isAPIStatus(err error) bool {
-	var status apierrors.APIStatus
-	return errors.As(err, &status)
-}
-
 // explain adds what the user can do about an error.
-func explain(err error, t target) error {
-	switch {
-	case apierrors.IsForbidden(err):
-		return fmt.Errorf("%w\nuninstalling the registry needs the rights to delete CRDs, ClusterRoles and ClusterRoleBindings (cluster-admin) on %s", err, t)
-	case !isAPIStatus(err) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded):
-		return fmt.Errorf("talking to %s: %w", t, err)
-	default:
-		return err
-	}
+func explain(err error, t kube.Target) error {
+	return kube.ExplainAdmin(err, t, "uninstalling the registry needs the rights to delete CRDs, ClusterRoles and ClusterRoleBindings")
 }

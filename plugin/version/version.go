@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/kubectl/pkg/util/templates"
+
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/yaml"
@@ -62,8 +64,8 @@ func NewCmdVersion(streams genericiooptions.IOStreams) *cobra.Command {
 		Use:                   "version [-o json|yaml]",
 		DisableFlagsInUseLine: true,
 		Short:                 "Print the version of kubectl-registry",
-		Long:                  cmdutil.LongDesc(versionLong),
-		Example:               cmdutil.Examples(versionExample),
+		Long:                  templates.LongDesc(versionLong),
+		Example:               templates.Examples(versionExample),
 		Args:                  cmdutil.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.Complete(args); err != nil {

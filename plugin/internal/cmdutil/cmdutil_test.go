@@ -57,17 +57,3 @@ func TestUsageError(t *testing.T) {
 		t.Errorf("silent ExitError has message %q", got)
 	}
 }
-
-func TestLongDescAndExamples(t *testing.T) {
-	in := `
-		First line.
-		  indented
-
-		Last line.  `
-	if diff := cmp.Diff("First line.\n  indented\n\nLast line.", LongDesc(in)); diff != "" {
-		t.Errorf("LongDesc mismatch (-want +got):\n%s", diff)
-	}
-	if diff := cmp.Diff("  First line.\n    indented\n\n  Last line.", Examples(in)); diff != "" {
-		t.Errorf("Examples mismatch (-want +got):\n%s", diff)
-	}
-}

@@ -9,6 +9,7 @@ package completion
 
 import (
 	"context"
+	"io"
 	"slices"
 	"strings"
 	"time"
@@ -17,13 +18,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 )
 
@@ -140,43 +137,34 @@ func List(one cobra.CompletionFunc) cobra.CompletionFunc {
 	}
 }
 
-// restConfig returns the REST config completions use: the one of the first context of
-// the command's --contexts when set, else the one of the root's flags (--context, or
-// the current context), with Timeout and without warnings on stderr.
-func restConfig(cmd *cobra.Command, getter genericclioptions.RESTClientGetter) (*rest.Config, error) {
-	var cfg *rest.Config
-	var err error
-	if f := cmd.Flags().Lookup("contexts"); f != nil && f.Changed {
-		contexts, _ := cmd.Flags().GetStringSlice("contexts")
-		if len(contexts) > 0 && contexts[0] != "" {
-			rules := clientcmd.NewDefaultClientConfigLoadingRules()
-			rules.ExplicitPath = getter.ToRawKubeConfigLoader().ConfigAccess().GetExplicitFile()
-			cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, cmdutil.ContextOverrides(getter, contexts[0])).ClientConfig()
-		}
+// clients returns the Factory and the target completions use: the first context of the
+// command's --contexts when set, else the one of the root's flags (--context, or the
+// current context); with options that bound each request by Timeout and drop warnings.
+func clients(cmd *cobra.Command, getter genericclioptions.RESTClientGetter) (kube.Factory, kube.Target, kube.ClientOptions, error) {
+	f := kube.NewFactory(getter)
+	opts := kube.ClientOptions{Verb: "completion", Timeout: Timeout, Warnings: io.Discard}
+	contexts, _ := cmd.Flags().GetStringSlice("contexts")
+	if fl := cmd.Flags().Lookup("contexts"); fl != nil && fl.Changed && len(contexts) > 0 && contexts[0] != "" {
+		t, err := f.Target(contexts[0])
+		return f, t, opts, err
 	}
-	if cfg == nil && err == nil {
-		cfg, err = getter.ToRESTConfig()
-	}
+	targets, err := f.Targets(cmd, nil)
 	if err != nil {
-		return nil, err
+		return nil, kube.Target{}, opts, err
 	}
-	cfg = rest.CopyConfig(cfg)
-	cfg.Timeout = Timeout
-	cfg.WarningHandler = rest.NoWarnings{}
-	cfg.QPS, cfg.Burst = 50, 100
-	return cfg, nil
+	return f, targets[0], opts, nil
 }
 
 // ListNames lists the names of the objects of a cluster-scoped resource of the registry
-// through the config of cmd (see restConfig), within Timeout.
+// through the clients of cmd (see clients), within Timeout.
 func ListNames(ctx context.Context, cmd *cobra.Command, getter genericclioptions.RESTClientGetter, gvr schema.GroupVersionResource) ([]string, error) {
-	cfg, err := restConfig(cmd, getter)
+	f, t, opts, err := clients(cmd, getter)
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, Timeout)
 	defer cancel()
-	dc, err := dynamic.NewForConfig(cfg)
+	dc, err := f.Dynamic(t, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -283,11 +271,11 @@ func Kinds(getter genericclioptions.RESTClientGetter) cobra.CompletionFunc {
 // ResourceNames lists, through discovery within Timeout, the resources that can be
 // listed: "configmaps", "deployments.apps".
 func ResourceNames(ctx context.Context, cmd *cobra.Command, getter genericclioptions.RESTClientGetter) ([]string, error) {
-	cfg, err := restConfig(cmd, getter)
+	f, t, opts, err := clients(cmd, getter)
 	if err != nil {
 		return nil, err
 	}
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	dc, err := f.Discovery(t, opts)
 	if err != nil {
 		return nil, err
 	}
