@@ -303,3 +303,33 @@ func TestNewCost(t *testing.T) {
 		t.Errorf("newCost (-want +got):\n%s", diff)
 	}
 }
+
+// TestBurstVerdicts: the burst's verdict and the floor-beside verdict are each their own
+// (the burst's once showed the floor-beside one).
+func TestBurstVerdicts(t *testing.T) {
+	tests := []struct {
+		name                       string
+		reg, alone, beside         time.Duration
+		wantBurst, wantFloorBeside bool
+	}{
+		{"burst within, floor beside over", 2400 * time.Millisecond, 2 * time.Second, 2500 * time.Millisecond, true, false},
+		{"burst over, floor beside within", 3 * time.Second, 2 * time.Second, 2100 * time.Millisecond, false, true},
+		{"both within", 2 * time.Second, 2 * time.Second, 2 * time.Second, true, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newResults(options{samples: 10, burst: 100, workers: 4, floorWorkers: 1, idle: time.Minute})
+			r.addBurst(100, tt.reg, tt.alone, tt.beside)
+			got := map[string]bool{}
+			for _, rw := range r.Rows {
+				if rw.Met != nil {
+					got[rw.Metric] = *rw.Met
+				}
+			}
+			want := map[string]bool{"burst 100 to 2 peers": tt.wantBurst, "floor beside the registry: burst": tt.wantFloorBeside}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("verdicts (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
