@@ -14,7 +14,7 @@
 // cluster's ServiceAccount, which revokes every token of it at once, and recreates its
 // shared reader ServiceAccount, which revokes the copies of the shared token the departed
 // cluster held; the bootstrapper issues a new shared token and membership spreads it. A
-// cluster that sees itself departed revokes every peer's credential the same way.
+// cluster that sees itself departed stops issuing and renewing credentials.
 //
 // This file holds the pure decisions (names, which ServiceAccounts should exist, when a
 // token is due, which Secret a connection uses), table-tested without clusters; the
@@ -117,8 +117,7 @@ type Result struct {
 	Create []Peer
 	// Keep are the peers whose ServiceAccount exists and stays.
 	Keep []Peer
-	// Revoke are the ServiceAccounts to delete: of clusters that left (or all, when the
-	// local cluster left).
+	// Revoke are the ServiceAccounts to delete: of clusters that left.
 	Revoke []corev1.ServiceAccount
 	// RotateShared says the shared reader ServiceAccount is to be recreated first: a
 	// departed cluster held copies of its token.
@@ -130,22 +129,23 @@ type Result struct {
 // force. A peer whose Cluster was deleted by hand keeps it (it may be learnt again).
 func Plan(in Input) Result {
 	var res Result
-	selfLeft := in.Departed[in.LocalID]
+	if in.Departed[in.LocalID] {
+		// The local cluster left: it issues and renews nothing, and revokes nothing
+		// either, so that the members (and "leave --wait") still see it forget the
+		// group; the tokens it issued expire with their lifetime.
+		return res
+	}
 	byKey := map[string]corev1.ServiceAccount{}
 	sas := append([]corev1.ServiceAccount(nil), in.ServiceAccounts...)
 	sort.Slice(sas, func(i, j int) bool { return sas[i].Name < sas[j].Name })
 	for _, sa := range sas {
-		id := types.UID(sa.Annotations[PeerClusterIDAnnotation])
-		if selfLeft || (id != "" && in.Departed[id]) {
+		if id := types.UID(sa.Annotations[PeerClusterIDAnnotation]); id != "" && in.Departed[id] {
 			res.Revoke = append(res.Revoke, sa)
 			continue
 		}
 		byKey[sa.Labels[ReaderForLabel]] = sa
 	}
 	res.RotateShared = len(res.Revoke) > 0
-	if selfLeft {
-		return res
-	}
 	clusters := append([]v1alpha1.Cluster(nil), in.Clusters...)
 	sort.Slice(clusters, func(i, j int) bool { return clusters[i].Name < clusters[j].Name })
 	seen := map[types.UID]bool{}

@@ -122,10 +122,10 @@ func TestPlan(t *testing.T) {
 			in:   Input{LocalID: idL, Clusters: []v1alpha1.Cluster{cluster("l", idL)}, ServiceAccounts: []corev1.ServiceAccount{sa(idA)}},
 		},
 		{
-			name: "a cluster that left revokes every peer's reader",
+			name: "a cluster that left issues and renews nothing, and revokes nothing",
 			in: Input{LocalID: idL, Clusters: []v1alpha1.Cluster{cluster("l", idL), cluster("a", idA), cluster("b", idB)},
-				Departed: map[types.UID]bool{idL: true}, ServiceAccounts: []corev1.ServiceAccount{sa(idB), sa(idA)}},
-			want: summary{Revoke: []string{ServiceAccountName(idA), ServiceAccountName(idB)}, RotateShared: true},
+				Departed: map[types.UID]bool{idL: true, idB: true}, ServiceAccounts: []corev1.ServiceAccount{sa(idB), sa(idA)}},
+			want: summary{},
 		},
 	}
 	for _, tt := range tests {

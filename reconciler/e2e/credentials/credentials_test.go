@@ -144,7 +144,7 @@ func TestPerPeerCredentials(t *testing.T) {
 		}
 
 		start := time.Now()
-		out, err := exec.Command(harness.Binary(t), "leave", "north", "--kubeconfig", bed.KubeconfigPath, "--context", "east").CombinedOutput()
+		out, err := exec.Command(harness.Binary(t), "leave", "north", "--kubeconfig", bed.KubeconfigPath, "--context", "east", "--wait", "--timeout", "60s").CombinedOutput()
 		if err != nil {
 			t.Fatalf("leave: %v\n%s", err, out)
 		}
