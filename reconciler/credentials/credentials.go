@@ -52,6 +52,17 @@ const (
 	ReaderFromLabel = "cluster-registry.k8s.cisco.com/reader-from"
 )
 
+// Reasons of the events the Reconciler records on the local Cluster.
+const (
+	// EventReasonReaderIssued: a peer was issued a reader of its own.
+	EventReasonReaderIssued = "ReaderIssued"
+	// EventReasonReaderRevoked: a departed peer's reader was deleted.
+	EventReasonReaderRevoked = "ReaderRevoked"
+	// EventReasonReaderRotated: the shared reader was recreated (a departed cluster held
+	// copies of its token).
+	EventReasonReaderRotated = "ReaderRotated"
+)
+
 // Name prefixes.
 const (
 	// ServiceAccountPrefix prefixes the per-peer reader ServiceAccounts.

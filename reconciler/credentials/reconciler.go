@@ -100,7 +100,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 			return reconcile.Result{}, fmt.Errorf("recreating the shared reader ServiceAccount %s/%s: %w", r.Namespace, v1alpha1.ReaderName, err)
 		}
 		log.Info("shared reader ServiceAccount deleted to revoke its tokens; the bootstrapper creates it again", "serviceAccount", r.Namespace+"/"+v1alpha1.ReaderName)
-		r.event(own, corev1.EventTypeNormal, "ReaderRotated", "the shared reader ServiceAccount %s/%s was recreated: every token of it a departed cluster held is revoked", r.Namespace, v1alpha1.ReaderName)
+		r.event(own, corev1.EventTypeNormal, EventReasonReaderRotated, "the shared reader ServiceAccount %s/%s was recreated: every token of it a departed cluster held is revoked", r.Namespace, v1alpha1.ReaderName)
 	}
 	for i := range plan.Revoke {
 		sa := &plan.Revoke[i]
@@ -113,7 +113,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 			return reconcile.Result{}, fmt.Errorf("deleting the reader credential Secret %s/%s: %w", r.Namespace, secret.Name, err)
 		}
 		log.Info("reader credential revoked", "serviceAccount", readers+"/"+sa.Name, "peer", sa.Annotations[PeerClusterIDAnnotation])
-		r.event(own, corev1.EventTypeNormal, "ReaderRevoked", "the reader ServiceAccount %s/%s of cluster %s (clusterID %s) was deleted: its tokens are revoked",
+		r.event(own, corev1.EventTypeNormal, EventReasonReaderRevoked, "the reader ServiceAccount %s/%s of cluster %s (clusterID %s) was deleted: its tokens are revoked",
 			readers, sa.Name, sa.Annotations[PeerClusterNameAnnotation], sa.Annotations[PeerClusterIDAnnotation])
 	}
 
@@ -265,7 +265,7 @@ func (r *Reconciler) ensureToken(ctx context.Context, own *v1alpha1.Cluster, p P
 	logf.FromContext(ctx).Info("issued a reader credential", "peer", p.ID, "peerName", p.Name, "serviceAccount", sa.Namespace+"/"+sa.Name,
 		"expires", expires.UTC().Format(time.RFC3339), "renewAfter", renewAt.UTC().Format(time.RFC3339))
 	if !found {
-		r.event(own, corev1.EventTypeNormal, "ReaderIssued", "reader ServiceAccount %s/%s issued to cluster %s (clusterID %s)", sa.Namespace, sa.Name, p.Name, p.ID)
+		r.event(own, corev1.EventTypeNormal, EventReasonReaderIssued, "reader ServiceAccount %s/%s issued to cluster %s (clusterID %s)", sa.Namespace, sa.Name, p.Name, p.ID)
 	}
 	return renewAt, nil
 }
