@@ -133,6 +133,9 @@ type Result struct {
 	// RotateShared says the shared reader ServiceAccount is to be recreated first: a
 	// departed cluster held copies of its token.
 	RotateShared bool
+	// Left says the local cluster left the group: the Secrets holding the tokens it
+	// issued are deleted (the members deleted their copies), its ServiceAccounts kept.
+	Left bool
 }
 
 // Plan decides which per-peer reader ServiceAccounts exist. A ServiceAccount is deleted
@@ -143,7 +146,9 @@ func Plan(in Input) Result {
 	if in.Departed[in.LocalID] {
 		// The local cluster left: it issues and renews nothing, and revokes nothing
 		// either, so that the members (and "leave --wait") still see it forget the
-		// group; the tokens it issued expire with their lifetime.
+		// group; it deletes the Secrets of the tokens it issued, which expire with their
+		// lifetime.
+		res.Left = true
 		return res
 	}
 	byKey := map[string]corev1.ServiceAccount{}

@@ -83,7 +83,7 @@ func TestPlan(t *testing.T) {
 	}
 	type summary struct {
 		Create, Keep, Revoke []string
-		RotateShared         bool
+		RotateShared, Left   bool
 	}
 	tests := []struct {
 		name string
@@ -125,13 +125,13 @@ func TestPlan(t *testing.T) {
 			name: "a cluster that left issues and renews nothing, and revokes nothing",
 			in: Input{LocalID: idL, Clusters: []v1alpha1.Cluster{cluster("l", idL), cluster("a", idA), cluster("b", idB)},
 				Departed: map[types.UID]bool{idL: true, idB: true}, ServiceAccounts: []corev1.ServiceAccount{sa(idB), sa(idA)}},
-			want: summary{},
+			want: summary{Left: true},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			res := Plan(tt.in)
-			got := summary{Create: peerNames(res.Create), Keep: peerNames(res.Keep), Revoke: saNames(res.Revoke), RotateShared: res.RotateShared}
+			got := summary{Create: peerNames(res.Create), Keep: peerNames(res.Keep), Revoke: saNames(res.Revoke), RotateShared: res.RotateShared, Left: res.Left}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("Plan (-want +got):\n%s", diff)
 			}

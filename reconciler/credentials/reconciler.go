@@ -92,6 +92,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	now := r.now()
 	plan := Plan(Input{LocalID: r.Identity.ID, Clusters: clusters.Items, Departed: r.Departed(now, clusters.Items), ServiceAccounts: sas.Items})
 	own := ownCluster(clusters.Items, r.Identity)
+	if plan.Left {
+		return reconcile.Result{}, r.deleteIssued(ctx)
+	}
 
 	if plan.RotateShared {
 		// First the shared token: the departed cluster holds copies of it.
@@ -169,6 +172,26 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		wait = time.Second
 	}
 	return reconcile.Result{RequeueAfter: wait}, firstErr
+}
+
+// deleteIssued deletes the Secrets holding the tokens this cluster issued to its peers.
+func (r *Reconciler) deleteIssued(ctx context.Context) error {
+	var secrets corev1.SecretList
+	if err := r.Client.List(ctx, &secrets, client.InNamespace(r.Namespace), client.HasLabels{ReaderForLabel}); err != nil {
+		return fmt.Errorf("listing the reader credential Secrets of %s: %w", r.Namespace, err)
+	}
+	for i := range secrets.Items {
+		s := &secrets.Items[i]
+		if s.Annotations[v1alpha1.OwnershipAnnotation] != "" {
+			continue // a copy of another cluster's: not ours
+		}
+		uid := s.UID
+		if err := r.Client.Delete(ctx, s, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return fmt.Errorf("deleting the reader credential Secret %s/%s: %w", r.Namespace, s.Name, err)
+		}
+		logf.FromContext(ctx).Info("this cluster left the group: reader credential Secret deleted", "secret", r.Namespace+"/"+s.Name)
+	}
+	return nil
 }
 
 // advertised returns the server and CA of the local shared reader Secret: what peers
