@@ -171,6 +171,10 @@ func (o *Options) AddFlags(cmd *cobra.Command) {
 		"How often the local cluster's metadata (versions, provider, locality) is recomputed.")
 	fs.IntVar(&r.SyncWorkers, "sync-workers", r.SyncWorkers,
 		"How many synced objects are reconciled at once.")
+	fs.IntVar(&r.MaxPeerObjects, "max-peer-objects", r.MaxPeerObjects,
+		"Most objects one peer may offer to one watch of the rules (a kind, in one namespace a rule reads or in all of them, under the rules' label selector). A peer offering more is not watched there, nothing of it is kept in memory, the rules reading it report TooManyObjects, and the copies already made from it are kept; it is tried again after --max-peer-objects-retry.")
+	fs.DurationVar(&r.OverCapRetry, "max-peer-objects-retry", r.OverCapRetry,
+		"How long a watch refused by --max-peer-objects waits before it is tried again; doubles while the peer stays over the cap, up to 8 times this.")
 	fs.DurationVar(&m.GracefulShutdownTimeout, "graceful-shutdown-timeout", manager.DefaultGracefulShutdownTimeout,
 		"How long the controller gets to stop after SIGTERM.")
 	fs.IntVar(&o.Memory.GCPercent, "gc-percent", o.Memory.GCPercent,

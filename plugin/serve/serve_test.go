@@ -45,6 +45,7 @@ func TestFlags(t *testing.T) {
 		Registry: manager.RegistryOptions{
 			TokenLifetime: 24 * time.Hour, PeerHealthInterval: 5 * time.Second, PeerFailureThreshold: 3,
 			HeartbeatPeriod: 5 * time.Minute, MetadataPeriod: 5 * time.Minute, SyncWorkers: 8,
+			MaxPeerObjects: 20000, OverCapRetry: time.Minute,
 		},
 	}
 	tests := []struct {
@@ -64,6 +65,7 @@ func TestFlags(t *testing.T) {
 				"--api-server-endpoint=203.0.113.7:6443", "--network-name=east-net",
 				"--reader-token-lifetime=1h", "--peer-health-interval=1s", "--peer-failure-threshold=5",
 				"--heartbeat-period=1m", "--metadata-refresh-period=2m",
+				"--max-peer-objects=50", "--max-peer-objects-retry=5s",
 			},
 			want: func(o *manager.Options) {
 				o.Namespace, o.ClusterName = "registry", "east"
@@ -75,6 +77,7 @@ func TestFlags(t *testing.T) {
 					APIServerEndpoint: "https://203.0.113.7:6443", NetworkName: "east-net",
 					TokenLifetime: time.Hour, PeerHealthInterval: time.Second, PeerFailureThreshold: 5,
 					HeartbeatPeriod: time.Minute, MetadataPeriod: 2 * time.Minute, SyncWorkers: 8,
+					MaxPeerObjects: 50, OverCapRetry: 5 * time.Second,
 				}
 			},
 		},
@@ -124,6 +127,8 @@ func TestValidate(t *testing.T) {
 		{[]string{"--api-server-endpoint", "http://203.0.113.7"}, "--api-server-endpoint"},
 		{[]string{"--reader-token-lifetime", "1m"}, "the reader token lifetime must be at least 10m0s"},
 		{[]string{"--peer-failure-threshold", "0"}, "the peer failure threshold must be at least 1"},
+		{[]string{"--max-peer-objects", "0"}, "--max-peer-objects) must be at least 1"},
+		{[]string{"--max-peer-objects-retry", "100ms"}, "--max-peer-objects-retry) must be at least 1s"},
 		{[]string{"--gc-percent", "-5"}, "--gc-percent, --memory-limit-ratio: the GC percent must be from 1 to 10000"},
 		{[]string{"--memory-limit-ratio", "2"}, "the memory limit ratio must be from 0 (none) to 1, got 2"},
 	}

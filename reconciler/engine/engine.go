@@ -52,10 +52,37 @@ import (
 // DefaultWorkers is how many objects are reconciled at once.
 const DefaultWorkers = 8
 
-// ownWrite is a write of the engine whose local event has not arrived yet.
+// ownWrite is a write of the engine that no reconcile has seen in the local cache yet.
 type ownWrite struct {
 	resourceVersion string
 	at              time.Time
+	// decidedBefore is set when a reconcile of the copy ran while the local cache did not
+	// have the write yet: its decision was made on the copy as it was before, so the
+	// write's own event must be looked at in full (a delete at the origin right after the
+	// write, seen while the local cache still lacked the copy, decided nothing).
+	decidedBefore bool
+}
+
+// reconciled is what a reconcile that finds the local copy at observedRV does with the
+// engine's pending write w: next is the write as it is kept afterwards (nil: forgotten,
+// the local cache has it), and skip says that the reconcile has nothing to do. full says
+// that something other than a change of the local object queued it (its source, a rule,
+// a peer, a retry).
+//
+// A reconcile queued only by the event of the write itself is skipped when the local
+// cache has the write and no reconcile ran on the copy as it was before: the write's
+// source, the rules and the peers queue the copy by their own events when they change
+// (while the write's reconcile ran, the queue held it to be looked at again). A reconcile
+// that runs while the cache lacks the write decided on the copy as it was before (a
+// delete at the origin right after the write decides nothing while the copy seems
+// absent), so the write's event is then looked at in full.
+func (w ownWrite) reconciled(observedRV string, full bool) (next *ownWrite, skip bool) {
+	if observedRV == w.resourceVersion {
+		return nil, !full && !w.decidedBefore
+	}
+	marked := w
+	marked.decidedBefore = true
+	return &marked, false
 }
 
 // ownWriteWait bounds how long a copy created by the engine and not yet in the local
@@ -107,6 +134,14 @@ type Options struct {
 	// Settle bounds the rewrites of a copy that the local cluster changes after each
 	// write; zero means DefaultSettlePolicy.
 	Settle planner.SettlePolicy
+	// MaxPeerObjects caps the objects the watch of one peer's scope holds (a kind, in a
+	// namespace a rule reads or in all of them, under the rules' label selector); a peer
+	// offering more is not watched there, and its copies are kept (objectcap.go). Zero
+	// means DefaultMaxPeerObjects.
+	MaxPeerObjects int
+	// OverCapRetry is the first wait before a scope over the cap is tried again (backing
+	// off while it stays over); zero means DefaultOverCapRetry.
+	OverCapRetry time.Duration
 }
 
 // item is one local object.
@@ -144,8 +179,10 @@ type ruleEntry struct {
 	// write, with the reason.
 	held     map[item]string
 	lastSync time.Time
-	// watch says how the rule's watches are narrowed (set by doRefresh).
-	watch watchNote
+	// watch says how the rule's watches are narrowed, and peerScopes are the peers'
+	// scopes it reads its sources from (set by doRefresh).
+	watch      watchNote
+	peerScopes []scope
 }
 
 // localWatches are the kinds whose local informers carry every object, not only copies
@@ -244,8 +281,15 @@ type Engine struct {
 	// cluster stored it as written, until the local cache has it: a create is not made
 	// twice meanwhile.
 	ownWrites sync.Map // item -> ownWrite
+	// full holds the queued items that something other than a change of the local object
+	// queued (add, a retry): their reconcile is never skipped as the echo of a write.
+	full sync.Map // item -> struct{}
 
 	retryDelay time.Duration
+
+	// mappings are the local REST mappings of the kinds written (mapping).
+	mappingMu sync.Mutex
+	mappings  map[schema.GroupVersionKind]*meta.RESTMapping
 
 	// history is what the engine remembers of its recent writes of each copy, for
 	// Settle.
@@ -286,6 +330,12 @@ func New(opts Options) (*Engine, error) {
 	if opts.Settle == (planner.SettlePolicy{}) {
 		opts.Settle = planner.DefaultSettlePolicy()
 	}
+	if opts.MaxPeerObjects <= 0 {
+		opts.MaxPeerObjects = DefaultMaxPeerObjects
+	}
+	if opts.OverCapRetry <= 0 {
+		opts.OverCapRetry = DefaultOverCapRetry
+	}
 	e := &Engine{
 		opts:     opts,
 		watchers: newWatchers(),
@@ -299,6 +349,8 @@ func New(opts Options) (*Engine, error) {
 		history:  map[item]writeRecord{},
 		contacts: newFirstContacts(),
 	}
+	e.watchers.retry = opts.OverCapRetry
+	e.watchers.onOver, e.watchers.onUnder = e.overCap, e.underCap
 	core, err := rules.Compile(planner.CoreRule())
 	if err != nil {
 		return nil, fmt.Errorf("compiling the built-in rule: %w", err)
@@ -483,7 +535,7 @@ func (e *Engine) ruleChanged(o any) {
 	entry := newEntry(rsr, compiled, err, false)
 	e.mu.Lock()
 	if old, ok := e.rules[rsr.Name]; ok && !old.builtin {
-		entry.conflicts, entry.failures, entry.synced, entry.held, entry.drift, entry.lastSync, entry.watch = old.conflicts, old.failures, old.synced, old.held, old.drift, old.lastSync, old.watch
+		entry.conflicts, entry.failures, entry.synced, entry.held, entry.drift, entry.lastSync, entry.watch, entry.peerScopes = old.conflicts, old.failures, old.synced, old.held, old.drift, old.lastSync, old.watch, old.peerScopes
 	}
 	e.rules[rsr.Name] = entry
 	e.mu.Unlock()
@@ -558,6 +610,7 @@ func (e *Engine) peerClients(p peers.Peer) (dynamic.Interface, meta.RESTMapper, 
 // doRefresh starts the informers the rules need, stops the others, and queues every
 // object they know, so that every rule is re-evaluated.
 func (e *Engine) doRefresh(ctx context.Context) {
+	e.forgetMappings()
 	needed := map[scope]bool{}
 	failed := false
 	all := e.opts.Peers.List()
@@ -612,7 +665,7 @@ func (e *Engine) doRefresh(ctx context.Context) {
 					continue
 				}
 				needed[s] = true
-				if err := e.watchers.ensure(ctx, s, e.localSelector(gvk), e.opts.Dynamic, e.opts.Mapper, e.onEvent); err != nil {
+				if err := e.watchers.ensure(ctx, s, e.localSelector(gvk), 0, e.opts.Dynamic, e.opts.Mapper, e.onEvent); err != nil {
 					r.setErr(err)
 					failed = true
 				}
@@ -660,7 +713,7 @@ func (e *Engine) doRefresh(ctx context.Context) {
 	for _, s := range peerOrder {
 		ps := peerScopes[s]
 		selectors[s] = sourceSelector(ps.alts)
-		_ = e.watchers.ensure(ctx, s, joinSelectors(selectors[s], uselessCopies(e.opts.LocalID, ps.peer, members, ps.keepOwn)), ps.dyn, ps.mapper, e.onEvent)
+		_ = e.watchers.ensure(ctx, s, joinSelectors(selectors[s], uselessCopies(e.opts.LocalID, ps.peer, members, ps.keepOwn)), e.opts.MaxPeerObjects, ps.dyn, ps.mapper, e.onEvent)
 	}
 	for _, r := range e.snapshot() {
 		if r.compiled == nil || r.builtin {
@@ -673,6 +726,7 @@ func (e *Engine) doRefresh(ctx context.Context) {
 		note := noteWatches(r, sels, e.everyLocal(r.compiled.TargetGVKs))
 		r.mu.Lock()
 		r.watch = note
+		r.peerScopes = ruleScopes[r]
 		r.mu.Unlock()
 	}
 	// A watch of an object in the way of a copy (inTheWay) lasts while its kind is
@@ -747,17 +801,11 @@ func (e *Engine) enqueueScope(s scope) {
 func (e *Engine) onEvent(s scope, oldC, newC *cachedObject) {
 	now := time.Now()
 	if s.cluster == "" {
-		if newC != nil {
-			// The event of our own write: the local cache has it now. It is still looked
-			// at again: the source may have changed (or gone) since the write.
-			it := newC.item(s.gvk)
-			if w, ok := e.ownWrites.Load(it); ok && w.(ownWrite).resourceVersion == newC.resourceVersion() {
-				e.ownWrites.Delete(it)
-			}
-		}
+		// A change of the local object alone: reconcile tells the event of the engine's
+		// own write from any other.
 		for _, c := range []*cachedObject{oldC, newC} {
 			if c != nil {
-				e.add(c.item(s.gvk), now)
+				e.addLocal(c.item(s.gvk), now)
 			}
 		}
 		if newC == nil && oldC != nil {
@@ -809,7 +857,19 @@ func (e *Engine) onPeerEvent(s scope, oldObj, newObj *unstructured.Unstructured,
 	}
 }
 
+// add queues it for a reconcile: its source, a rule, a peer or the policy changed, or it
+// is looked at again.
 func (e *Engine) add(it item, now time.Time) {
+	e.seen.LoadOrStore(it, now)
+	e.full.Store(it, struct{}{})
+	e.queue.Add(it)
+}
+
+// addLocal queues it for a change of the local object alone. A reconcile that only such
+// changes asked for, and that finds the object as the engine last wrote it, has nothing to
+// do (reconcile): that is the event of its own write, which came before the write
+// returned.
+func (e *Engine) addLocal(it item, now time.Time) {
 	e.seen.LoadOrStore(it, now)
 	e.queue.Add(it)
 }
@@ -831,8 +891,10 @@ func (e *Engine) processNext(ctx context.Context) bool {
 	case err != nil:
 		e.opts.Metrics.errors.WithLabelValues(it.gvk.Kind).Inc()
 		e.log.V(1).Info("sync failed, retrying", "object", it.String(), "error", err.Error())
+		e.full.Store(it, struct{}{})
 		e.queue.AddRateLimited(it)
 	case requeue > 0:
+		e.full.Store(it, struct{}{})
 		e.queue.AddAfter(it, requeue)
 	default:
 		e.queue.Forget(it)
@@ -843,6 +905,7 @@ func (e *Engine) processNext(ctx context.Context) bool {
 
 // reconcile brings one local object to what the rules ask for.
 func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) {
+	_, full := e.full.LoadAndDelete(it)
 	observed, synced, err := e.watchers.lookup("", it.gvk, it.namespace, it.name)
 	if err != nil {
 		return 0, err
@@ -854,6 +917,22 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 		return time.Second, nil
 	}
 	e.settledKey(it, observed)
+	if w, pending := e.ownWrites.Load(it); pending {
+		ow := w.(ownWrite)
+		observedRV := ""
+		if observed != nil {
+			observedRV = observed.GetResourceVersion()
+		}
+		switch next, skip := ow.reconciled(observedRV, full); {
+		case next == nil:
+			e.ownWrites.CompareAndDelete(it, ow)
+			if skip {
+				return 0, nil
+			}
+		case *next != ow:
+			e.ownWrites.CompareAndSwap(it, ow, *next) // not if the copy's delete dropped it meanwhile
+		}
+	}
 	membership := observed != nil && planner.MembershipObject(observed)
 	if observed != nil && observed.GetDeletionTimestamp() != nil && observed.GetAnnotations()[v1alpha1.OwnershipAnnotation] != "" {
 		// A copy being deleted (to be recreated, or with its namespace): nothing is written
@@ -877,6 +956,7 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 	}
 	var sources []planner.Source
 	failingViews := map[types.UID]bool{} // readable sources whose view fails to sync
+	overCapViews := map[types.UID]bool{} // sources whose view is over the cap on objects
 	// Peers in their first contact, and the readable peers, for the wait before a create.
 	firstContact, readable := map[types.UID]bool{}, map[types.UID]bool{}
 	now := time.Now()
@@ -895,6 +975,10 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 				obj, synced, err := e.watchers.lookup(name, gvk, ns, n)
 				if !synced && (err != nil || !e.watchers.covers(name, gvk, ns)) {
 					failingViews[id] = true // failing, or never started (the peer does not serve the kind)
+				}
+				var tooMany *TooManyObjectsError
+				if !synced && errors.As(err, &tooMany) {
+					overCapViews[id] = true
 				}
 				return obj, synced
 			},
@@ -992,7 +1076,9 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 		// process or leader): whether the origin still has the object is not known. Look
 		// again once it has synced, or a delete made meanwhile would never reach the copy:
 		// the origin's informer, once synced, only enqueues the objects it still has.
-		if origin := types.UID(observed.GetAnnotations()[v1alpha1.OwnershipAnnotation]); origin != "" && g.Unsynced[origin] {
+		// A view over the cap is not waited for: the copy is kept as it is, and looked at
+		// again when the view syncs under the cap (underCap).
+		if origin := types.UID(observed.GetAnnotations()[v1alpha1.OwnershipAnnotation]); origin != "" && g.Unsynced[origin] && !overCapViews[origin] {
 			return unsyncedRetry, nil
 		}
 	}
@@ -1313,6 +1399,7 @@ func (e *Engine) withheld(it item, act planner.Action, entry func(string) *ruleE
 // Recreate, the copy is deleted and created anew; other refusals are retried with
 // backoff (the returned error).
 func (e *Engine) writeFailed(ctx context.Context, it item, act planner.Action, r *ruleEntry, ri dynamic.ResourceInterface, err error) error {
+	e.forgetMappings(it.gvk)
 	f := planner.ClassifyWriteError(err)
 	rule := act.Source.Rule
 	e.opts.Metrics.refused.WithLabelValues(rule, f.Reason).Inc()
@@ -1418,7 +1505,7 @@ func (e *Engine) recreate(ctx context.Context, it item, act planner.Action, r *r
 }
 
 func (e *Engine) resource(gvk schema.GroupVersionKind, ns string) (dynamic.ResourceInterface, error) {
-	m, err := e.opts.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	m, err := e.mapping(gvk)
 	if err != nil {
 		return nil, fmt.Errorf("kind %s is not served by the local cluster: %w", gvk, err)
 	}
@@ -1426,6 +1513,40 @@ func (e *Engine) resource(gvk schema.GroupVersionKind, ns string) (dynamic.Resou
 		return e.opts.Dynamic.Resource(m.Resource).Namespace(ns), nil
 	}
 	return e.opts.Dynamic.Resource(m.Resource), nil
+}
+
+// mapping returns the local REST mapping of gvk. A mapping is kept until the next refresh
+// (the rules or the peers changed) or a failed write of its kind (the kind may no longer be
+// served as it was): every write needs one, and the RESTMapper's lookup costs as much as a
+// small reconcile.
+func (e *Engine) mapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {
+	e.mappingMu.Lock()
+	defer e.mappingMu.Unlock()
+	if m, ok := e.mappings[gvk]; ok {
+		return m, nil
+	}
+	m, err := e.opts.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return nil, err
+	}
+	if e.mappings == nil {
+		e.mappings = map[schema.GroupVersionKind]*meta.RESTMapping{}
+	}
+	e.mappings[gvk] = m
+	return m, nil
+}
+
+// forgetMappings drops the kept REST mappings: every one (a refresh), or those of the
+// kinds given.
+func (e *Engine) forgetMappings(gvks ...schema.GroupVersionKind) {
+	e.mappingMu.Lock()
+	defer e.mappingMu.Unlock()
+	if len(gvks) == 0 {
+		e.mappings = nil
+	}
+	for _, gvk := range gvks {
+		delete(e.mappings, gvk)
+	}
 }
 
 // ensureNamespace creates the copy's namespace when it is missing and the rule allows it.

@@ -67,6 +67,10 @@ type watcher struct {
 	// version counts the informer's events; counts are the match counts at a version.
 	version uint64
 	counts  map[any]matchCount
+	// limit is the cap on the objects the informer holds (0: none); held counts them,
+	// from its lists and event streams.
+	limit int
+	held  streamCount
 }
 
 type matchCount struct {
@@ -97,25 +101,41 @@ func (w *watcher) lastErr() error {
 type watchers struct {
 	mu  sync.Mutex
 	all map[scope]*watcher
+	// capped are the scopes whose informer stopped at the cap on objects (see
+	// objectcap.go), until it is tried again and syncs under it.
+	capped map[scope]*overCap
+	// retry is the first wait before a scope over the cap is tried again.
+	retry time.Duration
+	// onOver is called when a scope goes over the cap (first: it was not over it
+	// before), onUnder when a scope that was over it syncs under it; either may be nil.
+	onOver  func(s scope, err *TooManyObjectsError, first bool)
+	onUnder func(s scope)
 }
 
-func newWatchers() *watchers { return &watchers{all: map[scope]*watcher{}} }
+func newWatchers() *watchers {
+	return &watchers{all: map[scope]*watcher{}, capped: map[scope]*overCap{}, retry: DefaultOverCapRetry}
+}
 
 // handler receives the objects of a scope that changed (old and new; either may be nil).
 type handler func(s scope, oldObj, newObj *cachedObject)
 
-// ensure starts the informer of scope s with the label selector selector ("" for none) if
-// it is not running, replacing one that runs with another selector. mapper resolves the
-// kind; client lists and watches.
-func (ws *watchers) ensure(ctx context.Context, s scope, selector string, client dynamic.Interface, mapper meta.RESTMapper, h handler) error {
+// ensure starts the informer of scope s with the label selector selector ("" for none)
+// and the cap limit on the objects it holds (0: none) if it is not running, replacing one
+// that runs with another selector or cap. mapper resolves the kind; client lists and
+// watches. A scope over the cap is not started again before its retry time, unless its
+// selector or cap changed.
+func (ws *watchers) ensure(ctx context.Context, s scope, selector string, limit int, client dynamic.Interface, mapper meta.RESTMapper, h handler) error {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	if w, ok := ws.all[s]; ok {
-		if w.selector == selector {
+		if w.selector == selector && w.limit == limit {
 			return nil
 		}
 		w.cancel()
 		delete(ws.all, s)
+	}
+	if c, ok := ws.capped[s]; ok && c.selector == selector && c.limit == limit && time.Now().Before(c.retry) {
+		return c.err(s)
 	}
 	mapping, err := mapper.RESTMapping(s.gvk.GroupKind(), s.gvk.Version)
 	if err != nil {
@@ -129,18 +149,38 @@ func (ws *watchers) ensure(ctx context.Context, s scope, selector string, client
 	if s.name != "" {
 		fieldSelector = fields.OneTermEqualSelector("metadata.name", s.name).String()
 	}
+	w := &watcher{selector: selector, limit: limit}
+	// Capped, the objects are counted as they arrive, before the informer queues them: the
+	// initial ones (a watch-list stream, or the pages of a list when the API server does
+	// not stream them) and those the watches add or delete afterwards. One past the cap,
+	// the informer stops: it never holds more.
 	lw := &toolscache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			opts.LabelSelector, opts.FieldSelector = selector, fieldSelector
-			return ri.List(ctx, opts)
+			l, n, err := listCapped(ctx, opts, limit, ri.List)
+			if err != nil {
+				return nil, err
+			}
+			if l == nil {
+				return nil, ws.over(s, w, n)
+			}
+			w.held.set(n)
+			ws.under(s, w)
+			return l, nil
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 			opts.LabelSelector, opts.FieldSelector = selector, fieldSelector
-			return ri.Watch(ctx, opts)
+			wi, err := ri.Watch(ctx, opts)
+			if err != nil || limit <= 0 {
+				return wi, err
+			}
+			initial := opts.SendInitialEvents != nil && *opts.SendInitialEvents
+			return newCappedWatch(wi, &w.held, initial, limit, func(n int) { _ = ws.over(s, w, n) }, func() { ws.under(s, w) }), nil
 		},
 	}
-	inf := toolscache.NewSharedIndexInformer(lw, &unstructured.Unstructured{}, 0, toolscache.Indexers{})
-	w := &watcher{informer: inf, selector: selector}
+	// The client says whether it serves watch-lists (a fake one does not: then the list).
+	inf := toolscache.NewSharedIndexInformer(toolscache.ToListWatcherWithWatchListSemantics(lw, client), &unstructured.Unstructured{}, 0, toolscache.Indexers{})
+	w.informer = inf
 	_ = inf.SetTransform(compactFor(s.gvk))
 	_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *toolscache.Reflector, err error) {
 		w.setErr(err)
@@ -165,6 +205,72 @@ func (ws *watchers) ensure(ctx context.Context, s scope, selector string, client
 	ws.all[s] = w
 	go inf.RunWithContext(wctx)
 	return nil
+}
+
+// over stops the informer w of scope s, which holds or offers seen objects, more than its
+// cap, and records the scope as over the cap until it is tried again (backing off while
+// it stays over). It returns the error that says so.
+func (ws *watchers) over(s scope, w *watcher, seen int) error {
+	ws.mu.Lock()
+	if ws.all[s] != w {
+		ws.mu.Unlock()
+		return &TooManyObjectsError{Peer: s.cluster, Kind: s.gvk.Kind, Namespace: s.namespace, Seen: seen, Limit: w.limit}
+	}
+	w.cancel()
+	delete(ws.all, s)
+	prev := ws.capped[s]
+	var prevDelay time.Duration
+	if prev != nil {
+		prevDelay = prev.delay
+	}
+	c := &overCap{selector: w.selector, limit: w.limit, seen: seen, delay: nextOverCapDelay(prevDelay, ws.retry)}
+	c.retry = time.Now().Add(c.delay)
+	ws.capped[s] = c
+	onOver := ws.onOver
+	err := c.err(s)
+	ws.mu.Unlock()
+	if onOver != nil {
+		onOver(s, err, prev == nil)
+	}
+	return err
+}
+
+// under records that the informer w of scope s has its initial objects, no more than its
+// cap: a scope that was over the cap is no longer.
+func (ws *watchers) under(s scope, w *watcher) {
+	ws.mu.Lock()
+	_, was := ws.capped[s]
+	if ws.all[s] != w || !was {
+		ws.mu.Unlock()
+		return
+	}
+	delete(ws.capped, s)
+	onUnder := ws.onUnder
+	ws.mu.Unlock()
+	if onUnder != nil {
+		onUnder(s)
+	}
+}
+
+// overCapErr returns the error of scope s if it is over the cap, else nil.
+func (ws *watchers) overCapErr(s scope) error {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if c, ok := ws.capped[s]; ok {
+		return c.err(s)
+	}
+	return nil
+}
+
+// overCapScopes returns the scopes over the cap.
+func (ws *watchers) overCapScopes() []scope {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	out := make([]scope, 0, len(ws.capped))
+	for s := range ws.capped {
+		out = append(out, s)
+	}
+	return out
 }
 
 // get returns the watcher of scope s, if running.
@@ -194,13 +300,21 @@ func (ws *watchers) lookup(cluster string, gvk schema.GroupVersionKind, namespac
 	var lastErr error
 	for _, s := range scopes {
 		w, ok := ws.get(s)
+		capErr := ws.overCapErr(s)
 		if !ok {
+			if capErr != nil {
+				// Over the cap: a view that failed, not one without the object.
+				covered, allSynced, lastErr = true, false, capErr
+			}
 			continue
 		}
 		covered = true
 		if !w.informer.HasSynced() {
 			allSynced = false
 			lastErr = w.lastErr()
+			if lastErr == nil {
+				lastErr = capErr
+			}
 			continue
 		}
 		item, exists, err := w.informer.GetStore().GetByKey(key)
@@ -299,7 +413,8 @@ func (w *watcher) count(matcher any, decode func(*cachedObject) (*unstructured.U
 	return n
 }
 
-// retain stops every informer whose scope keep rejects.
+// retain stops every informer whose scope keep rejects, and forgets such scopes over the
+// cap.
 func (ws *watchers) retain(keep func(scope) bool) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
@@ -307,6 +422,11 @@ func (ws *watchers) retain(keep func(scope) bool) {
 		if !keep(s) {
 			w.cancel()
 			delete(ws.all, s)
+		}
+	}
+	for s := range ws.capped {
+		if !keep(s) {
+			delete(ws.capped, s)
 		}
 	}
 }
@@ -439,7 +559,7 @@ func (e *Engine) inTheWay(ctx context.Context, it item, ri dynamic.ResourceInter
 		return
 	}
 	s := keyScope(it.gvk, it.namespace, it.name)
-	if err := e.watchers.ensure(e.ctx, s, "", e.opts.Dynamic, e.opts.Mapper, e.onEvent); err != nil {
+	if err := e.watchers.ensure(e.ctx, s, "", 0, e.opts.Dynamic, e.opts.Mapper, e.onEvent); err != nil {
 		e.log.Error(err, "watching an object in the way of a copy", "object", it.String())
 		return
 	}

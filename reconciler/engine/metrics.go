@@ -21,6 +21,8 @@ type Metrics struct {
 	// driftObjects are the writes ReportOnly rules withhold.
 	refused      *prometheus.CounterVec
 	driftObjects *prometheus.GaugeVec
+	// overCap are the peers' watches over the cap on objects (MaxPeerObjects).
+	overCap *prometheus.GaugeVec
 }
 
 // NewMetrics returns the engine's metrics registered with reg (nil: not registered). A
@@ -64,6 +66,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Namespace: "kubectl_registry", Subsystem: "sync", Name: "drift_objects",
 			Help: "Copies that differ from their source and that a ReportOnly rule does not write (it would create, update or delete them).",
 		}, []string{"rule"}),
+		overCap: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "kubectl_registry", Subsystem: "sync", Name: "watches_over_cap",
+			Help: "Watches of a peer's objects not running because the peer offers more objects than the cap (--max-peer-objects), by peer and kind; the copies already made from them are kept.",
+		}, []string{"cluster", "kind"}),
 	}
 	if reg == nil {
 		return m
@@ -77,6 +83,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.heldObjects = registerVec(reg, m.heldObjects)
 	m.refused = registerVec(reg, m.refused)
 	m.driftObjects = registerVec(reg, m.driftObjects)
+	m.overCap = registerVec(reg, m.overCap)
 	return m
 }
 

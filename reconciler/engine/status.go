@@ -2,7 +2,9 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -28,6 +30,10 @@ const ReasonChangedAfterWrite = v1alpha1.ReasonChangedAfterWrite
 // runs the deletion policy of rules being deleted.
 func (e *Engine) writeStatuses(ctx context.Context) {
 	e.forgetHistory(time.Now())
+	e.opts.Metrics.overCap.Reset()
+	for _, s := range e.watchers.overCapScopes() {
+		e.opts.Metrics.overCap.WithLabelValues(s.cluster, s.gvk.Kind).Inc()
+	}
 	for _, r := range e.snapshot() {
 		r.mu.Lock()
 		nHeld, nDrift := len(r.held), len(r.drift)
@@ -63,6 +69,7 @@ func (e *Engine) status(ctx context.Context, r *ruleEntry) v1alpha1.ResourceSync
 
 	st.Sources = nil
 	failing := 0
+	var tooMany []string // the sources over the cap on objects
 	if r.compiled != nil {
 		all := e.opts.Peers.List()
 		members := memberIDs(all)
@@ -82,7 +89,12 @@ func (e *Engine) status(ctx context.Context, r *ruleEntry) v1alpha1.ResourceSync
 				src.State = v1alpha1.SourceSyncing
 				if err := e.sourceError(p.Name, r); err != nil {
 					src.State, src.Message = v1alpha1.SourceFailing, err.Error()
-					failing++
+					var over *TooManyObjectsError
+					if errors.As(err, &over) {
+						tooMany = append(tooMany, err.Error())
+					} else {
+						failing++
+					}
 				}
 				// What the peer offers: not its copies of our objects or of other members'
 				// (its informer may hold them for syncStatusBack).
@@ -154,7 +166,13 @@ func (e *Engine) status(ctx context.Context, r *ruleEntry) v1alpha1.ResourceSync
 			"if a local controller, an HPA or a mutating webhook owns the fields, list them in the rule's spec.ignoreFields; otherwise stop the other writer): %s",
 			nHeld, e.opts.Settle.MaxHold, held)
 	}
+	failuresMsg := ""
+	if nFailures > 0 {
+		failuresMsg = fmt.Sprintf("%d objects fail to sync: %s", nFailures, failures)
+	}
 	switch {
+	case len(tooMany) > 0:
+		set(v1alpha1.RuleConditionDegraded, true, v1alpha1.ReasonTooManyObjects, joinMsg(joinMsg(strings.Join(tooMany, "; "), failuresMsg), heldMsg))
 	case nFailures > 0:
 		set(v1alpha1.RuleConditionDegraded, true, failureReason(failureReasons), joinMsg(fmt.Sprintf("%d objects fail to sync: %s", nFailures, failures), heldMsg))
 	case failing > 0:
@@ -218,6 +236,9 @@ func (e *Engine) sourceError(peer string, r *ruleEntry) error {
 	found := false
 	for _, ns := range nss {
 		for _, s := range []scope{{cluster: peer, gvk: r.compiled.GVK, namespace: ns}, {cluster: peer, gvk: r.compiled.GVK}} {
+			if err := e.watchers.overCapErr(s); err != nil {
+				return err
+			}
 			if w, ok := e.watchers.get(s); ok {
 				found = true
 				if err := w.lastErr(); err != nil && !w.informer.HasSynced() {

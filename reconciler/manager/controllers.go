@@ -56,6 +56,10 @@ type RegistryOptions struct {
 	MetadataPeriod time.Duration
 	// SyncWorkers is how many synced objects are reconciled at once.
 	SyncWorkers int
+	// MaxPeerObjects caps the objects one watch of a peer holds (engine.Options).
+	MaxPeerObjects int
+	// OverCapRetry is the first wait before a watch over the cap is tried again.
+	OverCapRetry time.Duration
 }
 
 // DefaultRegistryOptions returns the defaults of the registry's reconcilers.
@@ -67,6 +71,8 @@ func DefaultRegistryOptions() RegistryOptions {
 		HeartbeatPeriod:      clusters.DefaultHeartbeatPeriod,
 		MetadataPeriod:       clusters.DefaultMetadataPeriod,
 		SyncWorkers:          engine.DefaultWorkers,
+		MaxPeerObjects:       engine.DefaultMaxPeerObjects,
+		OverCapRetry:         engine.DefaultOverCapRetry,
 	}
 }
 
@@ -83,6 +89,12 @@ func (o RegistryOptions) validate() error {
 	}
 	if o.SyncWorkers < 1 {
 		errs = append(errs, fmt.Errorf("the sync workers must be at least 1, got %d", o.SyncWorkers))
+	}
+	if o.MaxPeerObjects < 1 {
+		errs = append(errs, fmt.Errorf("the cap on a peer's objects per watch (--max-peer-objects) must be at least 1, got %d", o.MaxPeerObjects))
+	}
+	if o.OverCapRetry < time.Second {
+		errs = append(errs, fmt.Errorf("the retry period of a watch over the cap (--max-peer-objects-retry) must be at least 1s, got %s", o.OverCapRetry))
 	}
 	if o.HeartbeatPeriod < time.Second || o.MetadataPeriod < time.Second {
 		errs = append(errs, errors.New("the heartbeat and metadata periods must be at least 1s"))
@@ -209,17 +221,19 @@ func SetupRegistry(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		return fmt.Errorf("building a dynamic client: %w", err)
 	}
 	eng, err := engine.New(engine.Options{
-		LocalID:   identity.ID,
-		LocalName: identity.Name,
-		Namespace: opts.Namespace,
-		Client:    mgr.GetClient(),
-		Cache:     mgr.GetCache(),
-		Dynamic:   dyn,
-		Mapper:    mgr.GetRESTMapper(),
-		Peers:     pm,
-		Workers:   ro.SyncWorkers,
-		Recorder:  recorder,
-		Metrics:   engine.NewMetrics(metrics.Registry),
+		LocalID:        identity.ID,
+		LocalName:      identity.Name,
+		Namespace:      opts.Namespace,
+		Client:         mgr.GetClient(),
+		Cache:          mgr.GetCache(),
+		Dynamic:        dyn,
+		Mapper:         mgr.GetRESTMapper(),
+		Peers:          pm,
+		Workers:        ro.SyncWorkers,
+		MaxPeerObjects: ro.MaxPeerObjects,
+		OverCapRetry:   ro.OverCapRetry,
+		Recorder:       recorder,
+		Metrics:        engine.NewMetrics(metrics.Registry),
 	})
 	if err != nil {
 		return err

@@ -36,7 +36,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -233,8 +232,16 @@ func noAssetsMessage() string {
 		EnvAssets, dir, strings.Join(missing, ", "))
 }
 
+// Skipper is the part of testing.TB that SkipIfNoAssets uses; *testing.T and *testing.B
+// satisfy it. The test bed does not import the testing package, so the tools that run a
+// bed (cmd/registry-bench, cmd/registry-demo) do not link it.
+type Skipper interface {
+	Helper()
+	Skip(args ...any)
+}
+
 // SkipIfNoAssets skips the test, saying how to get the binaries, when Assets is not ok.
-func SkipIfNoAssets(t testing.TB) {
+func SkipIfNoAssets(t Skipper) {
 	t.Helper()
 	if _, ok := Assets(); !ok {
 		t.Skip("testbed: real API servers unavailable: " + noAssetsMessage())
@@ -385,13 +392,19 @@ func (b *Bed) Stop() error {
 	return b.stopErr
 }
 
+// Runner runs the tests of a test binary and returns its exit code: *testing.M satisfies
+// it (see Skipper for why the test bed does not name testing.M).
+type Runner interface {
+	Run() (code int)
+}
+
 // Main runs a test binary around a shared Bed; call it from TestMain as
 // os.Exit(testbed.Main(m, opts, &bed)). With the binaries present it starts a Bed with
 // opts, stores it in *bed, runs the tests, stops the Bed and returns the exit code (1 when
 // the Bed fails to start or stop). Without them it runs the tests with *bed == nil; they
 // skip through SkipIfNoAssets. From the start of Start to the end, SIGINT and SIGTERM stop
 // the Bed before the process exits, so an interrupted run leaves no API servers behind.
-func Main(m *testing.M, opts Options, bed **Bed) int {
+func Main(m Runner, opts Options, bed **Bed) int {
 	*bed = nil
 	// envtest and the controller-runtime clients log through controller-runtime's
 	// process-wide logger; unset, it prints a warning with a stack trace 30 seconds in.

@@ -339,6 +339,10 @@ const (
 	ReasonMutationFailed = "MutationFailed"
 	// ReasonCopiesFailing: objects fail for several of the reasons above.
 	ReasonCopiesFailing = "CopiesFailing"
+	// ReasonTooManyObjects: a peer offers more objects to the rule than the cap on one
+	// watch (serve's --max-peer-objects); they are not watched, and the copies already
+	// made from that peer are kept as they are.
+	ReasonTooManyObjects = "TooManyObjects"
 )
 
 // ResourceSyncRuleStatus is the observed state of a ResourceSyncRule (an addition to

@@ -319,7 +319,8 @@ func (g *group) grantConfigMaps(t *testing.T) {
 // object that exists on the origin deleted on the way and none created twice, and every
 // controller that the scenario did not kill itself must still run.
 func (g *group) run(t *testing.T, name string, inject, end func(t *testing.T)) {
-	ns := "chaos-" + name
+	// A name of its own per run: the bed is shared, and -count may run the test again.
+	ns := fmt.Sprintf("chaos-%s-%d", name, time.Now().UnixMilli()%1000000)
 	ctx := t.Context()
 	src := g.direct[origin]
 	if _, err := src.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {

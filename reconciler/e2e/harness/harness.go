@@ -24,11 +24,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/kubectl-registry/kubectl-registry/manifests"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/conditions"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
@@ -69,8 +69,12 @@ func Binary(t *testing.T) string {
 
 var installs sync.Map
 
-// install applies the embedded manifests, but the Deployment (the controllers run as
-// processes here), to the cluster once.
+// Install applies what `kubectl-registry install` applies, but the CRDs (the bed installs
+// them, see BedOptions) and the Deployment (the controllers run as processes here), to the
+// cluster once. The objects come from the binary itself (`install --dry-run=client -o
+// json`), so the harness installs what users get without importing the manifests package:
+// test infrastructure under reconciler/ imports nothing above reconciler (see
+// cmd/kubectl-registry/layering_test.go).
 func Install(t *testing.T, c *testbed.Cluster) client.Client {
 	t.Helper()
 	cl, err := c.Client()
@@ -80,20 +84,44 @@ func Install(t *testing.T, c *testbed.Cluster) client.Client {
 	if _, done := installs.LoadOrStore(c.Name, true); done {
 		return cl
 	}
-	objs, err := manifests.Objects()
+	objs, err := installObjects(Binary(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var keep = objs[:0:0]
 	for _, o := range objs {
-		if o.GetKind() != "Deployment" && o.GetKind() != "CustomResourceDefinition" {
-			keep = append(keep, o)
+		if o.GetKind() == "Deployment" || o.GetKind() == "CustomResourceDefinition" {
+			continue
+		}
+		err := cl.Apply(context.Background(), client.ApplyConfigurationFromUnstructured(o), client.FieldOwner(v1alpha1.FieldManager), client.ForceOwnership)
+		if err != nil {
+			t.Fatalf("installing on %s: applying %s %s/%s: %v", c.Name, o.GetKind(), o.GetNamespace(), o.GetName(), err)
 		}
 	}
-	if _, err := manifests.Apply(context.Background(), cl, v1alpha1.FieldManager, keep); err != nil {
-		t.Fatalf("installing on %s: %v", c.Name, err)
-	}
 	return cl
+}
+
+// installObjects returns what `install` would apply, in its order, as the binary prints
+// it with --dry-run=client (which contacts no cluster).
+func installObjects(binary string) ([]*unstructured.Unstructured, error) {
+	cmd := exec.Command(binary, "install", "--dry-run=client", "-o", "json")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("kubectl-registry install --dry-run=client: %w\n%s", err, stderr.Bytes())
+	}
+	var list unstructured.UnstructuredList
+	if err := list.UnmarshalJSON(out); err != nil {
+		return nil, fmt.Errorf("decoding the objects of install --dry-run=client: %w", err)
+	}
+	if len(list.Items) == 0 {
+		return nil, fmt.Errorf("install --dry-run=client printed no objects")
+	}
+	objs := make([]*unstructured.Unstructured, len(list.Items))
+	for i := range list.Items {
+		objs[i] = &list.Items[i]
+	}
+	return objs, nil
 }
 
 // controller is a running `kubectl-registry serve`.
