@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials"
 )
 
 // tokenConfig returns a rest.Config authenticating as the ServiceAccount sa of the
@@ -27,6 +28,12 @@ import (
 // controller get theirs. It waits until the aggregated ClusterRole role has rules
 // (kube-controller-manager fills it).
 func tokenConfig(t *testing.T, c client.Client, sa, aggregatedRole string) *rest.Config {
+	t.Helper()
+	return tokenConfigIn(t, c, v1alpha1.DefaultNamespace, sa, aggregatedRole)
+}
+
+// tokenConfigIn is tokenConfig for the ServiceAccount sa of namespace ns.
+func tokenConfigIn(t *testing.T, c client.Client, ns, sa, aggregatedRole string) *rest.Config {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -45,7 +52,7 @@ func tokenConfig(t *testing.T, c client.Client, sa, aggregatedRole string) *rest
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := cs.CoreV1().ServiceAccounts(v1alpha1.DefaultNamespace).CreateToken(ctx, sa, &authenticationv1.TokenRequest{
+	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authenticationv1.TokenRequest{
 		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)},
 	}, metav1.CreateOptions{})
 	if err != nil {
@@ -111,6 +118,15 @@ func TestReaderIdentityIsLeastPrivilege(t *testing.T) {
 		}
 	}
 	cfg := tokenConfig(t, c, v1alpha1.ReaderName, v1alpha1.ReaderAggregatedRoleName)
+	// A per-peer reader, as the controller issues one for each peer, reads exactly what
+	// the shared reader reads.
+	readers := credentials.ReadersNamespace(ns)
+	peerSA := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: readers, Name: credentials.ServiceAccountName("reader-test-peer")}}
+	if err := c.Create(ctx, peerSA); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), peerSA) })
+	peerCfg := tokenConfigIn(t, c, readers, peerSA.Name, v1alpha1.ReaderAggregatedRoleName)
 
 	reqs := []request{
 		{"list clusters", func(ctx context.Context, _ kubernetes.Interface, c client.Client) error {
@@ -221,6 +237,9 @@ func TestReaderIdentityIsLeastPrivilege(t *testing.T) {
 	if diff := cmp.Diff(want, outcomes(t, cfg, reqs)); diff != "" {
 		t.Fatalf("reader permissions (-want +got):\n%s", diff)
 	}
+	if diff := cmp.Diff(want, outcomes(t, peerCfg, reqs)); diff != "" {
+		t.Fatalf("per-peer reader permissions (-want +got):\n%s", diff)
+	}
 
 	// The seed's "RBAC considerations": a ClusterRole with the reader-aggregated label
 	// extends what peers may read on this cluster.
@@ -239,7 +258,8 @@ func TestReaderIdentityIsLeastPrivilege(t *testing.T) {
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	err := wait.PollUntilContextCancel(wctx, 200*time.Millisecond, true, func(context.Context) (bool, error) {
-		return outcomes(t, cfg, listConfigMaps)["list configmaps in default"] == "allowed", nil
+		return outcomes(t, cfg, listConfigMaps)["list configmaps in default"] == "allowed" &&
+			outcomes(t, peerCfg, listConfigMaps)["list configmaps in default"] == "allowed", nil
 	})
 	if err != nil {
 		t.Fatalf("a ClusterRole labelled %s=true did not extend the reader: %v", v1alpha1.ReaderAggregatedLabel, err)
@@ -281,6 +301,26 @@ func TestControllerIdentity(t *testing.T) {
 			_, err := cs.CoreV1().Namespaces().Get(ctx, "kube-system", metav1.GetOptions{})
 			return err
 		}},
+		// The per-peer readers: created, given tokens and deleted in the readers namespace
+		// only; the shared reader may be recreated (to revoke its tokens), no other
+		// ServiceAccount of the registry namespace deleted.
+		{"create peer reader and its token", func(ctx context.Context, cs kubernetes.Interface, _ client.Client) error {
+			readers := credentials.ReadersNamespace(ns)
+			sa, err := cs.CoreV1().ServiceAccounts(readers).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{GenerateName: "controller-test-"}}, metav1.CreateOptions{})
+			if err != nil {
+				return err
+			}
+			if _, err := cs.CoreV1().ServiceAccounts(readers).CreateToken(ctx, sa.Name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{}); err != nil {
+				return err
+			}
+			return cs.CoreV1().ServiceAccounts(readers).Delete(ctx, sa.Name, metav1.DeleteOptions{})
+		}},
+		{"delete shared reader", func(ctx context.Context, cs kubernetes.Interface, _ client.Client) error {
+			return cs.CoreV1().ServiceAccounts(ns).Delete(ctx, v1alpha1.ReaderName, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
+		}},
+		{"delete own serviceaccount", func(ctx context.Context, cs kubernetes.Interface, _ client.Client) error {
+			return cs.CoreV1().ServiceAccounts(ns).Delete(ctx, v1alpha1.ControllerName, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
+		}},
 		{"list nodes", func(ctx context.Context, cs kubernetes.Interface, _ client.Client) error {
 			_, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 			return err
@@ -309,6 +349,9 @@ func TestControllerIdentity(t *testing.T) {
 		"create reader token":                 "allowed",
 		"create own token":                    "forbidden",
 		"get namespace kube-system":           "allowed",
+		"create peer reader and its token":    "allowed",
+		"delete shared reader":                "allowed",
+		"delete own serviceaccount":           "forbidden",
 		"list nodes":                          "allowed",
 		"list leases in registry namespace":   "allowed",
 		"delete namespace default":            "forbidden",

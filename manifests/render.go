@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 )
 
@@ -84,6 +85,9 @@ func (o RenderOptions) complete() (RenderOptions, error) {
 	var errs []error
 	if msgs := validation.IsDNS1123Label(o.Namespace); len(msgs) > 0 {
 		errs = append(errs, fmt.Errorf("invalid namespace %q: %s", o.Namespace, strings.Join(msgs, "; ")))
+	} else if readers := credentials.ReadersNamespace(o.Namespace); len(validation.IsDNS1123Label(readers)) > 0 {
+		errs = append(errs, fmt.Errorf("invalid namespace %q: its readers namespace %q must be an RFC 1123 label too: use at most %d characters",
+			o.Namespace, readers, validation.DNS1123LabelMaxLength-len(credentials.ReadersNamespaceSuffix)))
 	} else {
 		for _, sys := range systemNamespaces {
 			if o.Namespace == sys {
@@ -138,12 +142,18 @@ func Render(opts RenderOptions) ([]*unstructured.Unstructured, error) {
 	}
 	deployments := 0
 	for _, obj := range objs {
-		if obj.GetNamespace() != "" {
+		if ns := obj.GetNamespace(); ns == defaultReaders {
+			obj.SetNamespace(credentials.ReadersNamespace(opts.Namespace))
+		} else if ns != "" {
 			obj.SetNamespace(opts.Namespace)
 		}
 		switch obj.GroupVersionKind().GroupKind().String() {
 		case "Namespace":
-			obj.SetName(opts.Namespace)
+			if obj.GetName() == defaultReaders {
+				obj.SetName(credentials.ReadersNamespace(opts.Namespace))
+			} else {
+				obj.SetName(opts.Namespace)
+			}
 		case "RoleBinding.rbac.authorization.k8s.io", "ClusterRoleBinding.rbac.authorization.k8s.io":
 			if err := renderSubjects(obj, opts.Namespace); err != nil {
 				return nil, err
@@ -164,6 +174,12 @@ func Render(opts RenderOptions) ([]*unstructured.Unstructured, error) {
 	return objs, nil
 }
 
+// defaultReaders is the readers namespace of the embedded manifests.
+var defaultReaders = credentials.ReadersNamespace(v1alpha1.DefaultNamespace)
+
+// serviceAccountsGroup prefixes the group of the ServiceAccounts of a namespace.
+const serviceAccountsGroup = "system:serviceaccounts:"
+
 // renderSubjects moves the ServiceAccount subjects of the registry namespace to ns.
 func renderSubjects(obj *unstructured.Unstructured, ns string) error {
 	subjects, found, err := unstructured.NestedSlice(obj.Object, "subjects")
@@ -177,6 +193,9 @@ func renderSubjects(obj *unstructured.Unstructured, ns string) error {
 		}
 		if subject["kind"] == "ServiceAccount" && subject["namespace"] == v1alpha1.DefaultNamespace {
 			subject["namespace"] = ns
+		}
+		if subject["kind"] == "Group" && subject["name"] == serviceAccountsGroup+defaultReaders {
+			subject["name"] = serviceAccountsGroup + credentials.ReadersNamespace(ns)
 		}
 	}
 	return unstructured.SetNestedSlice(obj.Object, subjects, "subjects")

@@ -36,6 +36,7 @@ import (
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials"
 )
 
 const (
@@ -365,16 +366,19 @@ func orNothing(s string) string {
 // cannot be dry-run (the namespace is not created by a dry run): they are reported as
 // created, with a warning.
 func applyServerDryRun(ctx context.Context, c client.Client, objs []*unstructured.Unstructured, namespace string, warn io.Writer) ([]manifests.Result, []*unstructured.Unstructured, error) {
-	nsMissing := false
-	var ns corev1.Namespace
-	if err := c.Get(ctx, client.ObjectKey{Name: namespace}, &ns); apierrors.IsNotFound(err) {
-		nsMissing = true
-		fmt.Fprintf(warn, "Warning: namespace %s does not exist yet, so the API server cannot dry-run the objects in it; they are shown as they would be created\n", namespace)
+	// The registry namespace and its readers namespace.
+	missing := map[string]bool{}
+	for _, name := range []string{namespace, credentials.ReadersNamespace(namespace)} {
+		var ns corev1.Namespace
+		if err := c.Get(ctx, client.ObjectKey{Name: name}, &ns); apierrors.IsNotFound(err) {
+			missing[name] = true
+			fmt.Fprintf(warn, "Warning: namespace %s does not exist yet, so the API server cannot dry-run the objects in it; they are shown as they would be created\n", name)
+		}
 	}
 	var results []manifests.Result
 	var live []*unstructured.Unstructured
 	for _, obj := range objs {
-		if nsMissing && obj.GetNamespace() == namespace {
+		if missing[obj.GetNamespace()] {
 			results = append(results, manifests.Result{Object: obj, Outcome: manifests.Created})
 			live = append(live, obj)
 			continue

@@ -375,8 +375,8 @@ func TestNothingWritten(t *testing.T) {
 		if err := json.Unmarshal([]byte(stdout), &list.Object); err != nil {
 			t.Fatalf("output is not one JSON document: %v", err)
 		}
-		if items, _, _ := unstructured.NestedSlice(list.Object, "items"); len(items) != 23 || list.Object["kind"] != "List" {
-			t.Errorf("want a List of 23 objects (every manifest), got kind %v with %d items", list.Object["kind"], len(items))
+		if items, _, _ := unstructured.NestedSlice(list.Object, "items"); len(items) != 26 || list.Object["kind"] != "List" {
+			t.Errorf("want a List of 26 objects (every manifest), got kind %v with %d items", list.Object["kind"], len(items))
 		}
 	})
 

@@ -43,6 +43,7 @@ import (
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/conditions"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/membership"
 )
@@ -490,7 +491,15 @@ func (o *Options) reader(ctx context.Context, m *member, c *v1alpha1.Cluster) (c
 	if err := m.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, &s); err != nil {
 		return nil, fmt.Errorf("reading its reader Secret %s/%s: %w", ns, ref.Name, err)
 	}
-	cfg, err := kubeconfig.Parse(s.Data[v1alpha1.KubeconfigKey])
+	// The credential the member was issued by that cluster, as its controller uses it:
+	// the shared reader token is recreated by the members when a departure is carried
+	// out, their own credentials are not.
+	conn := &s
+	var received corev1.Secret
+	if err := m.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: credentials.ReceivedSecretName(c.Spec.ClusterID)}, &received); err == nil {
+		conn = credentials.Choose(&s, &received, c.Spec.ClusterID, time.Now())
+	}
+	cfg, err := kubeconfig.Parse(conn.Data[v1alpha1.KubeconfigKey])
 	if err != nil {
 		return nil, fmt.Errorf("its reader Secret %s/%s: %w", ns, ref.Name, err)
 	}

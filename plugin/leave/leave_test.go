@@ -18,6 +18,7 @@ import (
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/plugintest"
 	"github.com/kubectl-registry/kubectl-registry/plugin/join"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/e2e/harness"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/membership"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/testbed"
@@ -58,11 +59,25 @@ func holds(cl client.Client) ([]string, error) {
 		return nil, err
 	}
 	var out []string
+	names := map[string]string{}
 	for _, c := range clusters.Items {
 		out = append(out, "cluster/"+c.Name)
+		names[string(c.Spec.ClusterID)] = c.Name
 	}
 	for _, s := range secrets.Items {
-		if s.Type == v1alpha1.SecretTypeClusterRegistry {
+		switch {
+		case s.Type != v1alpha1.SecretTypeClusterRegistry:
+		case s.Labels[credentials.ReaderForLabel] != "":
+			// A credential this cluster issued to a peer.
+			out = append(out, "credential-for/"+s.Annotations[credentials.PeerClusterNameAnnotation])
+		case s.Labels[credentials.ReaderFromLabel] != "":
+			// A credential a member issued to this cluster.
+			from := s.Annotations[v1alpha1.OwnershipAnnotation]
+			if n, ok := names[from]; ok {
+				from = n
+			}
+			out = append(out, "credential-from/"+from)
+		default:
 			out = append(out, "secret/"+s.Name)
 		}
 	}
@@ -70,13 +85,18 @@ func holds(cl client.Client) ([]string, error) {
 	return out, nil
 }
 
-// holdsExactly waits until cl holds exactly the Clusters and reader Secrets of names,
+// holdsExactly waits until cl holds exactly the Clusters, reader Secrets and reader
+// credentials (to and from each other member) of names,
 // then checks that it stays so for a while: a departed cluster must not come back.
 func holdsExactly(t *testing.T, cl client.Client, on string, names ...string) {
 	t.Helper()
 	var want []string
 	for _, n := range names {
 		want = append(want, "cluster/"+n, "secret/"+n)
+		if n != on {
+			// The reader credentials each member issues to each other.
+			want = append(want, "credential-for/"+n, "credential-from/"+n)
+		}
 	}
 	sort.Strings(want)
 	check := func() error {

@@ -7,9 +7,12 @@ package clusters
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -32,6 +35,7 @@ import (
 	"github.com/kubectl-registry/kubectl-registry/reconciler/bootstrap"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/clustermeta"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/conditions"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/peers"
 )
 
@@ -57,6 +61,12 @@ type Reconciler struct {
 	MetadataPeriod  time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+
+	mu sync.Mutex
+	// rejected holds, per peer, the reader credential the peer issued to this cluster
+	// (a hash of its kubeconfig) that the peer rejected: the shared reader Secret is used
+	// instead until the peer issues another one.
+	rejected map[string]string
 }
 
 func (r *Reconciler) now() time.Time {
@@ -297,7 +307,22 @@ func (r *Reconciler) peerStatus(ctx context.Context, cluster *v1alpha1.Cluster, 
 			fmt.Sprintf("Secret %s/%s has no %q key", ns, ref.Name, v1alpha1.KubeconfigKey))
 	}
 
-	p := r.Peers.Ensure(cluster, &secret)
+	// The credential the peer issued to this cluster, when it has one: the peer's audit
+	// log then names this cluster, and leaving revokes it (see package credentials).
+	// A credential the peer rejects (it revoked it) gives way to the shared reader
+	// Secret, which a token renewal or the seed's manual swap can replace, until the peer
+	// issues this cluster another one.
+	conn := &secret
+	var received corev1.Secret
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: credentials.ReceivedSecretName(cluster.Spec.ClusterID)}, &received); err == nil && !r.isRejected(cluster.Name, &received) {
+		conn = credentials.Choose(&secret, &received, cluster.Spec.ClusterID, r.now())
+	}
+	p := r.Peers.Ensure(cluster, conn)
+	if conn != &secret && p.State == v1alpha1.ClusterStateInvalidAuthInfo {
+		log.Info("the peer rejected the reader credential it issued to this cluster: using its shared reader Secret", "cluster", cluster.Name, "secret", received.Name, "reason", p.Reason)
+		r.reject(cluster.Name, &received)
+		p = r.Peers.Ensure(cluster, &secret)
+	}
 	switch {
 	case p.State == "":
 		status.State, status.Message = "", p.Message
@@ -330,4 +355,30 @@ func (r *Reconciler) peerStatus(ctx context.Context, cluster *v1alpha1.Cluster, 
 		r.set(status, conditions.New(v1alpha1.ClusterConditionClustersSynced, false, v1alpha1.ReasonClusterNotConnected, "the peer is not connected yet"))
 	}
 	return r.HeartbeatPeriod
+}
+
+func credentialHash(s *corev1.Secret) string {
+	h := sha256.Sum256(s.Data[v1alpha1.KubeconfigKey])
+	return hex.EncodeToString(h[:])
+}
+
+// isRejected reports whether the peer name rejected the credential s holds.
+func (r *Reconciler) isRejected(name string, s *corev1.Secret) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h, ok := r.rejected[name]
+	if ok && h != credentialHash(s) {
+		delete(r.rejected, name) // a new credential: try it
+		return false
+	}
+	return ok
+}
+
+func (r *Reconciler) reject(name string, s *corev1.Secret) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.rejected == nil {
+		r.rejected = map[string]string{}
+	}
+	r.rejected[name] = credentialHash(s)
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/bootstrap"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/conditions"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/e2e/harness"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/testbed"
@@ -160,8 +161,9 @@ func TestGroup(t *testing.T) {
 
 	t.Run("a revoked reader token is replaced by hand and peers recover without a restart", func(t *testing.T) {
 		// While c is cut off (so no open watch carries the news), recreating c's reader
-		// ServiceAccount revokes every token issued for it; c's controller issues a new
-		// one for the new ServiceAccount.
+		// ServiceAccounts revokes every token issued for them: the shared one and the one
+		// c issued to each peer (what a and b read c with); c's controller issues new
+		// ones for the new ServiceAccounts.
 		cDirect, err := client.New(bed.Cluster("c").DirectConfig(), client.Options{Scheme: c.Scheme()})
 		if err != nil {
 			t.Fatal(err)
@@ -172,6 +174,16 @@ func TestGroup(t *testing.T) {
 		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: v1alpha1.DefaultNamespace, Name: v1alpha1.ReaderName}}
 		if err := cDirect.Delete(context.Background(), sa); err != nil {
 			t.Fatal(err)
+		}
+		for _, peer := range []string{"a", "b"} {
+			id, err := bed.Cluster(peer).KubeSystemUID(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			own := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: credentials.ReadersNamespace(v1alpha1.DefaultNamespace), Name: credentials.ServiceAccountName(id)}}
+			if err := cDirect.Delete(context.Background(), own); err != nil {
+				t.Fatalf("revoking the reader c issued to %s: %v", peer, err)
+			}
 		}
 		var fresh corev1.Secret
 		harness.Eventually(t, 30*time.Second, "c issues a token for the new ServiceAccount", func() error {
@@ -209,6 +221,34 @@ func TestGroup(t *testing.T) {
 			}
 			return nil
 		})
+		// ... and the credentials c had issued to a and b.
+		var cOnA v1alpha1.Cluster
+		if err := a.Get(context.Background(), client.ObjectKey{Name: "c"}, &cOnA); err != nil {
+			t.Fatal(err)
+		}
+		cID := cOnA.Spec.ClusterID
+		for name, cl := range map[string]client.Client{"a": a, "b": b} {
+			var held corev1.Secret
+			if err := cl.Get(context.Background(), client.ObjectKey{Namespace: v1alpha1.DefaultNamespace, Name: credentials.ReceivedSecretName(cID)}, &held); err != nil {
+				t.Fatalf("%s's credential from c: %v", name, err)
+			}
+			heldCfg, err := kubeconfig.Parse(held.Data[v1alpha1.KubeconfigKey])
+			if err != nil {
+				t.Fatal(err)
+			}
+			heldCfg.Host = bed.Cluster("c").APIServerURL()
+			heldReader, err := client.New(heldCfg, client.Options{Scheme: c.Scheme()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			harness.Eventually(t, 30*time.Second, "the credential c issued to "+name+" is revoked", func() error {
+				err := heldReader.Get(context.Background(), client.ObjectKey{Name: "kube-system"}, &corev1.Namespace{})
+				if !apierrors.IsUnauthorized(err) {
+					return fmt.Errorf("it still works: %v", err)
+				}
+				return nil
+			})
+		}
 		if err := bed.Cluster("c").Heal(); err != nil {
 			t.Fatal(err)
 		}

@@ -6,14 +6,17 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/bootstrap"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/clusters"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/engine"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/membership"
@@ -140,6 +143,27 @@ func SetupRegistry(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	}
 	if err := boot.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up bootstrap: %w", err)
+	}
+
+	creds := &credentials.Reconciler{
+		Client:        mgr.GetClient(),
+		APIReader:     mgr.GetAPIReader(),
+		Tokens:        func(ns string) bootstrap.TokenMinter { return cs.CoreV1().ServiceAccounts(ns) },
+		Identity:      identity,
+		Namespace:     opts.Namespace,
+		TokenLifetime: ro.TokenLifetime,
+		Departed: func(now time.Time, clusters []v1alpha1.Cluster) map[types.UID]bool {
+			gone, _ := membership.InForce(now, clusters)
+			out := make(map[types.UID]bool, len(gone))
+			for id := range gone {
+				out[id] = true
+			}
+			return out
+		},
+		Recorder: recorder,
+	}
+	if err := creds.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up reader credentials: %w", err)
 	}
 
 	pm, err := peers.NewManager(peers.Options{

@@ -35,6 +35,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials"
 )
 
 // Defaults of Options.
@@ -317,11 +318,12 @@ func newManager(cfg *rest.Config, opts Options, skipNameValidation bool) (ctrl.M
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme,
 		Logger: logger,
-		// The controller may read Secrets and ServiceAccounts only in the registry namespace.
+		// The controller may read Secrets only in the registry namespace, and
+		// ServiceAccounts there and in the readers namespace (the per-peer readers).
 		Cache: cache.Options{
 			ByObject: map[client.Object]cache.ByObject{
 				&corev1.Secret{}:         {Namespaces: map[string]cache.Config{opts.Namespace: {}}},
-				&corev1.ServiceAccount{}: {Namespaces: map[string]cache.Config{opts.Namespace: {}}},
+				&corev1.ServiceAccount{}: {Namespaces: map[string]cache.Config{opts.Namespace: {}, credentials.ReadersNamespace(opts.Namespace): {}}},
 			},
 			DefaultTransform: cache.TransformStripManagedFields(),
 		},

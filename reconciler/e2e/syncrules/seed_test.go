@@ -198,8 +198,10 @@ spec:
 			return out
 		}
 		before := versions()
-		if len(before) != 9 {
-			t.Fatalf("want 3 reader Secrets on each of 3 clusters, got %v", before)
+		// On each cluster: the 3 clusters' shared reader Secrets, the credentials it
+		// issued to its 2 peers and the 2 it received from them.
+		if len(before) != 3*(3+2+2) {
+			t.Fatalf("want 7 reader Secrets on each of 3 clusters, got %v", before)
 		}
 		stays(t, 6*time.Second, "the reader Secrets are left alone", func() error {
 			if now := versions(); fmt.Sprint(now) != fmt.Sprint(before) {

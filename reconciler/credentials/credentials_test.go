@@ -1,0 +1,229 @@
+package credentials
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/bootstrap"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
+)
+
+const (
+	idL types.UID = "0b9c2f1e-5d1a-4c1e-9a70-000000000001"
+	idA types.UID = "0b9c2f1e-5d1a-4c1e-9a70-00000000000a"
+	idB types.UID = "0b9c2f1e-5d1a-4c1e-9a70-00000000000b"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func cluster(name string, id types.UID) v1alpha1.Cluster {
+	return v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.ClusterSpec{ClusterID: id}}
+}
+
+func sa(id types.UID) corev1.ServiceAccount {
+	return corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{
+		Namespace: "cluster-registry-readers", Name: ServiceAccountName(id), UID: "sa-" + types.UID(Key(id)),
+		Labels:      map[string]string{ReaderForLabel: Key(id)},
+		Annotations: map[string]string{PeerClusterIDAnnotation: string(id)},
+	}}
+}
+
+func TestKey(t *testing.T) {
+	tests := []struct {
+		id   types.UID
+		want string
+	}{
+		{idA, string(idA)},
+		{"Not_A_Label", "h-"},
+		{types.UID(strings.Repeat("a", 300)), "h-"},
+	}
+	for _, tt := range tests {
+		got := Key(tt.id)
+		if !strings.HasPrefix(got, tt.want) {
+			t.Errorf("Key(%q) = %q, want prefix %q", tt.id, got, tt.want)
+		}
+		for _, n := range []string{ServiceAccountName(tt.id), IssuedSecretName(tt.id), ReceivedSecretName(tt.id)} {
+			if msgs := validation.IsDNS1123Subdomain(n); len(msgs) > 0 {
+				t.Errorf("name %q of %q is not a DNS subdomain: %v", n, tt.id, msgs)
+			}
+		}
+		if msgs := validation.IsValidLabelValue(got); len(msgs) > 0 {
+			t.Errorf("Key(%q) = %q is not a label value: %v", tt.id, got, msgs)
+		}
+	}
+	if Key("x-1") == Key("x-2") || Key("Not_A") == Key("Not_B") {
+		t.Error("Key maps two IDs to one key")
+	}
+}
+
+func TestPlan(t *testing.T) {
+	peerNames := func(ps []Peer) []string {
+		var out []string
+		for _, p := range ps {
+			out = append(out, p.Name)
+		}
+		return out
+	}
+	saNames := func(sas []corev1.ServiceAccount) []string {
+		var out []string
+		for _, s := range sas {
+			out = append(out, s.Name)
+		}
+		return out
+	}
+	type summary struct {
+		Create, Keep, Revoke []string
+		RotateShared, Left   bool
+	}
+	tests := []struct {
+		name string
+		in   Input
+		want summary
+	}{
+		{
+			name: "every peer gets a reader of its own; the local cluster none",
+			in:   Input{LocalID: idL, Clusters: []v1alpha1.Cluster{cluster("l", idL), cluster("b", idB), cluster("a", idA)}},
+			want: summary{Create: []string{"a", "b"}},
+		},
+		{
+			name: "an existing reader is kept",
+			in:   Input{LocalID: idL, Clusters: []v1alpha1.Cluster{cluster("l", idL), cluster("a", idA), cluster("b", idB)}, ServiceAccounts: []corev1.ServiceAccount{sa(idA)}},
+			want: summary{Create: []string{"b"}, Keep: []string{"a"}},
+		},
+		{
+			name: "two Clusters of one ID give one reader",
+			in:   Input{LocalID: idL, Clusters: []v1alpha1.Cluster{cluster("a2", idA), cluster("a", idA)}},
+			want: summary{Create: []string{"a"}},
+		},
+		{
+			name: "a departed peer's reader is revoked and the shared token rotated",
+			in: Input{LocalID: idL, Clusters: []v1alpha1.Cluster{cluster("l", idL), cluster("a", idA), cluster("b", idB)},
+				Departed: map[types.UID]bool{idB: true}, ServiceAccounts: []corev1.ServiceAccount{sa(idA), sa(idB)}},
+			want: summary{Keep: []string{"a"}, Revoke: []string{ServiceAccountName(idB)}, RotateShared: true},
+		},
+		{
+			name: "a departure already carried out rotates nothing again",
+			in: Input{LocalID: idL, Clusters: []v1alpha1.Cluster{cluster("l", idL), cluster("a", idA), cluster("b", idB)},
+				Departed: map[types.UID]bool{idB: true}, ServiceAccounts: []corev1.ServiceAccount{sa(idA)}},
+			want: summary{Keep: []string{"a"}},
+		},
+		{
+			name: "a peer whose Cluster is gone keeps its reader: deletion needs its departure",
+			in:   Input{LocalID: idL, Clusters: []v1alpha1.Cluster{cluster("l", idL)}, ServiceAccounts: []corev1.ServiceAccount{sa(idA)}},
+		},
+		{
+			name: "a cluster that left issues and renews nothing, and revokes nothing",
+			in: Input{LocalID: idL, Clusters: []v1alpha1.Cluster{cluster("l", idL), cluster("a", idA), cluster("b", idB)},
+				Departed: map[types.UID]bool{idL: true, idB: true}, ServiceAccounts: []corev1.ServiceAccount{sa(idB), sa(idA)}},
+			want: summary{Left: true},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := Plan(tt.in)
+			got := summary{Create: peerNames(res.Create), Keep: peerNames(res.Keep), Revoke: saNames(res.Revoke), RotateShared: res.RotateShared, Left: res.Left}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("Plan (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// jwt is an unsigned token in the shape of a ServiceAccount token, stating exp.
+func jwt(exp time.Time) string {
+	enc := base64.RawURLEncoding
+	claims, _ := json.Marshal(map[string]any{"exp": exp.Unix(), "iat": exp.Add(-24 * time.Hour).Unix()})
+	return enc.EncodeToString([]byte(`{"alg":"RS256"}`)) + "." + enc.EncodeToString(claims) + ".c2ln"
+}
+
+func secret(name, server string, exp time.Time, mods ...func(*corev1.Secret)) *corev1.Secret {
+	data, err := kubeconfig.Render(kubeconfig.Reader{ClusterName: "x", Server: server, Token: jwt(exp)})
+	if err != nil {
+		panic(err)
+	}
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{
+		bootstrap.ServiceAccountUIDAnnotation: "sa-1",
+		bootstrap.RenewAfterAnnotation:        t0.Add(time.Hour).Format(time.RFC3339),
+	}}, Type: v1alpha1.SecretTypeClusterRegistry, Data: map[string][]byte{v1alpha1.KubeconfigKey: data}}
+	for _, m := range mods {
+		m(s)
+	}
+	return s
+}
+
+func TestDue(t *testing.T) {
+	const srv = "https://x.example:6443"
+	tests := []struct {
+		name string
+		s    *corev1.Secret
+		now  time.Time
+		want bool
+	}{
+		{"missing", nil, t0, true},
+		{"current", secret("s", srv, t0.Add(2*time.Hour)), t0, false},
+		{"due for renewal", secret("s", srv, t0.Add(2*time.Hour)), t0.Add(time.Hour), true},
+		{"issued for a ServiceAccount since recreated", secret("s", srv, t0.Add(2*time.Hour), func(s *corev1.Secret) { s.Annotations[bootstrap.ServiceAccountUIDAnnotation] = "sa-0" }), t0, true},
+		{"another server", secret("s", "https://old.example:6443", t0.Add(2*time.Hour)), t0, true},
+		{"a copy, not ours", secret("s", srv, t0.Add(2*time.Hour), func(s *corev1.Secret) { s.Annotations[v1alpha1.OwnershipAnnotation] = "x" }), t0, true},
+		{"another type", secret("s", srv, t0.Add(2*time.Hour), func(s *corev1.Secret) { s.Type = corev1.SecretTypeOpaque }), t0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Due(tt.s, "sa-1", srv, nil, tt.now); got != tt.want {
+				t.Errorf("Due = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestChoose(t *testing.T) {
+	const x types.UID = "x"
+	shared := secret("shared", "https://x.example:6443", t0.Add(time.Hour))
+	mine := func(mods ...func(*corev1.Secret)) *corev1.Secret {
+		return secret("mine", "https://x.example:6443", t0.Add(time.Hour), append([]func(*corev1.Secret){func(s *corev1.Secret) {
+			s.Annotations[v1alpha1.OwnershipAnnotation] = string(x)
+		}}, mods...)...)
+	}
+	tests := []struct {
+		name     string
+		received *corev1.Secret
+		now      time.Time
+		want     string
+	}{
+		{"no credential of its own: the shared one", nil, t0, "shared"},
+		{"its own credential", mine(), t0, "mine"},
+		{"its own credential expired: the shared one", mine(), t0.Add(time.Hour), "shared"},
+		{"a Secret not copied from x: the shared one", mine(func(s *corev1.Secret) { s.Annotations[v1alpha1.OwnershipAnnotation] = "y" }), t0, "shared"},
+		{"an unreadable credential: the shared one", mine(func(s *corev1.Secret) { s.Data[v1alpha1.KubeconfigKey] = []byte("nope") }), t0, "shared"},
+		{"another type: the shared one", mine(func(s *corev1.Secret) { s.Type = corev1.SecretTypeOpaque }), t0, "shared"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Choose(shared, tt.received, x, tt.now); got.Name != tt.want {
+				t.Errorf("Choose = %s, want %s", got.Name, tt.want)
+			}
+		})
+	}
+
+	// The credential's token is used for the pinned server and CA, those of the shared
+	// Secret, whatever server the credential names.
+	moved := secret("mine", "https://elsewhere.example:6443", t0.Add(2*time.Hour), func(s *corev1.Secret) {
+		s.Annotations[v1alpha1.OwnershipAnnotation] = string(x)
+	})
+	got := Choose(shared, moved, x, t0)
+	r, ok := kubeconfig.Read(got.Data[v1alpha1.KubeconfigKey])
+	want, _ := kubeconfig.Read(moved.Data[v1alpha1.KubeconfigKey])
+	if !ok || r.Server != "https://x.example:6443" || r.Token != want.Token {
+		t.Errorf("Choose of a credential naming another server: server %q, its own token: %v; want the pinned server and its token", r.Server, r.Token == want.Token)
+	}
+}

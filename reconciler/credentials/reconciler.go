@@ -1,0 +1,318 @@
+package credentials
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/bootstrap"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
+)
+
+// Reconciler issues, renews and revokes the per-peer reader identities of the local
+// cluster.
+type Reconciler struct {
+	Client client.Client
+	// APIReader reads the ServiceAccounts of the readers namespace from the API server,
+	// not the cache: a revocation seen late would rotate the shared token twice.
+	APIReader client.Reader
+	Tokens    func(namespace string) bootstrap.TokenMinter
+	Identity  bootstrap.Identity
+	// Namespace is the registry namespace; the ServiceAccounts live in
+	// ReadersNamespace(Namespace).
+	Namespace string
+	// TokenLifetime is the lifetime asked for the tokens.
+	TokenLifetime time.Duration
+	// Departed returns the clusters whose departure is in force, judged at now from the
+	// local Cluster CRs (membership.InForce).
+	Departed func(now time.Time, clusters []v1alpha1.Cluster) map[types.UID]bool
+	Recorder record.EventRecorder
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+var key = reconcile.Request{NamespacedName: types.NamespacedName{Name: "credentials"}}
+
+// SetupWithManager registers the reconciler: one work item for every change of a
+// Cluster, a Secret of the registry namespace or a ServiceAccount of the readers
+// namespace, and when a token is due.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	one := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+		return []reconcile.Request{key}
+	})
+	readers := ReadersNamespace(r.Namespace)
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("credentials").
+		Watches(&v1alpha1.Cluster{}, one).
+		Watches(&corev1.Secret{}, one, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+			return o.GetNamespace() == r.Namespace
+		}))).
+		Watches(&corev1.ServiceAccount{}, one, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+			return o.GetNamespace() == readers || o.GetNamespace() == r.Namespace && o.GetName() == v1alpha1.ReaderName
+		}))).
+		Complete(r)
+}
+
+// Reconcile carries out Plan and renews the tokens that are due.
+func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
+	log := logf.FromContext(ctx)
+	readers := ReadersNamespace(r.Namespace)
+	var clusters v1alpha1.ClusterList
+	if err := r.Client.List(ctx, &clusters); err != nil {
+		return reconcile.Result{}, fmt.Errorf("listing Clusters: %w", err)
+	}
+	var sas corev1.ServiceAccountList
+	if err := r.APIReader.List(ctx, &sas, client.InNamespace(readers), client.HasLabels{ReaderForLabel}); err != nil {
+		return reconcile.Result{}, fmt.Errorf("listing the reader ServiceAccounts of %s: %w", readers, err)
+	}
+	now := r.now()
+	plan := Plan(Input{LocalID: r.Identity.ID, Clusters: clusters.Items, Departed: r.Departed(now, clusters.Items), ServiceAccounts: sas.Items})
+	own := ownCluster(clusters.Items, r.Identity)
+	if plan.Left {
+		return reconcile.Result{}, r.deleteIssued(ctx)
+	}
+
+	if plan.RotateShared {
+		// First the shared token: the departed cluster holds copies of it.
+		shared := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: v1alpha1.ReaderName}}
+		if err := r.Client.Delete(ctx, shared); err != nil && !apierrors.IsNotFound(err) {
+			return reconcile.Result{}, fmt.Errorf("recreating the shared reader ServiceAccount %s/%s: %w", r.Namespace, v1alpha1.ReaderName, err)
+		}
+		log.Info("shared reader ServiceAccount deleted to revoke its tokens; the bootstrapper creates it again", "serviceAccount", r.Namespace+"/"+v1alpha1.ReaderName)
+		r.event(own, corev1.EventTypeNormal, EventReasonReaderRotated, "the shared reader ServiceAccount %s/%s was recreated: every token of it a departed cluster held is revoked", r.Namespace, v1alpha1.ReaderName)
+	}
+	for i := range plan.Revoke {
+		sa := &plan.Revoke[i]
+		uid := sa.UID
+		if err := r.Client.Delete(ctx, sa, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return reconcile.Result{}, fmt.Errorf("revoking the reader ServiceAccount %s/%s: %w", readers, sa.Name, err)
+		}
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: IssuedSecretPrefix + sa.Labels[ReaderForLabel]}}
+		if err := r.Client.Delete(ctx, secret); err != nil && !apierrors.IsNotFound(err) {
+			return reconcile.Result{}, fmt.Errorf("deleting the reader credential Secret %s/%s: %w", r.Namespace, secret.Name, err)
+		}
+		log.Info("reader credential revoked", "serviceAccount", readers+"/"+sa.Name, "peer", sa.Annotations[PeerClusterIDAnnotation])
+		r.event(own, corev1.EventTypeNormal, EventReasonReaderRevoked, "the reader ServiceAccount %s/%s of cluster %s (clusterID %s) was deleted: its tokens are revoked",
+			readers, sa.Name, sa.Annotations[PeerClusterNameAnnotation], sa.Annotations[PeerClusterIDAnnotation])
+	}
+
+	var firstErr error
+	for _, p := range plan.Create {
+		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{
+			Namespace:   readers,
+			Name:        ServiceAccountName(p.ID),
+			Labels:      map[string]string{"app.kubernetes.io/part-of": "kubectl-registry", ReaderForLabel: Key(p.ID)},
+			Annotations: map[string]string{PeerClusterIDAnnotation: string(p.ID), PeerClusterNameAnnotation: p.Name},
+		}}
+		if err := r.Client.Create(ctx, sa, client.FieldOwner(v1alpha1.FieldManager)); err != nil {
+			if apierrors.IsAlreadyExists(err) {
+				continue // created since the list: the next reconcile issues its token
+			}
+			err = apiError(fmt.Sprintf("creating the reader ServiceAccount %s/%s for cluster %s", readers, sa.Name, p.Name), err)
+			log.Error(err, "issuing a reader credential", "peer", p.ID)
+			firstErr = errors.Join(firstErr, err)
+			continue
+		}
+		log.Info("reader ServiceAccount created", "serviceAccount", readers+"/"+sa.Name, "peer", p.ID, "peerName", p.Name)
+		sas.Items = append(sas.Items, *sa)
+		plan.Keep = append(plan.Keep, p)
+	}
+	if len(plan.Keep) == 0 {
+		return reconcile.Result{}, firstErr
+	}
+
+	server, ca, ok := r.advertised(ctx, own)
+	if !ok {
+		// The bootstrapper has not written the shared reader Secret yet: it holds the
+		// server and CA peers reach this cluster at.
+		return reconcile.Result{RequeueAfter: time.Second}, firstErr
+	}
+	byKey := map[string]*corev1.ServiceAccount{}
+	for i := range sas.Items {
+		byKey[sas.Items[i].Labels[ReaderForLabel]] = &sas.Items[i]
+	}
+	next := now.Add(r.TokenLifetime / 2)
+	for _, p := range plan.Keep {
+		renewAt, err := r.ensureToken(ctx, own, p, byKey[Key(p.ID)], server, ca)
+		if err != nil {
+			log.Error(err, "issuing a reader credential", "peer", p.ID)
+			firstErr = errors.Join(firstErr, err)
+			continue
+		}
+		if renewAt.Before(next) {
+			next = renewAt
+		}
+	}
+	wait := next.Sub(r.now())
+	if wait < time.Second {
+		wait = time.Second
+	}
+	return reconcile.Result{RequeueAfter: wait}, firstErr
+}
+
+// deleteIssued deletes the Secrets holding the tokens this cluster issued to its peers.
+func (r *Reconciler) deleteIssued(ctx context.Context) error {
+	var secrets corev1.SecretList
+	if err := r.Client.List(ctx, &secrets, client.InNamespace(r.Namespace), client.HasLabels{ReaderForLabel}); err != nil {
+		return fmt.Errorf("listing the reader credential Secrets of %s: %w", r.Namespace, err)
+	}
+	for i := range secrets.Items {
+		s := &secrets.Items[i]
+		if s.Annotations[v1alpha1.OwnershipAnnotation] != "" {
+			continue // a copy of another cluster's: not ours
+		}
+		uid := s.UID
+		if err := r.Client.Delete(ctx, s, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return fmt.Errorf("deleting the reader credential Secret %s/%s: %w", r.Namespace, s.Name, err)
+		}
+		logf.FromContext(ctx).Info("this cluster left the group: reader credential Secret deleted", "secret", r.Namespace+"/"+s.Name)
+	}
+	return nil
+}
+
+// advertised returns the server and CA of the local shared reader Secret: what peers
+// reach this cluster at.
+func (r *Reconciler) advertised(ctx context.Context, own *v1alpha1.Cluster) (string, []byte, bool) {
+	if own == nil {
+		return "", nil, false
+	}
+	ref := own.Spec.AuthInfo.SecretRef
+	if ref.Name == "" || (ref.Namespace != "" && ref.Namespace != r.Namespace) {
+		return "", nil, false
+	}
+	var s corev1.Secret
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: ref.Name}, &s); err != nil {
+		return "", nil, false
+	}
+	rd, ok := kubeconfig.Read(s.Data[v1alpha1.KubeconfigKey])
+	if !ok || rd.Server == "" {
+		return "", nil, false
+	}
+	return rd.Server, rd.CAData, true
+}
+
+// ensureToken keeps the Secret with peer p's token valid and returns when it is due.
+func (r *Reconciler) ensureToken(ctx context.Context, own *v1alpha1.Cluster, p Peer, sa *corev1.ServiceAccount, server string, ca []byte) (time.Time, error) {
+	name := IssuedSecretName(p.ID)
+	var existing corev1.Secret
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: name}, &existing)
+	found := err == nil
+	if err != nil && !apierrors.IsNotFound(err) {
+		return time.Time{}, apiError("reading the reader credential Secret "+r.Namespace+"/"+name, err)
+	}
+	now := r.now()
+	if found && !Due(&existing, sa.UID, server, ca, now) {
+		renewAt, _ := time.Parse(time.RFC3339, existing.Annotations[bootstrap.RenewAfterAnnotation])
+		return renewAt, nil
+	}
+	tr, err := r.Tokens(sa.Namespace).CreateToken(ctx, sa.Name, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(r.TokenLifetime / time.Second))},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return time.Time{}, apiError("requesting a token of "+sa.Namespace+"/"+sa.Name, err)
+	}
+	expires := tr.Status.ExpirationTimestamp.Time
+	if expires.IsZero() || !expires.After(now) {
+		expires = now.Add(r.TokenLifetime)
+	}
+	renewAt := now.Add(expires.Sub(now) / 2)
+	clusterName := r.Identity.Name
+	data, err := kubeconfig.Render(kubeconfig.Reader{ClusterName: clusterName, Server: server, CAData: ca, Token: tr.Status.Token})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("rendering the reader credential for cluster %s: %w", p.Name, err)
+	}
+	desired := corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: r.Namespace,
+			Name:      name,
+			Labels:    map[string]string{"app.kubernetes.io/part-of": "kubectl-registry", ReaderForLabel: Key(p.ID)},
+			Annotations: map[string]string{
+				PeerClusterIDAnnotation:               string(p.ID),
+				PeerClusterNameAnnotation:             p.Name,
+				bootstrap.RenewAfterAnnotation:        renewAt.UTC().Format(time.RFC3339),
+				bootstrap.ExpiresAtAnnotation:         expires.UTC().Format(time.RFC3339),
+				bootstrap.IssuedAtAnnotation:          now.UTC().Format(time.RFC3339Nano),
+				bootstrap.ServiceAccountUIDAnnotation: string(sa.UID),
+			},
+		},
+		Type: v1alpha1.SecretTypeClusterRegistry,
+		Data: map[string][]byte{v1alpha1.KubeconfigKey: data},
+	}
+	switch {
+	case !found:
+		if err := r.Client.Create(ctx, &desired, client.FieldOwner(v1alpha1.FieldManager)); err != nil {
+			if apierrors.IsAlreadyExists(err) {
+				return now.Add(time.Second), nil // the cache has not seen our last write yet
+			}
+			return time.Time{}, apiError("creating the reader credential Secret "+r.Namespace+"/"+name, err)
+		}
+	case existing.Type != desired.Type:
+		uid := existing.UID
+		if err := r.Client.Delete(ctx, &existing, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
+			return time.Time{}, apiError("replacing the Secret "+r.Namespace+"/"+name, err)
+		}
+		if err := r.Client.Create(ctx, &desired, client.FieldOwner(v1alpha1.FieldManager)); err != nil {
+			return time.Time{}, apiError("creating the reader credential Secret "+r.Namespace+"/"+name, err)
+		}
+	default:
+		updated := existing.DeepCopy()
+		updated.Labels, updated.Annotations, updated.Data, updated.StringData = desired.Labels, desired.Annotations, desired.Data, nil
+		if err := r.Client.Update(ctx, updated, client.FieldOwner(v1alpha1.FieldManager)); err != nil {
+			return time.Time{}, apiError("updating the reader credential Secret "+r.Namespace+"/"+name, err)
+		}
+	}
+	logf.FromContext(ctx).Info("issued a reader credential", "peer", p.ID, "peerName", p.Name, "serviceAccount", sa.Namespace+"/"+sa.Name,
+		"expires", expires.UTC().Format(time.RFC3339), "renewAfter", renewAt.UTC().Format(time.RFC3339))
+	if !found {
+		r.event(own, corev1.EventTypeNormal, EventReasonReaderIssued, "reader ServiceAccount %s/%s issued to cluster %s (clusterID %s)", sa.Namespace, sa.Name, p.Name, p.ID)
+	}
+	return renewAt, nil
+}
+
+func (r *Reconciler) event(own *v1alpha1.Cluster, typ, reason, format string, args ...any) {
+	if r.Recorder == nil || own == nil {
+		return
+	}
+	r.Recorder.Eventf(own, typ, reason, format, args...)
+}
+
+// ownCluster returns the local cluster's own Cluster among clusters, or nil.
+func ownCluster(clusters []v1alpha1.Cluster, id bootstrap.Identity) *v1alpha1.Cluster {
+	for i := range clusters {
+		if clusters[i].Name == id.Name && clusters[i].Spec.ClusterID == id.ID {
+			return &clusters[i]
+		}
+	}
+	return nil
+}
+
+func apiError(what string, err error) error {
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("%s: %w (is the registry installed with its readers namespace? run kubectl registry install)", what, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}

@@ -1,0 +1,191 @@
+package credentials
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/bootstrap"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
+)
+
+// minter mints tokens stating when they expire, and records for whom.
+type minter struct {
+	mu    sync.Mutex
+	now   time.Time
+	calls []string
+}
+
+func (m *minter) forNamespace(ns string) bootstrap.TokenMinter { return nsMinter{m: m, ns: ns} }
+
+type nsMinter struct {
+	m  *minter
+	ns string
+}
+
+func (n nsMinter) CreateToken(_ context.Context, sa string, tr *authenticationv1.TokenRequest, _ metav1.CreateOptions) (*authenticationv1.TokenRequest, error) {
+	n.m.mu.Lock()
+	defer n.m.mu.Unlock()
+	n.m.calls = append(n.m.calls, n.ns+"/"+sa)
+	exp := n.m.now.Add(time.Duration(*tr.Spec.ExpirationSeconds) * time.Second)
+	return &authenticationv1.TokenRequest{Status: authenticationv1.TokenRequestStatus{
+		Token: jwt(exp), ExpirationTimestamp: metav1.NewTime(exp),
+	}}, nil
+}
+
+const registryNS = v1alpha1.DefaultNamespace
+
+// fixture is cluster l with its own Cluster and shared reader Secret, and Clusters of a
+// and b.
+func fixture(t *testing.T, extra ...client.Object) (client.Client, *Reconciler, *minter) {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	own := cluster("l", idL)
+	own.Spec.AuthInfo.SecretRef = v1alpha1.NamespacedName{Name: "l", Namespace: registryNS}
+	shared := secret("l", "https://l.example:6443", t0.Add(24*time.Hour))
+	shared.Namespace = registryNS
+	sharedSA := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: registryNS, Name: v1alpha1.ReaderName}}
+	a, b := cluster("a", idA), cluster("b", idB)
+	objs := append([]client.Object{&own, shared, sharedSA, &a, &b}, extra...)
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build()
+	m := &minter{now: t0}
+	r := &Reconciler{
+		Client: c, APIReader: c, Tokens: m.forNamespace,
+		Identity:      bootstrap.Identity{ID: idL, Name: "l"},
+		Namespace:     registryNS,
+		TokenLifetime: 24 * time.Hour,
+		Departed:      func(time.Time, []v1alpha1.Cluster) map[types.UID]bool { return nil },
+		Now:           func() time.Time { return t0 },
+	}
+	return c, r, m
+}
+
+func names(t *testing.T, c client.Client, list client.ObjectList, ns string) []string {
+	t.Helper()
+	if err := c.List(context.Background(), list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	switch l := list.(type) {
+	case *corev1.ServiceAccountList:
+		for _, o := range l.Items {
+			out = append(out, o.Name)
+		}
+	case *corev1.SecretList:
+		for _, o := range l.Items {
+			out = append(out, o.Name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestReconcileIssuesAndRevokes: each peer gets a ServiceAccount and a Secret with its
+// token for the advertised server; nothing is minted again while current; a departure
+// rotates the shared reader once and revokes only the departed peer's reader.
+func TestReconcileIssuesAndRevokes(t *testing.T) {
+	ctx := context.Background()
+	c, r, m := fixture(t)
+	readers := ReadersNamespace(registryNS)
+	if _, err := r.Reconcile(ctx, reconcile.Request{}); err != nil {
+		t.Fatal(err)
+	}
+	wantSAs := []string{ServiceAccountName(idA), ServiceAccountName(idB)}
+	if diff := cmp.Diff(wantSAs, names(t, c, &corev1.ServiceAccountList{}, readers)); diff != "" {
+		t.Errorf("reader ServiceAccounts (-want +got):\n%s", diff)
+	}
+	wantSecrets := []string{IssuedSecretName(idA), IssuedSecretName(idB), "l"}
+	if diff := cmp.Diff(wantSecrets, names(t, c, &corev1.SecretList{}, registryNS)); diff != "" {
+		t.Errorf("registry Secrets (-want +got):\n%s", diff)
+	}
+	var issued corev1.Secret
+	if err := c.Get(ctx, client.ObjectKey{Namespace: registryNS, Name: IssuedSecretName(idA)}, &issued); err != nil {
+		t.Fatal(err)
+	}
+	rd, ok := kubeconfig.Read(issued.Data[v1alpha1.KubeconfigKey])
+	if !ok || rd.Server != "https://l.example:6443" || issued.Type != v1alpha1.SecretTypeClusterRegistry || issued.Labels[ReaderForLabel] != Key(idA) {
+		t.Errorf("issued Secret: server %q, type %q, labels %v", rd.Server, issued.Type, issued.Labels)
+	}
+	if diff := cmp.Diff([]string{readers + "/" + ServiceAccountName(idA), readers + "/" + ServiceAccountName(idB)}, m.calls); diff != "" {
+		t.Errorf("tokens minted (-want +got):\n%s", diff)
+	}
+
+	// Nothing is due: nothing is minted.
+	if _, err := r.Reconcile(ctx, reconcile.Request{}); err != nil {
+		t.Fatal(err)
+	}
+	if len(m.calls) != 2 {
+		t.Errorf("a second reconcile minted %d more tokens, want none", len(m.calls)-2)
+	}
+
+	// b leaves: the shared reader is recreated and b's reader revoked, once.
+	r.Departed = func(time.Time, []v1alpha1.Cluster) map[types.UID]bool { return map[types.UID]bool{idB: true} }
+	var before corev1.ServiceAccount
+	if err := c.Get(ctx, client.ObjectKey{Namespace: registryNS, Name: v1alpha1.ReaderName}, &before); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(ctx, reconcile.Request{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: registryNS, Name: v1alpha1.ReaderName}, &corev1.ServiceAccount{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the shared reader ServiceAccount was not deleted (the bootstrapper recreates it): %v", err)
+	}
+	if diff := cmp.Diff([]string{ServiceAccountName(idA)}, names(t, c, &corev1.ServiceAccountList{}, readers)); diff != "" {
+		t.Errorf("reader ServiceAccounts after b left (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{IssuedSecretName(idA), "l"}, names(t, c, &corev1.SecretList{}, registryNS)); diff != "" {
+		t.Errorf("registry Secrets after b left (-want +got):\n%s", diff)
+	}
+	// The bootstrapper recreates the shared reader; the next reconcile rotates nothing.
+	recreated := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: registryNS, Name: v1alpha1.ReaderName}}
+	if err := c.Create(ctx, recreated); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(ctx, reconcile.Request{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: registryNS, Name: v1alpha1.ReaderName}, &corev1.ServiceAccount{}); err != nil {
+		t.Errorf("the shared reader was rotated again: %v", err)
+	}
+	if len(m.calls) != 2 {
+		t.Errorf("after b left, %d more tokens were minted, want none", len(m.calls)-2)
+	}
+}
+
+// TestReconcileWaitsForTheSharedSecret: without the shared reader Secret (the server and
+// CA peers reach this cluster at), ServiceAccounts are created but no token is minted.
+func TestReconcileWaitsForTheSharedSecret(t *testing.T) {
+	ctx := context.Background()
+	c, r, m := fixture(t)
+	if err := c.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: registryNS, Name: "l"}}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Reconcile(ctx, reconcile.Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.RequeueAfter == 0 || len(m.calls) != 0 {
+		t.Errorf("requeue %s, %d tokens minted; want a requeue and none", res.RequeueAfter, len(m.calls))
+	}
+}

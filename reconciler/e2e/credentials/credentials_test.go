@@ -1,0 +1,181 @@
+package credentials
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/e2e/harness"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/testbed"
+)
+
+var bed *testbed.Bed
+
+func TestMain(m *testing.M) {
+	os.Exit(testbed.Main(m, testbed.Options{Names: []string{"east", "west", "north"}, CRDDirectoryPaths: []string{"../../../manifests/crds"}}, &bed))
+}
+
+const ns = v1alpha1.DefaultNamespace
+
+// whoAmI asks the API server of cluster c who the token is (a SelfSubjectReview): the
+// user name, or an error (401 when the token is rejected).
+func whoAmI(ctx context.Context, c *testbed.Cluster, token string) (string, error) {
+	cfg := &rest.Config{Host: c.Host(), TLSClientConfig: rest.TLSClientConfig{CAData: c.CAData()}, BearerToken: token, Timeout: 5 * time.Second}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return "", err
+	}
+	r, err := cs.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		return "", err
+	}
+	return r.Status.UserInfo.Username, nil
+}
+
+// held is a token a cluster holds: where it is kept, never the token itself in output.
+type held struct {
+	where string
+	token string
+}
+
+// tokensHeld returns every token in the reader kubeconfigs of cl's registry namespace.
+func tokensHeld(t *testing.T, cl client.Client) []held {
+	t.Helper()
+	var secrets corev1.SecretList
+	if err := cl.List(context.Background(), &secrets, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	var out []held
+	for _, s := range secrets.Items {
+		if r, ok := kubeconfig.Read(s.Data[v1alpha1.KubeconfigKey]); ok && r.Token != "" {
+			out = append(out, held{where: "Secret " + s.Name, token: r.Token})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].where < out[j].where })
+	return out
+}
+
+// TestPerPeerCredentials: every member reads every other with a reader identity of its
+// own (the peer's API server names it), and after `leave`, every token the departed
+// cluster held is rejected by every member's API server within seconds, while the
+// remaining members keep reading each other.
+func TestPerPeerCredentials(t *testing.T) {
+	testbed.SkipIfNoAssets(t)
+	names := []string{"east", "west", "north"}
+	cl := harness.FormGroup(t, bed, names...)
+	ctx := context.Background()
+	ids := map[string]types.UID{}
+	for _, n := range names {
+		id, err := bed.Cluster(n).KubeSystemUID(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[n] = id
+	}
+
+	t.Run("each member reads each peer as itself", func(t *testing.T) {
+		harness.Eventually(t, 60*time.Second, "every member holds a credential of its own from every peer, and the peer's API server names it", func() error {
+			for _, reader := range names {
+				for _, x := range names {
+					if x == reader {
+						continue
+					}
+					var s corev1.Secret
+					if err := cl[reader].Get(ctx, client.ObjectKey{Namespace: ns, Name: credentials.ReceivedSecretName(ids[x])}, &s); err != nil {
+						return fmt.Errorf("%s: credential from %s: %w", reader, x, err)
+					}
+					r, ok := kubeconfig.Read(s.Data[v1alpha1.KubeconfigKey])
+					if !ok {
+						return fmt.Errorf("%s: credential from %s is not a reader kubeconfig", reader, x)
+					}
+					user, err := whoAmI(ctx, bed.Cluster(x), r.Token)
+					if err != nil {
+						return fmt.Errorf("%s's credential from %s: %w", reader, x, err)
+					}
+					want := "system:serviceaccount:" + credentials.ReadersNamespace(ns) + ":" + credentials.ServiceAccountName(ids[reader])
+					if user != want {
+						return fmt.Errorf("%s's credential from %s is user %q, want %q", reader, x, user, want)
+					}
+				}
+			}
+			return nil
+		})
+		for _, n := range names {
+			if err := harness.Members(cl[n], n, names...); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+
+	t.Run("after leave every token the departed cluster held is rejected everywhere", func(t *testing.T) {
+		tokens := tokensHeld(t, cl["north"])
+		members := []string{"east", "west"}
+		// The tokens work before: each authenticates at one member at least (the
+		// shared reader tokens north copied, and the credentials issued to it).
+		accepted := 0
+		for _, h := range tokens {
+			for _, m := range members {
+				if _, err := whoAmI(ctx, bed.Cluster(m), h.token); err == nil {
+					accepted++
+					break
+				}
+			}
+		}
+		if accepted < 2*len(members) {
+			t.Fatalf("only %d of north's %d tokens authenticate at a member before it leaves; want the shared and the own credential of each member", accepted, len(tokens))
+		}
+
+		start := time.Now()
+		out, err := exec.Command(harness.Binary(t), "leave", "north", "--kubeconfig", bed.KubeconfigPath, "--context", "east", "--wait", "--timeout", "60s").CombinedOutput()
+		if err != nil {
+			t.Fatalf("leave: %v\n%s", err, out)
+		}
+		harness.Eventually(t, 30*time.Second, "every token north held is rejected by east and west", func() error {
+			var still []string
+			for _, h := range tokens {
+				for _, m := range members {
+					_, err := whoAmI(ctx, bed.Cluster(m), h.token)
+					if err == nil {
+						still = append(still, h.where+" at "+m)
+						continue
+					}
+					if !apierrors.IsUnauthorized(err) {
+						return fmt.Errorf("%s at %s: %w", h.where, m, err)
+					}
+				}
+			}
+			if len(still) > 0 {
+				return errors.New("still accepted: " + strings.Join(still, ", "))
+			}
+			return nil
+		})
+		t.Logf("every token north held was rejected by every member %s after leave", time.Since(start).Round(100*time.Millisecond))
+
+		harness.Eventually(t, 60*time.Second, "east and west still read each other", func() error {
+			for _, n := range members {
+				if err := harness.Members(cl[n], n, members...); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	})
+}
