@@ -174,12 +174,16 @@ func (m *Manager) Start(ctx context.Context) error {
 	m.started = true
 	m.mu.Unlock()
 	<-ctx.Done()
+	// The connections are stopped without the lock: a connection that reports a change as
+	// it stops (notify) takes it, and stop waits for the connection (a deadlock that hung
+	// the controller's shutdown, and a test, for good).
 	m.mu.Lock()
-	for name, c := range m.conns {
-		c.stop()
-		delete(m.conns, name)
-	}
+	conns := m.conns
+	m.conns = map[string]*conn{}
 	m.mu.Unlock()
+	for _, c := range conns {
+		c.stop()
+	}
 	return nil
 }
 
