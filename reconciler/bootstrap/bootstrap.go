@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
@@ -135,6 +136,44 @@ func (o Options) Validate() error {
 // satisfies it through CreateToken.
 type TokenMinter interface {
 	CreateToken(ctx context.Context, serviceAccountName string, tokenRequest *authenticationv1.TokenRequest, opts metav1.CreateOptions) (*authenticationv1.TokenRequest, error)
+}
+
+// Issued is a reader kubeconfig minted for a ServiceAccount: its token's renewal time and
+// the annotations its Secret carries (renew-after, expires-at, issued-at, the
+// ServiceAccount's UID).
+type Issued struct {
+	Kubeconfig  []byte
+	RenewAt     time.Time
+	Annotations map[string]string
+}
+
+// IssueReader requests a token of ServiceAccount sa (UID saUID) lasting lifetime from
+// tokens, at now, and renders the reader kubeconfig of cluster clusterName at server and
+// ca with it. The token is renewed halfway to its expiry (the lifetime, when the API
+// server answers none).
+func IssueReader(ctx context.Context, tokens TokenMinter, sa string, saUID types.UID, lifetime time.Duration, now time.Time,
+	clusterName, server string, ca []byte) (Issued, error) {
+	tr, err := tokens.CreateToken(ctx, sa, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(lifetime / time.Second))},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return Issued{}, err
+	}
+	expires := tr.Status.ExpirationTimestamp.Time
+	if expires.IsZero() || !expires.After(now) {
+		expires = now.Add(lifetime)
+	}
+	renewAt := now.Add(expires.Sub(now) / 2)
+	data, err := kubeconfig.Render(kubeconfig.Reader{ClusterName: clusterName, Server: server, CAData: ca, Token: tr.Status.Token})
+	if err != nil {
+		return Issued{}, fmt.Errorf("rendering the reader kubeconfig: %w", err)
+	}
+	return Issued{Kubeconfig: data, RenewAt: renewAt, Annotations: map[string]string{
+		RenewAfterAnnotation:        renewAt.UTC().Format(time.RFC3339),
+		ExpiresAtAnnotation:         expires.UTC().Format(time.RFC3339),
+		IssuedAtAnnotation:          now.UTC().Format(time.RFC3339Nano),
+		ServiceAccountUIDAnnotation: string(saUID),
+	}}, nil
 }
 
 // desiredServer picks the server and CA advertised in the reader kubeconfig.

@@ -6,13 +6,11 @@ import (
 	"fmt"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -211,33 +209,18 @@ func (r *Reconciler) ensureSecret(ctx context.Context, cluster *v1alpha1.Cluster
 	}
 
 	now := r.now()
-	tr, err := r.Tokens(r.Options.Namespace).CreateToken(ctx, v1alpha1.ReaderName, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(r.Options.TokenLifetime / time.Second))},
-	}, metav1.CreateOptions{})
+	issued, err := IssueReader(ctx, r.Tokens(r.Options.Namespace), v1alpha1.ReaderName, saUID, r.Options.TokenLifetime, now, cluster.Name, server, ca)
 	if err != nil {
 		return time.Time{}, apiError("requesting a reader token for "+r.Options.Namespace+"/"+v1alpha1.ReaderName, err)
 	}
-	expires := tr.Status.ExpirationTimestamp.Time
-	if expires.IsZero() || !expires.After(now) {
-		expires = now.Add(r.Options.TokenLifetime)
-	}
-	renewAt := now.Add(expires.Sub(now) / 2)
-	data, err := kubeconfig.Render(kubeconfig.Reader{ClusterName: cluster.Name, Server: server, CAData: ca, Token: tr.Status.Token})
-	if err != nil {
-		return time.Time{}, fmt.Errorf("rendering the reader kubeconfig: %w", err)
-	}
+	renewAt, data := issued.RenewAt, issued.Kubeconfig
 
 	desired := corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
-			Namespace: ref.Namespace,
-			Name:      ref.Name,
-			Labels:    map[string]string{"app.kubernetes.io/part-of": "kubectl-registry"},
-			Annotations: map[string]string{
-				RenewAfterAnnotation:        renewAt.UTC().Format(time.RFC3339),
-				ExpiresAtAnnotation:         expires.UTC().Format(time.RFC3339),
-				IssuedAtAnnotation:          now.UTC().Format(time.RFC3339Nano),
-				ServiceAccountUIDAnnotation: string(saUID),
-			},
+			Namespace:   ref.Namespace,
+			Name:        ref.Name,
+			Labels:      map[string]string{"app.kubernetes.io/part-of": "kubectl-registry"},
+			Annotations: issued.Annotations,
 		},
 		Type: v1alpha1.SecretTypeClusterRegistry,
 		Data: map[string][]byte{v1alpha1.KubeconfigKey: data},
@@ -282,9 +265,9 @@ func (r *Reconciler) ensureSecret(ctx context.Context, cluster *v1alpha1.Cluster
 		}
 	}
 	logf.FromContext(ctx).Info("issued a reader token", "secret", ref.String(), "server", server,
-		"expires", expires.UTC().Format(time.RFC3339), "renewAfter", renewAt.UTC().Format(time.RFC3339))
+		"expires", issued.Annotations[ExpiresAtAnnotation], "renewAfter", renewAt.UTC().Format(time.RFC3339))
 	if r.Recorder != nil {
-		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "ReaderTokenIssued", "reader token in Secret %s renewed; expires %s", ref, expires.UTC().Format(time.RFC3339))
+		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "ReaderTokenIssued", "reader token in Secret %s renewed; expires %s", ref, issued.Annotations[ExpiresAtAnnotation])
 	}
 	return renewAt, nil
 }

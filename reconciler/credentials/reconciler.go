@@ -6,13 +6,11 @@ import (
 	"fmt"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -229,35 +227,20 @@ func (r *Reconciler) ensureToken(ctx context.Context, own *v1alpha1.Cluster, p P
 		renewAt, _ := time.Parse(time.RFC3339, existing.Annotations[bootstrap.RenewAfterAnnotation])
 		return renewAt, nil
 	}
-	tr, err := r.Tokens(sa.Namespace).CreateToken(ctx, sa.Name, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(r.TokenLifetime / time.Second))},
-	}, metav1.CreateOptions{})
+	issued, err := bootstrap.IssueReader(ctx, r.Tokens(sa.Namespace), sa.Name, sa.UID, r.TokenLifetime, now, r.Identity.Name, server, ca)
 	if err != nil {
-		return time.Time{}, apiError("requesting a token of "+sa.Namespace+"/"+sa.Name, err)
+		return time.Time{}, apiError("requesting a token of "+sa.Namespace+"/"+sa.Name+" for cluster "+p.Name, err)
 	}
-	expires := tr.Status.ExpirationTimestamp.Time
-	if expires.IsZero() || !expires.After(now) {
-		expires = now.Add(r.TokenLifetime)
-	}
-	renewAt := now.Add(expires.Sub(now) / 2)
-	clusterName := r.Identity.Name
-	data, err := kubeconfig.Render(kubeconfig.Reader{ClusterName: clusterName, Server: server, CAData: ca, Token: tr.Status.Token})
-	if err != nil {
-		return time.Time{}, fmt.Errorf("rendering the reader credential for cluster %s: %w", p.Name, err)
-	}
+	renewAt, data := issued.RenewAt, issued.Kubeconfig
+	annotations := issued.Annotations
+	annotations[PeerClusterIDAnnotation] = string(p.ID)
+	annotations[PeerClusterNameAnnotation] = p.Name
 	desired := corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
-			Namespace: r.Namespace,
-			Name:      name,
-			Labels:    map[string]string{"app.kubernetes.io/part-of": "kubectl-registry", ReaderForLabel: Key(p.ID)},
-			Annotations: map[string]string{
-				PeerClusterIDAnnotation:               string(p.ID),
-				PeerClusterNameAnnotation:             p.Name,
-				bootstrap.RenewAfterAnnotation:        renewAt.UTC().Format(time.RFC3339),
-				bootstrap.ExpiresAtAnnotation:         expires.UTC().Format(time.RFC3339),
-				bootstrap.IssuedAtAnnotation:          now.UTC().Format(time.RFC3339Nano),
-				bootstrap.ServiceAccountUIDAnnotation: string(sa.UID),
-			},
+			Namespace:   r.Namespace,
+			Name:        name,
+			Labels:      map[string]string{"app.kubernetes.io/part-of": "kubectl-registry", ReaderForLabel: Key(p.ID)},
+			Annotations: annotations,
 		},
 		Type: v1alpha1.SecretTypeClusterRegistry,
 		Data: map[string][]byte{v1alpha1.KubeconfigKey: data},
@@ -286,7 +269,7 @@ func (r *Reconciler) ensureToken(ctx context.Context, own *v1alpha1.Cluster, p P
 		}
 	}
 	logf.FromContext(ctx).Info("issued a reader credential", "peer", p.ID, "peerName", p.Name, "serviceAccount", sa.Namespace+"/"+sa.Name,
-		"expires", expires.UTC().Format(time.RFC3339), "renewAfter", renewAt.UTC().Format(time.RFC3339))
+		"expires", annotations[bootstrap.ExpiresAtAnnotation], "renewAfter", renewAt.UTC().Format(time.RFC3339))
 	if !found {
 		r.event(own, corev1.EventTypeNormal, EventReasonReaderIssued, "reader ServiceAccount %s/%s issued to cluster %s (clusterID %s)", sa.Namespace, sa.Name, p.Name, p.ID)
 	}
