@@ -14,10 +14,12 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -201,5 +203,95 @@ func TestAuthenticate(t *testing.T) {
 				t.Errorf("Authenticate: %v (class %q), want class %q", err, class, tc.class)
 			}
 		})
+	}
+}
+
+// TestStartStopsWhileAConnectionReports: a connection that reports a change as the
+// manager shuts down (set, then notify, which takes the manager's lock) must not hang
+// Start. Start used to hold the lock while it waited for each connection to stop: one
+// make test run hung 17 minutes in TestPeerCredential. The connection is held inside
+// its report (in the log line set writes) until Start is waiting for it.
+func TestStartStopsWhileAConnectionReports(t *testing.T) {
+	server := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/api/v1/namespaces/kube-system" {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{"kind":"Namespace","apiVersion":"v1","metadata":{"name":"kube-system","uid":"uid-p"}}`)
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	defer server.Close()
+
+	reporting, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	log := funcr.New(func(_, args string) {
+		if strings.Contains(args, "peer state changed") {
+			once.Do(func() { close(reporting); <-release })
+		}
+	}, funcr.Options{})
+
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewManager(Options{Scheme: scheme, Namespace: v1alpha1.DefaultNamespace, HealthInterval: time.Hour,
+		FailureThreshold: 1, MaxBackoff: time.Second, Addresses: kubeconfig.AddressPolicy{AllowLoopback: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(logr.NewContext(context.Background(), log))
+	defer cancel()
+	stopped := make(chan struct{})
+	go func() { _ = m.Start(ctx); close(stopped) }()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		m.mu.Lock()
+		started := m.started
+		m.mu.Unlock()
+		if started {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the manager did not start")
+		}
+	}
+
+	c, s := peerOf(t, "p", server.URL, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: server.Certificate().Raw}))
+	m.Ensure(c, s)
+	select {
+	case <-reporting:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the connection never reported Ready")
+	}
+
+	// Shut down while the connection is inside its report, and let it go on only once
+	// Start is waiting for it: either Start holds the lock (the connection's notify
+	// then waits for it), or it has taken the connections out and let the lock go.
+	cancel()
+	held := time.Time{}
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if !m.mu.TryLock() {
+			if held.IsZero() {
+				held = time.Now()
+			} else if time.Since(held) > 200*time.Millisecond {
+				break
+			}
+			continue
+		}
+		held = time.Time{}
+		taken := len(m.conns) == 0
+		m.mu.Unlock()
+		if taken {
+			break
+		}
+	}
+	close(release)
+
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Start did not return: it waits for a connection that waits for Start's lock")
 	}
 }
