@@ -20,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
-	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials"
 )
 
 // tokenConfig returns a rest.Config authenticating as the ServiceAccount sa of the
@@ -120,8 +119,8 @@ func TestReaderIdentityIsLeastPrivilege(t *testing.T) {
 	cfg := tokenConfig(t, c, v1alpha1.ReaderName, v1alpha1.ReaderAggregatedRoleName)
 	// A per-peer reader, as the controller issues one for each peer, reads exactly what
 	// the shared reader reads.
-	readers := credentials.ReadersNamespace(ns)
-	peerSA := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: readers, Name: credentials.ServiceAccountName("reader-test-peer")}}
+	readers := v1alpha1.ReadersNamespace(ns)
+	peerSA := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: readers, Name: v1alpha1.ReaderServiceAccountName("reader-test-peer")}}
 	if err := c.Create(ctx, peerSA); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
@@ -305,7 +304,7 @@ func TestControllerIdentity(t *testing.T) {
 		// only; the shared reader may be recreated (to revoke its tokens), no other
 		// ServiceAccount of the registry namespace deleted.
 		{"create peer reader and its token", func(ctx context.Context, cs kubernetes.Interface, _ client.Client) error {
-			readers := credentials.ReadersNamespace(ns)
+			readers := v1alpha1.ReadersNamespace(ns)
 			sa, err := cs.CoreV1().ServiceAccounts(readers).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{GenerateName: "controller-test-"}}, metav1.CreateOptions{})
 			if err != nil {
 				return err

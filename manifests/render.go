@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
-	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 )
 
@@ -85,9 +84,9 @@ func (o RenderOptions) complete() (RenderOptions, error) {
 	var errs []error
 	if msgs := validation.IsDNS1123Label(o.Namespace); len(msgs) > 0 {
 		errs = append(errs, fmt.Errorf("invalid namespace %q: %s", o.Namespace, strings.Join(msgs, "; ")))
-	} else if readers := credentials.ReadersNamespace(o.Namespace); len(validation.IsDNS1123Label(readers)) > 0 {
+	} else if readers := v1alpha1.ReadersNamespace(o.Namespace); len(validation.IsDNS1123Label(readers)) > 0 {
 		errs = append(errs, fmt.Errorf("invalid namespace %q: its readers namespace %q must be an RFC 1123 label too: use at most %d characters",
-			o.Namespace, readers, validation.DNS1123LabelMaxLength-len(credentials.ReadersNamespaceSuffix)))
+			o.Namespace, readers, validation.DNS1123LabelMaxLength-len(v1alpha1.ReadersNamespaceSuffix)))
 	} else {
 		for _, sys := range systemNamespaces {
 			if o.Namespace == sys {
@@ -143,14 +142,14 @@ func Render(opts RenderOptions) ([]*unstructured.Unstructured, error) {
 	deployments := 0
 	for _, obj := range objs {
 		if ns := obj.GetNamespace(); ns == defaultReaders {
-			obj.SetNamespace(credentials.ReadersNamespace(opts.Namespace))
+			obj.SetNamespace(v1alpha1.ReadersNamespace(opts.Namespace))
 		} else if ns != "" {
 			obj.SetNamespace(opts.Namespace)
 		}
 		switch obj.GroupVersionKind().GroupKind().String() {
 		case "Namespace":
 			if obj.GetName() == defaultReaders {
-				obj.SetName(credentials.ReadersNamespace(opts.Namespace))
+				obj.SetName(v1alpha1.ReadersNamespace(opts.Namespace))
 			} else {
 				obj.SetName(opts.Namespace)
 			}
@@ -175,7 +174,7 @@ func Render(opts RenderOptions) ([]*unstructured.Unstructured, error) {
 }
 
 // defaultReaders is the readers namespace of the embedded manifests.
-var defaultReaders = credentials.ReadersNamespace(v1alpha1.DefaultNamespace)
+var defaultReaders = v1alpha1.ReadersNamespace(v1alpha1.DefaultNamespace)
 
 // serviceAccountsGroup prefixes the group of the ServiceAccounts of a namespace.
 const serviceAccountsGroup = "system:serviceaccounts:"
@@ -195,7 +194,7 @@ func renderSubjects(obj *unstructured.Unstructured, ns string) error {
 			subject["namespace"] = ns
 		}
 		if subject["kind"] == "Group" && subject["name"] == serviceAccountsGroup+defaultReaders {
-			subject["name"] = serviceAccountsGroup + credentials.ReadersNamespace(ns)
+			subject["name"] = serviceAccountsGroup + v1alpha1.ReadersNamespace(ns)
 		}
 	}
 	return unstructured.SetNestedSlice(obj.Object, subjects, "subjects")

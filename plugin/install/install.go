@@ -36,7 +36,6 @@ import (
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
-	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials"
 )
 
 const (
@@ -368,7 +367,7 @@ func orNothing(s string) string {
 func applyServerDryRun(ctx context.Context, c client.Client, objs []*unstructured.Unstructured, namespace string, warn io.Writer) ([]manifests.Result, []*unstructured.Unstructured, error) {
 	// The registry namespace and its readers namespace.
 	missing := map[string]bool{}
-	for _, name := range []string{namespace, credentials.ReadersNamespace(namespace)} {
+	for _, name := range []string{namespace, v1alpha1.ReadersNamespace(namespace)} {
 		var ns corev1.Namespace
 		if err := c.Get(ctx, client.ObjectKey{Name: name}, &ns); apierrors.IsNotFound(err) {
 			missing[name] = true

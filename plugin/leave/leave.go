@@ -496,7 +496,7 @@ func (o *Options) reader(ctx context.Context, m *member, c *v1alpha1.Cluster) (c
 	// out, their own credentials are not.
 	conn := &s
 	var received corev1.Secret
-	if err := m.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: credentials.ReceivedSecretName(c.Spec.ClusterID)}, &received); err == nil {
+	if err := m.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: v1alpha1.ReceivedReaderSecretName(c.Spec.ClusterID)}, &received); err == nil {
 		conn = credentials.Choose(&s, &received, c.Spec.ClusterID, time.Now())
 	}
 	cfg, err := kubeconfig.Parse(conn.Data[v1alpha1.KubeconfigKey])

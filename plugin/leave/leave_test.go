@@ -18,7 +18,6 @@ import (
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/plugintest"
 	"github.com/kubectl-registry/kubectl-registry/plugin/join"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
-	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/e2e/harness"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/membership"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/testbed"
@@ -67,10 +66,10 @@ func holds(cl client.Client) ([]string, error) {
 	for _, s := range secrets.Items {
 		switch {
 		case s.Type != v1alpha1.SecretTypeClusterRegistry:
-		case s.Labels[credentials.ReaderForLabel] != "":
+		case s.Labels[v1alpha1.ReaderForLabel] != "":
 			// A credential this cluster issued to a peer.
-			out = append(out, "credential-for/"+s.Annotations[credentials.PeerClusterNameAnnotation])
-		case s.Labels[credentials.ReaderFromLabel] != "":
+			out = append(out, "credential-for/"+s.Annotations[v1alpha1.PeerClusterNameAnnotation])
+		case s.Labels[v1alpha1.ReaderFromLabel] != "":
 			// A credential a member issued to this cluster.
 			from := s.Annotations[v1alpha1.OwnershipAnnotation]
 			if n, ok := names[from]; ok {

@@ -25,22 +25,6 @@ import (
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 )
 
-// Annotations the bootstrapper keeps on the reader Secret.
-const (
-	// RenewAfterAnnotation holds the time (RFC 3339) after which the reader token is
-	// renewed: about half of its lifetime.
-	RenewAfterAnnotation = "cluster-registry.k8s.cisco.com/token-renew-after"
-	// ExpiresAtAnnotation holds the expiry time (RFC 3339) of the reader token.
-	ExpiresAtAnnotation = "cluster-registry.k8s.cisco.com/token-expires-at"
-	// IssuedAtAnnotation holds when the token was issued (RFC 3339 with nanoseconds): of
-	// two copies of a reader Secret, the one issued later is the newer, even when their
-	// expiry times (whole seconds) are equal.
-	IssuedAtAnnotation = "cluster-registry.k8s.cisco.com/token-issued-at"
-	// ServiceAccountUIDAnnotation holds the UID of the reader ServiceAccount the token was
-	// issued for: recreating the ServiceAccount revokes its tokens, and a new one is issued.
-	ServiceAccountUIDAnnotation = "cluster-registry.k8s.cisco.com/token-service-account-uid"
-)
-
 // DefaultTokenLifetime is the lifetime asked for reader tokens.
 const DefaultTokenLifetime = 24 * time.Hour
 
@@ -169,10 +153,10 @@ func IssueReader(ctx context.Context, tokens TokenMinter, sa string, saUID types
 		return Issued{}, fmt.Errorf("rendering the reader kubeconfig: %w", err)
 	}
 	return Issued{Kubeconfig: data, RenewAt: renewAt, Annotations: map[string]string{
-		RenewAfterAnnotation:        renewAt.UTC().Format(time.RFC3339),
-		ExpiresAtAnnotation:         expires.UTC().Format(time.RFC3339),
-		IssuedAtAnnotation:          now.UTC().Format(time.RFC3339Nano),
-		ServiceAccountUIDAnnotation: string(saUID),
+		v1alpha1.TokenRenewAfterAnnotation:        renewAt.UTC().Format(time.RFC3339),
+		v1alpha1.TokenExpiresAtAnnotation:         expires.UTC().Format(time.RFC3339),
+		v1alpha1.TokenIssuedAtAnnotation:          now.UTC().Format(time.RFC3339Nano),
+		v1alpha1.TokenServiceAccountUIDAnnotation: string(saUID),
 	}}, nil
 }
 

@@ -413,10 +413,10 @@ func parseReader(t testing.TB, s *corev1.Secret) readerConfig {
 // issued with lifetime.
 func tokenAnnotations(issued time.Time, lifetime time.Duration, saUID types.UID) map[string]string {
 	return map[string]string{
-		RenewAfterAnnotation:        issued.Add(lifetime / 2).UTC().Format(time.RFC3339),
-		ExpiresAtAnnotation:         issued.Add(lifetime).UTC().Format(time.RFC3339),
-		IssuedAtAnnotation:          issued.UTC().Format(time.RFC3339Nano),
-		ServiceAccountUIDAnnotation: string(saUID),
+		v1alpha1.TokenRenewAfterAnnotation:        issued.Add(lifetime / 2).UTC().Format(time.RFC3339),
+		v1alpha1.TokenExpiresAtAnnotation:         issued.Add(lifetime).UTC().Format(time.RFC3339),
+		v1alpha1.TokenIssuedAtAnnotation:          issued.UTC().Format(time.RFC3339Nano),
+		v1alpha1.TokenServiceAccountUIDAnnotation: string(saUID),
 	}
 }
 

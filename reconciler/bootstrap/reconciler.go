@@ -265,9 +265,9 @@ func (r *Reconciler) ensureSecret(ctx context.Context, cluster *v1alpha1.Cluster
 		}
 	}
 	logf.FromContext(ctx).Info("issued a reader token", "secret", ref.String(), "server", server,
-		"expires", issued.Annotations[ExpiresAtAnnotation], "renewAfter", renewAt.UTC().Format(time.RFC3339))
+		"expires", issued.Annotations[v1alpha1.TokenExpiresAtAnnotation], "renewAfter", renewAt.UTC().Format(time.RFC3339))
 	if r.Recorder != nil {
-		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "ReaderTokenIssued", "reader token in Secret %s renewed; expires %s", ref, issued.Annotations[ExpiresAtAnnotation])
+		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "ReaderTokenIssued", "reader token in Secret %s renewed; expires %s", ref, issued.Annotations[v1alpha1.TokenExpiresAtAnnotation])
 	}
 	return renewAt, nil
 }
@@ -275,10 +275,10 @@ func (r *Reconciler) ensureSecret(ctx context.Context, cluster *v1alpha1.Cluster
 // current reports whether the existing Secret needs no new token, and when to renew it.
 func (r *Reconciler) current(s *corev1.Secret, server string, ca []byte, saUID types.UID) (time.Time, bool) {
 	if s.Type != v1alpha1.SecretTypeClusterRegistry || s.Annotations[v1alpha1.OwnershipAnnotation] != "" ||
-		s.Annotations[ServiceAccountUIDAnnotation] != string(saUID) {
+		s.Annotations[v1alpha1.TokenServiceAccountUIDAnnotation] != string(saUID) {
 		return time.Time{}, false
 	}
-	renewAt, err := time.Parse(time.RFC3339, s.Annotations[RenewAfterAnnotation])
+	renewAt, err := time.Parse(time.RFC3339, s.Annotations[v1alpha1.TokenRenewAfterAnnotation])
 	if err != nil || !r.now().Before(renewAt) {
 		return time.Time{}, false
 	}

@@ -601,19 +601,19 @@ func TestReconcileReissuesWhenNotCurrent(t *testing.T) {
 		{
 			name: "renew-after missing",
 			mutate: func(e *env, s *corev1.Secret) {
-				delete(s.Annotations, RenewAfterAnnotation)
+				delete(s.Annotations, v1alpha1.TokenRenewAfterAnnotation)
 			},
 		},
 		{
 			name: "renew-after not a time",
 			mutate: func(e *env, s *corev1.Secret) {
-				s.Annotations[RenewAfterAnnotation] = "soon"
+				s.Annotations[v1alpha1.TokenRenewAfterAnnotation] = "soon"
 			},
 		},
 		{
 			name: "issued for another ServiceAccount UID",
 			mutate: func(e *env, s *corev1.Secret) {
-				s.Annotations[ServiceAccountUIDAnnotation] = "previous-sa-uid"
+				s.Annotations[v1alpha1.TokenServiceAccountUIDAnnotation] = "previous-sa-uid"
 			},
 		},
 		{

@@ -314,7 +314,7 @@ func (r *Reconciler) peerStatus(ctx context.Context, cluster *v1alpha1.Cluster, 
 	// issues this cluster another one.
 	conn := &secret
 	var received corev1.Secret
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: credentials.ReceivedSecretName(cluster.Spec.ClusterID)}, &received); err == nil && !r.isRejected(cluster.Name, &received) {
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: v1alpha1.ReceivedReaderSecretName(cluster.Spec.ClusterID)}, &received); err == nil && !r.isRejected(cluster.Name, &received) {
 		conn = credentials.Choose(&secret, &received, cluster.Spec.ClusterID, r.now())
 	}
 	p := r.Peers.Ensure(cluster, conn)

@@ -12,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
-	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/peers"
 )
@@ -56,7 +55,7 @@ func TestPeerCredential(t *testing.T) {
 		return map[string][]byte{v1alpha1.KubeconfigKey: data}
 	}
 	received := func(token string) *corev1.Secret {
-		s := readerSecret(credentials.ReceivedSecretName(peerID), v1alpha1.SecretTypeClusterRegistry, kc(token))
+		s := readerSecret(v1alpha1.ReceivedReaderSecretName(peerID), v1alpha1.SecretTypeClusterRegistry, kc(token))
 		s.Annotations = map[string]string{v1alpha1.OwnershipAnnotation: string(peerID)}
 		return s
 	}

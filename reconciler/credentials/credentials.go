@@ -1,14 +1,16 @@
 // Package credentials gives each peer a reader identity of its own.
 //
 // Every member X issues one ServiceAccount per peer P in its readers namespace
-// (ReadersNamespace of the registry namespace), named after P's cluster ID, so that X's
-// API server audit log names the peer that read. X keeps a token of it, from the
-// TokenRequest API with a bounded lifetime, in the Secret IssuedSecretName(P) of its
-// registry namespace; P pulls that Secret from X itself (never through another member),
-// renders its token for the server and CA it pinned for X, and keeps it as
-// ReceivedSecretName(X). P's connection to X then uses it instead of X's shared reader
-// token (the seed's Secret, which stays as it is for members that do not issue
-// credentials yet, and for the seed's hand-made swap).
+// (v1alpha1.ReadersNamespace of the registry namespace), named after P's cluster ID, so
+// that X's API server audit log names the peer that read. X keeps a token of it, from
+// the TokenRequest API with a bounded lifetime, in the Secret
+// v1alpha1.IssuedReaderSecretName(P) of its registry namespace; P pulls that Secret from
+// X itself (never through another member), renders its token for the server and CA it
+// pinned for X, and keeps it as v1alpha1.ReceivedReaderSecretName(X). P's connection to
+// X then uses it instead of X's shared reader token (the seed's Secret, which stays as
+// it is for members that do not issue credentials yet, and for the seed's hand-made
+// swap). The names, labels and annotations are wire format: they live in the API
+// package (reconciler/api/v1alpha1/credentials.go).
 //
 // When a departure is in force (kubectl registry leave), X deletes the departed
 // cluster's ServiceAccount, which revokes every token of it at once, and recreates its
@@ -23,33 +25,14 @@ package credentials
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"sort"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
-	"github.com/kubectl-registry/kubectl-registry/reconciler/bootstrap"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
-)
-
-// Labels and annotations of the per-peer credentials.
-const (
-	// ReaderForLabel is on a per-peer reader ServiceAccount and on the Secret holding its
-	// token: the Key of the peer the identity is for.
-	ReaderForLabel = "cluster-registry.k8s.cisco.com/reader-for"
-	// PeerClusterIDAnnotation holds the full cluster ID of that peer.
-	PeerClusterIDAnnotation = "cluster-registry.k8s.cisco.com/peer-cluster-id"
-	// PeerClusterNameAnnotation holds the name of that peer's Cluster, for humans
-	// reading the audit log (the ServiceAccount is named by ID).
-	PeerClusterNameAnnotation = "cluster-registry.k8s.cisco.com/peer-cluster-name"
-	// ReaderFromLabel is on the Secret a peer keeps the credential it received in: the
-	// Key of the cluster that issued it.
-	ReaderFromLabel = "cluster-registry.k8s.cisco.com/reader-from"
 )
 
 // Reasons of the events the Reconciler records on the local Cluster.
@@ -62,46 +45,6 @@ const (
 	// copies of its token).
 	EventReasonReaderRotated = "ReaderRotated"
 )
-
-// Name prefixes.
-const (
-	// ServiceAccountPrefix prefixes the per-peer reader ServiceAccounts.
-	ServiceAccountPrefix = "cluster-registry-reader-"
-	// IssuedSecretPrefix prefixes the Secrets a member keeps the per-peer tokens in.
-	IssuedSecretPrefix = "cluster-registry-reader-for-"
-	// ReceivedSecretPrefix prefixes the Secrets a peer keeps the credentials it
-	// received in.
-	ReceivedSecretPrefix = "cluster-registry-reader-from-"
-	// ReadersNamespaceSuffix makes the readers namespace from the registry namespace.
-	ReadersNamespaceSuffix = "-readers"
-)
-
-// ReadersNamespace is where the per-peer reader ServiceAccounts of the registry
-// namespace ns live: a namespace of their own, so that the controller may mint tokens of
-// any ServiceAccount there and of none of the registry namespace (its own included), and
-// so that one ClusterRoleBinding to the group of its ServiceAccounts gives every peer
-// the reader's rights.
-func ReadersNamespace(ns string) string { return ns + ReadersNamespaceSuffix }
-
-// Key is how a cluster ID appears in names and label values: the ID itself when it is a
-// DNS label (a kube-system namespace UID is), else "h-" and a hash of it.
-func Key(id types.UID) string {
-	s := string(id)
-	if len(validation.IsDNS1123Label(s)) == 0 && len(s)+len(IssuedSecretPrefix) <= validation.DNS1123SubdomainMaxLength {
-		return s
-	}
-	h := sha256.Sum256([]byte(s))
-	return "h-" + hex.EncodeToString(h[:12])
-}
-
-// ServiceAccountName is the reader ServiceAccount a member issues for peer id.
-func ServiceAccountName(id types.UID) string { return ServiceAccountPrefix + Key(id) }
-
-// IssuedSecretName is the Secret a member keeps the token for peer id in.
-func IssuedSecretName(id types.UID) string { return IssuedSecretPrefix + Key(id) }
-
-// ReceivedSecretName is the Secret a peer keeps the credential issued by cluster id in.
-func ReceivedSecretName(id types.UID) string { return ReceivedSecretPrefix + Key(id) }
 
 // Peer is a peer that should have a reader identity.
 type Peer struct {
@@ -118,7 +61,7 @@ type Input struct {
 	// Departed are the clusters whose departure is in force (the local one included, if
 	// it left).
 	Departed map[types.UID]bool
-	// ServiceAccounts are the per-peer reader ServiceAccounts (labelled ReaderForLabel).
+	// ServiceAccounts are the per-peer reader ServiceAccounts (labelled v1alpha1.ReaderForLabel).
 	ServiceAccounts []corev1.ServiceAccount
 }
 
@@ -155,11 +98,11 @@ func Plan(in Input) Result {
 	sas := append([]corev1.ServiceAccount(nil), in.ServiceAccounts...)
 	sort.Slice(sas, func(i, j int) bool { return sas[i].Name < sas[j].Name })
 	for _, sa := range sas {
-		if id := types.UID(sa.Annotations[PeerClusterIDAnnotation]); id != "" && in.Departed[id] {
+		if id := types.UID(sa.Annotations[v1alpha1.PeerClusterIDAnnotation]); id != "" && in.Departed[id] {
 			res.Revoke = append(res.Revoke, sa)
 			continue
 		}
-		byKey[sa.Labels[ReaderForLabel]] = sa
+		byKey[sa.Labels[v1alpha1.ReaderForLabel]] = sa
 	}
 	res.RotateShared = len(res.Revoke) > 0
 	clusters := append([]v1alpha1.Cluster(nil), in.Clusters...)
@@ -172,7 +115,7 @@ func Plan(in Input) Result {
 		}
 		seen[id] = true
 		p := Peer{ID: id, Name: c.Name}
-		if _, ok := byKey[Key(id)]; ok {
+		if _, ok := byKey[v1alpha1.ReaderKey(id)]; ok {
 			res.Keep = append(res.Keep, p)
 		} else {
 			res.Create = append(res.Create, p)
@@ -187,10 +130,10 @@ func Plan(in Input) Result {
 // than the ones advertised.
 func Due(s *corev1.Secret, saUID types.UID, server string, ca []byte, now time.Time) bool {
 	if s == nil || s.Type != v1alpha1.SecretTypeClusterRegistry || s.Annotations[v1alpha1.OwnershipAnnotation] != "" ||
-		s.Annotations[bootstrap.ServiceAccountUIDAnnotation] != string(saUID) {
+		s.Annotations[v1alpha1.TokenServiceAccountUIDAnnotation] != string(saUID) {
 		return true
 	}
-	renewAt, err := time.Parse(time.RFC3339, s.Annotations[bootstrap.RenewAfterAnnotation])
+	renewAt, err := time.Parse(time.RFC3339, s.Annotations[v1alpha1.TokenRenewAfterAnnotation])
 	if err != nil || !now.Before(renewAt) {
 		return true
 	}

@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
-	"github.com/kubectl-registry/kubectl-registry/reconciler/bootstrap"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 )
 
@@ -32,9 +31,9 @@ func cluster(name string, id types.UID) v1alpha1.Cluster {
 
 func sa(id types.UID) corev1.ServiceAccount {
 	return corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{
-		Namespace: "cluster-registry-readers", Name: ServiceAccountName(id), UID: "sa-" + types.UID(Key(id)),
-		Labels:      map[string]string{ReaderForLabel: Key(id)},
-		Annotations: map[string]string{PeerClusterIDAnnotation: string(id)},
+		Namespace: "cluster-registry-readers", Name: v1alpha1.ReaderServiceAccountName(id), UID: "sa-" + types.UID(v1alpha1.ReaderKey(id)),
+		Labels:      map[string]string{v1alpha1.ReaderForLabel: v1alpha1.ReaderKey(id)},
+		Annotations: map[string]string{v1alpha1.PeerClusterIDAnnotation: string(id)},
 	}}
 }
 
@@ -48,21 +47,21 @@ func TestKey(t *testing.T) {
 		{types.UID(strings.Repeat("a", 300)), "h-"},
 	}
 	for _, tt := range tests {
-		got := Key(tt.id)
+		got := v1alpha1.ReaderKey(tt.id)
 		if !strings.HasPrefix(got, tt.want) {
-			t.Errorf("Key(%q) = %q, want prefix %q", tt.id, got, tt.want)
+			t.Errorf("v1alpha1.ReaderKey(%q) = %q, want prefix %q", tt.id, got, tt.want)
 		}
-		for _, n := range []string{ServiceAccountName(tt.id), IssuedSecretName(tt.id), ReceivedSecretName(tt.id)} {
+		for _, n := range []string{v1alpha1.ReaderServiceAccountName(tt.id), v1alpha1.IssuedReaderSecretName(tt.id), v1alpha1.ReceivedReaderSecretName(tt.id)} {
 			if msgs := validation.IsDNS1123Subdomain(n); len(msgs) > 0 {
 				t.Errorf("name %q of %q is not a DNS subdomain: %v", n, tt.id, msgs)
 			}
 		}
 		if msgs := validation.IsValidLabelValue(got); len(msgs) > 0 {
-			t.Errorf("Key(%q) = %q is not a label value: %v", tt.id, got, msgs)
+			t.Errorf("v1alpha1.ReaderKey(%q) = %q is not a label value: %v", tt.id, got, msgs)
 		}
 	}
-	if Key("x-1") == Key("x-2") || Key("Not_A") == Key("Not_B") {
-		t.Error("Key maps two IDs to one key")
+	if v1alpha1.ReaderKey("x-1") == v1alpha1.ReaderKey("x-2") || v1alpha1.ReaderKey("Not_A") == v1alpha1.ReaderKey("Not_B") {
+		t.Error("v1alpha1.ReaderKey maps two IDs to one key")
 	}
 }
 
@@ -109,7 +108,7 @@ func TestPlan(t *testing.T) {
 			name: "a departed peer's reader is revoked and the shared token rotated",
 			in: Input{LocalID: idL, Clusters: []v1alpha1.Cluster{cluster("l", idL), cluster("a", idA), cluster("b", idB)},
 				Departed: map[types.UID]bool{idB: true}, ServiceAccounts: []corev1.ServiceAccount{sa(idA), sa(idB)}},
-			want: summary{Keep: []string{"a"}, Revoke: []string{ServiceAccountName(idB)}, RotateShared: true},
+			want: summary{Keep: []string{"a"}, Revoke: []string{v1alpha1.ReaderServiceAccountName(idB)}, RotateShared: true},
 		},
 		{
 			name: "a departure already carried out rotates nothing again",
@@ -152,8 +151,8 @@ func secret(name, server string, exp time.Time, mods ...func(*corev1.Secret)) *c
 		panic(err)
 	}
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{
-		bootstrap.ServiceAccountUIDAnnotation: "sa-1",
-		bootstrap.RenewAfterAnnotation:        t0.Add(time.Hour).Format(time.RFC3339),
+		v1alpha1.TokenServiceAccountUIDAnnotation: "sa-1",
+		v1alpha1.TokenRenewAfterAnnotation:        t0.Add(time.Hour).Format(time.RFC3339),
 	}}, Type: v1alpha1.SecretTypeClusterRegistry, Data: map[string][]byte{v1alpha1.KubeconfigKey: data}}
 	for _, m := range mods {
 		m(s)
@@ -172,7 +171,7 @@ func TestDue(t *testing.T) {
 		{"missing", nil, t0, true},
 		{"current", secret("s", srv, t0.Add(2*time.Hour)), t0, false},
 		{"due for renewal", secret("s", srv, t0.Add(2*time.Hour)), t0.Add(time.Hour), true},
-		{"issued for a ServiceAccount since recreated", secret("s", srv, t0.Add(2*time.Hour), func(s *corev1.Secret) { s.Annotations[bootstrap.ServiceAccountUIDAnnotation] = "sa-0" }), t0, true},
+		{"issued for a ServiceAccount since recreated", secret("s", srv, t0.Add(2*time.Hour), func(s *corev1.Secret) { s.Annotations[v1alpha1.TokenServiceAccountUIDAnnotation] = "sa-0" }), t0, true},
 		{"another server", secret("s", "https://old.example:6443", t0.Add(2*time.Hour)), t0, true},
 		{"a copy, not ours", secret("s", srv, t0.Add(2*time.Hour), func(s *corev1.Secret) { s.Annotations[v1alpha1.OwnershipAnnotation] = "x" }), t0, true},
 		{"another type", secret("s", srv, t0.Add(2*time.Hour), func(s *corev1.Secret) { s.Type = corev1.SecretTypeOpaque }), t0, true},

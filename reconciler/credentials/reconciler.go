@@ -34,7 +34,7 @@ type Reconciler struct {
 	Tokens    func(namespace string) bootstrap.TokenMinter
 	Identity  bootstrap.Identity
 	// Namespace is the registry namespace; the ServiceAccounts live in
-	// ReadersNamespace(Namespace).
+	// v1alpha1.ReadersNamespace(Namespace).
 	Namespace string
 	// TokenLifetime is the lifetime asked for the tokens.
 	TokenLifetime time.Duration
@@ -62,7 +62,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	one := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
 		return []reconcile.Request{key}
 	})
-	readers := ReadersNamespace(r.Namespace)
+	readers := v1alpha1.ReadersNamespace(r.Namespace)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("credentials").
 		Watches(&v1alpha1.Cluster{}, one).
@@ -78,13 +78,13 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // Reconcile carries out Plan and renews the tokens that are due.
 func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
 	log := logf.FromContext(ctx)
-	readers := ReadersNamespace(r.Namespace)
+	readers := v1alpha1.ReadersNamespace(r.Namespace)
 	var clusters v1alpha1.ClusterList
 	if err := r.Client.List(ctx, &clusters); err != nil {
 		return reconcile.Result{}, fmt.Errorf("listing Clusters: %w", err)
 	}
 	var sas corev1.ServiceAccountList
-	if err := r.APIReader.List(ctx, &sas, client.InNamespace(readers), client.HasLabels{ReaderForLabel}); err != nil {
+	if err := r.APIReader.List(ctx, &sas, client.InNamespace(readers), client.HasLabels{v1alpha1.ReaderForLabel}); err != nil {
 		return reconcile.Result{}, fmt.Errorf("listing the reader ServiceAccounts of %s: %w", readers, err)
 	}
 	now := r.now()
@@ -109,22 +109,22 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		if err := r.Client.Delete(ctx, sa, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			return reconcile.Result{}, fmt.Errorf("revoking the reader ServiceAccount %s/%s: %w", readers, sa.Name, err)
 		}
-		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: IssuedSecretPrefix + sa.Labels[ReaderForLabel]}}
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: v1alpha1.IssuedReaderSecretPrefix + sa.Labels[v1alpha1.ReaderForLabel]}}
 		if err := r.Client.Delete(ctx, secret); err != nil && !apierrors.IsNotFound(err) {
 			return reconcile.Result{}, fmt.Errorf("deleting the reader credential Secret %s/%s: %w", r.Namespace, secret.Name, err)
 		}
-		log.Info("reader credential revoked", "serviceAccount", readers+"/"+sa.Name, "peer", sa.Annotations[PeerClusterIDAnnotation])
+		log.Info("reader credential revoked", "serviceAccount", readers+"/"+sa.Name, "peer", sa.Annotations[v1alpha1.PeerClusterIDAnnotation])
 		r.event(own, corev1.EventTypeNormal, EventReasonReaderRevoked, "the reader ServiceAccount %s/%s of cluster %s (clusterID %s) was deleted: its tokens are revoked",
-			readers, sa.Name, sa.Annotations[PeerClusterNameAnnotation], sa.Annotations[PeerClusterIDAnnotation])
+			readers, sa.Name, sa.Annotations[v1alpha1.PeerClusterNameAnnotation], sa.Annotations[v1alpha1.PeerClusterIDAnnotation])
 	}
 
 	var firstErr error
 	for _, p := range plan.Create {
 		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{
 			Namespace:   readers,
-			Name:        ServiceAccountName(p.ID),
-			Labels:      map[string]string{"app.kubernetes.io/part-of": "kubectl-registry", ReaderForLabel: Key(p.ID)},
-			Annotations: map[string]string{PeerClusterIDAnnotation: string(p.ID), PeerClusterNameAnnotation: p.Name},
+			Name:        v1alpha1.ReaderServiceAccountName(p.ID),
+			Labels:      map[string]string{"app.kubernetes.io/part-of": "kubectl-registry", v1alpha1.ReaderForLabel: v1alpha1.ReaderKey(p.ID)},
+			Annotations: map[string]string{v1alpha1.PeerClusterIDAnnotation: string(p.ID), v1alpha1.PeerClusterNameAnnotation: p.Name},
 		}}
 		if err := r.Client.Create(ctx, sa, client.FieldOwner(v1alpha1.FieldManager)); err != nil {
 			if apierrors.IsAlreadyExists(err) {
@@ -151,11 +151,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	}
 	byKey := map[string]*corev1.ServiceAccount{}
 	for i := range sas.Items {
-		byKey[sas.Items[i].Labels[ReaderForLabel]] = &sas.Items[i]
+		byKey[sas.Items[i].Labels[v1alpha1.ReaderForLabel]] = &sas.Items[i]
 	}
 	next := now.Add(r.TokenLifetime / 2)
 	for _, p := range plan.Keep {
-		renewAt, err := r.ensureToken(ctx, own, p, byKey[Key(p.ID)], server, ca)
+		renewAt, err := r.ensureToken(ctx, own, p, byKey[v1alpha1.ReaderKey(p.ID)], server, ca)
 		if err != nil {
 			log.Error(err, "issuing a reader credential", "peer", p.ID)
 			firstErr = errors.Join(firstErr, err)
@@ -175,7 +175,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 // deleteIssued deletes the Secrets holding the tokens this cluster issued to its peers.
 func (r *Reconciler) deleteIssued(ctx context.Context) error {
 	var secrets corev1.SecretList
-	if err := r.Client.List(ctx, &secrets, client.InNamespace(r.Namespace), client.HasLabels{ReaderForLabel}); err != nil {
+	if err := r.Client.List(ctx, &secrets, client.InNamespace(r.Namespace), client.HasLabels{v1alpha1.ReaderForLabel}); err != nil {
 		return fmt.Errorf("listing the reader credential Secrets of %s: %w", r.Namespace, err)
 	}
 	for i := range secrets.Items {
@@ -215,7 +215,7 @@ func (r *Reconciler) advertised(ctx context.Context, own *v1alpha1.Cluster) (str
 
 // ensureToken keeps the Secret with peer p's token valid and returns when it is due.
 func (r *Reconciler) ensureToken(ctx context.Context, own *v1alpha1.Cluster, p Peer, sa *corev1.ServiceAccount, server string, ca []byte) (time.Time, error) {
-	name := IssuedSecretName(p.ID)
+	name := v1alpha1.IssuedReaderSecretName(p.ID)
 	var existing corev1.Secret
 	err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: name}, &existing)
 	found := err == nil
@@ -224,7 +224,7 @@ func (r *Reconciler) ensureToken(ctx context.Context, own *v1alpha1.Cluster, p P
 	}
 	now := r.now()
 	if found && !Due(&existing, sa.UID, server, ca, now) {
-		renewAt, _ := time.Parse(time.RFC3339, existing.Annotations[bootstrap.RenewAfterAnnotation])
+		renewAt, _ := time.Parse(time.RFC3339, existing.Annotations[v1alpha1.TokenRenewAfterAnnotation])
 		return renewAt, nil
 	}
 	issued, err := bootstrap.IssueReader(ctx, r.Tokens(sa.Namespace), sa.Name, sa.UID, r.TokenLifetime, now, r.Identity.Name, server, ca)
@@ -233,13 +233,13 @@ func (r *Reconciler) ensureToken(ctx context.Context, own *v1alpha1.Cluster, p P
 	}
 	renewAt, data := issued.RenewAt, issued.Kubeconfig
 	annotations := issued.Annotations
-	annotations[PeerClusterIDAnnotation] = string(p.ID)
-	annotations[PeerClusterNameAnnotation] = p.Name
+	annotations[v1alpha1.PeerClusterIDAnnotation] = string(p.ID)
+	annotations[v1alpha1.PeerClusterNameAnnotation] = p.Name
 	desired := corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace:   r.Namespace,
 			Name:        name,
-			Labels:      map[string]string{"app.kubernetes.io/part-of": "kubectl-registry", ReaderForLabel: Key(p.ID)},
+			Labels:      map[string]string{"app.kubernetes.io/part-of": "kubectl-registry", v1alpha1.ReaderForLabel: v1alpha1.ReaderKey(p.ID)},
 			Annotations: annotations,
 		},
 		Type: v1alpha1.SecretTypeClusterRegistry,
@@ -269,7 +269,7 @@ func (r *Reconciler) ensureToken(ctx context.Context, own *v1alpha1.Cluster, p P
 		}
 	}
 	logf.FromContext(ctx).Info("issued a reader credential", "peer", p.ID, "peerName", p.Name, "serviceAccount", sa.Namespace+"/"+sa.Name,
-		"expires", annotations[bootstrap.ExpiresAtAnnotation], "renewAfter", renewAt.UTC().Format(time.RFC3339))
+		"expires", annotations[v1alpha1.TokenExpiresAtAnnotation], "renewAfter", renewAt.UTC().Format(time.RFC3339))
 	if !found {
 		r.event(own, corev1.EventTypeNormal, EventReasonReaderIssued, "reader ServiceAccount %s/%s issued to cluster %s (clusterID %s)", sa.Namespace, sa.Name, p.Name, p.ID)
 	}

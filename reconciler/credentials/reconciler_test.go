@@ -107,27 +107,27 @@ func names(t *testing.T, c client.Client, list client.ObjectList, ns string) []s
 func TestReconcileIssuesAndRevokes(t *testing.T) {
 	ctx := context.Background()
 	c, r, m := fixture(t)
-	readers := ReadersNamespace(registryNS)
+	readers := v1alpha1.ReadersNamespace(registryNS)
 	if _, err := r.Reconcile(ctx, reconcile.Request{}); err != nil {
 		t.Fatal(err)
 	}
-	wantSAs := []string{ServiceAccountName(idA), ServiceAccountName(idB)}
+	wantSAs := []string{v1alpha1.ReaderServiceAccountName(idA), v1alpha1.ReaderServiceAccountName(idB)}
 	if diff := cmp.Diff(wantSAs, names(t, c, &corev1.ServiceAccountList{}, readers)); diff != "" {
 		t.Errorf("reader ServiceAccounts (-want +got):\n%s", diff)
 	}
-	wantSecrets := []string{IssuedSecretName(idA), IssuedSecretName(idB), "l"}
+	wantSecrets := []string{v1alpha1.IssuedReaderSecretName(idA), v1alpha1.IssuedReaderSecretName(idB), "l"}
 	if diff := cmp.Diff(wantSecrets, names(t, c, &corev1.SecretList{}, registryNS)); diff != "" {
 		t.Errorf("registry Secrets (-want +got):\n%s", diff)
 	}
 	var issued corev1.Secret
-	if err := c.Get(ctx, client.ObjectKey{Namespace: registryNS, Name: IssuedSecretName(idA)}, &issued); err != nil {
+	if err := c.Get(ctx, client.ObjectKey{Namespace: registryNS, Name: v1alpha1.IssuedReaderSecretName(idA)}, &issued); err != nil {
 		t.Fatal(err)
 	}
 	rd, ok := kubeconfig.Read(issued.Data[v1alpha1.KubeconfigKey])
-	if !ok || rd.Server != "https://l.example:6443" || issued.Type != v1alpha1.SecretTypeClusterRegistry || issued.Labels[ReaderForLabel] != Key(idA) {
+	if !ok || rd.Server != "https://l.example:6443" || issued.Type != v1alpha1.SecretTypeClusterRegistry || issued.Labels[v1alpha1.ReaderForLabel] != v1alpha1.ReaderKey(idA) {
 		t.Errorf("issued Secret: server %q, type %q, labels %v", rd.Server, issued.Type, issued.Labels)
 	}
-	if diff := cmp.Diff([]string{readers + "/" + ServiceAccountName(idA), readers + "/" + ServiceAccountName(idB)}, m.calls); diff != "" {
+	if diff := cmp.Diff([]string{readers + "/" + v1alpha1.ReaderServiceAccountName(idA), readers + "/" + v1alpha1.ReaderServiceAccountName(idB)}, m.calls); diff != "" {
 		t.Errorf("tokens minted (-want +got):\n%s", diff)
 	}
 
@@ -151,10 +151,10 @@ func TestReconcileIssuesAndRevokes(t *testing.T) {
 	if err := c.Get(ctx, client.ObjectKey{Namespace: registryNS, Name: v1alpha1.ReaderName}, &corev1.ServiceAccount{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the shared reader ServiceAccount was not deleted (the bootstrapper recreates it): %v", err)
 	}
-	if diff := cmp.Diff([]string{ServiceAccountName(idA)}, names(t, c, &corev1.ServiceAccountList{}, readers)); diff != "" {
+	if diff := cmp.Diff([]string{v1alpha1.ReaderServiceAccountName(idA)}, names(t, c, &corev1.ServiceAccountList{}, readers)); diff != "" {
 		t.Errorf("reader ServiceAccounts after b left (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{IssuedSecretName(idA), "l"}, names(t, c, &corev1.SecretList{}, registryNS)); diff != "" {
+	if diff := cmp.Diff([]string{v1alpha1.IssuedReaderSecretName(idA), "l"}, names(t, c, &corev1.SecretList{}, registryNS)); diff != "" {
 		t.Errorf("registry Secrets after b left (-want +got):\n%s", diff)
 	}
 	// The bootstrapper recreates the shared reader; the next reconcile rotates nothing.

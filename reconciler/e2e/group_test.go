@@ -18,9 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
-	"github.com/kubectl-registry/kubectl-registry/reconciler/bootstrap"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/conditions"
-	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/e2e/harness"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/testbed"
@@ -180,7 +178,7 @@ func TestGroup(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			own := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: credentials.ReadersNamespace(v1alpha1.DefaultNamespace), Name: credentials.ServiceAccountName(id)}}
+			own := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: v1alpha1.ReadersNamespace(v1alpha1.DefaultNamespace), Name: v1alpha1.ReaderServiceAccountName(id)}}
 			if err := cDirect.Delete(context.Background(), own); err != nil {
 				t.Fatalf("revoking the reader c issued to %s: %v", peer, err)
 			}
@@ -194,7 +192,7 @@ func TestGroup(t *testing.T) {
 			if err := cDirect.Get(context.Background(), client.ObjectKey{Namespace: v1alpha1.DefaultNamespace, Name: "c"}, &fresh); err != nil {
 				return err
 			}
-			if fresh.Annotations[bootstrap.ServiceAccountUIDAnnotation] != string(sa.UID) {
+			if fresh.Annotations[v1alpha1.TokenServiceAccountUIDAnnotation] != string(sa.UID) {
 				return fmt.Errorf("the Secret's token is not for ServiceAccount %s", sa.UID)
 			}
 			return nil
@@ -229,7 +227,7 @@ func TestGroup(t *testing.T) {
 		cID := cOnA.Spec.ClusterID
 		for name, cl := range map[string]client.Client{"a": a, "b": b} {
 			var held corev1.Secret
-			if err := cl.Get(context.Background(), client.ObjectKey{Namespace: v1alpha1.DefaultNamespace, Name: credentials.ReceivedSecretName(cID)}, &held); err != nil {
+			if err := cl.Get(context.Background(), client.ObjectKey{Namespace: v1alpha1.DefaultNamespace, Name: v1alpha1.ReceivedReaderSecretName(cID)}, &held); err != nil {
 				t.Fatalf("%s's credential from c: %v", name, err)
 			}
 			heldCfg, err := kubeconfig.Parse(held.Data[v1alpha1.KubeconfigKey])

@@ -35,7 +35,6 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
-	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials"
 )
 
 // Defaults of Options.
@@ -323,7 +322,7 @@ func newManager(cfg *rest.Config, opts Options, skipNameValidation bool) (ctrl.M
 		Cache: cache.Options{
 			ByObject: map[client.Object]cache.ByObject{
 				&corev1.Secret{}:         {Namespaces: map[string]cache.Config{opts.Namespace: {}}},
-				&corev1.ServiceAccount{}: {Namespaces: map[string]cache.Config{opts.Namespace: {}, credentials.ReadersNamespace(opts.Namespace): {}}},
+				&corev1.ServiceAccount{}: {Namespaces: map[string]cache.Config{opts.Namespace: {}, v1alpha1.ReadersNamespace(opts.Namespace): {}}},
 			},
 			DefaultTransform: cache.TransformStripManagedFields(),
 		},

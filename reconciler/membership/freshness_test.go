@@ -8,7 +8,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
-	"github.com/kubectl-registry/kubectl-registry/reconciler/bootstrap"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 )
 
@@ -24,7 +23,7 @@ func TestTokenFreshness(t *testing.T) {
 		}
 	}
 	issued := func(s *corev1.Secret, nanos int, note string) *corev1.Secret {
-		s.Annotations[bootstrap.IssuedAtAnnotation] = base.Add(-24*time.Hour + time.Duration(nanos)).Format(time.RFC3339Nano)
+		s.Annotations[v1alpha1.TokenIssuedAtAnnotation] = base.Add(-24*time.Hour + time.Duration(nanos)).Format(time.RFC3339Nano)
 		r, _ := kubeconfig.Read(s.Data[v1alpha1.KubeconfigKey])
 		exp, _, _ := kubeconfig.TokenTimes(r.Token)
 		s.Data[v1alpha1.KubeconfigKey] = readerKubeconfig("x", "https://x.example", nil, exp, note)

@@ -15,8 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
-	"github.com/kubectl-registry/kubectl-registry/reconciler/bootstrap"
-	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 )
 
@@ -356,7 +354,7 @@ func Plan(in Input) Result {
 // planReceived keeps, for every Ready peer X, the reader credential X issued to this
 // cluster (see package credentials): taken from X itself only, its token rendered for
 // the server and CA pinned for X (those of the local reader Secret of X), written as
-// credentials.ReceivedSecretName(X) with X's ownership mark, so that it is deleted with
+// v1alpha1.ReceivedReaderSecretName(X) with X's ownership mark, so that it is deleted with
 // X's other copies when X leaves.
 func planReceived(in Input, peers []View, localSecrets map[string]*corev1.Secret, gone Departures, disabled map[types.UID]bool) ([]Write, []string) {
 	var ws []Write
@@ -390,7 +388,7 @@ func planReceived(in Input, peers []View, localSecrets map[string]*corev1.Secret
 				problem = "it holds no token"
 			}
 		}
-		name := credentials.ReceivedSecretName(x)
+		name := v1alpha1.ReceivedReaderSecretName(x)
 		if problem != "" {
 			conflicts = append(conflicts, fmt.Sprintf("reader credential %s issued by cluster %s not copied: %s", issued.Name, x, problem))
 			continue
@@ -404,11 +402,11 @@ func planReceived(in Input, peers []View, localSecrets map[string]*corev1.Secret
 		desired.Namespace, desired.Name, desired.Type = in.Namespace, name, v1alpha1.SecretTypeClusterRegistry
 		desired.Labels = map[string]string{
 			"app.kubernetes.io/part-of": "kubectl-registry",
-			credentials.ReaderFromLabel: credentials.Key(x),
+			v1alpha1.ReaderFromLabel:    v1alpha1.ReaderKey(x),
 			v1alpha1.OwnershipLabel:     string(x),
 		}
 		desired.Annotations = map[string]string{v1alpha1.OwnershipAnnotation: string(x)}
-		for _, k := range []string{bootstrap.ExpiresAtAnnotation, bootstrap.IssuedAtAnnotation} {
+		for _, k := range []string{v1alpha1.TokenExpiresAtAnnotation, v1alpha1.TokenIssuedAtAnnotation} {
 			if v, ok := issued.Annotations[k]; ok {
 				desired.Annotations[k] = v
 			}
@@ -432,10 +430,10 @@ func planReceived(in Input, peers []View, localSecrets map[string]*corev1.Secret
 // issuedFor returns the reader credential the view's cluster issued to cluster id: its
 // own Secret (no ownership mark) of that name and label, or nil.
 func issuedFor(view View, id types.UID) *corev1.Secret {
-	name := credentials.IssuedSecretName(id)
+	name := v1alpha1.IssuedReaderSecretName(id)
 	for i := range view.Secrets {
 		s := &view.Secrets[i]
-		if s.Name == name && s.Labels[credentials.ReaderForLabel] == credentials.Key(id) &&
+		if s.Name == name && s.Labels[v1alpha1.ReaderForLabel] == v1alpha1.ReaderKey(id) &&
 			s.Annotations[v1alpha1.OwnershipAnnotation] == "" && s.Type == v1alpha1.SecretTypeClusterRegistry {
 			return s
 		}
@@ -628,7 +626,7 @@ func issuedNanos(s *corev1.Secret) int {
 	if s == nil {
 		return -1
 	}
-	t, err := time.Parse(time.RFC3339Nano, s.Annotations[bootstrap.IssuedAtAnnotation])
+	t, err := time.Parse(time.RFC3339Nano, s.Annotations[v1alpha1.TokenIssuedAtAnnotation])
 	if err != nil {
 		return -1
 	}

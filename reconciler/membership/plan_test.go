@@ -20,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
-	"github.com/kubectl-registry/kubectl-registry/reconciler/bootstrap"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 )
 
@@ -42,7 +41,7 @@ const (
 	disabledKey     = v1alpha1.ClusterDisabledAnnotation
 	lastAppliedKey  = corev1.LastAppliedConfigAnnotation
 	ownershipKey    = v1alpha1.OwnershipAnnotation
-	expiresAtKey    = bootstrap.ExpiresAtAnnotation
+	expiresAtKey    = v1alpha1.TokenExpiresAtAnnotation
 	partOfLabel     = "app.kubernetes.io/part-of"
 	teamLabel       = "team"
 	otherNamespace  = "somewhere-else"

@@ -10,7 +10,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
-	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 )
 
@@ -18,17 +17,17 @@ import (
 // to cluster forID, as x publishes it; note marks its token.
 func issued(forID types.UID, note string, mods ...mod) *corev1.Secret {
 	all := append([]mod{
-		label(credentials.ReaderForLabel, credentials.Key(forID)),
+		label(v1alpha1.ReaderForLabel, v1alpha1.ReaderKey(forID)),
 		readerServer("https://x.example:6443", nil), token(note),
 	}, mods...)
-	return sec(credentials.IssuedSecretName(forID), defaultExpiryAt, all...)
+	return sec(v1alpha1.IssuedReaderSecretName(forID), defaultExpiryAt, all...)
 }
 
 // received is the local Secret holding the credential x issued to l, as Plan writes it.
 func received(note string, mods ...mod) *corev1.Secret {
-	s := issued(idL, note, mark(idX), label(credentials.ReaderFromLabel, credentials.Key(idX)), unannotate(expiresAtKey))
-	s.Name = credentials.ReceivedSecretName(idX)
-	delete(s.Labels, credentials.ReaderForLabel)
+	s := issued(idL, note, mark(idX), label(v1alpha1.ReaderFromLabel, v1alpha1.ReaderKey(idX)), unannotate(expiresAtKey))
+	s.Name = v1alpha1.ReceivedReaderSecretName(idX)
+	delete(s.Labels, v1alpha1.ReaderForLabel)
 	s.Annotations[expiresAtKey] = at(defaultExpiryAt)
 	s.Data[kubeconfigKey] = issued(idL, note).Data[kubeconfigKey]
 	for _, m := range mods {
@@ -40,7 +39,7 @@ func received(note string, mods ...mod) *corev1.Secret {
 // TestPlanReceived: a member keeps the reader credential each Ready peer issued to it,
 // taken from that peer itself only, rendered for the server and CA pinned for it.
 func TestPlanReceived(t *testing.T) {
-	recv := credentials.ReceivedSecretName(idX)
+	recv := v1alpha1.ReceivedReaderSecretName(idX)
 	tests := []struct {
 		name      string
 		in        Input
@@ -110,7 +109,7 @@ func TestPlanReceived(t *testing.T) {
 			var got []string
 			var written *corev1.Secret
 			for i, s := range summary(res) {
-				if strings.Contains(s, credentials.ReceivedSecretPrefix) {
+				if strings.Contains(s, v1alpha1.ReceivedReaderSecretPrefix) {
 					got = append(got, s)
 					written, _ = res.Writes[i].Object.(*corev1.Secret)
 				}
@@ -120,7 +119,7 @@ func TestPlanReceived(t *testing.T) {
 			}
 			var conflicts []string
 			for _, c := range res.Conflicts {
-				if strings.Contains(c, credentials.ReceivedSecretPrefix) || strings.Contains(c, "reader credential") {
+				if strings.Contains(c, v1alpha1.ReceivedReaderSecretPrefix) || strings.Contains(c, "reader credential") {
 					conflicts = append(conflicts, c)
 				}
 			}
@@ -135,8 +134,8 @@ func TestPlanReceived(t *testing.T) {
 				t.Fatal("the written credential's kubeconfig is unreadable")
 			}
 			if r.Server != tt.server || !strings.Contains(r.Token, "") || written.Annotations[ownershipKey] != string(idX) ||
-				written.Labels[credentials.ReaderFromLabel] != credentials.Key(idX) || written.Type != registrySecret {
-				t.Errorf("written credential: server %q, ownership %q, from %q, type %q", r.Server, written.Annotations[ownershipKey], written.Labels[credentials.ReaderFromLabel], written.Type)
+				written.Labels[v1alpha1.ReaderFromLabel] != v1alpha1.ReaderKey(idX) || written.Type != registrySecret {
+				t.Errorf("written credential: server %q, ownership %q, from %q, type %q", r.Server, written.Annotations[ownershipKey], written.Labels[v1alpha1.ReaderFromLabel], written.Type)
 			}
 			if want := fakeJWT(t0.Add(defaultExpiryAt*3600e9), t0.Add(defaultExpiryAt*3600e9-24*3600e9), tt.token); r.Token != want {
 				t.Errorf("written credential holds another token than the one issued (note %q)", tt.token)

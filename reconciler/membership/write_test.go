@@ -11,7 +11,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
-	"github.com/kubectl-registry/kubectl-registry/reconciler/bootstrap"
 )
 
 // TestWriteRacesOtherWriters: the membership updates its copies with patches of the fields
@@ -77,7 +76,7 @@ func TestWriteRacesOtherWriters(t *testing.T) {
 			want: []any{string(renewed.Data[v1alpha1.KubeconfigKey]), at(20), "rotated by hand"},
 			got: func(o client.Object) []any {
 				s := o.(*corev1.Secret)
-				return []any{string(s.Data[v1alpha1.KubeconfigKey]), s.Annotations[bootstrap.ExpiresAtAnnotation], s.Annotations["note"]}
+				return []any{string(s.Data[v1alpha1.KubeconfigKey]), s.Annotations[v1alpha1.TokenExpiresAtAnnotation], s.Annotations["note"]}
 			},
 		},
 	}

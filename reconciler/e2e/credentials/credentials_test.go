@@ -21,7 +21,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
-	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/e2e/harness"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/testbed"
@@ -99,7 +98,7 @@ func TestPerPeerCredentials(t *testing.T) {
 						continue
 					}
 					var s corev1.Secret
-					if err := cl[reader].Get(ctx, client.ObjectKey{Namespace: ns, Name: credentials.ReceivedSecretName(ids[x])}, &s); err != nil {
+					if err := cl[reader].Get(ctx, client.ObjectKey{Namespace: ns, Name: v1alpha1.ReceivedReaderSecretName(ids[x])}, &s); err != nil {
 						return fmt.Errorf("%s: credential from %s: %w", reader, x, err)
 					}
 					r, ok := kubeconfig.Read(s.Data[v1alpha1.KubeconfigKey])
@@ -110,7 +109,7 @@ func TestPerPeerCredentials(t *testing.T) {
 					if err != nil {
 						return fmt.Errorf("%s's credential from %s: %w", reader, x, err)
 					}
-					want := "system:serviceaccount:" + credentials.ReadersNamespace(ns) + ":" + credentials.ServiceAccountName(ids[reader])
+					want := "system:serviceaccount:" + v1alpha1.ReadersNamespace(ns) + ":" + v1alpha1.ReaderServiceAccountName(ids[reader])
 					if user != want {
 						return fmt.Errorf("%s's credential from %s is user %q, want %q", reader, x, user, want)
 					}

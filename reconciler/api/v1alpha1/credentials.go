@@ -1,0 +1,84 @@
+package v1alpha1
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// Annotations on a reader Secret (the shared one and the per-peer ones): when its token
+// is renewed, expires and was issued, and for which ServiceAccount. Written by the
+// issuing cluster; a peer reads the token's own claims, never trusts these alone.
+const (
+	// TokenRenewAfterAnnotation holds the time (RFC 3339) after which the reader token is
+	// renewed: about half of its lifetime.
+	TokenRenewAfterAnnotation = "cluster-registry.k8s.cisco.com/token-renew-after"
+	// TokenExpiresAtAnnotation holds the expiry time (RFC 3339) of the reader token.
+	TokenExpiresAtAnnotation = "cluster-registry.k8s.cisco.com/token-expires-at"
+	// TokenIssuedAtAnnotation holds when the token was issued (RFC 3339 with
+	// nanoseconds): of two copies of a reader Secret, the one issued later is the newer,
+	// even when their expiry times (whole seconds) are equal.
+	TokenIssuedAtAnnotation = "cluster-registry.k8s.cisco.com/token-issued-at"
+	// TokenServiceAccountUIDAnnotation holds the UID of the reader ServiceAccount the
+	// token was issued for: recreating the ServiceAccount revokes its tokens, and a new
+	// one is issued.
+	TokenServiceAccountUIDAnnotation = "cluster-registry.k8s.cisco.com/token-service-account-uid"
+)
+
+// Labels, annotations and names of the per-peer reader credentials: every member X
+// issues each peer P a ServiceAccount of its own in the readers namespace, keeps its
+// token in IssuedReaderSecretName(P), and P keeps what it received from X in
+// ReceivedReaderSecretName(X).
+const (
+	// ReaderForLabel is on a per-peer reader ServiceAccount and on the Secret holding its
+	// token: the ReaderKey of the peer the identity is for.
+	ReaderForLabel = "cluster-registry.k8s.cisco.com/reader-for"
+	// PeerClusterIDAnnotation holds the full cluster ID of that peer.
+	PeerClusterIDAnnotation = "cluster-registry.k8s.cisco.com/peer-cluster-id"
+	// PeerClusterNameAnnotation holds the name of that peer's Cluster, for humans
+	// reading the audit log (the ServiceAccount is named by ID).
+	PeerClusterNameAnnotation = "cluster-registry.k8s.cisco.com/peer-cluster-name"
+	// ReaderFromLabel is on the Secret a peer keeps the credential it received in: the
+	// ReaderKey of the cluster that issued it.
+	ReaderFromLabel = "cluster-registry.k8s.cisco.com/reader-from"
+
+	// ReaderServiceAccountPrefix prefixes the per-peer reader ServiceAccounts.
+	ReaderServiceAccountPrefix = "cluster-registry-reader-"
+	// IssuedReaderSecretPrefix prefixes the Secrets a member keeps the per-peer tokens in.
+	IssuedReaderSecretPrefix = "cluster-registry-reader-for-"
+	// ReceivedReaderSecretPrefix prefixes the Secrets a peer keeps the credentials it
+	// received in.
+	ReceivedReaderSecretPrefix = "cluster-registry-reader-from-"
+	// ReadersNamespaceSuffix makes the readers namespace from the registry namespace.
+	ReadersNamespaceSuffix = "-readers"
+)
+
+// ReadersNamespace is where the per-peer reader ServiceAccounts of the registry
+// namespace ns live: a namespace of their own, so that the controller may mint tokens of
+// any ServiceAccount there and of none of the registry namespace (its own included), and
+// so that one ClusterRoleBinding to the group of its ServiceAccounts gives every peer
+// the reader's rights.
+func ReadersNamespace(ns string) string { return ns + ReadersNamespaceSuffix }
+
+// ReaderKey is how a cluster ID appears in names and label values: the ID itself when it
+// is a DNS label (a kube-system namespace UID is), else "h-" and a hash of it.
+func ReaderKey(id types.UID) string {
+	s := string(id)
+	if len(validation.IsDNS1123Label(s)) == 0 && len(s)+len(IssuedReaderSecretPrefix) <= validation.DNS1123SubdomainMaxLength {
+		return s
+	}
+	h := sha256.Sum256([]byte(s))
+	return "h-" + hex.EncodeToString(h[:12])
+}
+
+// ReaderServiceAccountName is the reader ServiceAccount a member issues for peer id.
+func ReaderServiceAccountName(id types.UID) string { return ReaderServiceAccountPrefix + ReaderKey(id) }
+
+// IssuedReaderSecretName is the Secret a member keeps the token for peer id in.
+func IssuedReaderSecretName(id types.UID) string { return IssuedReaderSecretPrefix + ReaderKey(id) }
+
+// ReceivedReaderSecretName is the Secret a peer keeps the credential issued by cluster
+// id in.
+func ReceivedReaderSecretName(id types.UID) string { return ReceivedReaderSecretPrefix + ReaderKey(id) }
