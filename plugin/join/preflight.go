@@ -23,7 +23,7 @@ import (
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
-	"github.com/kubectl-registry/kubectl-registry/reconciler/membership"
+	memberplan "github.com/kubectl-registry/kubectl-registry/reconciler/planner/members"
 )
 
 // side is one of the two clusters join connects.
@@ -120,7 +120,7 @@ func (o *Options) preflight(ctx context.Context) (plan, error) {
 	}
 	// A side that left the group is marked as joined again (on its own Cluster, so the
 	// mark travels with the copies): otherwise the controllers would delete the copies.
-	gone, _ := membership.InForce(o.now(), append(slices.Clone(a.clusters), b.clusters...))
+	gone, _ := memberplan.InForce(o.now(), append(slices.Clone(a.clusters), b.clusters...))
 	var rejoin []*side
 	for _, s := range []*side{a, b} {
 		if _, left := gone[s.id]; left {

@@ -45,7 +45,7 @@ import (
 	"github.com/kubectl-registry/kubectl-registry/reconciler/conditions"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
-	"github.com/kubectl-registry/kubectl-registry/reconciler/membership"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/planner/members"
 )
 
 const (
@@ -277,8 +277,8 @@ func (o *Options) Run(ctx context.Context) error {
 		watched = o.watchTargets(ctx, m, target, self)
 	}
 
-	current, _ := membership.ParseDepartures(m.own.Annotations[v1alpha1.LeftClustersAnnotation])
-	inForce, _ := membership.InForce(o.Now(), m.clusters)
+	current, _ := members.ParseDepartures(m.own.Annotations[v1alpha1.LeftClustersAnnotation])
+	inForce, _ := members.InForce(o.Now(), m.clusters)
 	if _, already := inForce[x]; already {
 		fmt.Fprintf(o.ErrOut, "cluster %s (clusterID %s) already left the group at %s (recorded on %s/%s)\n",
 			target.Name, x, current[x].UTC().Format(time.RFC3339), clusterResource, m.own.Name)
@@ -384,7 +384,7 @@ func notReady(c *v1alpha1.Cluster) error {
 
 // record adds the departure of x to the member's own Cluster CR.
 func (o *Options) record(ctx context.Context, m *member, x types.UID) (*v1alpha1.Cluster, error) {
-	d, _ := membership.ParseDepartures(m.own.Annotations[v1alpha1.LeftClustersAnnotation])
+	d, _ := members.ParseDepartures(m.own.Annotations[v1alpha1.LeftClustersAnnotation])
 	d.Add(x, o.Now())
 	updated := m.own.DeepCopy()
 	if updated.Annotations == nil {

@@ -19,7 +19,7 @@ import (
 	"github.com/kubectl-registry/kubectl-registry/plugin/join"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/e2e/harness"
-	"github.com/kubectl-registry/kubectl-registry/reconciler/membership"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/planner/members"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/testbed"
 )
 
@@ -131,13 +131,13 @@ func hasEvent(cl client.Client, name, reason string) error {
 	return fmt.Errorf("no %s event on Cluster %s among %d events", reason, name, len(events.Items))
 }
 
-func leftEntries(t *testing.T, cl client.Client, name string) membership.Departures {
+func leftEntries(t *testing.T, cl client.Client, name string) members.Departures {
 	t.Helper()
 	var c v1alpha1.Cluster
 	if err := cl.Get(context.Background(), client.ObjectKey{Name: name}, &c); err != nil {
 		t.Fatal(err)
 	}
-	d, bad := membership.ParseDepartures(c.Annotations[v1alpha1.LeftClustersAnnotation])
+	d, bad := members.ParseDepartures(c.Annotations[v1alpha1.LeftClustersAnnotation])
 	if len(bad) > 0 {
 		t.Fatalf("Cluster %s has unreadable departures: %v", name, bad)
 	}

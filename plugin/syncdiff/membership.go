@@ -17,8 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
-	"github.com/kubectl-registry/kubectl-registry/reconciler/membership"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/planner"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/planner/members"
 )
 
 var (
@@ -63,11 +63,11 @@ func isPeer(c *v1alpha1.Cluster, localSecrets map[string]*corev1.Secret, namespa
 }
 
 // membershipInput builds the input the local cluster's membership reconciler gives
-// membership.Plan: the local Clusters and registry-namespace Secrets, and the view of
+// members.Plan: the local Clusters and registry-namespace Secrets, and the view of
 // every peer, read through the context that maps to its cluster ID. A peer no context
 // reads is counted unreachable (and the rule plan already warns about it).
-func (p *differ) membershipInput(ctx context.Context, namespace string, res *result) (membership.Input, bool) {
-	in := membership.Input{LocalID: p.local.ID, Namespace: namespace, Now: time.Now()}
+func (p *differ) membershipInput(ctx context.Context, namespace string, res *result) (members.Input, bool) {
+	in := members.Input{LocalID: p.local.ID, Namespace: namespace, Now: time.Now()}
 	if c := p.local.localCluster(); c != nil {
 		in.LocalName = c.Name
 	}
@@ -98,12 +98,12 @@ func (p *differ) membershipInput(ctx context.Context, namespace string, res *res
 			in.Unreachable = append(in.Unreachable, c.Spec.ClusterID)
 			continue
 		}
-		in.Peers = append(in.Peers, membership.View{Name: c.Name, ClusterID: c.Spec.ClusterID, Clusters: v.Clusters, Secrets: peerSecrets})
+		in.Peers = append(in.Peers, members.View{Name: c.Name, ClusterID: c.Spec.ClusterID, Clusters: v.Clusters, Secrets: peerSecrets})
 	}
 	return in, true
 }
 
-// conflictRef finds the object a conflict of membership.Plan is about, from the start of
+// conflictRef finds the object a conflict of members.Plan is about, from the start of
 // its message; empty when the message names none.
 var conflictRef = []*regexp.Regexp{
 	regexp.MustCompile(`^(Cluster) (\S+?)[;:,]? `),
@@ -115,7 +115,7 @@ type objKey struct {
 	kind, namespace, name string
 }
 
-// membership plans the membership sync of the local cluster with membership.Plan, the
+// membership plans the membership sync of the local cluster with members.Plan, the
 // function its controller runs: every write (create, update, replace, delete, or any
 // other op the differ has) and every conflict, and the Clusters and reader Secrets it
 // leaves unchanged.
@@ -125,7 +125,7 @@ func (p *differ) membership(ctx context.Context, namespace string, scheme *runti
 	if !ok {
 		return res
 	}
-	plan := membership.Plan(in)
+	plan := members.Plan(in)
 	touched := map[objKey]bool{}
 	for _, w := range plan.Writes {
 		it, err := p.membershipWrite(ctx, w, scheme)
@@ -185,10 +185,10 @@ func (p *differ) membershipItem(gvk schema.GroupVersionKind, namespace, name str
 		APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Namespace: namespace, Name: name}
 }
 
-// membershipWrite turns a write of membership.Plan into a plan item. The op is kept as
+// membershipWrite turns a write of members.Plan into a plan item. The op is kept as
 // it is: a delete shows as a deletion, every other op as a diff of the live object
 // against the written one.
-func (p *differ) membershipWrite(ctx context.Context, w membership.Write, scheme *runtime.Scheme) (Item, error) {
+func (p *differ) membershipWrite(ctx context.Context, w members.Write, scheme *runtime.Scheme) (Item, error) {
 	gvk, err := apiutil.GVKForObject(w.Object, scheme)
 	if err != nil {
 		return Item{}, fmt.Errorf("%s %s: %w", w.Op, client.ObjectKeyFromObject(w.Object), err)

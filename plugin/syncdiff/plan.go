@@ -34,7 +34,7 @@ type Item struct {
 	Rule       string `json:"rule,omitempty"`
 	Membership bool   `json:"membership,omitempty"`
 	// Action is create, update, delete, conflict, failed or none; a membership write
-	// has the op of membership.Plan (create, update, replace, delete...).
+	// has the op of members.Plan (create, update, replace, delete...).
 	Action string `json:"action"`
 	// APIVersion, Kind, Namespace and Name identify the local object.
 	APIVersion string `json:"apiVersion"`

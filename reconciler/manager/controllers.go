@@ -21,6 +21,7 @@ import (
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/membership"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/peers"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/planner/members"
 )
 
 // RegistryOptions configure the registry's reconcilers.
@@ -153,7 +154,7 @@ func SetupRegistry(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		Namespace:     opts.Namespace,
 		TokenLifetime: ro.TokenLifetime,
 		Departed: func(now time.Time, clusters []v1alpha1.Cluster) map[types.UID]bool {
-			gone, _ := membership.InForce(now, clusters)
+			gone, _ := members.InForce(now, clusters)
 			out := make(map[types.UID]bool, len(gone))
 			for id := range gone {
 				out[id] = true

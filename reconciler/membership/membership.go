@@ -1,27 +1,10 @@
-// Package membership spreads the group's membership: it pulls the Cluster CRs and their
-// reader Secrets from the peers and writes copies into the local cluster, marked with the
-// ID of the cluster they describe (the ownership annotation and label). After one swap of
-// Cluster and Secret between a new cluster and any member, every member learns about
-// every other, and a renewed reader token reaches the whole group.
-//
-// The rules (see Plan):
-//   - The local cluster's own Cluster CR and Secret are never written from a peer.
-//   - A Cluster CR describing cluster X is copied from X itself while X is a Ready peer.
-//     When X is not reachable the local copy is left as it is, except that a Secret of X
-//     relayed by another peer replaces the local one when its token expires later (X
-//     renewed its token while this cluster could not reach X).
-//   - A cluster this cluster has no Cluster CR for yet is learnt from any Ready peer (the
-//     first by name), which is how membership spreads.
-//   - A local object without the ownership mark is left alone, except a Cluster CR that
-//     describes X and the Secret it references, which are adopted: they are the seed's
-//     hand-made swap, and adopting them lets token renewals reach them.
-//   - The cluster-disabled annotation and kubectl's last-applied annotation are local
-//     decisions and are never copied or overwritten.
-//   - Nothing is deleted, but for a cluster that left the group ("kubectl registry
-//     leave", see InForce): its Cluster CR and the reader Secret copies are deleted and it
-//     is not learnt again until a later join; every controller keeps the departures it
-//     knows on its own Cluster CR, so they spread like membership does. A cluster that
-//     sees itself departed deletes its copies of every other member.
+// Package membership spreads the group's membership: it reads the local Cluster CRs and
+// reader Secrets and the Ready peers' views, asks the pure planner (planner/members,
+// where the rules are written down) what to write, verifies what did not come from the
+// cluster it describes (the offered token must authenticate against the pinned server,
+// which must answer as that cluster), and writes the copies, marked with the ID of the
+// cluster they describe (the ownership annotation and label). Updates are merge patches,
+// so they do not lose races with status writes.
 package membership
 
 import (
@@ -49,6 +32,7 @@ import (
 	"github.com/kubectl-registry/kubectl-registry/reconciler/bootstrap"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/peers"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/planner/members"
 )
 
 // resyncPeriod bounds how long a missed event can delay convergence.
@@ -112,7 +96,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // Reconcile reads every Ready peer and writes the copies the plan asks for.
 func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
 	log := logf.FromContext(ctx)
-	in := Input{LocalID: r.Identity.ID, LocalName: r.Identity.Name, Namespace: r.Namespace}
+	in := members.Input{LocalID: r.Identity.ID, LocalName: r.Identity.Name, Namespace: r.Namespace}
 	var clusters v1alpha1.ClusterList
 	if err := r.Client.List(ctx, &clusters); err != nil {
 		return reconcile.Result{}, err
@@ -130,7 +114,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 			in.Unreachable = append(in.Unreachable, p.ClusterID)
 			continue
 		}
-		view := View{Name: p.Name, ClusterID: p.ClusterID}
+		view := members.View{Name: p.Name, ClusterID: p.ClusterID}
 		var pc v1alpha1.ClusterList
 		if err := rd.List(ctx, &pc); err != nil {
 			in.Unreachable = append(in.Unreachable, p.ClusterID)
@@ -160,8 +144,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 			}
 			continue
 		}
-		log.Info("membership copy written", "op", w.Op, "kind", kindOf(w.Object), "name", client.ObjectKeyFromObject(w.Object).String(), "from", w.From, "describes", w.Describes)
-		if _, isCluster := w.Object.(*v1alpha1.Cluster); isCluster && w.Op == OpDelete && r.Recorder != nil {
+		log.Info("membership copy written", "op", w.Op, "kind", members.KindOf(w.Object), "name", client.ObjectKeyFromObject(w.Object).String(), "from", w.From, "describes", w.Describes)
+		if _, isCluster := w.Object.(*v1alpha1.Cluster); isCluster && w.Op == members.OpDelete && r.Recorder != nil {
 			if own := ownCluster(clusters.Items, r.Identity); own != nil {
 				reason, msg := "ClusterLeft", fmt.Sprintf("cluster %s (clusterID %s) left the group: its Cluster and reader Secret copy were deleted here", w.Object.GetName(), w.Describes)
 				if _, selfLeft := plan.Departed[r.Identity.ID]; selfLeft {
@@ -186,14 +170,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	return reconcile.Result{RequeueAfter: resyncPeriod}, nil
 }
 
-// plan runs Plan until every reader Secret that did not come from the cluster it is for
+// plan runs members.Plan until every reader Secret that did not come from the cluster it is for
 // has authenticated against that cluster's server: a relay that fails is skipped (for
 // badRelayFor) and the plan made again, so that a bad relay never hides a good one.
-func (r *Reconciler) plan(ctx context.Context, in Input) (Result, map[string]bool) {
+func (r *Reconciler) plan(ctx context.Context, in members.Input) (members.Result, map[string]bool) {
 	verified := map[string]bool{}
 	for range len(in.Peers) + 1 {
 		in.BadRelays = r.skippedRelays()
-		plan := Plan(in)
+		plan := members.Plan(in)
 		again := false
 		for _, w := range plan.Writes {
 			if !w.Verify || verified[w.RelayKey] {
@@ -224,7 +208,7 @@ func (r *Reconciler) plan(ctx context.Context, in Input) (Result, map[string]boo
 		r.report(in.Local.Clusters, plan.Refused)
 	}
 	in.BadRelays = r.skippedRelays()
-	return Plan(in), verified
+	return members.Plan(in), verified
 }
 
 // skippedRelays returns the relays to skip now.
@@ -245,10 +229,10 @@ func (r *Reconciler) skippedRelays() map[string]bool {
 
 // verify checks that the token of a reader Secret w writes authenticates against the
 // server its kubeconfig names, and that the server is cluster w.Describes.
-func (r *Reconciler) verify(ctx context.Context, w Write) error {
+func (r *Reconciler) verify(ctx context.Context, w members.Write) error {
 	s := w.Credential
 	if s == nil {
-		return fmt.Errorf("no reader Secret to verify %s %s with", kindOf(w.Object), w.Object.GetName())
+		return fmt.Errorf("no reader Secret to verify %s %s with", members.KindOf(w.Object), w.Object.GetName())
 	}
 	return peers.Authenticate(ctx, s.Data[v1alpha1.KubeconfigKey], r.Addresses, w.Describes)
 }
@@ -293,40 +277,30 @@ func ownCluster(clusters []v1alpha1.Cluster, id bootstrap.Identity) *v1alpha1.Cl
 	return nil
 }
 
-func kindOf(o client.Object) string {
-	switch o.(type) {
-	case *v1alpha1.Cluster:
-		return "Cluster"
-	case *corev1.Secret:
-		return "Secret"
-	}
-	return fmt.Sprintf("%T", o)
-}
-
-func (r *Reconciler) write(ctx context.Context, w Write) error {
+func (r *Reconciler) write(ctx context.Context, w members.Write) error {
 	opts := client.FieldOwner(v1alpha1.FieldManager)
 	switch w.Op {
-	case OpCreate:
+	case members.OpCreate:
 		err := r.Client.Create(ctx, w.Object, opts)
 		if apierrors.IsAlreadyExists(err) {
 			return nil // the next reconcile sees it and updates it if needed
 		}
 		return err
-	case OpUpdate:
+	case members.OpUpdate:
 		if w.Base == nil {
-			return fmt.Errorf("update of %s %s without the object it changes", kindOf(w.Object), w.Object.GetName())
+			return fmt.Errorf("update of %s %s without the object it changes", members.KindOf(w.Object), w.Object.GetName())
 		}
 		// A merge patch of what the membership changed, without a resourceVersion
 		// precondition: a status written since the read does not make it conflict.
 		return r.Client.Patch(ctx, w.Object, client.MergeFrom(w.Base), opts)
-	case OpDelete:
+	case members.OpDelete:
 		uid := w.Object.GetUID()
 		err := r.Client.Delete(ctx, w.Object, client.Preconditions{UID: &uid})
 		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 			return nil // gone already, or replaced since: the next reconcile decides again
 		}
 		return err
-	case OpReplace:
+	case members.OpReplace:
 		// A Secret's type is immutable: delete the old one (guarded by its UID) and
 		// create the copy.
 		old := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: w.Object.GetNamespace(), Name: w.Object.GetName()}}

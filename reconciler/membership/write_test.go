@@ -5,12 +5,14 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/planner/members"
 )
 
 // TestWriteRacesOtherWriters: the membership updates its copies with patches of the fields
@@ -25,16 +27,32 @@ func TestWriteRacesOtherWriters(t *testing.T) {
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	moved := func(o client.Object) {
-		c := o.(*v1alpha1.Cluster)
+	const ns = v1alpha1.DefaultNamespace
+	copyOfX := map[string]string{v1alpha1.OwnershipAnnotation: "uid-x"}
+	localCluster := &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "x", Annotations: copyOfX},
+		Spec: v1alpha1.ClusterSpec{ClusterID: "uid-x", KubernetesAPIEndpoints: []v1alpha1.KubernetesAPIEndpoint{{ServerAddress: "https://x.example:6443"}}}}
+	localSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "x", Annotations: map[string]string{
+		v1alpha1.OwnershipAnnotation: "uid-x", v1alpha1.TokenExpiresAtAnnotation: "2026-01-01T10:00:00Z"}},
+		Type: v1alpha1.SecretTypeClusterRegistry, Data: map[string][]byte{v1alpha1.KubeconfigKey: []byte("old")}}
+	// moved and renewed are what the membership plan writes: x moved its API server, and
+	// x's reader token was renewed.
+	moved := func(o client.Object) client.Object {
+		c := o.DeepCopyObject().(*v1alpha1.Cluster)
 		c.Spec.KubernetesAPIEndpoints[0].ServerAddress = "https://x.moved.example:6443"
+		return c
 	}
-	renewed := sec("x", 20)
+	renewed := func(o client.Object) client.Object {
+		s := o.DeepCopyObject().(*corev1.Secret)
+		s.Data[v1alpha1.KubeconfigKey] = []byte("renewed")
+		s.Annotations[v1alpha1.TokenExpiresAtAnnotation] = "2026-01-01T20:00:00Z"
+		return s
+	}
 
 	tests := []struct {
 		name string
-		// local is the copy this cluster holds; peer is what x publishes now.
-		local, peer client.Object
+		// local is the copy this cluster holds; update makes the membership's new version.
+		local  client.Object
+		update func(client.Object) client.Object
 		// race writes other fields of the local object after the membership read it.
 		race func(t *testing.T, c client.Client, o client.Object)
 		obj  func() client.Object
@@ -43,9 +61,9 @@ func TestWriteRacesOtherWriters(t *testing.T) {
 		want []any
 	}{
 		{
-			name:  "Cluster spec while the status is written",
-			local: cl("x", idX, mark(idX)),
-			peer:  cl("x", idX, moved),
+			name:   "Cluster spec while the status is written",
+			local:  localCluster,
+			update: moved,
 			race: func(t *testing.T, c client.Client, o client.Object) {
 				cur := o.DeepCopyObject().(*v1alpha1.Cluster)
 				cur.Status.State = v1alpha1.ClusterStateReady
@@ -62,9 +80,9 @@ func TestWriteRacesOtherWriters(t *testing.T) {
 			},
 		},
 		{
-			name:  "reader Secret while an admin annotates it",
-			local: sec("x", 10, mark(idX)),
-			peer:  renewed,
+			name:   "reader Secret while an admin annotates it",
+			local:  localSecret,
+			update: renewed,
 			race: func(t *testing.T, c client.Client, o client.Object) {
 				cur := o.DeepCopyObject().(*corev1.Secret)
 				cur.Annotations["note"] = "rotated by hand"
@@ -73,7 +91,7 @@ func TestWriteRacesOtherWriters(t *testing.T) {
 				}
 			},
 			obj:  func() client.Object { return &corev1.Secret{} },
-			want: []any{string(renewed.Data[v1alpha1.KubeconfigKey]), at(20), "rotated by hand"},
+			want: []any{"renewed", "2026-01-01T20:00:00Z", "rotated by hand"},
 			got: func(o client.Object) []any {
 				s := o.(*corev1.Secret)
 				return []any{string(s.Data[v1alpha1.KubeconfigKey]), s.Annotations[v1alpha1.TokenExpiresAtAnnotation], s.Annotations["note"]}
@@ -88,32 +106,13 @@ func TestWriteRacesOtherWriters(t *testing.T) {
 			if err := c.Get(t.Context(), client.ObjectKeyFromObject(tt.local), read); err != nil {
 				t.Fatal(err)
 			}
-			in := Input{LocalID: idL, LocalName: "l", Namespace: ns}
-			view := View{Name: "x", ClusterID: idX, Clusters: []v1alpha1.Cluster{*cl("x", idX)}, Secrets: []corev1.Secret{*sec("x", 10)}}
-			switch o := read.(type) {
-			case *v1alpha1.Cluster:
-				in.Local.Clusters = []v1alpha1.Cluster{*o}
-				view.Clusters = []v1alpha1.Cluster{*tt.peer.(*v1alpha1.Cluster)}
-			case *corev1.Secret:
-				in.Local.Secrets = []corev1.Secret{*o}
-				in.Local.Clusters = []v1alpha1.Cluster{*cl("x", idX, mark(idX))}
-				view.Secrets = []corev1.Secret{*tt.peer.(*corev1.Secret)}
-			}
-			in.Peers = []View{view}
-			var writes []Write
-			for _, w := range Plan(in).Writes {
-				if w.Op == OpUpdate && w.Object.GetName() == "x" && kindOf(w.Object) == kindOf(read) {
-					writes = append(writes, w)
-				}
-			}
-			if len(writes) != 1 {
-				t.Fatalf("the plan has %d updates of the local copy, want 1: %+v", len(writes), Plan(in).Writes)
-			}
+			// The write the membership plan makes: a patch from what it read to what it wants.
+			w := members.Write{Op: members.OpUpdate, Base: read.DeepCopyObject().(client.Object), Object: tt.update(read), From: "x", Describes: "uid-x"}
 
 			tt.race(t, c, read)
 
 			r := &Reconciler{Client: c, Namespace: ns}
-			if err := r.write(t.Context(), writes[0]); err != nil {
+			if err := r.write(t.Context(), w); err != nil {
 				t.Fatalf("writing the copy after another writer: %v", err)
 			}
 			after := tt.obj()

@@ -3,6 +3,7 @@ package planner
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/planner/members"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/rules"
 )
 
@@ -106,9 +108,10 @@ func PolicyOf(policies []v1alpha1.SyncPolicy, clusters []v1alpha1.Cluster, regis
 		}
 		if c.Spec.ClusterID == localID && localID != "" {
 			// Kept by the membership sync: the departures in force.
-			for entry := range strings.SplitSeq(c.Annotations[v1alpha1.LeftClustersAnnotation], ",") {
-				if id, _, ok := strings.Cut(strings.TrimSpace(entry), "@"); ok && types.UID(id) != localID {
-					quarantined = append(quarantined, types.UID(id))
+			gone, _ := members.ParseDepartures(c.Annotations[v1alpha1.LeftClustersAnnotation])
+			for _, id := range slices.Sorted(maps.Keys(gone)) {
+				if id != localID {
+					quarantined = append(quarantined, id)
 				}
 			}
 		}

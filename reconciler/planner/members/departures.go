@@ -1,12 +1,14 @@
-package membership
+package members
 
 import (
 	"fmt"
 	"maps"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
@@ -156,4 +158,78 @@ func InForce(now time.Time, local []v1alpha1.Cluster, views ...View) (Departures
 	slices.Sort(problems)
 	problems = slices.Compact(problems)
 	return all, problems
+}
+
+// planDepartures keeps the local cluster's own list of departures equal to the ones in
+// force, so that the list spreads with the local Cluster CR and entries cancelled by a
+// later join are dropped.
+func planDepartures(own *v1alpha1.Cluster, gone Departures) *Write {
+	want := gone.Format()
+	if own.Annotations[v1alpha1.LeftClustersAnnotation] == want {
+		return nil
+	}
+	c := own.DeepCopy()
+	if want == "" {
+		delete(c.Annotations, v1alpha1.LeftClustersAnnotation)
+		if len(c.Annotations) == 0 {
+			c.Annotations = nil
+		}
+	} else {
+		if c.Annotations == nil {
+			c.Annotations = map[string]string{}
+		}
+		c.Annotations[v1alpha1.LeftClustersAnnotation] = want
+	}
+	return &Write{Op: OpUpdate, Object: c, Base: own, Describes: own.Spec.ClusterID}
+}
+
+// forget deletes the local Cluster CRs of the clusters drop selects (never the local
+// cluster's own) with the reader Secrets they reference, when those are copies of that
+// cluster's or were made by hand for it, and the leftover copies of those clusters'
+// Secrets.
+func forget(in Input, ownSecrets map[string]bool, drop func(types.UID) bool) []Write {
+	var ws []Write
+	clusters := append([]v1alpha1.Cluster(nil), in.Local.Clusters...)
+	sort.Slice(clusters, func(i, j int) bool { return clusters[i].Name < clusters[j].Name })
+	secrets := append([]corev1.Secret(nil), in.Local.Secrets...)
+	sort.Slice(secrets, func(i, j int) bool { return secrets[i].Name < secrets[j].Name })
+	byName := map[string]*corev1.Secret{}
+	for i := range secrets {
+		byName[secrets[i].Name] = &secrets[i]
+	}
+	deleted := map[string]bool{}
+	deleteSecret := func(s *corev1.Secret, x types.UID) {
+		if deleted[s.Name] || ownSecrets[s.Name] {
+			return
+		}
+		deleted[s.Name] = true
+		obj := &corev1.Secret{}
+		obj.Namespace, obj.Name, obj.UID = s.Namespace, s.Name, s.UID
+		ws = append(ws, Write{Op: OpDelete, Object: obj, Describes: x})
+	}
+	for _, c := range clusters {
+		x := c.Spec.ClusterID
+		if x == "" || x == in.LocalID || !drop(x) {
+			continue
+		}
+		obj := &v1alpha1.Cluster{}
+		obj.Name, obj.UID = c.Name, c.UID
+		ws = append(ws, Write{Op: OpDelete, Object: obj, Describes: x})
+		ref := c.Spec.AuthInfo.SecretRef
+		if ref.Name == "" || (ref.Namespace != "" && ref.Namespace != in.Namespace) {
+			continue
+		}
+		if s := byName[ref.Name]; s != nil {
+			if mark := s.Annotations[v1alpha1.OwnershipAnnotation]; mark == "" || mark == string(x) {
+				deleteSecret(s, x)
+			}
+		}
+	}
+	for i := range secrets {
+		s := &secrets[i]
+		if mark := types.UID(s.Annotations[v1alpha1.OwnershipAnnotation]); mark != "" && mark != in.LocalID && drop(mark) {
+			deleteSecret(s, mark)
+		}
+	}
+	return ws
 }

@@ -1,4 +1,4 @@
-package membership
+package members
 
 import (
 	"encoding/base64"
@@ -265,7 +265,7 @@ func summary(res Result) []string {
 		if w.Object.GetNamespace() != "" {
 			key = w.Object.GetNamespace() + "/" + key
 		}
-		out = append(out, fmt.Sprintf("%s %s %s from=%s describes=%s", w.Op, kindOf(w.Object), key, w.From, w.Describes))
+		out = append(out, fmt.Sprintf("%s %s %s from=%s describes=%s", w.Op, KindOf(w.Object), key, w.From, w.Describes))
 	}
 	return out
 }
@@ -1119,7 +1119,7 @@ func onlyWrite(t *testing.T, res Result, kind, name string) Write {
 	t.Helper()
 	var found []Write
 	for _, w := range res.Writes {
-		if kindOf(w.Object) == kind && w.Object.GetName() == name {
+		if KindOf(w.Object) == kind && w.Object.GetName() == name {
 			found = append(found, w)
 		}
 	}

@@ -1,0 +1,83 @@
+package members
+
+import (
+	"fmt"
+	"maps"
+
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+)
+
+type write struct {
+	op   Op
+	obj  client.Object
+	base client.Object // for OpUpdate: the local object as read
+}
+
+// copyMeta returns the labels and annotations a copy of src describing x carries, keeping
+// the local decisions of the existing object (nil when there is none).
+func copyMeta(src client.Object, existing map[string]string, x types.UID) (map[string]string, map[string]string) {
+	labels := maps.Clone(src.GetLabels())
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[v1alpha1.OwnershipLabel] = string(x)
+	annotations := maps.Clone(src.GetAnnotations())
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	for _, k := range notCopied {
+		delete(annotations, k)
+		if v, ok := existing[k]; ok {
+			annotations[k] = v
+		}
+	}
+	annotations[v1alpha1.OwnershipAnnotation] = string(x)
+	return labels, annotations
+}
+
+func sameMap(a, b map[string]string) bool {
+	if len(a) == 0 && len(b) == 0 {
+		return true
+	}
+	return maps.Equal(a, b)
+}
+
+func planCluster(existing, src *v1alpha1.Cluster, x, localID types.UID, relayOnly bool) (*write, string) {
+	if existing != nil {
+		mark := existing.Annotations[v1alpha1.OwnershipAnnotation]
+		switch {
+		case existing.Spec.ClusterID == localID:
+			return nil, fmt.Sprintf("Cluster %s is the local cluster's; not overwritten by cluster %s's", existing.Name, x)
+		case mark == "" && existing.Spec.ClusterID != x:
+			return nil, fmt.Sprintf("Cluster %s was created locally for cluster %s; a peer has it for cluster %s: not overwritten", existing.Name, existing.Spec.ClusterID, x)
+		case mark != "" && mark != string(x):
+			return nil, fmt.Sprintf("Cluster %s is a copy of cluster %s's; a peer has it for cluster %s: not overwritten", existing.Name, mark, x)
+		}
+	}
+	if relayOnly {
+		return nil, "" // X is not Ready: its Cluster is left as it is
+	}
+	var existingAnnotations map[string]string
+	if existing != nil {
+		existingAnnotations = existing.Annotations
+	}
+	labels, annotations := copyMeta(src, existingAnnotations, x)
+	if existing == nil {
+		c := &v1alpha1.Cluster{}
+		c.Name = src.Name
+		c.Labels, c.Annotations = labels, annotations
+		c.Spec = *src.Spec.DeepCopy()
+		return &write{op: OpCreate, obj: c}, ""
+	}
+	if apiequality.Semantic.DeepEqual(existing.Spec, src.Spec) && sameMap(existing.Labels, labels) && sameMap(existing.Annotations, annotations) {
+		return nil, ""
+	}
+	c := existing.DeepCopy()
+	c.Labels, c.Annotations = labels, annotations
+	c.Spec = *src.Spec.DeepCopy()
+	return &write{op: OpUpdate, obj: c, base: existing}, ""
+}

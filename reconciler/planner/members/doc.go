@@ -1,0 +1,32 @@
+// Package members is the pure planner of the group's membership: from the local Cluster
+// CRs and reader Secrets and the Ready peers' views it decides which copies to create,
+// update or delete. It is shared by the controller (reconciler/membership carries the
+// plan out) and by `kubectl registry sync-diff --membership` (which shows it), and is
+// split by concern: plan.go (inputs, the choice of a source per member, Plan),
+// clusters.go (Cluster copies), secrets.go (reader Secrets: relays, pinning, token
+// freshness), received.go (per-peer credentials), departures.go (leave: departures in
+// force, trusted time, forgetting).
+//
+// The rules:
+//   - The local cluster's own Cluster CR and Secret are never written from a peer.
+//   - A Cluster CR describing cluster X is copied from X itself while X is a Ready peer.
+//     When X is not reachable the local copy is left as it is, except that a Secret of X
+//     relayed by another peer brings a newer token (by the token's own claims, capped at
+//     MaxTokenLifetime) for the server and CA pinned for X; the controller writes it only
+//     after the token authenticated there.
+//   - A cluster this cluster has no Cluster CR for yet is learnt from the peer this
+//     cluster has known longest (then the lowest cluster ID), never by a name a member
+//     chooses, and only once its reader Secret verifies.
+//   - A local object without the ownership mark is left alone, except a Cluster CR that
+//     describes X and the Secret it references, which are adopted: they are the seed's
+//     hand-made swap, and adopting them lets token renewals reach them.
+//   - The cluster-disabled annotation and kubectl's last-applied annotation are local
+//     decisions and are never copied or overwritten; a disabled cluster is quarantined:
+//     nothing about it is taken from other members.
+//   - Nothing is deleted, but for a cluster that left the group ("kubectl registry
+//     leave", see InForce): its Cluster CR and the reader Secret copies are deleted and
+//     it is not learnt again until a later join. Departures and joins dated ahead of this
+//     cluster's clock by more than MaxSkew are refused, and a member's departure records
+//     are read from its own Cluster CR only. A cluster that sees itself departed deletes
+//     its copies of every other member.
+package members

@@ -1,0 +1,359 @@
+package members
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+)
+
+// View is what one Ready peer holds: its Cluster CRs and the Secrets of its registry
+// namespace.
+type View struct {
+	Name      string
+	ClusterID types.UID
+	Clusters  []v1alpha1.Cluster
+	Secrets   []corev1.Secret
+}
+
+// Input is everything Plan decides from.
+type Input struct {
+	// LocalID and LocalName identify the local cluster.
+	LocalID   types.UID
+	LocalName string
+	// Namespace is the registry namespace.
+	Namespace string
+	// Local holds the local Cluster CRs and registry-namespace Secrets.
+	Local struct {
+		Clusters []v1alpha1.Cluster
+		Secrets  []corev1.Secret
+	}
+	// Peers are the Ready peers' views.
+	Peers []View
+	// Unreachable are the IDs of peers that are known but not Ready.
+	Unreachable []types.UID
+	// Now is the time departures, joins and token expiries are judged against: this
+	// cluster's clock, never a member's.
+	Now time.Time
+	// BadRelays are relayed reader Secrets (by RelayKey) whose token failed to
+	// authenticate against the pinned server of the cluster they are for: not chosen.
+	BadRelays map[string]bool
+}
+
+// MaxTokenLifetime caps how far ahead the expiry a relayed reader token states about
+// itself may be: a relay claiming more is refused (a member forging a far-future token
+// to win the choice between relays).
+const MaxTokenLifetime = 7 * 24 * time.Hour
+
+// Op is a write.
+type Op string
+
+// The writes Plan asks for.
+const (
+	OpCreate Op = "create"
+	OpUpdate Op = "update"
+	// OpReplace deletes the object (guarded by its UID) and creates it again; for a
+	// Secret whose type must change.
+	OpReplace Op = "replace"
+	// OpDelete deletes the object, guarded by its UID: a copy describing a cluster that
+	// left the group, or, on a cluster that left, a copy describing another member.
+	OpDelete Op = "delete"
+)
+
+// Write is one write of the plan. Object carries the resourceVersion of the local
+// object it updates.
+type Write struct {
+	Op     Op
+	Object client.Object
+	// Base is, for OpUpdate, the local object as it was read. The update is a merge
+	// patch from Base to Object: it changes only the fields the membership changed, so
+	// it does not lose a race with a concurrent write of other fields (the status).
+	Base      client.Object
+	From      string
+	Describes types.UID
+	// Verify is set on a write that did not come from the cluster it describes (a relayed
+	// reader Secret, or a cluster learnt from a peer, its Cluster and its Secret): the
+	// reconciler writes it only after the token of Credential, the reader Secret offered,
+	// has authenticated against its server and that server is cluster Describes.
+	// RelayKey names Credential in Input.BadRelays when it does not.
+	Verify     bool
+	Credential *corev1.Secret
+	RelayKey   string
+}
+
+// KindOf is the kind of a membership object (a Cluster or a Secret), for messages.
+func KindOf(o client.Object) string {
+	switch o.(type) {
+	case *v1alpha1.Cluster:
+		return "Cluster"
+	case *corev1.Secret:
+		return "Secret"
+	}
+	return fmt.Sprintf("%T", o)
+}
+
+// Result is the plan: the writes, and the copies not written with the reason.
+type Result struct {
+	Writes    []Write
+	Conflicts []string
+	// Refused are what peers offered that this cluster does not trust: a relayed Secret
+	// for another server or CA than the pinned ones or with a token dated too far ahead,
+	// departures and joins dated ahead of this cluster's clock. The controller reports
+	// them as events.
+	Refused []string
+	// Departed are the departures in force the plan carried out (see InForce).
+	Departed Departures
+}
+
+// notCopied are annotations that are local decisions, never copied between clusters.
+var notCopied = []string{
+	v1alpha1.ClusterDisabledAnnotation,
+	corev1.LastAppliedConfigAnnotation,
+}
+
+// RelayKey identifies a relayed reader Secret: the peer it came from and its content.
+func RelayKey(peer string, s *corev1.Secret) string {
+	h := sha256.Sum256(s.Data[v1alpha1.KubeconfigKey])
+	return peer + "/" + s.Name + "/" + hex.EncodeToString(h[:8])
+}
+
+// Plan computes the membership writes. It is pure and deterministic.
+func Plan(in Input) Result {
+	var res Result
+	peers := append([]View(nil), in.Peers...)
+	sort.Slice(peers, func(i, j int) bool { return peers[i].Name < peers[j].Name })
+	ready := map[types.UID]bool{}
+	for _, p := range peers {
+		ready[p.ClusterID] = true
+	}
+	localClusters := map[string]*v1alpha1.Cluster{}
+	known := map[types.UID]bool{}
+	// disabled clusters are quarantined: nothing about them is taken from other members.
+	disabled := map[types.UID]bool{}
+	// since is when this cluster first had a Cluster CR of each member, by its own API
+	// server's clock: which peer a new member is learnt from is decided by it, not by
+	// names a member chooses.
+	since := map[types.UID]time.Time{}
+	for i := range in.Local.Clusters {
+		c := &in.Local.Clusters[i]
+		localClusters[c.Name] = c
+		known[c.Spec.ClusterID] = true
+		if Disabled(c) {
+			disabled[c.Spec.ClusterID] = true
+		}
+		if t := c.CreationTimestamp.Time; !t.IsZero() && (since[c.Spec.ClusterID].IsZero() || t.Before(since[c.Spec.ClusterID])) {
+			since[c.Spec.ClusterID] = t
+		}
+	}
+	senior := func(a, b View) bool {
+		ta, tb := since[a.ClusterID], since[b.ClusterID]
+		switch {
+		case ta.IsZero() != tb.IsZero():
+			return !ta.IsZero()
+		case !ta.Equal(tb):
+			return ta.Before(tb)
+		}
+		return a.ClusterID < b.ClusterID
+	}
+	for _, id := range in.Unreachable {
+		known[id] = true
+	}
+	localSecrets := map[string]*corev1.Secret{}
+	for i := range in.Local.Secrets {
+		localSecrets[in.Local.Secrets[i].Name] = &in.Local.Secrets[i]
+	}
+	// The reader Secrets of the local cluster's own Cluster CRs are never written from a peer.
+	ownSecrets := map[string]bool{}
+	for _, c := range in.Local.Clusters {
+		if r := c.Spec.AuthInfo.SecretRef; c.Spec.ClusterID == in.LocalID && r.Name != "" && (r.Namespace == "" || r.Namespace == in.Namespace) {
+			ownSecrets[r.Name] = true
+		}
+	}
+
+	// Departures: a cluster that left is deleted and not learnt again; a local cluster
+	// that left forgets the group.
+	gone, problems := InForce(in.Now, in.Local.Clusters, peers...)
+	res.Departed = gone
+	res.Refused = append(res.Refused, problems...)
+	if own := localClusters[in.LocalName]; own != nil && own.Spec.ClusterID == in.LocalID {
+		if w := planDepartures(own, gone); w != nil {
+			res.Writes = append(res.Writes, *w)
+		}
+	}
+	if _, left := gone[in.LocalID]; left {
+		res.Writes = append(res.Writes, forget(in, ownSecrets, func(types.UID) bool { return true })...)
+		return res
+	}
+	res.Writes = append(res.Writes, forget(in, ownSecrets, func(x types.UID) bool { _, ok := gone[x]; return ok })...)
+
+	type source struct {
+		view      View
+		cluster   v1alpha1.Cluster
+		relayOnly bool
+		own       bool           // the view is the described cluster's own
+		secret    *corev1.Secret // offered, rendered for the pinned server and CA
+		key       string         // RelayKey of the Secret as offered
+		exp, iat  time.Time      // what the token states
+	}
+	// rank orders the sources of one name: a Ready cluster's own copy, then a copy of a
+	// cluster learnt from a relay, then a relayed copy of a cluster that is not Ready.
+	rank := func(s source) int {
+		switch {
+		case s.own:
+			return 2
+		case !s.relayOnly:
+			return 1
+		}
+		return 0
+	}
+	// better reports whether a wins over b, both of the same rank: for relays the token
+	// that states the later expiry (then issue time), then the senior peer; for a
+	// cluster learnt from peers the senior peer.
+	better := func(a, b source) bool {
+		if a.relayOnly {
+			if !a.exp.Equal(b.exp) {
+				return a.exp.After(b.exp)
+			}
+			if !a.iat.Equal(b.iat) {
+				return a.iat.After(b.iat)
+			}
+			if ia, ib := issuedNanos(a.secret), issuedNanos(b.secret); ia != ib {
+				return ia > ib
+			}
+		}
+		return senior(a.view, b.view)
+	}
+	chosen := map[string]source{}
+	var names []string
+	for _, view := range peers {
+		if _, left := gone[view.ClusterID]; left {
+			continue // a cluster that left teaches nothing
+		}
+		for _, c := range view.Clusters {
+			x := c.Spec.ClusterID
+			if x == "" || x == in.LocalID {
+				continue // a peer's copy of the local cluster never overwrites ours
+			}
+			if _, left := gone[x]; left {
+				continue
+			}
+			if disabled[x] && view.ClusterID != x {
+				continue // quarantined: nothing about X is taken from others, not even a newer token
+			}
+			if c.Name == in.LocalName {
+				res.Conflicts = append(res.Conflicts, fmt.Sprintf("peer %s has Cluster %s for cluster %s, but %s is the local cluster's name", view.Name, c.Name, x, c.Name))
+				continue
+			}
+			src := source{view: view, cluster: c, secret: refSecret(view, &c, in.Namespace)}
+			switch {
+			case ready[x]:
+				if view.ClusterID != x {
+					continue // X answers itself: only X's own copy counts
+				}
+				src.own = true
+			case known[x]:
+				src.relayOnly = true // X is known but unreachable: only newer tokens are relayed
+				// Only the Secret the local Cluster of X references is renewed by a relay.
+				if local := localClusters[c.Name]; local != nil && local.Spec.ClusterID == x {
+					src.secret = refSecret(view, local, in.Namespace)
+				}
+			}
+			if src.secret != nil {
+				src.key = RelayKey(view.Name, src.secret)
+				if !src.own && in.BadRelays[src.key] {
+					continue // its token did not authenticate against X's server
+				}
+				problem := ""
+				if !src.own {
+					problem = checkRelay(src.secret, in.Now, src.relayOnly)
+				}
+				if problem == "" {
+					src.secret, problem = pinned(localSecrets[src.secret.Name], src.secret, c.Name)
+				}
+				switch {
+				case problem != "" && src.own:
+					res.Conflicts = append(res.Conflicts, fmt.Sprintf("reader Secret %s of cluster %s not copied: %s", src.secret.Name, x, problem))
+					continue
+				case problem != "":
+					res.Refused = append(res.Refused, fmt.Sprintf("reader Secret %s for cluster %s relayed by peer %s refused: %s", src.secret.Name, x, view.Name, problem))
+					continue
+				}
+				src.exp, src.iat = tokenTimes(src.secret)
+			}
+			if src.relayOnly && src.secret == nil {
+				continue // a relay brings only a newer token
+			}
+			prev, seen := chosen[c.Name]
+			if seen {
+				r, p := rank(src), rank(prev)
+				if r < p || r == p && !better(src, prev) {
+					continue
+				}
+			}
+			if !seen {
+				names = append(names, c.Name)
+			}
+			chosen[c.Name] = src
+		}
+	}
+	sort.Strings(names)
+
+	for _, name := range names {
+		src := chosen[name]
+		x := src.cluster.Spec.ClusterID
+		from := src.view.Name
+		if w, conflict := planCluster(localClusters[name], &src.cluster, x, in.LocalID, src.relayOnly); conflict != "" {
+			res.Conflicts = append(res.Conflicts, conflict)
+			continue
+		} else if w != nil {
+			wr := Write{Op: w.op, Object: w.obj, Base: w.base, From: from, Describes: x}
+			if !src.own {
+				// A member learnt from another: only once its reader Secret authenticates
+				// against its server as that cluster, or any member could plant Clusters.
+				if src.secret == nil {
+					res.Conflicts = append(res.Conflicts, fmt.Sprintf("Cluster %s (cluster %s) offered by peer %s has no reader Secret there: not learnt", name, x, from))
+					continue
+				}
+				wr.Verify, wr.Credential, wr.RelayKey = true, src.secret, src.key
+			}
+			res.Writes = append(res.Writes, wr)
+		}
+
+		peerSecret := src.secret
+		if peerSecret == nil {
+			continue
+		}
+		ref := corev1.SecretReference{Name: peerSecret.Name}
+		if ownSecrets[ref.Name] {
+			res.Conflicts = append(res.Conflicts, fmt.Sprintf("Secret %s/%s is the local cluster's reader Secret; not overwritten by cluster %s's", in.Namespace, ref.Name, x))
+			continue
+		}
+		adoptable := false
+		for _, c := range in.Local.Clusters {
+			r := c.Spec.AuthInfo.SecretRef
+			if c.Spec.ClusterID == x && r.Name == ref.Name && (r.Namespace == "" || r.Namespace == in.Namespace) {
+				adoptable = true
+			}
+		}
+		if w, conflict := planSecret(localSecrets[ref.Name], peerSecret, x, in.Namespace, adoptable, src.relayOnly); conflict != "" {
+			res.Conflicts = append(res.Conflicts, conflict)
+		} else if w != nil {
+			wr := Write{Op: w.op, Object: w.obj, Base: w.base, From: from, Describes: x}
+			if !src.own {
+				wr.Verify, wr.Credential, wr.RelayKey = true, peerSecret, src.key
+			}
+			res.Writes = append(res.Writes, wr)
+		}
+	}
+	ws, conflicts := planReceived(in, peers, localSecrets, gone, disabled)
+	res.Writes = append(res.Writes, ws...)
+	res.Conflicts = append(res.Conflicts, conflicts...)
+	return res
+}

@@ -1,0 +1,166 @@
+package members
+
+import (
+	"bytes"
+	"fmt"
+	"maps"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
+)
+
+// refSecret returns the Secret of view that c references in the registry namespace ns, or
+// nil.
+func refSecret(view View, c *v1alpha1.Cluster, ns string) *corev1.Secret {
+	ref := c.Spec.AuthInfo.SecretRef
+	if ref.Name == "" || (ref.Namespace != "" && ref.Namespace != ns) {
+		return nil
+	}
+	for i := range view.Secrets {
+		if view.Secrets[i].Name == ref.Name {
+			return &view.Secrets[i]
+		}
+	}
+	return nil
+}
+
+// newer reports whether the token of src is newer than the token of existing: it states a
+// later expiry, or the same and a later issue. Two tokens issued in the same second (a
+// token for a recreated ServiceAccount right after one for the old) state the same
+// times; the issue time the bootstrapper annotates, with nanoseconds, then tells them
+// apart. That annotation is written by a member and could lie, but a relayed token is
+// written only after it has authenticated against the pinned server, so a lie gains
+// nothing.
+func newer(src, existing *corev1.Secret) bool {
+	se, si := tokenTimes(src)
+	ee, ei := tokenTimes(existing)
+	switch {
+	case !se.Equal(ee):
+		return se.After(ee)
+	case !si.Equal(ei):
+		return si.After(ei)
+	}
+	return issuedNanos(src) > issuedNanos(existing)
+}
+
+// issuedNanos is the sub-second part of the issue time annotated on a reader Secret, or
+// -1.
+func issuedNanos(s *corev1.Secret) int {
+	if s == nil {
+		return -1
+	}
+	t, err := time.Parse(time.RFC3339Nano, s.Annotations[v1alpha1.TokenIssuedAtAnnotation])
+	if err != nil {
+		return -1
+	}
+	return t.Nanosecond()
+}
+
+// tokenTimes returns what the token of a reader Secret states of its expiry and issue.
+func tokenTimes(s *corev1.Secret) (exp, iat time.Time) {
+	r, ok := kubeconfig.Read(s.Data[v1alpha1.KubeconfigKey])
+	if !ok {
+		return time.Time{}, time.Time{}
+	}
+	exp, iat, _ = kubeconfig.TokenTimes(r.Token)
+	return exp, iat
+}
+
+// checkRelay returns why a reader Secret offered by a peer other than the cluster it is
+// for is refused, or "": its kubeconfig must be one the controller accepts, and its
+// token must state an expiry no further ahead than MaxTokenLifetime; a renewal (renewal)
+// must state one, or it cannot be newer.
+func checkRelay(s *corev1.Secret, now time.Time, renewal bool) string {
+	r, ok := kubeconfig.Read(s.Data[v1alpha1.KubeconfigKey])
+	if !ok {
+		return "its kubeconfig is not one the controller accepts"
+	}
+	exp, _, ok := kubeconfig.TokenTimes(r.Token)
+	switch {
+	case !ok && renewal:
+		return "its token states no expiry"
+	case !ok:
+		return ""
+	case !now.IsZero() && exp.After(now.Add(MaxTokenLifetime)):
+		return fmt.Sprintf("its token claims to expire at %s, more than %s ahead", exp.Format(time.RFC3339), MaxTokenLifetime)
+	}
+	return ""
+}
+
+// pinned returns src as it may replace the local reader Secret existing: the API server
+// address and CA a cluster is reached at are pinned by the first reader Secret this
+// cluster had for it (written by join, possibly with an address its admin chose, or
+// learnt), and only a join run here (or deleting the local Secret) changes them. An
+// offered Secret brings only its token: when it names another server or CA, its token is
+// rendered into a kubeconfig for the pinned ones (named name). problem says why src
+// cannot be used at all.
+func pinned(existing, src *corev1.Secret, name string) (_ *corev1.Secret, problem string) {
+	got, ok := kubeconfig.Read(src.Data[v1alpha1.KubeconfigKey])
+	if !ok {
+		return src, "its kubeconfig is not one the controller accepts"
+	}
+	if existing == nil {
+		return src, ""
+	}
+	pin, ok := kubeconfig.Read(existing.Data[v1alpha1.KubeconfigKey])
+	if !ok || got.Server == pin.Server && bytes.Equal(got.CAData, pin.CAData) {
+		return src, "" // nothing usable is pinned, or the same server and CA
+	}
+	if got.Token == "" {
+		return src, "it names another API server or CA than the pinned ones and holds no token to use with them"
+	}
+	data, err := kubeconfig.Render(kubeconfig.Reader{ClusterName: name, Server: pin.Server, CAData: pin.CAData, Token: got.Token})
+	if err != nil {
+		return src, fmt.Sprintf("rendering its token for the pinned server: %v", err)
+	}
+	out := src.DeepCopy()
+	out.Data = maps.Clone(src.Data)
+	out.Data[v1alpha1.KubeconfigKey] = data
+	return out, ""
+}
+
+func planSecret(existing, src *corev1.Secret, x types.UID, ns string, adoptable, relayOnly bool) (*write, string) {
+	if existing != nil {
+		mark := existing.Annotations[v1alpha1.OwnershipAnnotation]
+		switch {
+		case mark == "" && !adoptable:
+			return nil, fmt.Sprintf("Secret %s/%s was created locally; cluster %s's reader Secret of that name is not copied", ns, existing.Name, x)
+		case mark != "" && mark != string(x):
+			return nil, fmt.Sprintf("Secret %s/%s is a copy of cluster %s's; not overwritten by cluster %s's", ns, existing.Name, mark, x)
+		}
+		if relayOnly {
+			if !newer(src, existing) {
+				return nil, ""
+			}
+		}
+	}
+	var existingAnnotations map[string]string
+	if existing != nil {
+		existingAnnotations = existing.Annotations
+	}
+	labels, annotations := copyMeta(src, existingAnnotations, x)
+	desired := &corev1.Secret{}
+	desired.Namespace, desired.Name = ns, src.Name
+	desired.Labels, desired.Annotations = labels, annotations
+	desired.Type = src.Type
+	desired.Data = maps.Clone(src.Data)
+	if existing == nil {
+		return &write{op: OpCreate, obj: desired}, ""
+	}
+	if existing.Type == src.Type && apiequality.Semantic.DeepEqual(existing.Data, src.Data) &&
+		sameMap(existing.Labels, labels) && sameMap(existing.Annotations, annotations) {
+		return nil, ""
+	}
+	if existing.Type != src.Type {
+		desired.UID = existing.UID
+		return &write{op: OpReplace, obj: desired}, ""
+	}
+	s := existing.DeepCopy()
+	s.Labels, s.Annotations, s.Data, s.StringData = labels, annotations, maps.Clone(src.Data), nil
+	return &write{op: OpUpdate, obj: s, base: existing}, ""
+}
