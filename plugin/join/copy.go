@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"maps"
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/clientcmd"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
+	memberplan "github.com/kubectl-registry/kubectl-registry/reconciler/planner/members"
 )
 
 // Resource names as kubectl prints them ("<resource>.<group>/<name>").
@@ -23,28 +22,6 @@ const (
 	clusterResource = "cluster.clusterregistry.k8s.cisco.com"
 	secretResource  = "secret"
 )
-
-// notCopied are the annotations and labels a copy never carries: kubectl's record of
-// the last apply on the origin, the ownership mark of the membership sync (a copy made
-// by hand has none, like the seed's swap), and the cluster-disabled annotation, a
-// decision of each cluster about its peers.
-var notCopied = []string{
-	corev1.LastAppliedConfigAnnotation,
-	v1alpha1.OwnershipAnnotation,
-	v1alpha1.ClusterDisabledAnnotation,
-}
-
-// copyMap returns m without the keys that are never copied, or nil when nothing is left.
-func copyMap(m map[string]string) map[string]string {
-	out := maps.Clone(m)
-	for _, k := range notCopied {
-		delete(out, k)
-	}
-	if len(out) == 0 {
-		return nil
-	}
-	return out
-}
 
 // copies are the two objects written on the other side: the reader Secret first, then
 // the Cluster.
@@ -54,41 +31,19 @@ type copies struct {
 }
 
 // buildCopies returns what the user would copy of a cluster's local Cluster and reader
-// Secret: name, labels and annotations (but those never copied), the Cluster's spec, the
-// Secret's type and data; no status, UID, resourceVersion or managed fields. The Secret
-// lands in namespace (the Cluster's secretRef namespace, checked by the caller). With a
-// non-empty server, the reader kubeconfig's server and the matching API endpoint of the
-// Cluster are rewritten to it; everything else is kept byte for byte.
+// Secret: the membership planner's HandCopy (the seed's swap by hand), the Secret in
+// namespace (the Cluster's secretRef namespace, checked by the caller). With a non-empty
+// server, the reader kubeconfig's server and the matching API endpoint of the Cluster
+// are rewritten to it; everything else is kept byte for byte.
 func buildCopies(cluster *v1alpha1.Cluster, secret *corev1.Secret, namespace, server string) (copies, error) {
-	data := maps.Clone(secret.Data)
-	spec := *cluster.Spec.DeepCopy()
+	c, s := memberplan.HandCopy(cluster, secret, namespace)
 	if server != "" {
 		rewritten, old, err := rewriteServer(secret.Data[v1alpha1.KubeconfigKey], server)
 		if err != nil {
 			return copies{}, err
 		}
-		data[v1alpha1.KubeconfigKey] = rewritten
-		spec.KubernetesAPIEndpoints = rewriteEndpoints(spec.KubernetesAPIEndpoints, old, server)
-	}
-	s := &corev1.Secret{
-		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace:   namespace,
-			Name:        secret.Name,
-			Labels:      copyMap(secret.Labels),
-			Annotations: copyMap(secret.Annotations),
-		},
-		Type: secret.Type,
-		Data: data,
-	}
-	c := &v1alpha1.Cluster{
-		TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "Cluster"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name:        cluster.Name,
-			Labels:      copyMap(cluster.Labels),
-			Annotations: copyMap(cluster.Annotations),
-		},
-		Spec: spec,
+		s.Data[v1alpha1.KubeconfigKey] = rewritten
+		c.Spec.KubernetesAPIEndpoints = rewriteEndpoints(c.Spec.KubernetesAPIEndpoints, old, server)
 	}
 	return copies{Secret: s, Cluster: c}, nil
 }

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"maps"
 
+	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -80,4 +82,45 @@ func planCluster(existing, src *v1alpha1.Cluster, x, localID types.UID, relayOnl
 	c.Labels, c.Annotations = labels, annotations
 	c.Spec = *src.Spec.DeepCopy()
 	return &write{op: OpUpdate, obj: c, base: existing}, ""
+}
+
+// HandCopy returns the copies of a cluster's own Cluster CR and reader Secret that a swap
+// made by an admin writes on another cluster (kubectl registry join, or the seed's swap
+// by hand): name, labels and annotations, the Cluster's spec, the Secret's type and data;
+// no status, UID, resourceVersion or managed fields. They carry no ownership mark (the
+// membership sync adopts them, as it adopts the seed's swap) and none of the annotations
+// that are each cluster's own decisions (the same as the membership's copies leave
+// out). The Secret lands in namespace. The originals are not changed.
+func HandCopy(cluster *v1alpha1.Cluster, secret *corev1.Secret, namespace string) (*v1alpha1.Cluster, *corev1.Secret) {
+	meta := func(m map[string]string) map[string]string {
+		out := maps.Clone(m)
+		for _, k := range append([]string{v1alpha1.OwnershipAnnotation, v1alpha1.OwnershipLabel}, notCopied...) {
+			delete(out, k)
+		}
+		if len(out) == 0 {
+			return nil
+		}
+		return out
+	}
+	s := &corev1.Secret{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace:   namespace,
+			Name:        secret.Name,
+			Labels:      meta(secret.Labels),
+			Annotations: meta(secret.Annotations),
+		},
+		Type: secret.Type,
+		Data: maps.Clone(secret.Data),
+	}
+	c := &v1alpha1.Cluster{
+		TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "Cluster"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        cluster.Name,
+			Labels:      meta(cluster.Labels),
+			Annotations: meta(cluster.Annotations),
+		},
+		Spec: *cluster.Spec.DeepCopy(),
+	}
+	return c, s
 }

@@ -1327,3 +1327,38 @@ func TestPlanWrittenObjects(t *testing.T) {
 		}
 	})
 }
+
+// TestHandCopyIsAdopted: what join writes on a member (HandCopy of a cluster's own
+// Cluster and Secret, as the seed's swap by hand) carries none of the marks and local
+// decisions of the origin, and the membership sync adopts it from the cluster itself.
+func TestHandCopyIsAdopted(t *testing.T) {
+	origin := cl("x", idX, mark(idY), annotate(disabledKey, "true"), annotate(lastAppliedKey, "{}"))
+	secret := sec("x", defaultExpiryAt, mark(idY))
+	c, s := HandCopy(origin, secret, otherNamespace)
+	for _, o := range []client.Object{c, s} {
+		for _, k := range []string{ownershipKey, disabledKey, lastAppliedKey} {
+			if _, ok := o.GetAnnotations()[k]; ok {
+				t.Errorf("%s %s carries %s", KindOf(o), o.GetName(), k)
+			}
+		}
+		if _, ok := o.GetLabels()[v1alpha1.OwnershipLabel]; ok {
+			t.Errorf("%s %s carries the ownership label", KindOf(o), o.GetName())
+		}
+	}
+	if diff := cmp.Diff([]any{otherNamespace, origin.Spec, secret.Data, "platform"}, []any{s.Namespace, c.Spec, s.Data, c.Labels[teamLabel]}); diff != "" {
+		t.Errorf("copied content (-want +got):\n%s", diff)
+	}
+	if origin.Annotations[disabledKey] != "true" || secret.Labels[v1alpha1.OwnershipLabel] != string(idY) {
+		t.Error("HandCopy changed the originals")
+	}
+
+	s.Namespace = ns
+	steadyA := peer("a", idA, objs(own("a", idA), copies("x", idX))...)
+	steadyX := peer("x", idX, objs(own("x", idX), copies("a", idA))...)
+	in := input(objs(copies("a", idA), []client.Object{c, s}), []View{steadyA, steadyX})
+	res := Plan(in)
+	want := []string{"update Cluster x from=x describes=uid-x", "update Secret cluster-registry/x from=x describes=uid-x"}
+	if diff := cmp.Diff(want, summary(res)); diff != "" {
+		t.Errorf("the membership's writes over a hand copy (-want +got):\n%s\nconflicts: %v", diff, res.Conflicts)
+	}
+}
