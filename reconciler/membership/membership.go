@@ -38,12 +38,20 @@ import (
 // resyncPeriod bounds how long a missed event can delay convergence.
 const resyncPeriod = 5 * time.Minute
 
+// Views are the peers the membership reads: peers.Manager, or a stand-in in tests.
+type Views interface {
+	// List returns every peer with its state; a Ready, synced one has a Reader.
+	List() []peers.Peer
+	// Subscribe registers ch to receive an event whenever a peer or its cache changes.
+	Subscribe(ch chan<- event.GenericEvent)
+}
+
 // Reconciler writes the membership copies. It reconciles the whole membership at once
 // (one work item): the group is small and events coalesce.
 type Reconciler struct {
 	Client    client.Client
 	Identity  bootstrap.Identity
-	Peers     *peers.Manager
+	Peers     Views
 	Namespace string
 	Recorder  record.EventRecorder
 	// Addresses decides which API servers a relayed token is verified against.

@@ -131,6 +131,14 @@ func (p Peer) Reader() client.Reader {
 	return p.reader
 }
 
+// Connected returns a Ready peer whose cache has synced, read through reader: what a
+// connection reports once it is up. For tests and tools that stand in for the
+// connection (Config and HTTPClient are nil: nothing dials it).
+func Connected(name string, id types.UID, reader client.Reader) Peer {
+	return Peer{Name: name, ClusterID: id, State: v1alpha1.ClusterStateReady, Ready: true, Synced: true,
+		Reason: v1alpha1.ReasonClusterReachable, Message: "the peer answers", reader: reader}
+}
+
 // Manager owns the peer connections. It is a manager.Runnable: connections live while it
 // runs (on the leader only).
 type Manager struct {
