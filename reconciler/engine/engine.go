@@ -238,7 +238,6 @@ type Engine struct {
 	rules   map[string]*ruleEntry
 	mappers map[string]peerMapper
 	log     logr.Logger
-	ctx     context.Context
 }
 
 // New returns an Engine; nothing runs until Start.
@@ -295,7 +294,6 @@ func newEntry(rsr *v1alpha1.ResourceSyncRule, compiled *rules.Rule, err error, b
 // Start runs the engine until ctx is done.
 func (e *Engine) Start(ctx context.Context) error {
 	e.log = logr.FromContextOrDiscard(ctx).WithName("sync")
-	e.ctx = ctx
 	inf, err := e.opts.Cache.GetInformer(ctx, &v1alpha1.ResourceSyncRule{})
 	if err != nil {
 		return fmt.Errorf("watching ResourceSyncRules: %w", err)
@@ -308,7 +306,7 @@ func (e *Engine) Start(ctx context.Context) error {
 				o = d.Obj
 			}
 			if r, ok := o.(*v1alpha1.ResourceSyncRule); ok {
-				e.ruleDeleted(r)
+				e.ruleDeleted(ctx, r)
 			}
 		},
 	}); err != nil {
@@ -440,7 +438,9 @@ func (e *Engine) ruleChanged(o any) {
 	e.triggerRefresh()
 }
 
-func (e *Engine) ruleDeleted(rsr *v1alpha1.ResourceSyncRule) {
+// ruleDeleted forgets a deleted rule; ctx is the engine's run context (Start's), which
+// the deletion of its copies runs under.
+func (e *Engine) ruleDeleted(ctx context.Context, rsr *v1alpha1.ResourceSyncRule) {
 	e.mu.Lock()
 	if r, ok := e.rules[rsr.Name]; ok && !r.builtin {
 		delete(e.rules, rsr.Name)
@@ -451,7 +451,7 @@ func (e *Engine) ruleDeleted(rsr *v1alpha1.ResourceSyncRule) {
 		// Seen going away before its finalizer was in place: apply the policy anyway.
 		if compiled, err := rules.Compile(rsr); err == nil {
 			go func() {
-				if err := e.deleteRuleCopies(e.ctx, rsr.Name, compiled.TargetGVKs); err != nil {
+				if err := e.deleteRuleCopies(ctx, rsr.Name, compiled.TargetGVKs); err != nil {
 					e.log.Error(err, "deleting the copies of a deleted rule", "rule", rsr.Name)
 				}
 			}()

@@ -539,6 +539,9 @@ func hasCopyLabel(u *unstructured.Unstructured) bool {
 // Each such object costs a watch; beyond maxKeyWatches of a kind, the local informers of
 // the kind go back to carrying every object (localSelector), which then shows the objects
 // in the way to every reconcile, and the rules say so.
+//
+// The watch runs until ctx is done (or the scope is retained no more): ctx is the
+// engine's run context, which the workers pass down to every reconcile.
 func (e *Engine) inTheWay(ctx context.Context, it item, ri dynamic.ResourceInterface) {
 	obj, err := ri.Get(ctx, it.name, metav1.GetOptions{})
 	if err != nil || hasCopyLabel(obj) {
@@ -559,7 +562,7 @@ func (e *Engine) inTheWay(ctx context.Context, it item, ri dynamic.ResourceInter
 		return
 	}
 	s := keyScope(it.gvk, it.namespace, it.name)
-	if err := e.watchers.ensure(e.ctx, s, "", 0, e.opts.Dynamic, e.opts.Mapper, e.onEvent); err != nil {
+	if err := e.watchers.ensure(ctx, s, "", 0, e.opts.Dynamic, e.opts.Mapper, e.onEvent); err != nil {
 		e.log.Error(err, "watching an object in the way of a copy", "object", it.String())
 		return
 	}
