@@ -26,6 +26,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -70,6 +71,11 @@ type Options struct {
 	// OverCapRetry is the first wait before a scope over the cap is tried again (backing
 	// off while it stays over); zero means DefaultOverCapRetry.
 	OverCapRetry time.Duration
+	// Clock is the time of the engine's decisions: the settle windows and holds, the waits
+	// for first contacts and for the views before a create, the backoffs of the refresh
+	// and of scopes over the cap, the work queue's delays, the rules' last sync times.
+	// Nil means clock.RealClock{}; unit tests pass k8s.io/utils/clock/testing's FakeClock.
+	Clock clock.WithTickerAndDelayedExecution
 }
 
 // item is one local object.
@@ -257,13 +263,16 @@ func New(opts Options) (*Engine, error) {
 	if opts.OverCapRetry <= 0 {
 		opts.OverCapRetry = DefaultOverCapRetry
 	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
 	e := &Engine{
 		opts:     opts,
 		watchers: newWatchers(),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedMaxOfRateLimiter(
 				workqueue.NewTypedItemExponentialFailureRateLimiter[item](200*time.Millisecond, 5*time.Minute),
-			), workqueue.TypedRateLimitingQueueConfig[item]{Name: "resourcesyncrules"}),
+			), workqueue.TypedRateLimitingQueueConfig[item]{Name: "resourcesyncrules", Clock: opts.Clock}),
 		refresh:  make(chan struct{}, 1),
 		rules:    map[string]*ruleEntry{},
 		mappers:  map[string]peerMapper{},
@@ -271,6 +280,7 @@ func New(opts Options) (*Engine, error) {
 		contacts: newFirstContacts(),
 	}
 	e.watchers.retry = opts.OverCapRetry
+	e.watchers.clock = opts.Clock
 	e.watchers.onOver, e.watchers.onUnder = e.overCap, e.underCap
 	core, err := rules.Compile(planner.CoreRule())
 	if err != nil {
@@ -367,7 +377,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		}()
 	}
 	lastPeers := e.peersFingerprint(ctx)
-	statusTicker := time.NewTicker(2 * time.Second)
+	statusTicker := e.opts.Clock.NewTicker(2 * time.Second)
 	defer statusTicker.Stop()
 	e.triggerRefresh()
 	for {
@@ -386,10 +396,10 @@ func (e *Engine) Start(ctx context.Context) error {
 			}
 		case <-e.refresh:
 			// Coalesce bursts of rule and peer events.
-			time.Sleep(50 * time.Millisecond)
+			<-e.opts.Clock.After(50 * time.Millisecond)
 			e.drainRefresh()
 			e.doRefresh(ctx)
-		case <-statusTicker.C:
+		case <-statusTicker.C():
 			e.writeStatuses(ctx)
 		}
 	}

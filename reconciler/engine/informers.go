@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/rules"
@@ -110,10 +111,12 @@ type watchers struct {
 	// before), onUnder when a scope that was over it syncs under it; either may be nil.
 	onOver  func(s scope, err *TooManyObjectsError, first bool)
 	onUnder func(s scope)
+	// clock times the waits of the scopes over the cap (the engine's Options.Clock).
+	clock clock.PassiveClock
 }
 
 func newWatchers() *watchers {
-	return &watchers{all: map[scope]*watcher{}, capped: map[scope]*overCap{}, retry: DefaultOverCapRetry}
+	return &watchers{all: map[scope]*watcher{}, capped: map[scope]*overCap{}, retry: DefaultOverCapRetry, clock: clock.RealClock{}}
 }
 
 // handler receives the objects of a scope that changed (old and new; either may be nil).
@@ -134,7 +137,7 @@ func (ws *watchers) ensure(ctx context.Context, s scope, selector string, limit 
 		w.cancel()
 		delete(ws.all, s)
 	}
-	if c, ok := ws.capped[s]; ok && c.selector == selector && c.limit == limit && time.Now().Before(c.retry) {
+	if c, ok := ws.capped[s]; ok && c.selector == selector && c.limit == limit && ws.clock.Now().Before(c.retry) {
 		return c.err(s)
 	}
 	mapping, err := mapper.RESTMapping(s.gvk.GroupKind(), s.gvk.Version)
@@ -224,7 +227,7 @@ func (ws *watchers) over(s scope, w *watcher, seen int) error {
 		prevDelay = prev.delay
 	}
 	c := &overCap{selector: w.selector, limit: w.limit, seen: seen, delay: nextOverCapDelay(prevDelay, ws.retry)}
-	c.retry = time.Now().Add(c.delay)
+	c.retry = ws.clock.Now().Add(c.delay)
 	ws.capped[s] = c
 	onOver := ws.onOver
 	err := c.err(s)
@@ -431,7 +434,9 @@ func (ws *watchers) retain(keep func(scope) bool) {
 	}
 }
 
-// waitSynced waits up to d for the scope's informer to sync.
+// waitSynced waits up to d for the scope's informer to sync. It waits in real time, not
+// on the engine's clock: it polls the informer's progress over the network, and decides
+// nothing but how long a refresh waits before it queues what the scope holds.
 func (ws *watchers) waitSynced(s scope, d time.Duration) bool {
 	w, ok := ws.get(s)
 	if !ok {

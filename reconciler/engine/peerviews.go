@@ -34,7 +34,7 @@ type peerMapper struct {
 // connected, with which credentials, and their ClusterFeatures.
 func (e *Engine) peersFingerprint(ctx context.Context) string {
 	var b strings.Builder
-	now := time.Now()
+	now := e.opts.Clock.Now()
 	for _, p := range e.opts.Peers.List() {
 		e.contacts.seen(p.ClusterID, now, createWait)
 		cfg := p.Config()
@@ -222,7 +222,7 @@ func (e *Engine) doRefresh(ctx context.Context) {
 		// A kind was not served yet (a CRD being installed) or a peer's discovery
 		// failed: try again, backing off.
 		e.retryDelay = min(max(2*e.retryDelay, time.Second), time.Minute)
-		time.AfterFunc(e.retryDelay, e.triggerRefresh)
+		e.opts.Clock.AfterFunc(e.retryDelay, e.triggerRefresh)
 	} else {
 		e.retryDelay = 0
 	}
@@ -265,7 +265,7 @@ func (e *Engine) enqueueScope(s scope) {
 	if !ok {
 		return
 	}
-	now := time.Now()
+	now := e.opts.Clock.Now()
 	for _, o := range w.informer.GetStore().List() {
 		c := asCached(o)
 		if s.cluster == "" {

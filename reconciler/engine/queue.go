@@ -74,7 +74,7 @@ const (
 
 // onEvent maps a change in a watched scope to the local objects it may affect.
 func (e *Engine) onEvent(s scope, oldC, newC *cachedObject) {
-	now := time.Now()
+	now := e.opts.Clock.Now()
 	if s.cluster == "" {
 		// A change of the local object alone: reconcile tells the event of the engine's
 		// own write from any other.
@@ -234,7 +234,7 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 	overCapViews := map[types.UID]bool{} // sources whose view is over the cap on objects
 	// Peers in their first contact, and the readable peers, for the wait before a create.
 	firstContact, readable := map[types.UID]bool{}, map[types.UID]bool{}
-	now := time.Now()
+	now := e.opts.Clock.Now()
 	for _, p := range e.opts.Peers.List() {
 		name, id := p.Name, p.ClusterID
 		firstContact[id] = e.contacts.seen(id, now, createWait)
@@ -304,7 +304,7 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 		}
 	}
 	if act.Type == planner.ActionCreate {
-		if w, pending := e.ownWrites.Load(it); pending && time.Since(w.(ownWrite).at) < ownWriteWait {
+		if w, pending := e.ownWrites.Load(it); pending && e.opts.Clock.Since(w.(ownWrite).at) < ownWriteWait {
 			// Created by this engine a moment ago, and the local cache has not seen it yet:
 			// wait for it rather than create it twice.
 			return appearedRetry, nil
@@ -330,11 +330,11 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 					r.record(it, false, "", failure{v.RejectedReason, v.Reason})
 				}
 				recordFailures(act.Source.Rule)
-				return max(time.Until(v.Until), time.Second), nil
+				return max(v.Until.Sub(e.opts.Clock.Now()), time.Second), nil
 			}
 			e.held(it, act.Source.Rule, v, entries)
 			recordFailures(act.Source.Rule)
-			return max(time.Until(v.Until), time.Second), nil
+			return max(v.Until.Sub(e.opts.Clock.Now()), time.Second), nil
 		}
 	}
 	err = e.execute(ctx, it, act, entries)
@@ -364,7 +364,7 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 // still syncing (unsynced, and not failing), within createWait of when it was queued.
 func (e *Engine) waitForViews(it item, unsynced, failing map[types.UID]bool) bool {
 	first, ok := e.seen.Load(it)
-	if !ok || time.Since(first.(time.Time)) > createWait {
+	if !ok || e.opts.Clock.Since(first.(time.Time)) > createWait {
 		return false
 	}
 	for id := range unsynced {

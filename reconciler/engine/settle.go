@@ -19,7 +19,7 @@ func (e *Engine) settle(it item, src *planner.Candidate, observed *unstructured.
 	if !ok {
 		return planner.Verdict{} // not written recently
 	}
-	in := planner.SettleInput{History: h, Desired: planner.Digest(src.Object, src.SyncStatus), Missing: observed == nil, Now: time.Now(), Policy: e.opts.Settle}
+	in := planner.SettleInput{History: h, Desired: planner.Digest(src.Object, src.SyncStatus), Missing: observed == nil, Now: e.opts.Clock.Now(), Policy: e.opts.Settle}
 	if observed != nil {
 		in.Drift = src.Drift(observed, src.SyncStatus)
 	}
@@ -60,10 +60,10 @@ func (e *Engine) written(it item, src *planner.Candidate, stored *unstructured.U
 		e.opts.Metrics.changedOnWrite.WithLabelValues(src.Rule).Inc()
 		e.log.Info("the cluster changed a copy on write", "object", it.String(), "rule", src.Rule, "changed", changed)
 	} else if stored != nil && !src.SyncStatus {
-		e.ownWrites.Store(it, ownWrite{resourceVersion: stored.GetResourceVersion(), at: time.Now()})
+		e.ownWrites.Store(it, ownWrite{resourceVersion: stored.GetResourceVersion(), at: e.opts.Clock.Now()})
 	}
 	d := planner.Digest(src.Object, src.SyncStatus)
-	now := time.Now()
+	now := e.opts.Clock.Now()
 	e.histMu.Lock()
 	defer e.histMu.Unlock()
 	e.history[it] = newWriteRecord(e.history[it].history().Written(d, changed, now, e.opts.Settle))

@@ -30,7 +30,7 @@ const ReasonChangedAfterWrite = v1alpha1.ReasonChangedAfterWrite
 // writeStatuses brings every rule's status up to date (written only when it changed) and
 // runs the deletion policy of rules being deleted.
 func (e *Engine) writeStatuses(ctx context.Context) {
-	e.forgetHistory(time.Now())
+	e.forgetHistory(e.opts.Clock.Now())
 	e.opts.Metrics.overCap.Reset()
 	for _, s := range e.watchers.overCapScopes() {
 		e.opts.Metrics.overCap.WithLabelValues(s.cluster, s.gvk.Kind).Inc()

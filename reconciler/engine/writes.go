@@ -115,13 +115,13 @@ func (e *Engine) execute(ctx context.Context, it item, act planner.Action, entri
 	e.log.Info("synced", "op", string(act.Type), "object", it.String(), "rule", rule, "reason", act.Reason)
 	e.opts.Metrics.writes.WithLabelValues(rule, string(act.Type)).Inc()
 	if t, ok := e.seen.Load(it); ok {
-		e.opts.Metrics.latency.WithLabelValues(rule).Observe(time.Since(t.(time.Time)).Seconds())
+		e.opts.Metrics.latency.WithLabelValues(rule).Observe(e.opts.Clock.Since(t.(time.Time)).Seconds())
 	}
 	if r := entry(rule); r != nil {
 		unholdOthers(it, rule, entries)
 		r.record(it, act.Type != planner.ActionDelete, "", failure{})
 		r.mu.Lock()
-		r.lastSync = time.Now()
+		r.lastSync = e.opts.Clock.Now()
 		r.mu.Unlock()
 	}
 	return nil
@@ -164,7 +164,7 @@ func (e *Engine) writeFailed(ctx context.Context, it item, act planner.Action, r
 	if !f.Lasting {
 		return err
 	}
-	now := time.Now()
+	now := e.opts.Clock.Now()
 	d := planner.Digest(act.Source.Object, act.Source.SyncStatus)
 	e.histMu.Lock()
 	e.history[it] = newWriteRecord(e.history[it].history().Refused(d, f.Reason, f.String(), now, e.opts.Settle))
