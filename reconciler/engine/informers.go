@@ -178,17 +178,26 @@ func (ws *watchers) ensure(ctx context.Context, s scope, selector string, limit 
 				return wi, err
 			}
 			initial := opts.SendInitialEvents != nil && *opts.SendInitialEvents
+			// over's error is the one the scope reports from now on (overCapErr, lookup)
+			// and onOver logs: the watch itself just ends.
 			return newCappedWatch(wi, &w.held, initial, limit, func(n int) { _ = ws.over(s, w, n) }, func() { ws.under(s, w) }), nil
 		},
 	}
 	// The client says whether it serves watch-lists (a fake one does not: then the list).
 	inf := toolscache.NewSharedIndexInformer(toolscache.ToListWatcherWithWatchListSemantics(lw, client), &unstructured.Unstructured{}, 0, toolscache.Indexers{})
 	w.informer = inf
-	_ = inf.SetTransform(compactFor(s.gvk))
-	_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *toolscache.Reflector, err error) {
+	// These fail only on an informer that has started, which this one has not; an error
+	// is returned all the same rather than running an informer without its transform or
+	// its handler.
+	if err := inf.SetTransform(compactFor(s.gvk)); err != nil {
+		return fmt.Errorf("watching %s: %w", s, err)
+	}
+	if err := inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *toolscache.Reflector, err error) {
 		w.setErr(err)
-	})
-	_, _ = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+	}); err != nil {
+		return fmt.Errorf("watching %s: %w", s, err)
+	}
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc: func(o any) {
 			w.changed()
 			h(s, nil, asCached(o))
@@ -202,7 +211,9 @@ func (ws *watchers) ensure(ctx context.Context, s scope, selector string, limit 
 			w.changed()
 			h(s, asCached(o), nil)
 		},
-	})
+	}); err != nil {
+		return fmt.Errorf("watching %s: %w", s, err)
+	}
 	wctx, cancel := context.WithCancel(ctx)
 	w.cancel = cancel
 	ws.all[s] = w

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"strings"
@@ -193,7 +194,19 @@ func (e *Engine) doRefresh(ctx context.Context) {
 	for _, s := range peerOrder {
 		ps := peerScopes[s]
 		selectors[s] = sourceSelector(ps.alts)
-		_ = e.watchers.ensure(ctx, s, joinSelectors(selectors[s], uselessCopies(e.opts.LocalID, ps.peer, members, ps.keepOwn)), e.opts.MaxPeerObjects, ps.dyn, ps.mapper, e.onEvent)
+		err := e.watchers.ensure(ctx, s, joinSelectors(selectors[s], uselessCopies(e.opts.LocalID, ps.peer, members, ps.keepOwn)), e.opts.MaxPeerObjects, ps.dyn, ps.mapper, e.onEvent)
+		var tooMany *TooManyObjectsError
+		switch {
+		case err == nil:
+		case errors.As(err, &tooMany):
+			// A scope over the cap waiting to be tried again: the rules that read it report
+			// it (sourceError), and overCap scheduled the refresh that tries it.
+		default:
+			// A view that did not start: the rules report the peer's kind as not readable
+			// (sourceError); the refresh is tried again, backing off.
+			e.log.V(1).Info("watching a peer's objects failed", "scope", s.String(), "error", err.Error())
+			failed = true
+		}
 	}
 	for _, r := range e.snapshot() {
 		if r.compiled == nil || r.builtin {

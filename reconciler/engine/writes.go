@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -36,6 +37,9 @@ func (e *Engine) execute(ctx context.Context, it item, act planner.Action, entri
 		return err
 	}
 	opts := metav1.CreateOptions{FieldManager: v1alpha1.FieldManager}
+	// statusErr is the failure of the status write that follows the write of a copy whose
+	// rule syncs status (writeCopyStatus).
+	var statusErr error
 	switch act.Type {
 	case planner.ActionNone:
 		if act.Withheld != "" {
@@ -78,29 +82,14 @@ func (e *Engine) execute(ctx context.Context, it item, act planner.Action, entri
 			return e.writeFailed(ctx, it, act, entry(rule), ri, fmt.Errorf("creating %s: %w", it, err))
 		}
 		e.written(it, act.Source, created)
-		if act.Source.SyncStatus {
-			if st, ok := act.Object.Object["status"]; ok {
-				created.Object["status"] = st
-				if _, err := ri.UpdateStatus(ctx, created, metav1.UpdateOptions{FieldManager: v1alpha1.FieldManager}); err != nil {
-					// The copy is there; its status follows on the next change or resync.
-					e.log.Error(err, "writing the status of a copy", "object", it.String(), "rule", rule)
-				}
-			}
-		}
+		statusErr = e.writeCopyStatus(ctx, it, ri, act, created)
 	case planner.ActionUpdate:
 		updated, err := ri.Update(ctx, act.Object, metav1.UpdateOptions{FieldManager: v1alpha1.FieldManager})
 		if err != nil {
 			return e.writeFailed(ctx, it, act, entry(rule), ri, fmt.Errorf("updating %s: %w", it, err))
 		}
 		e.written(it, act.Source, updated)
-		if act.Source.SyncStatus {
-			if st, ok := act.Object.Object["status"]; ok {
-				updated.Object["status"] = st
-				if _, err := ri.UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: v1alpha1.FieldManager}); err != nil {
-					e.log.Error(err, "writing the status of a copy", "object", it.String(), "rule", rule)
-				}
-			}
-		}
+		statusErr = e.writeCopyStatus(ctx, it, ri, act, updated)
 	case planner.ActionDelete:
 		uid := act.Object.GetUID()
 		err := ri.Delete(ctx, it.name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
@@ -117,12 +106,49 @@ func (e *Engine) execute(ctx context.Context, it item, act planner.Action, entri
 	if t, ok := e.seen.Load(it); ok {
 		e.opts.Metrics.latency.WithLabelValues(rule).Observe(e.opts.Clock.Since(t.(time.Time)).Seconds())
 	}
+	// The copy is written, its status may not be. A failed status write is not only
+	// logged: logged alone, it waited for another event of the copy or of its source,
+	// and the copy kept a stale status meanwhile. It is reported on the rule and counted
+	// as a refused write, and returned, so that the copy is looked at again with backoff
+	// (processNext counts it in errors_total): the next reconcile finds the status
+	// differing from the source's and writes it again.
+	var statusFailure failure
+	if statusErr != nil {
+		f := planner.ClassifyWriteError(statusErr)
+		e.opts.Metrics.refused.WithLabelValues(rule, f.Reason).Inc()
+		statusFailure = failure{f.Reason, fmt.Sprintf("status: %s", f.String())}
+		e.log.Info("the status of a copy was not written; retrying", "object", it.String(), "rule", rule, "reason", f.Reason, "error", statusErr.Error())
+	}
 	if r := entry(rule); r != nil {
 		unholdOthers(it, rule, entries)
-		r.record(it, act.Type != planner.ActionDelete, "", failure{})
+		r.record(it, act.Type != planner.ActionDelete && statusErr == nil, "", statusFailure)
 		r.mu.Lock()
 		r.lastSync = e.opts.Clock.Now()
 		r.mu.Unlock()
+	}
+	return statusErr
+}
+
+// writeCopyStatus writes the status of a copy just created or updated (stored, as the API
+// server returned it) when its rule syncs status: the status subresource ignores the
+// status of a create or an update, so it is a write of its own.
+func (e *Engine) writeCopyStatus(ctx context.Context, it item, ri dynamic.ResourceInterface, act planner.Action, stored *unstructured.Unstructured) error {
+	if !act.Source.SyncStatus {
+		return nil
+	}
+	st, ok := act.Object.Object["status"]
+	if !ok {
+		return nil
+	}
+	stored.Object["status"] = st
+	_, err := ri.UpdateStatus(ctx, stored, metav1.UpdateOptions{FieldManager: v1alpha1.FieldManager})
+	if apierrors.IsNotFound(err) {
+		// The kind has no status subresource (the write carried the status), or the copy
+		// is gone meanwhile (its delete event queues it again): nothing to retry.
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("writing the status of %s: %w", it, err)
 	}
 	return nil
 }
