@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/rules"
@@ -110,10 +111,12 @@ type watchers struct {
 	// before), onUnder when a scope that was over it syncs under it; either may be nil.
 	onOver  func(s scope, err *TooManyObjectsError, first bool)
 	onUnder func(s scope)
+	// clock times the waits of the scopes over the cap (the engine's Options.Clock).
+	clock clock.PassiveClock
 }
 
 func newWatchers() *watchers {
-	return &watchers{all: map[scope]*watcher{}, capped: map[scope]*overCap{}, retry: DefaultOverCapRetry}
+	return &watchers{all: map[scope]*watcher{}, capped: map[scope]*overCap{}, retry: DefaultOverCapRetry, clock: clock.RealClock{}}
 }
 
 // handler receives the objects of a scope that changed (old and new; either may be nil).
@@ -134,7 +137,7 @@ func (ws *watchers) ensure(ctx context.Context, s scope, selector string, limit 
 		w.cancel()
 		delete(ws.all, s)
 	}
-	if c, ok := ws.capped[s]; ok && c.selector == selector && c.limit == limit && time.Now().Before(c.retry) {
+	if c, ok := ws.capped[s]; ok && c.selector == selector && c.limit == limit && ws.clock.Now().Before(c.retry) {
 		return c.err(s)
 	}
 	mapping, err := mapper.RESTMapping(s.gvk.GroupKind(), s.gvk.Version)
@@ -175,17 +178,26 @@ func (ws *watchers) ensure(ctx context.Context, s scope, selector string, limit 
 				return wi, err
 			}
 			initial := opts.SendInitialEvents != nil && *opts.SendInitialEvents
+			// over's error is the one the scope reports from now on (overCapErr, lookup)
+			// and onOver logs: the watch itself just ends.
 			return newCappedWatch(wi, &w.held, initial, limit, func(n int) { _ = ws.over(s, w, n) }, func() { ws.under(s, w) }), nil
 		},
 	}
 	// The client says whether it serves watch-lists (a fake one does not: then the list).
 	inf := toolscache.NewSharedIndexInformer(toolscache.ToListWatcherWithWatchListSemantics(lw, client), &unstructured.Unstructured{}, 0, toolscache.Indexers{})
 	w.informer = inf
-	_ = inf.SetTransform(compactFor(s.gvk))
-	_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *toolscache.Reflector, err error) {
+	// These fail only on an informer that has started, which this one has not; an error
+	// is returned all the same rather than running an informer without its transform or
+	// its handler.
+	if err := inf.SetTransform(compactFor(s.gvk)); err != nil {
+		return fmt.Errorf("watching %s: %w", s, err)
+	}
+	if err := inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *toolscache.Reflector, err error) {
 		w.setErr(err)
-	})
-	_, _ = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+	}); err != nil {
+		return fmt.Errorf("watching %s: %w", s, err)
+	}
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc: func(o any) {
 			w.changed()
 			h(s, nil, asCached(o))
@@ -199,7 +211,9 @@ func (ws *watchers) ensure(ctx context.Context, s scope, selector string, limit 
 			w.changed()
 			h(s, asCached(o), nil)
 		},
-	})
+	}); err != nil {
+		return fmt.Errorf("watching %s: %w", s, err)
+	}
 	wctx, cancel := context.WithCancel(ctx)
 	w.cancel = cancel
 	ws.all[s] = w
@@ -224,7 +238,7 @@ func (ws *watchers) over(s scope, w *watcher, seen int) error {
 		prevDelay = prev.delay
 	}
 	c := &overCap{selector: w.selector, limit: w.limit, seen: seen, delay: nextOverCapDelay(prevDelay, ws.retry)}
-	c.retry = time.Now().Add(c.delay)
+	c.retry = ws.clock.Now().Add(c.delay)
 	ws.capped[s] = c
 	onOver := ws.onOver
 	err := c.err(s)
@@ -431,7 +445,9 @@ func (ws *watchers) retain(keep func(scope) bool) {
 	}
 }
 
-// waitSynced waits up to d for the scope's informer to sync.
+// waitSynced waits up to d for the scope's informer to sync. It waits in real time, not
+// on the engine's clock: it polls the informer's progress over the network, and decides
+// nothing but how long a refresh waits before it queues what the scope holds.
 func (ws *watchers) waitSynced(s scope, d time.Duration) bool {
 	w, ok := ws.get(s)
 	if !ok {
@@ -539,6 +555,9 @@ func hasCopyLabel(u *unstructured.Unstructured) bool {
 // Each such object costs a watch; beyond maxKeyWatches of a kind, the local informers of
 // the kind go back to carrying every object (localSelector), which then shows the objects
 // in the way to every reconcile, and the rules say so.
+//
+// The watch runs until ctx is done (or the scope is retained no more): ctx is the
+// engine's run context, which the workers pass down to every reconcile.
 func (e *Engine) inTheWay(ctx context.Context, it item, ri dynamic.ResourceInterface) {
 	obj, err := ri.Get(ctx, it.name, metav1.GetOptions{})
 	if err != nil || hasCopyLabel(obj) {
@@ -559,7 +578,7 @@ func (e *Engine) inTheWay(ctx context.Context, it item, ri dynamic.ResourceInter
 		return
 	}
 	s := keyScope(it.gvk, it.namespace, it.name)
-	if err := e.watchers.ensure(e.ctx, s, "", 0, e.opts.Dynamic, e.opts.Mapper, e.onEvent); err != nil {
+	if err := e.watchers.ensure(ctx, s, "", 0, e.opts.Dynamic, e.opts.Mapper, e.onEvent); err != nil {
 		e.log.Error(err, "watching an object in the way of a copy", "object", it.String())
 		return
 	}

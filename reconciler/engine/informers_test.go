@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	toolscache "k8s.io/client-go/tools/cache"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/rules"
@@ -113,9 +114,10 @@ func TestWaitForViews(t *testing.T) {
 		{name: "not queued", unsynced: map[types.UID]bool{a: true}, want: false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := &Engine{}
+			clk := clocktesting.NewFakeClock(time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC))
+			e := &Engine{opts: Options{Clock: clk}}
 			if tc.queued > 0 {
-				e.seen.Store(it, time.Now().Add(-tc.queued))
+				e.seen.Store(it, clk.Now().Add(-tc.queued))
 			}
 			if got := e.waitForViews(it, tc.unsynced, tc.failing); got != tc.want {
 				t.Errorf("waitForViews = %v, want %v", got, tc.want)

@@ -237,7 +237,7 @@ func initialEventsEnd(o any) bool {
 // event on the rules that read it when it was not over the cap before. The scope is
 // derived again once its wait is over.
 func (e *Engine) overCap(s scope, err *TooManyObjectsError, first bool) {
-	time.AfterFunc(err.Retry, e.triggerRefresh)
+	e.opts.Clock.AfterFunc(err.Retry, e.triggerRefresh)
 	e.log.Info("a peer offers more objects than the cap: not watched, its copies are kept", "scope", s.String(), "seen", err.Seen, "cap", err.Limit, "retryIn", err.Retry.String())
 	if !first || e.opts.Recorder == nil {
 		return

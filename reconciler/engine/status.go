@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -29,7 +30,7 @@ const ReasonChangedAfterWrite = v1alpha1.ReasonChangedAfterWrite
 // writeStatuses brings every rule's status up to date (written only when it changed) and
 // runs the deletion policy of rules being deleted.
 func (e *Engine) writeStatuses(ctx context.Context) {
-	e.forgetHistory(time.Now())
+	e.forgetHistory(e.opts.Clock.Now())
 	e.opts.Metrics.overCap.Reset()
 	for _, s := range e.watchers.overCapScopes() {
 		e.opts.Metrics.overCap.WithLabelValues(s.cluster, s.gvk.Kind).Inc()
@@ -336,4 +337,36 @@ func (e *Engine) deleteCopies(ctx context.Context, gvk schema.GroupVersionKind, 
 		}
 	}
 	return nil
+}
+
+// summarizeReasons lists the first objects of m, by name, each with its reason.
+func summarizeReasons(m map[item]string, max int) string {
+	keys := make([]item, 0, len(m))
+	for it := range m {
+		keys = append(keys, it)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+	var parts []string
+	for i, it := range keys {
+		if i == max {
+			parts = append(parts, fmt.Sprintf("and %d more", len(keys)-max))
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%s (%s)", it, m[it]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func summarize(m map[item]string, max int) string {
+	keys := make([]string, 0, len(m))
+	for it := range m {
+		keys = append(keys, it.String())
+	}
+	sort.Strings(keys)
+	more := ""
+	if len(keys) > max {
+		more = fmt.Sprintf(" and %d more", len(keys)-max)
+		keys = keys[:max]
+	}
+	return strings.Join(keys, ", ") + more
 }

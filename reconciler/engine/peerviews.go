@@ -1,0 +1,352 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/peers"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/planner"
+)
+
+type peerMapper struct {
+	cfg    *rest.Config
+	mapper *restmapper.DeferredDiscoveryRESTMapper
+	client dynamic.Interface
+}
+
+// peersFingerprint summarises what the rules depend on of the peers: who is Ready and
+// connected, with which credentials, and their ClusterFeatures.
+func (e *Engine) peersFingerprint(ctx context.Context) string {
+	var b strings.Builder
+	now := e.opts.Clock.Now()
+	for _, p := range e.opts.Peers.List() {
+		e.contacts.seen(p.ClusterID, now, createWait)
+		cfg := p.Config()
+		fmt.Fprintf(&b, "%s/%s/%t/%t/", p.Name, p.ClusterID, p.Ready, cfg != nil)
+		if cfg != nil {
+			h := fnv.New64a()
+			h.Write([]byte(cfg.Host))
+			h.Write([]byte(cfg.BearerToken))
+			h.Write(cfg.CertData)
+			fmt.Fprintf(&b, "%x/", h.Sum64())
+		}
+		for _, f := range peerFeatures(ctx, p) {
+			fmt.Fprintf(&b, "|%s:%s", f.Name, f.ResourceVersion)
+		}
+		b.WriteString(";")
+	}
+	return b.String()
+}
+
+// peerClients returns the dynamic client and mapper of a peer, rebuilt when its config
+// changes.
+func (e *Engine) peerClients(p peers.Peer) (dynamic.Interface, meta.RESTMapper, error) {
+	cfg := p.Config()
+	if cfg == nil {
+		return nil, nil, fmt.Errorf("peer %s is not connected", p.Name)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if pm, ok := e.mappers[p.Name]; ok && pm.cfg.BearerToken == cfg.BearerToken && pm.cfg.Host == cfg.Host && string(pm.cfg.CertData) == string(cfg.CertData) {
+		return pm.client, pm.mapper, nil
+	}
+	// The peer's own HTTP client: it dials only the addresses this cluster allows and
+	// refuses redirects.
+	hc := p.HTTPClient()
+	if hc == nil {
+		return nil, nil, fmt.Errorf("peer %s is not connected", p.Name)
+	}
+	dc, err := discovery.NewDiscoveryClientForConfigAndClient(cfg, hc)
+	if err != nil {
+		return nil, nil, err
+	}
+	dyn, err := dynamic.NewForConfigAndClient(cfg, hc)
+	if err != nil {
+		return nil, nil, err
+	}
+	pm := peerMapper{cfg: cfg, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc)), client: dyn}
+	e.mappers[p.Name] = pm
+	// The connection changed: its informers are rebuilt.
+	e.watchers.retain(func(s scope) bool { return s.cluster != p.Name })
+	return pm.client, pm.mapper, nil
+}
+
+// doRefresh starts the informers the rules need, stops the others, and queues every
+// object they know, so that every rule is re-evaluated.
+func (e *Engine) doRefresh(ctx context.Context) {
+	e.forgetMappings()
+	needed := map[scope]bool{}
+	failed := false
+	all := e.opts.Peers.List()
+	// The peers' informers are started once every rule is seen: a scope that some rule
+	// needs the peer's copies of our objects in (syncStatusBack) keeps them.
+	type peerScope struct {
+		peer    types.UID
+		dyn     dynamic.Interface
+		mapper  meta.RESTMapper
+		keepOwn bool
+		// alts are the label alternatives of the rules reading the scope: its informer
+		// selects what any of them may match.
+		alts []labels.Selector
+	}
+	peerScopes := map[scope]*peerScope{}
+	var peerOrder []scope // in the order the rules and peers ask for them
+	members := memberIDs(all)
+	wantPeer := func(s scope, p peers.Peer, dyn dynamic.Interface, mapper meta.RESTMapper, keepOwn bool, alts []labels.Selector) {
+		needed[s] = true
+		ps := peerScopes[s]
+		if ps == nil {
+			ps = &peerScope{peer: p.ClusterID, dyn: dyn, mapper: mapper}
+			peerScopes[s] = ps
+			peerOrder = append(peerOrder, s)
+		}
+		ps.keepOwn = ps.keepOwn || keepOwn
+		ps.alts = append(ps.alts, alts...)
+	}
+	ruleScopes := map[*ruleEntry][]scope{} // the peers' scopes each rule reads its sources from
+	for _, r := range e.snapshot() {
+		if r.compiled == nil {
+			continue
+		}
+		r.setErr(nil)
+		if r.rsr.DeletionTimestamp != nil {
+			continue
+		}
+		srcNS := r.namespaces
+		if srcNS == nil {
+			srcNS = []string{""}
+		}
+		for _, gvk := range r.compiled.TargetGVKs {
+			locNS := planner.LocalNamespaces(r.rsr, r.compiled)
+			if locNS == nil {
+				locNS = []string{""}
+			}
+			for _, ns := range locNS {
+				s, err := e.scopeFor("", gvk, ns, e.opts.Mapper)
+				if err != nil {
+					r.setErr(err)
+					failed = true
+					continue
+				}
+				needed[s] = true
+				if err := e.watchers.ensure(ctx, s, e.localSelector(gvk), 0, e.opts.Dynamic, e.opts.Mapper, e.onEvent); err != nil {
+					r.setErr(err)
+					failed = true
+				}
+			}
+		}
+		for _, p := range all {
+			if !p.Ready || p.Config() == nil {
+				continue
+			}
+			dyn, mapper, err := e.peerClients(p)
+			if err != nil {
+				failed = true
+				continue
+			}
+			for _, ns := range srcNS {
+				s, err := e.scopeFor(p.Name, r.compiled.GVK, ns, mapper)
+				if err != nil {
+					failed = true
+					continue // reported in the rule's source status
+				}
+				wantPeer(s, p, dyn, mapper, false, r.compiled.LabelAlternatives())
+				ruleScopes[r] = append(ruleScopes[r], s)
+			}
+			if r.rsr.Spec.SyncStatusBack {
+				// The peers' copies of our objects, whose status flows back.
+				locNS := planner.LocalNamespaces(r.rsr, r.compiled)
+				if locNS == nil {
+					locNS = []string{""}
+				}
+				for _, gvk := range r.compiled.TargetGVKs {
+					for _, ns := range locNS {
+						s, err := e.scopeFor(p.Name, gvk, ns, mapper)
+						if err != nil {
+							failed = true
+							continue
+						}
+						// Every label: the copies' labels are what the rule wrote there.
+						wantPeer(s, p, dyn, mapper, true, []labels.Selector{labels.Everything()})
+					}
+				}
+			}
+		}
+	}
+	selectors := map[scope]string{}
+	for _, s := range peerOrder {
+		ps := peerScopes[s]
+		selectors[s] = sourceSelector(ps.alts)
+		err := e.watchers.ensure(ctx, s, joinSelectors(selectors[s], uselessCopies(e.opts.LocalID, ps.peer, members, ps.keepOwn)), e.opts.MaxPeerObjects, ps.dyn, ps.mapper, e.onEvent)
+		var tooMany *TooManyObjectsError
+		switch {
+		case err == nil:
+		case errors.As(err, &tooMany):
+			// A scope over the cap waiting to be tried again: the rules that read it report
+			// it (sourceError), and overCap scheduled the refresh that tries it.
+		default:
+			// A view that did not start: the rules report the peer's kind as not readable
+			// (sourceError); the refresh is tried again, backing off.
+			e.log.V(1).Info("watching a peer's objects failed", "scope", s.String(), "error", err.Error())
+			failed = true
+		}
+	}
+	for _, r := range e.snapshot() {
+		if r.compiled == nil || r.builtin {
+			continue
+		}
+		var sels []string
+		for _, s := range ruleScopes[r] {
+			sels = append(sels, selectors[s])
+		}
+		note := noteWatches(r, sels, e.everyLocal(r.compiled.TargetGVKs))
+		r.mu.Lock()
+		r.watch = note
+		r.peerScopes = ruleScopes[r]
+		r.mu.Unlock()
+	}
+	// A watch of an object in the way of a copy (inTheWay) lasts while its kind is
+	// watched here.
+	localKinds := map[schema.GroupVersionKind]bool{}
+	for s := range needed {
+		if s.cluster == "" {
+			localKinds[s.gvk] = true
+		}
+	}
+	e.watchers.retain(func(s scope) bool { return needed[s] || (s.cluster == "" && s.name != "" && localKinds[s.gvk]) })
+	if failed {
+		// A kind was not served yet (a CRD being installed) or a peer's discovery
+		// failed: try again, backing off.
+		e.retryDelay = min(max(2*e.retryDelay, time.Second), time.Minute)
+		e.opts.Clock.AfterFunc(e.retryDelay, e.triggerRefresh)
+	} else {
+		e.retryDelay = 0
+	}
+	// Re-evaluate everything: local copies and what the sources have.
+	for s := range needed {
+		go e.enqueueScope(s)
+	}
+}
+
+// memberIDs returns the cluster IDs of the peers.
+func memberIDs(all []peers.Peer) []types.UID {
+	ids := make([]types.UID, 0, len(all))
+	for _, p := range all {
+		ids = append(ids, p.ClusterID)
+	}
+	return ids
+}
+
+// scopeFor normalises a scope: cluster-scoped kinds have no namespace.
+func (e *Engine) scopeFor(cluster string, gvk schema.GroupVersionKind, ns string, mapper meta.RESTMapper) (scope, error) {
+	m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		if rm, ok := mapper.(*restmapper.DeferredDiscoveryRESTMapper); ok {
+			rm.Reset()
+		}
+		return scope{}, fmt.Errorf("kind %s is not served by cluster %s: %w", gvk, clusterName(cluster), err)
+	}
+	if m.Scope.Name() == meta.RESTScopeNameRoot {
+		ns = ""
+	}
+	return scope{cluster: cluster, gvk: gvk, namespace: ns}, nil
+}
+
+// enqueueScope waits for the scope's informer to sync and queues what it knows.
+func (e *Engine) enqueueScope(s scope) {
+	if !e.watchers.waitSynced(s, time.Minute) {
+		return
+	}
+	w, ok := e.watchers.get(s)
+	if !ok {
+		return
+	}
+	now := e.opts.Clock.Now()
+	for _, o := range w.informer.GetStore().List() {
+		c := asCached(o)
+		if s.cluster == "" {
+			// Every local object, even one as the engine wrote it: the rules may have changed.
+			e.add(c.item(s.gvk), now)
+			continue
+		}
+		e.onEvent(s, nil, c)
+	}
+}
+
+func (e *Engine) anyLocalScope(gvk schema.GroupVersionKind) (scope, bool) {
+	e.watchers.mu.Lock()
+	defer e.watchers.mu.Unlock()
+	for s := range e.watchers.all {
+		if s.cluster == "" && s.gvk == gvk {
+			return s, true
+		}
+	}
+	return scope{}, false
+}
+
+func peerFeatures(ctx context.Context, p peers.Peer) []v1alpha1.ClusterFeature {
+	rd := p.Reader()
+	if rd == nil {
+		return nil
+	}
+	var list v1alpha1.ClusterFeatureList
+	if err := rd.List(ctx, &list); err != nil {
+		return nil
+	}
+	return list.Items
+}
+
+func (e *Engine) localCluster(ctx context.Context) map[string]any {
+	return e.clusterObject(ctx, e.opts.LocalName)
+}
+
+func (e *Engine) peerCluster(ctx context.Context, name string) map[string]any {
+	return e.clusterObject(ctx, name)
+}
+
+// clusterObject returns the content of the local Cluster named name for templates. The
+// conversion is kept per resourceVersion: every reconcile asks for it, and templates only
+// read it.
+func (e *Engine) clusterObject(ctx context.Context, name string) map[string]any {
+	var c v1alpha1.Cluster
+	if err := e.opts.Client.Get(ctx, client.ObjectKey{Name: name}, &c); err != nil {
+		return nil
+	}
+	e.clusterMu.Lock()
+	defer e.clusterMu.Unlock()
+	if cached, ok := e.clusters[name]; ok && cached.resourceVersion == c.ResourceVersion && c.ResourceVersion != "" {
+		return cached.content
+	}
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&c)
+	if err != nil {
+		return nil
+	}
+	if e.clusters == nil {
+		e.clusters = map[string]clusterContent{}
+	}
+	e.clusters[name] = clusterContent{resourceVersion: c.ResourceVersion, content: m}
+	return m
+}
+
+// clusterContent is a Cluster converted for templates, at one resourceVersion.
+type clusterContent struct {
+	resourceVersion string
+	content         map[string]any
+}

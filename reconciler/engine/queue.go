@@ -1,0 +1,376 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/planner"
+)
+
+// ownWrite is a write of the engine that no reconcile has seen in the local cache yet.
+type ownWrite struct {
+	resourceVersion string
+	at              time.Time
+	// decidedBefore is set when a reconcile of the copy ran while the local cache did not
+	// have the write yet: its decision was made on the copy as it was before, so the
+	// write's own event must be looked at in full (a delete at the origin right after the
+	// write, seen while the local cache still lacked the copy, decided nothing).
+	decidedBefore bool
+}
+
+// reconciled is what a reconcile that finds the local copy at observedRV does with the
+// engine's pending write w: next is the write as it is kept afterwards (nil: forgotten,
+// the local cache has it), and skip says that the reconcile has nothing to do. full says
+// that something other than a change of the local object queued it (its source, a rule,
+// a peer, a retry).
+//
+// A reconcile queued only by the event of the write itself is skipped when the local
+// cache has the write and no reconcile ran on the copy as it was before: the write's
+// source, the rules and the peers queue the copy by their own events when they change
+// (while the write's reconcile ran, the queue held it to be looked at again). A reconcile
+// that runs while the cache lacks the write decided on the copy as it was before (a
+// delete at the origin right after the write decides nothing while the copy seems
+// absent), so the write's event is then looked at in full.
+func (w ownWrite) reconciled(observedRV string, full bool) (next *ownWrite, skip bool) {
+	if observedRV == w.resourceVersion {
+		return nil, !full && !w.decidedBefore
+	}
+	marked := w
+	marked.decidedBefore = true
+	return &marked, false
+}
+
+// ownWriteWait bounds how long a copy created by the engine and not yet in the local
+// cache is waited for before it is created again.
+const ownWriteWait = 5 * time.Second
+
+// errAppeared: a create found the object already there (the local cache was behind).
+var errAppeared = errors.New("the object already exists")
+
+// appearedRetry is how soon a copy whose create found it already there is looked at
+// again (its informer event usually queues it sooner).
+const appearedRetry = 100 * time.Millisecond
+
+// unsyncedRetry is how soon a copy is looked at again when its origin's view had not
+// synced yet.
+const unsyncedRetry = time.Second
+
+// A create waits up to createWait (from when the object was first queued) for the views
+// of sources that are not known yet (unseenSources: readable sources still syncing, and
+// peers in their first contact), looking again every createRetry (every unsyncedRetry
+// while only peers not readable yet are waited for, waitRetry): one of them may have
+// the object too, with a lower cluster ID, and which origin a copy follows must not
+// depend on which view synced first.
+const (
+	createWait  = 10 * time.Second
+	createRetry = 250 * time.Millisecond
+)
+
+// onEvent maps a change in a watched scope to the local objects it may affect.
+func (e *Engine) onEvent(s scope, oldC, newC *cachedObject) {
+	now := e.opts.Clock.Now()
+	if s.cluster == "" {
+		// A change of the local object alone: reconcile tells the event of the engine's
+		// own write from any other.
+		for _, c := range []*cachedObject{oldC, newC} {
+			if c != nil {
+				e.addLocal(c.item(s.gvk), now)
+			}
+		}
+		if newC == nil && oldC != nil {
+			e.ownWrites.Delete(oldC.item(s.gvk))
+		}
+		return
+	}
+	e.onPeerEvent(s, e.decode(s, oldC), e.decode(s, newC), now)
+}
+
+// decode returns the object of an informer's cachedObject (nil for nil).
+func (e *Engine) decode(s scope, c *cachedObject) *unstructured.Unstructured {
+	if c == nil {
+		return nil
+	}
+	u, err := c.object(s.gvk)
+	if err != nil {
+		e.log.Error(err, "reading a cached object", "scope", s.String())
+		return nil
+	}
+	return u
+}
+
+// onPeerEvent maps a change of a peer's object to the local objects it may affect.
+func (e *Engine) onPeerEvent(s scope, oldObj, newObj *unstructured.Unstructured, now time.Time) {
+	for _, r := range e.snapshot() {
+		if r.compiled == nil {
+			continue
+		}
+		if r.rsr.Spec.SyncStatusBack && planner.ContainsGVK(r.compiled.TargetGVKs, s.gvk) {
+			// A peer's copy of one of our objects: its status flows back to the original.
+			for _, o := range []*unstructured.Unstructured{oldObj, newObj} {
+				if o == nil || types.UID(o.GetAnnotations()[v1alpha1.OwnershipAnnotation]) != e.opts.LocalID {
+					continue
+				}
+				for _, src := range r.compiled.SourceKeys(types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}) {
+					e.add(item{gvk: r.compiled.GVK, namespace: src.Namespace, name: src.Name, back: true}, now)
+				}
+			}
+		}
+		if r.compiled.GVK != s.gvk {
+			continue
+		}
+		for _, o := range []*unstructured.Unstructured{oldObj, newObj} {
+			if t, ok := planner.TargetOf(r.compiled, e.opts.LocalID, o); ok {
+				e.add(item{gvk: t.GVK, namespace: t.Key.Namespace, name: t.Key.Name}, now)
+			}
+		}
+	}
+}
+
+// add queues it for a reconcile: its source, a rule, a peer or the policy changed, or it
+// is looked at again.
+func (e *Engine) add(it item, now time.Time) {
+	e.seen.LoadOrStore(it, now)
+	e.full.Store(it, struct{}{})
+	e.queue.Add(it)
+}
+
+// addLocal queues it for a change of the local object alone. A reconcile that only such
+// changes asked for, and that finds the object as the engine last wrote it, has nothing to
+// do (reconcile): that is the event of its own write, which came before the write
+// returned.
+func (e *Engine) addLocal(it item, now time.Time) {
+	e.seen.LoadOrStore(it, now)
+	e.queue.Add(it)
+}
+
+func (e *Engine) processNext(ctx context.Context) bool {
+	it, shutdown := e.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer e.queue.Done(it)
+	var requeue time.Duration
+	var err error
+	if it.back {
+		err = e.reconcileBack(ctx, it)
+	} else {
+		requeue, err = e.reconcile(ctx, it)
+	}
+	switch {
+	case err != nil:
+		e.opts.Metrics.errors.WithLabelValues(it.gvk.Kind).Inc()
+		e.log.V(1).Info("sync failed, retrying", "object", it.String(), "error", err.Error())
+		e.full.Store(it, struct{}{})
+		e.queue.AddRateLimited(it)
+	case requeue > 0:
+		e.full.Store(it, struct{}{})
+		e.queue.AddAfter(it, requeue)
+	default:
+		e.queue.Forget(it)
+		e.seen.Delete(it)
+	}
+	return true
+}
+
+// reconcile brings one local object to what the rules ask for.
+func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) {
+	_, full := e.full.LoadAndDelete(it)
+	observed, synced, err := e.watchers.lookup("", it.gvk, it.namespace, it.name)
+	if err != nil {
+		return 0, err
+	}
+	if !synced {
+		if _, any := e.anyLocalScope(it.gvk); !any {
+			return 0, nil // no rule watches this kind any more
+		}
+		return time.Second, nil
+	}
+	e.settledKey(it, observed)
+	if w, pending := e.ownWrites.Load(it); pending {
+		ow := w.(ownWrite)
+		observedRV := ""
+		if observed != nil {
+			observedRV = observed.GetResourceVersion()
+		}
+		switch next, skip := ow.reconciled(observedRV, full); {
+		case next == nil:
+			e.ownWrites.CompareAndDelete(it, ow)
+			if skip {
+				return 0, nil
+			}
+		case *next != ow:
+			e.ownWrites.CompareAndSwap(it, ow, *next) // not if the copy's delete dropped it meanwhile
+		}
+	}
+	membership := observed != nil && planner.MembershipObject(observed)
+	if observed != nil && observed.GetDeletionTimestamp() != nil && observed.GetAnnotations()[v1alpha1.OwnershipAnnotation] != "" {
+		// A copy being deleted (to be recreated, or with its namespace): nothing is written
+		// to it; it is looked at again once it is gone.
+		return 2 * time.Second, nil
+	}
+	target := types.NamespacedName{Namespace: it.namespace, Name: it.name}
+	var entries []*ruleEntry
+	var ruleSet []planner.Rule
+	for _, r := range e.snapshot() {
+		if r.compiled == nil || r.rsr.DeletionTimestamp != nil || !planner.ContainsGVK(r.compiled.TargetGVKs, it.gvk) {
+			continue
+		}
+		entries = append(entries, r)
+		ruleSet = append(ruleSet, planner.Rule{Spec: r.rsr, Compiled: r.compiled})
+	}
+	// The peers' ClusterFeatures are listed only for rules that select sources by them.
+	needFeatures := false
+	for _, r := range ruleSet {
+		needFeatures = needFeatures || r.Compiled.NeedsFeatures()
+	}
+	var sources []planner.Source
+	failingViews := map[types.UID]bool{} // readable sources whose view fails to sync
+	overCapViews := map[types.UID]bool{} // sources whose view is over the cap on objects
+	// Peers in their first contact, and the readable peers, for the wait before a create.
+	firstContact, readable := map[types.UID]bool{}, map[types.UID]bool{}
+	now := e.opts.Clock.Now()
+	for _, p := range e.opts.Peers.List() {
+		name, id := p.Name, p.ClusterID
+		firstContact[id] = e.contacts.seen(id, now, createWait)
+		readable[id] = p.Ready && p.Config() != nil
+		var features []v1alpha1.ClusterFeature
+		if needFeatures {
+			features = peerFeatures(ctx, p)
+		}
+		sources = append(sources, planner.Source{
+			Name: p.Name, ClusterID: p.ClusterID, Readable: readable[id],
+			Features: features, Cluster: e.peerCluster(ctx, p.Name),
+			Lookup: func(gvk schema.GroupVersionKind, ns, n string) (*unstructured.Unstructured, bool) {
+				obj, synced, err := e.watchers.lookup(name, gvk, ns, n)
+				if !synced && (err != nil || !e.watchers.covers(name, gvk, ns)) {
+					failingViews[id] = true // failing, or never started (the peer does not serve the kind)
+				}
+				var tooMany *TooManyObjectsError
+				if !synced && errors.As(err, &tooMany) {
+					overCapViews[id] = true
+				}
+				return obj, synced
+			},
+		})
+	}
+	policy, err := e.policy(ctx)
+	if err != nil {
+		return 0, err
+	}
+	g := planner.Gather(e.opts.LocalID, e.localCluster(ctx), policy, ruleSet, sources, it.gvk, target, observed)
+	// The objects a rule failed to mutate (a template error or limit) are reported on the
+	// rule after the action is recorded, which would clear them; not retried: a change of
+	// the object or the rule brings them back.
+	recordFailures := func(synced string) {
+		for rule, fails := range g.Failures {
+			if rule == synced {
+				continue // another source's object synced it
+			}
+			for _, r := range entries {
+				if r.rsr.Name == rule {
+					r.record(it, false, "", failure{v1alpha1.ReasonMutationFailed, fails[0]})
+				}
+			}
+		}
+		for rule, refs := range g.Refusals {
+			if rule == synced {
+				continue
+			}
+			for _, r := range entries {
+				if r.rsr.Name == rule {
+					e.refused(it, r, refs[0])
+				}
+			}
+		}
+	}
+	if membership {
+		// The membership sync owns the Clusters and their reader Secrets: no rule writes
+		// them, and a rule that tries is reported (its copy is refused by the policy).
+		recordFailures("")
+		return 0, nil
+	}
+	act := planner.Decide(g.Input(e.opts.LocalID, observed))
+	if act.Type == planner.ActionCreate || planner.TakesOver(act, observed) {
+		// The origin this copy starts from (or changes to) is chosen for good: wait for the
+		// views that may still offer one with a lower cluster ID.
+		if unseen := unseenSources(g.Unsynced, failingViews, firstContact, readable); e.waitForViews(it, unseen, nil) {
+			return waitRetry(unseen, readable), nil
+		}
+	}
+	if act.Type == planner.ActionCreate {
+		if w, pending := e.ownWrites.Load(it); pending && e.opts.Clock.Since(w.(ownWrite).at) < ownWriteWait {
+			// Created by this engine a moment ago, and the local cache has not seen it yet:
+			// wait for it rather than create it twice.
+			return appearedRetry, nil
+		}
+	}
+	if act.Type == planner.ActionCreate || act.Type == planner.ActionUpdate {
+		if v := e.settle(it, act.Source, observed); v.Hold {
+			if v.Rejected {
+				// Content the API server refused for good waits for the source to change, or
+				// is recreated when the rule says so (it may have been refused before the
+				// rule did).
+				for _, r := range entries {
+					if r.rsr.Name != act.Source.Rule {
+						continue
+					}
+					if act.Type == planner.ActionUpdate && v.RejectedReason == v1alpha1.ReasonImmutableField && recreates(r) {
+						ri, err := e.resource(it.gvk, it.namespace)
+						if err != nil {
+							return 0, err
+						}
+						return 0, e.recreate(ctx, it, act, r, ri, v.Reason)
+					}
+					r.record(it, false, "", failure{v.RejectedReason, v.Reason})
+				}
+				recordFailures(act.Source.Rule)
+				return max(v.Until.Sub(e.opts.Clock.Now()), time.Second), nil
+			}
+			e.held(it, act.Source.Rule, v, entries)
+			recordFailures(act.Source.Rule)
+			return max(v.Until.Sub(e.opts.Clock.Now()), time.Second), nil
+		}
+	}
+	err = e.execute(ctx, it, act, entries)
+	if errors.Is(err, errAppeared) {
+		return appearedRetry, nil
+	}
+	syncedBy := ""
+	if err == nil && act.Source != nil && act.Type != planner.ActionConflict {
+		syncedBy = act.Source.Rule
+	}
+	recordFailures(syncedBy)
+	if err == nil && act.Type == planner.ActionNone && observed != nil {
+		// A copy whose origin is readable but not synced yet (a peer reconnected, a new
+		// process or leader): whether the origin still has the object is not known. Look
+		// again once it has synced, or a delete made meanwhile would never reach the copy:
+		// the origin's informer, once synced, only enqueues the objects it still has.
+		// A view over the cap is not waited for: the copy is kept as it is, and looked at
+		// again when the view syncs under the cap (underCap).
+		if origin := types.UID(observed.GetAnnotations()[v1alpha1.OwnershipAnnotation]); origin != "" && g.Unsynced[origin] && !overCapViews[origin] {
+			return unsyncedRetry, nil
+		}
+	}
+	return 0, err
+}
+
+// waitForViews reports whether a create of it waits for the views of sources that are
+// still syncing (unsynced, and not failing), within createWait of when it was queued.
+func (e *Engine) waitForViews(it item, unsynced, failing map[types.UID]bool) bool {
+	first, ok := e.seen.Load(it)
+	if !ok || e.opts.Clock.Since(first.(time.Time)) > createWait {
+		return false
+	}
+	for id := range unsynced {
+		if !failing[id] {
+			return true
+		}
+	}
+	return false
+}
