@@ -140,7 +140,11 @@ func NewOptions(restClientGetter genericclioptions.RESTClientGetter, streams gen
 // NewCmdGet returns the "get" command. restClientGetter is the root command's kubeconfig
 // flags: its kubeconfig lists the contexts, its --namespace is the namespace to search.
 func NewCmdGet(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *cobra.Command {
-	o := NewOptions(restClientGetter, streams)
+	return newCmdGet(NewOptions(restClientGetter, streams))
+}
+
+// newCmdGet returns the "get" command of o.
+func newCmdGet(o *Options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "get RESOURCE [NAME...] [flags]",
 		Short:   "Search resources across the clusters of the group, with a CLUSTER column",

@@ -73,7 +73,7 @@ func TestFlags(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if o.Namespace != "cluster-registry" || o.DryRun != "none" || o.Timeout != 2*time.Minute || o.Wait || o.OneWay || o.AllowLoopback {
+		if o.Namespace != "cluster-registry" || o.DryRun != cmdutil.DryRunNone || o.Timeout != 2*time.Minute || o.Wait || o.OneWay || o.AllowLoopback {
 			t.Errorf("defaults: %+v", o)
 		}
 		// Side A is the current context.
@@ -120,7 +120,7 @@ func TestFlags(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if o.DryRun != "client" || !o.yamlOutput {
+		if o.DryRun != cmdutil.DryRunClient || !o.yamlOutput {
 			t.Errorf("options: %+v", o)
 		}
 	})
@@ -135,8 +135,8 @@ func TestFlags(t *testing.T) {
 		{name: "unknown context", args: []string{"--context", "nosuch", "--peer-context", "b"}, want: `--context "nosuch": no such context in the kubeconfig`},
 		{name: "http server", args: []string{"--peer-context", "b", "--server", "http://a.example.com"}, want: "--server: API server address"},
 		{name: "bad peer server", args: []string{"--peer-context", "b", "--peer-server", "https://u:p@b.example.com"}, want: "--peer-server: API server address"},
-		{name: "bare dry run", args: []string{"--peer-context", "b", "--dry-run"}, want: "--dry-run flag without a value was specified"},
-		{name: "unknown dry run", args: []string{"--peer-context", "b", "--dry-run=all"}, want: `--dry-run must be "none", "server", or "client", got "all"`},
+		{name: "bare dry run", args: []string{"--peer-context", "b", "--dry-run"}, want: "flag needs an argument: --dry-run"},
+		{name: "unknown dry run", args: []string{"--peer-context", "b", "--dry-run=all"}, want: `--dry-run must be "none", "client" or "server", got "all"`},
 		{name: "wait in a dry run", args: []string{"--peer-context", "b", "--dry-run=client", "--wait"}, want: "--wait cannot be used with --dry-run"},
 		{name: "no timeout", args: []string{"--peer-context", "b", "--wait", "--timeout", "0s"}, want: "--timeout must be positive"},
 		{name: "unknown output", args: []string{"--peer-context", "b", "-o", "table"}, want: `unable to match a printer suitable for the output format "table"`},

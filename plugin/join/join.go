@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -18,7 +17,6 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -89,15 +87,6 @@ const (
 		kubectl registry join --context east --peer-context west --dry-run=client -o yaml`
 )
 
-// Dry-run strategies of --dry-run.
-const (
-	dryRunNone   = "none"
-	dryRunClient = "client"
-	dryRunServer = "server"
-	// dryRunUnset is the value of a bare --dry-run, refused as kubectl does.
-	dryRunUnset = "unchanged"
-)
-
 // Defaults of the flags.
 const (
 	// DefaultTimeout is the default of --timeout.
@@ -124,8 +113,8 @@ type Options struct {
 	AllowLoopback bool
 	// OneWay copies only A's Cluster and Secret to B.
 	OneWay bool
-	// DryRun is none, client or server.
-	DryRun string
+	// DryRun is cmdutil.DryRunNone, cmdutil.DryRunClient or cmdutil.DryRunServer.
+	DryRun cmdutil.DryRunStrategy
 	// Wait waits, up to Timeout, for the controllers to report each other Ready and synced.
 	Wait    bool
 	Timeout time.Duration
@@ -139,28 +128,39 @@ type Options struct {
 	PrintFlags *genericclioptions.PrintFlags
 
 	// Set by Complete.
-	printer     printers.ResourcePrinter
-	yamlOutput  bool
-	contextFlag string
-	a, b        *side
+	printer    printers.ResourcePrinter
+	yamlOutput bool
+	a, b       *side
 
-	restClientGetter genericclioptions.RESTClientGetter
-	scheme           *runtime.Scheme
+	// Factory resolves side A (the root's kubeconfig flags) and builds every client,
+	// including those of the reader kubeconfigs the preflight checks.
+	Factory kube.Factory
+	// PeerFactory returns the Factory of side B: the kubeconfig file kubeconfig (the
+	// one of --peer-kubeconfig, else side A's --kubeconfig, else the default loading
+	// rules when empty) without side A's other kubeconfig flags.
+	PeerFactory func(kubeconfig string) kube.Factory
 	genericiooptions.IOStreams
 }
 
 // NewOptions returns Options with the defaults of the flags.
 func NewOptions(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *Options {
-	scheme := kube.NewScheme()
 	return &Options{
-		Namespace:        v1alpha1.DefaultNamespace,
-		DryRun:           dryRunNone,
-		Timeout:          DefaultTimeout,
-		PrintFlags:       genericclioptions.NewPrintFlags("").WithTypeSetter(scheme),
-		restClientGetter: restClientGetter,
-		scheme:           scheme,
-		IOStreams:        streams,
+		Namespace:   v1alpha1.DefaultNamespace,
+		DryRun:      cmdutil.DryRunNone,
+		Timeout:     DefaultTimeout,
+		PrintFlags:  genericclioptions.NewPrintFlags("").WithTypeSetter(kube.NewScheme()),
+		Factory:     kube.NewFactory(restClientGetter),
+		PeerFactory: peerFactory,
+		IOStreams:   streams,
 	}
+}
+
+// peerFactory is the Factory of side B: only the kubeconfig file is taken from the
+// command line, the context is --peer-context.
+func peerFactory(kubeconfig string) kube.Factory {
+	flags := genericclioptions.NewConfigFlags(false)
+	flags.KubeConfig = &kubeconfig
+	return kube.NewFactory(flags)
 }
 
 // NewCmdJoin returns the "join" command. restClientGetter is the root command's
@@ -198,9 +198,8 @@ func (o *Options) AddFlags(cmd *cobra.Command) {
 		"Accept advertised API server addresses on loopback (127.0.0.1, localhost): only when every cluster and controller runs on this machine.")
 	fs.BoolVar(&o.OneWay, "one-way", o.OneWay,
 		"Copy only A's Cluster and Secret to B, so that B reads A but not the other way round.")
-	fs.StringVar(&o.DryRun, "dry-run", o.DryRun,
-		`Must be "none", "client", or "server". With "client", only print the objects that would be written; with "server", also submit them to the API servers as dry-run requests. Nothing is written either way.`)
-	fs.Lookup("dry-run").NoOptDefVal = dryRunUnset
+	cmdutil.AddDryRunFlag(cmd,
+		`Must be "none", "client" or "server". With "client", only print the objects that would be written; with "server", also submit them to the API servers as dry-run requests. Nothing is written either way.`)
 	fs.BoolVar(&o.Wait, "wait", o.Wait,
 		"After writing, wait until each side's controller reports the other's Cluster Ready and ClustersSynced (Ready only with --one-way).")
 	fs.DurationVar(&o.Timeout, "timeout", o.Timeout,
@@ -226,8 +225,9 @@ func (o *Options) Complete(cmd *cobra.Command, _ []string) error {
 		}
 		*f.v = server
 	}
-	if o.DryRun == "" {
-		o.DryRun = dryRunNone
+	var err error
+	if o.DryRun, err = cmdutil.GetDryRunStrategy(cmd, cmdutil.DryRunNone, cmdutil.DryRunClient, cmdutil.DryRunServer); err != nil {
+		return err
 	}
 	if o.PrintFlags.OutputFormat != nil && *o.PrintFlags.OutputFormat != "" {
 		p, err := o.PrintFlags.ToPrinter()
@@ -237,16 +237,12 @@ func (o *Options) Complete(cmd *cobra.Command, _ []string) error {
 		o.printer = p
 		o.yamlOutput = *o.PrintFlags.OutputFormat == "yaml"
 	}
-	if f := cmd.Flag("context"); f != nil {
-		o.contextFlag = f.Value.String()
-	}
 	if o.PeerContext == "" && o.PeerKubeconfig == "" {
 		return nil // Validate reports it
 	}
 	// The controller-runtime clients log nothing a user needs; without a logger,
 	// controller-runtime prints a warning with a stack trace after 30 seconds.
 	ctrllog.SetLogger(logr.Discard())
-	var err error
 	if o.a, err = o.sideA(cmd); err != nil {
 		return err
 	}
@@ -264,16 +260,10 @@ func (o *Options) Validate() error {
 	if errs := validation.IsDNS1123Label(o.Namespace); len(errs) > 0 {
 		return fmt.Errorf("--namespace %q: %s", o.Namespace, strings.Join(errs, "; "))
 	}
-	if !slices.Contains([]string{dryRunNone, dryRunClient, dryRunServer}, o.DryRun) {
-		if o.DryRun == dryRunUnset {
-			return errors.New(`--dry-run flag without a value was specified. A value must be set: "none", "server", or "client"`)
-		}
-		return fmt.Errorf(`--dry-run must be "none", "server", or "client", got %q`, o.DryRun)
-	}
 	if o.OneWay && o.PeerServer != "" {
 		return errors.New("--peer-server has no effect with --one-way: side B's address is not copied to A")
 	}
-	if o.Wait && o.DryRun != dryRunNone {
+	if o.Wait && o.DryRun != cmdutil.DryRunNone {
 		return errors.New("--wait cannot be used with --dry-run: nothing is written to wait for")
 	}
 	if o.Wait && o.Timeout <= 0 {
@@ -304,77 +294,66 @@ func (o *Options) now() time.Time {
 	return time.Now()
 }
 
+// clientOptions are the settings of every client of join.
+func (o *Options) clientOptions() kube.ClientOptions {
+	return kube.ClientOptions{Verb: "join", Timeout: requestTimeout, Warnings: o.ErrOut}
+}
+
 // sideA describes side A from the root's kubeconfig flags.
 func (o *Options) sideA(cmd *cobra.Command) (*side, error) {
-	loader := o.restClientGetter.ToRawKubeConfigLoader()
-	raw, err := loader.RawConfig()
+	targets, err := o.Factory.Targets(cmd, nil)
 	if err != nil {
-		return nil, fmt.Errorf("loading the kubeconfig: %w", err)
+		return nil, err
 	}
-	name := o.contextFlag
-	if name != "" {
-		if _, ok := raw.Contexts[name]; !ok {
-			return nil, cmdutil.UsageError(cmd, fmt.Errorf("--context %q: no such context in the kubeconfig%s", name, describeFiles(loader.ConfigAccess().GetLoadingPrecedence())))
-		}
-	} else {
-		name = raw.CurrentContext
-	}
-	cfg, err := o.restClientGetter.ToRESTConfig()
-	if err != nil {
-		return nil, fmt.Errorf("loading the kubeconfig of side A: %w", err)
-	}
-	if cfg.Host == clientcmd.ClusterDefaults.Server && len(raw.Clusters) == 0 {
-		return nil, errors.New("no kubeconfig found: pass --kubeconfig and --context, or set KUBECONFIG")
-	}
+	t := targets[0]
 	flags := ""
-	if name != "" {
-		flags = "--context " + name
+	if t.Name != t.Config.Host {
+		flags = "--context " + t.Name
 	}
-	if f := loader.ConfigAccess().GetExplicitFile(); f != "" {
+	if f := o.Factory.ExplicitFile(); f != "" {
 		flags = strings.TrimSpace(flags + " --kubeconfig " + f)
 	}
-	if name == "" {
-		name = cfg.Host
-	}
-	return newSide(name, flags, "--server", o.Server, cfg, o.scheme)
+	return o.newSide(o.Factory, t, t.Name, flags, "--server", o.Server)
 }
 
 // sideB describes side B from --peer-kubeconfig and --peer-context.
 func (o *Options) sideB(cmd *cobra.Command) (*side, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = o.PeerKubeconfig
-	if rules.ExplicitPath == "" {
-		rules.ExplicitPath = o.restClientGetter.ToRawKubeConfigLoader().ConfigAccess().GetExplicitFile()
+	path := o.PeerKubeconfig
+	if path == "" {
+		path = o.Factory.ExplicitFile()
 	}
-	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.PeerContext})
-	raw, err := loader.RawConfig()
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = path
+	files := describeFiles(rules.GetLoadingPrecedence())
+	peer := o.PeerFactory(path)
+	raw, err := peer.RawConfig()
 	if err != nil {
-		return nil, fmt.Errorf("loading the kubeconfig of side B: %w", err)
+		return nil, fmt.Errorf("side B: %w", err)
 	}
 	name := o.PeerContext
 	if name == "" {
 		name = raw.CurrentContext
 		if name == "" {
-			return nil, cmdutil.UsageError(cmd, fmt.Errorf("--peer-context is required: the kubeconfig%s has no current context", describeFiles(rules.GetLoadingPrecedence())))
+			return nil, cmdutil.UsageError(cmd, fmt.Errorf("--peer-context is required: the kubeconfig%s has no current context", files))
 		}
 	}
 	if _, ok := raw.Contexts[name]; !ok {
-		return nil, cmdutil.UsageError(cmd, fmt.Errorf("--peer-context %q: no such context in the kubeconfig%s", name, describeFiles(rules.GetLoadingPrecedence())))
+		return nil, cmdutil.UsageError(cmd, fmt.Errorf("--peer-context %q: no such context in the kubeconfig%s", name, files))
 	}
-	cfg, err := loader.ClientConfig()
+	t, err := peer.Target(name)
 	if err != nil {
-		return nil, fmt.Errorf("loading the kubeconfig of side B (context %s): %w", name, err)
+		return nil, fmt.Errorf("side B: %w", err)
 	}
 	flags := "--context " + name
-	if rules.ExplicitPath != "" {
-		flags += " --kubeconfig " + rules.ExplicitPath
+	if path != "" {
+		flags += " --kubeconfig " + path
 	}
 	label := name
 	if o.a != nil && label == o.a.name && o.PeerKubeconfig != "" {
 		// Same context name in another kubeconfig file.
 		label += " (" + o.PeerKubeconfig + ")"
 	}
-	return newSide(label, flags, "--peer-server", o.PeerServer, cfg, o.scheme)
+	return o.newSide(peer, t, label, flags, "--peer-server", o.PeerServer)
 }
 
 // describeFiles names the kubeconfig files for a message: " (a, b)".

@@ -15,11 +15,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
@@ -51,20 +51,18 @@ type side struct {
 	copies copies
 }
 
-func newSide(name, flags, serverFlag, advertise string, cfg *rest.Config, scheme *runtime.Scheme) (*side, error) {
-	cfg = rest.CopyConfig(cfg)
-	if cfg.Timeout == 0 {
-		cfg.Timeout = requestTimeout
-	}
-	cl, err := client.New(cfg, client.Options{Scheme: scheme})
+// newSide builds the clients of side t of factory f.
+func (o *Options) newSide(f kube.Factory, t kube.Target, name, flags, serverFlag, advertise string) (*side, error) {
+	opts := o.clientOptions()
+	cl, err := f.Client(t, opts)
 	if err != nil {
-		return nil, fmt.Errorf("context %s: creating a client: %w", name, err)
+		return nil, fmt.Errorf("context %s: %w", name, err)
 	}
-	cs, err := kubernetes.NewForConfig(cfg)
+	cs, err := f.Kubernetes(t, opts)
 	if err != nil {
-		return nil, fmt.Errorf("context %s: creating a client: %w", name, err)
+		return nil, fmt.Errorf("context %s: %w", name, err)
 	}
-	return &side{name: name, flags: flags, serverFlag: serverFlag, advertise: advertise, host: cfg.Host, client: cl, clientset: cs}, nil
+	return &side{name: name, flags: flags, serverFlag: serverFlag, advertise: advertise, host: t.Config.Host, client: cl, clientset: cs}, nil
 }
 
 // item is one object to write on a side.
@@ -158,7 +156,7 @@ func (o *Options) preflight(ctx context.Context) (plan, error) {
 		}
 	}
 	for _, s := range sources {
-		if err := s.checkToken(ctx, o.other(s)); err != nil {
+		if err := s.checkToken(ctx, o.other(s), o.Factory, o.clientOptions()); err != nil {
 			return plan{}, err
 		}
 	}
@@ -328,13 +326,12 @@ func (s *side) checkAdvertised(allowLoopback bool, other *side) error {
 
 // checkToken uses the copied reader kubeconfig from this machine, as the other side's
 // controller will: the token must be accepted and the server must be this cluster.
-func (s *side) checkToken(ctx context.Context, other *side) error {
+func (s *side) checkToken(ctx context.Context, other *side, f kube.Factory, opts kube.ClientOptions) error {
 	cfg, err := kubeconfig.Parse(s.copies.Secret.Data[v1alpha1.KubeconfigKey])
 	if err != nil {
 		return fmt.Errorf("the reader kubeconfig of context %s: %w", s.name, err)
 	}
-	cfg.Timeout = requestTimeout
-	cs, err := kubernetes.NewForConfig(cfg)
+	cs, err := f.Kubernetes(kube.Target{Name: cfg.Host, Config: cfg}, opts)
 	if err != nil {
 		return fmt.Errorf("the reader kubeconfig of context %s: %w", s.name, err)
 	}

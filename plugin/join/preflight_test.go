@@ -17,12 +17,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 )
 
 func testScheme(t *testing.T) *runtime.Scheme {
 	t.Helper()
-	return NewOptions(nil, genericiooptions.IOStreams{}).scheme
+	return kube.NewScheme()
 }
 
 // fromSide is side a with its copies built, as after the preflight's source checks.

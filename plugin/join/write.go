@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 )
 
@@ -27,9 +28,9 @@ const secretMask = "***"
 func (o *Options) write(ctx context.Context, p plan) error {
 	suffix := ""
 	switch o.DryRun {
-	case dryRunClient:
+	case cmdutil.DryRunClient:
 		suffix = " (dry run)"
-	case dryRunServer:
+	case cmdutil.DryRunServer:
 		suffix = " (server dry run)"
 	}
 	type printed struct {
@@ -101,7 +102,7 @@ func (o *Options) apply(ctx context.Context, on *side, it item) (runtime.Object,
 	if err != nil {
 		return nil, "", err
 	}
-	if o.DryRun == dryRunClient {
+	if o.DryRun == cmdutil.DryRunClient {
 		return o.masked(u), it.outcome, nil
 	}
 	if it.outcome == "unchanged" {
@@ -109,7 +110,7 @@ func (o *Options) apply(ctx context.Context, on *side, it item) (runtime.Object,
 		return it.existing, it.outcome, nil
 	}
 	opts := []client.ApplyOption{client.FieldOwner(v1alpha1.FieldManager), client.ForceOwnership}
-	if o.DryRun == dryRunServer {
+	if o.DryRun == cmdutil.DryRunServer {
 		opts = append(opts, client.DryRunAll)
 	}
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
@@ -118,7 +119,7 @@ func (o *Options) apply(ctx context.Context, on *side, it item) (runtime.Object,
 		return nil, "", err
 	}
 	outcome := it.outcome
-	if it.existing != nil && o.DryRun == dryRunNone && u.GetResourceVersion() == it.existing.GetResourceVersion() {
+	if it.existing != nil && o.DryRun == cmdutil.DryRunNone && u.GetResourceVersion() == it.existing.GetResourceVersion() {
 		outcome = "unchanged"
 	}
 	return o.masked(u), outcome, nil
@@ -151,11 +152,11 @@ func (o *Options) masked(u *unstructured.Unstructured) *unstructured.Unstructure
 // markRejoined sets the joined-at annotation on the local Cluster of a side that left
 // the group, before the copies are written.
 func (o *Options) markRejoined(ctx context.Context, s *side) error {
-	if o.DryRun == dryRunClient {
+	if o.DryRun == cmdutil.DryRunClient {
 		return nil
 	}
 	opts := []client.PatchOption{client.FieldOwner(v1alpha1.FieldManager)}
-	if o.DryRun == dryRunServer {
+	if o.DryRun == cmdutil.DryRunServer {
 		opts = append(opts, client.DryRunAll)
 	}
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)

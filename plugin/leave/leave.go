@@ -15,7 +15,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -28,14 +27,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -90,15 +86,6 @@ const (
 		kubectl registry leave west --context east --dry-run=client -o yaml`
 )
 
-// Dry-run strategies of --dry-run.
-const (
-	dryRunNone   = "none"
-	dryRunClient = "client"
-	dryRunServer = "server"
-	// dryRunUnset is the value of a bare --dry-run, refused as kubectl does.
-	dryRunUnset = "unchanged"
-)
-
 const (
 	// DefaultTimeout is the default of --timeout.
 	DefaultTimeout = 2 * time.Minute
@@ -119,8 +106,8 @@ type Options struct {
 	Namespace string
 	// Force removes a cluster that is not Ready.
 	Force bool
-	// DryRun is none, client or server.
-	DryRun string
+	// DryRun is cmdutil.DryRunNone, cmdutil.DryRunClient or cmdutil.DryRunServer.
+	DryRun cmdutil.DryRunStrategy
 	// Wait waits, up to Timeout, until the controllers have carried the departure out.
 	Wait    bool
 	Timeout time.Duration
@@ -131,24 +118,26 @@ type Options struct {
 
 	PrintFlags *genericclioptions.PrintFlags
 
-	printer          printers.ResourcePrinter
-	contextName      string
-	restClientGetter genericclioptions.RESTClientGetter
-	scheme           *runtime.Scheme
+	// Factory resolves the context and builds every client, including those of the
+	// reader kubeconfigs --wait reads the members with.
+	Factory kube.Factory
+
+	// Set by Complete.
+	printer printers.ResourcePrinter
+	// member is the cluster of --context.
+	member kube.Target
 	genericiooptions.IOStreams
 }
 
 // NewOptions returns Options with the defaults of the flags.
 func NewOptions(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *Options {
-	scheme := kube.NewScheme()
 	return &Options{
-		Namespace:        v1alpha1.DefaultNamespace,
-		DryRun:           dryRunNone,
-		Timeout:          DefaultTimeout,
-		PrintFlags:       genericclioptions.NewPrintFlags("left the group").WithTypeSetter(scheme),
-		restClientGetter: restClientGetter,
-		scheme:           scheme,
-		IOStreams:        streams,
+		Namespace:  v1alpha1.DefaultNamespace,
+		DryRun:     cmdutil.DryRunNone,
+		Timeout:    DefaultTimeout,
+		PrintFlags: genericclioptions.NewPrintFlags("left the group").WithTypeSetter(kube.NewScheme()),
+		Factory:    kube.NewFactory(restClientGetter),
+		IOStreams:  streams,
 	}
 }
 
@@ -176,22 +165,23 @@ func (o *Options) AddFlags(cmd *cobra.Command) {
 		"Registry namespace: where the reader Secrets live.")
 	fs.BoolVar(&o.Force, "force", o.Force,
 		"Remove the cluster even when it is not Ready (dead or unreachable): it forgets the group when its controller next reaches a member.")
-	fs.StringVar(&o.DryRun, "dry-run", o.DryRun,
-		`Must be "none", "client", or "server". With "client", only print what would be written; with "server", also submit it as a dry-run request. Nothing is written either way.`)
-	fs.Lookup("dry-run").NoOptDefVal = dryRunUnset
+	cmdutil.AddDryRunFlag(cmd,
+		`Must be "none", "client" or "server". With "client", only print what would be written; with "server", also submit it as a dry-run request. Nothing is written either way.`)
 	fs.BoolVar(&o.Wait, "wait", o.Wait,
 		"Wait until the Ready members have dropped the cluster and it has dropped them (progress on stderr).")
 	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "How long --wait waits.")
 	o.PrintFlags.AddFlags(cmd)
 }
 
-// Complete takes the argument and derives the options that follow other flags.
+// Complete takes the argument, derives the options that follow other flags and resolves
+// the context. It contacts no API server.
 func (o *Options) Complete(cmd *cobra.Command, args []string) error {
 	if len(args) == 1 {
 		o.Name = args[0]
 	}
-	if o.DryRun == "" {
-		o.DryRun = dryRunNone
+	var err error
+	if o.DryRun, err = cmdutil.GetDryRunStrategy(cmd, cmdutil.DryRunNone, cmdutil.DryRunClient, cmdutil.DryRunServer); err != nil {
+		return err
 	}
 	if o.PrintFlags.OutputFormat != nil && *o.PrintFlags.OutputFormat != "" {
 		p, err := o.PrintFlags.ToPrinter()
@@ -200,14 +190,11 @@ func (o *Options) Complete(cmd *cobra.Command, args []string) error {
 		}
 		o.printer = p
 	}
-	if f := cmd.Flag("context"); f != nil {
-		o.contextName = f.Value.String()
+	targets, err := o.Factory.Targets(cmd, nil)
+	if err != nil {
+		return err
 	}
-	if o.contextName == "" {
-		if raw, err := o.restClientGetter.ToRawKubeConfigLoader().RawConfig(); err == nil {
-			o.contextName = raw.CurrentContext
-		}
-	}
+	o.member = targets[0]
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -227,14 +214,7 @@ func (o *Options) Validate() error {
 	if msgs := validation.IsDNS1123Label(o.Namespace); len(msgs) > 0 {
 		errs = append(errs, fmt.Errorf("--namespace %q: %s", o.Namespace, strings.Join(msgs, "; ")))
 	}
-	if !slices.Contains([]string{dryRunNone, dryRunClient, dryRunServer}, o.DryRun) {
-		if o.DryRun == dryRunUnset {
-			errs = append(errs, errors.New(`--dry-run flag without a value was specified. A value must be set: "none", "server", or "client"`))
-		} else {
-			errs = append(errs, fmt.Errorf(`--dry-run must be "none", "server", or "client", got %q`, o.DryRun))
-		}
-	}
-	if o.Wait && o.DryRun != dryRunNone {
+	if o.Wait && o.DryRun != cmdutil.DryRunNone {
 		errs = append(errs, errors.New("--wait cannot be used with --dry-run: nothing is written to wait for"))
 	}
 	if o.Wait && o.Timeout <= 0 {
@@ -299,32 +279,22 @@ func (o *Options) Run(ctx context.Context) error {
 
 // connect reaches the API server of --context and reads the registry's Clusters there.
 func (o *Options) connect(ctx context.Context) (*member, error) {
-	cfg, err := o.restClientGetter.ToRESTConfig()
+	t := o.member
+	name := t.Name
+	cl, err := o.Factory.Client(t, o.clientOptions())
 	if err != nil {
-		return nil, fmt.Errorf("loading the kubeconfig: %w", err)
+		return nil, fmt.Errorf("context %s: %w", name, err)
 	}
-	cfg = rest.CopyConfig(cfg)
-	if cfg.Timeout == 0 {
-		cfg.Timeout = requestTimeout
-	}
-	name := o.contextName
-	if name == "" {
-		name = cfg.Host
-	}
-	cl, err := client.New(cfg, client.Options{Scheme: o.scheme})
+	cs, err := o.Factory.Kubernetes(t, o.clientOptions())
 	if err != nil {
-		return nil, fmt.Errorf("context %s: creating a client: %w", name, err)
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("context %s: creating a client: %w", name, err)
+		return nil, fmt.Errorf("context %s: %w", name, err)
 	}
 	m := &member{name: name, client: cl}
 	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	ns, err := cs.CoreV1().Namespaces().Get(rctx, metav1.NamespaceSystem, metav1.GetOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("cannot reach the API server of context %s at %s: %w", name, cfg.Host, err)
+		return nil, fmt.Errorf("cannot reach the API server of context %s at %s: %w", name, t.Config.Host, err)
 	}
 	m.id = ns.UID
 	var list v1alpha1.ClusterList
@@ -391,11 +361,11 @@ func (o *Options) record(ctx context.Context, m *member, x types.UID) (*v1alpha1
 		updated.Annotations = map[string]string{}
 	}
 	updated.Annotations[v1alpha1.LeftClustersAnnotation] = d.Format()
-	if o.DryRun == dryRunClient {
+	if o.DryRun == cmdutil.DryRunClient {
 		return updated, nil
 	}
 	opts := []client.PatchOption{client.FieldOwner(v1alpha1.FieldManager)}
-	if o.DryRun == dryRunServer {
+	if o.DryRun == cmdutil.DryRunServer {
 		opts = append(opts, client.DryRunAll)
 	}
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
@@ -419,9 +389,9 @@ func (o *Options) print(updated, target *v1alpha1.Cluster, self bool, m *member)
 	}
 	suffix := ""
 	switch o.DryRun {
-	case dryRunClient:
+	case cmdutil.DryRunClient:
 		suffix = " (dry run)"
-	case dryRunServer:
+	case cmdutil.DryRunServer:
 		suffix = " (server dry run)"
 	}
 	fmt.Fprintf(o.Out, "%s/%s left the group (recorded on %s/%s on context %s)%s\n", clusterResource, target.Name, clusterResource, m.own.Name, m.name, suffix)
@@ -503,8 +473,12 @@ func (o *Options) reader(ctx context.Context, m *member, c *v1alpha1.Cluster) (c
 	if err != nil {
 		return nil, fmt.Errorf("its reader Secret %s/%s: %w", ns, ref.Name, err)
 	}
-	cfg.Timeout = requestTimeout
-	return client.New(cfg, client.Options{Scheme: o.scheme})
+	return o.Factory.Client(kube.Target{Name: c.Name, Config: cfg}, o.clientOptions())
+}
+
+// clientOptions are the settings of every client of leave.
+func (o *Options) clientOptions() kube.ClientOptions {
+	return kube.ClientOptions{Verb: "leave", Timeout: requestTimeout, Warnings: o.ErrOut}
 }
 
 // Check reports whether t is done, and what it waits for.

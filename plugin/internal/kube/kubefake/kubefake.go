@@ -175,9 +175,18 @@ func (f *Factory) Target(context string) (kube.Target, error) {
 	return kube.Target{Name: context, Context: context, Config: &rest.Config{Host: host(context)}}, nil
 }
 
-// cluster returns the cluster of t and records o.
+// cluster returns the cluster of t and records o. A target without a context (a REST
+// config of its own, such as a reader kubeconfig) reaches the cluster whose server its
+// config names, else the current context's.
 func (f *Factory) cluster(t kube.Target, o kube.ClientOptions) (*Cluster, error) {
 	name := t.Context
+	if name == "" && t.Config != nil {
+		for _, c := range f.order {
+			if host(c) == t.Config.Host {
+				name = c
+			}
+		}
+	}
 	if name == "" {
 		name = f.Current
 	}
@@ -311,3 +320,7 @@ func (f *Factory) Discovery(t kube.Target, o kube.ClientOptions) (discovery.Disc
 }
 
 func host(context string) string { return "https://" + context + ".example:6443" }
+
+// Host returns the server of context in the kubeconfig of the Factory: a REST config
+// with it (a reader kubeconfig in a test's Secret) reaches that context's cluster.
+func Host(context string) string { return host(context) }
