@@ -128,28 +128,13 @@ func (o *Options) AddFlags(cmd *cobra.Command) {
 // Validate checks the flags. It does no I/O.
 func (o *Options) Validate() error {
 	errs := cmdutil.ValidateFilenames(o.FilenameOptions)
-	if err := ValidateContexts(o.Contexts); err != nil {
+	if err := kube.ValidateContexts(o.Contexts); err != nil {
 		errs = append(errs, err)
 	}
 	if o.Timeout <= 0 {
 		errs = append(errs, fmt.Errorf("timeout must be positive, got %s", o.Timeout))
 	}
 	return errors.Join(errs...)
-}
-
-// ValidateContexts checks the names of --contexts: none empty, none twice.
-func ValidateContexts(contexts []string) error {
-	seen := map[string]bool{}
-	for _, c := range contexts {
-		if c == "" {
-			return errors.New("--contexts: empty context name")
-		}
-		if seen[c] {
-			return fmt.Errorf("--contexts: context %q named twice", c)
-		}
-		seen[c] = true
-	}
-	return nil
 }
 
 // Complete keeps the command for the usage errors of Run. The files are read and the

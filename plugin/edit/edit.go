@@ -204,7 +204,7 @@ func (o *Options) Validate() error {
 	if msgs := validation.IsDNS1123Subdomain(o.Name); len(msgs) > 0 {
 		errs = append(errs, fmt.Errorf("invalid NAME %q: %s", o.Name, strings.Join(msgs, "; ")))
 	}
-	if err := apply.ValidateContexts(o.Contexts); err != nil {
+	if err := kube.ValidateContexts(o.Contexts); err != nil {
 		errs = append(errs, err)
 	}
 	if o.Timeout <= 0 {

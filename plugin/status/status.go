@@ -167,15 +167,8 @@ func (o *Options) Validate() error {
 	if o.Output != "" && !slices.Contains(outputFormats(), o.Output) {
 		return fmt.Errorf("--output must be one of (%s), got %q", strings.Join(outputFormats(), ", "), o.Output)
 	}
-	seen := map[string]bool{}
-	for _, c := range o.Contexts {
-		if c == "" {
-			return errors.New("--contexts: empty context name")
-		}
-		if seen[c] {
-			return fmt.Errorf("--contexts: context %q named twice", c)
-		}
-		seen[c] = true
+	if err := kube.ValidateContexts(o.Contexts); err != nil {
+		return err
 	}
 	if o.Timeout <= 0 {
 		return fmt.Errorf("timeout must be positive, got %s", o.Timeout)

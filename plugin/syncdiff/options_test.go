@@ -82,7 +82,7 @@ func TestValidate(t *testing.T) {
 		{Name: "yaml, deleting", Modify: func(o *Options) { o.Output = "yaml"; o.Deleting = []string{"r"} }},
 		{Name: "-f and -k", Modify: func(o *Options) { o.Filenames = []string{"r.yaml"}; o.Kustomize = "dir" }, Want: []string{"only one of -f or -k can be given"}},
 		{Name: "--context and --contexts", Modify: func(o *Options) { o.contextFlag = "a"; o.Contexts = []string{"b"} }, Want: []string{"--contexts and --context cannot be used together"}},
-		{Name: "context twice", Modify: func(o *Options) { o.Contexts = []string{"a", "a"} }, Want: []string{`--contexts: "a" is listed twice`}},
+		{Name: "context twice", Modify: func(o *Options) { o.Contexts = []string{"a", "a"} }, Want: []string{`--contexts: context "a" named twice`}},
 		{Name: "output", Modify: func(o *Options) { o.Output = "wide" }, Want: []string{`--output must be yaml or json, got "wide"`}},
 		{Name: "deleting", Modify: func(o *Options) { o.Deleting = []string{"Not A Rule"} }, Want: []string{`--deleting "Not A Rule": not a rule name`}},
 	})

@@ -269,15 +269,8 @@ func (o *Options) Validate() error {
 	if len(o.Contexts) > 0 && o.contextFlag != "" {
 		return errors.New("--contexts and --context cannot be used together: --contexts lists every cluster to diff")
 	}
-	seen := map[string]bool{}
-	for _, c := range o.Contexts {
-		if c == "" {
-			return errors.New("--contexts: empty context name")
-		}
-		if seen[c] {
-			return fmt.Errorf("--contexts: %q is listed twice", c)
-		}
-		seen[c] = true
+	if err := kube.ValidateContexts(o.Contexts); err != nil {
+		return err
 	}
 	if errs := validation.IsDNS1123Label(o.Namespace); len(errs) > 0 {
 		return fmt.Errorf("--namespace %q: %s", o.Namespace, strings.Join(errs, "; "))

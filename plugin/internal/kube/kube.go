@@ -267,3 +267,19 @@ func (f *factory) Discovery(t Target, o ClientOptions) (discovery.DiscoveryInter
 func Resolve(cmd *cobra.Command, f Factory, contexts []string, current func() (*rest.Config, error)) ([]Target, error) {
 	return resolve(cmd, f, contexts, "", current)
 }
+
+// ValidateContexts checks the names of --contexts: none empty, none twice. Every verb
+// that takes --contexts says the same.
+func ValidateContexts(contexts []string) error {
+	seen := map[string]bool{}
+	for _, c := range contexts {
+		if c == "" {
+			return errors.New("--contexts: empty context name")
+		}
+		if seen[c] {
+			return fmt.Errorf("--contexts: context %q named twice", c)
+		}
+		seen[c] = true
+	}
+	return nil
+}
