@@ -146,11 +146,12 @@ type Manager struct {
 	metrics *metrics
 
 	mu      sync.Mutex
-	ctx     context.Context
 	log     logr.Logger
 	conns   map[string]*conn
 	subs    []chan<- event.GenericEvent
 	started bool
+	// stopped is set when Start's context is done: no connection starts after it.
+	stopped bool
 }
 
 // NewManager returns a Manager; it connects nothing until Start.
@@ -177,7 +178,6 @@ func (m *Manager) Subscribe(ch chan<- event.GenericEvent) {
 // Start runs until ctx is done, then closes every connection.
 func (m *Manager) Start(ctx context.Context) error {
 	m.mu.Lock()
-	m.ctx = ctx
 	m.log = logr.FromContextOrDiscard(ctx).WithName("peers")
 	m.started = true
 	m.mu.Unlock()
@@ -186,6 +186,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	// it stops (notify) takes it, and stop waits for the connection (a deadlock that hung
 	// the controller's shutdown, and a test, for good).
 	m.mu.Lock()
+	m.stopped = true
 	conns := m.conns
 	m.conns = map[string]*conn{}
 	m.mu.Unlock()
@@ -247,13 +248,17 @@ func (m *Manager) Ensure(cluster *v1alpha1.Cluster, secret *corev1.Secret) Peer 
 		return c.snapshot()
 	}
 	old := m.conns[cluster.Name]
-	if !m.started {
+	if !m.started || m.stopped {
 		m.mu.Unlock()
-		return Peer{Name: cluster.Name, ClusterID: cluster.Spec.ClusterID, Reason: v1alpha1.ReasonClusterNotConnected, Message: "the controller is starting"}
+		msg := "the controller is starting"
+		if m.stopped {
+			msg = "the controller is stopping"
+		}
+		return Peer{Name: cluster.Name, ClusterID: cluster.Spec.ClusterID, Reason: v1alpha1.ReasonClusterNotConnected, Message: msg}
 	}
 	c := newConn(m, cluster.Name, cluster.Spec.ClusterID, fp)
 	m.conns[cluster.Name] = c
-	ctx := m.ctx
+	log := m.log
 	m.mu.Unlock()
 	if old != nil {
 		old.stop()
@@ -275,7 +280,7 @@ func (m *Manager) Ensure(cluster *v1alpha1.Cluster, secret *corev1.Secret) Peer 
 		})
 		return c.snapshot()
 	}
-	c.start(ctx, cfg)
+	c.start(logr.NewContext(context.Background(), log), cfg)
 	return c.snapshot()
 }
 
@@ -338,8 +343,13 @@ func fingerprint(id types.UID, s *corev1.Secret) string {
 type conn struct {
 	m           *Manager
 	fingerprint string
-	cancel      context.CancelFunc
 	done        chan struct{}
+
+	// life guards cancel and stopped: a connection stopped before it started never
+	// starts. Not mu, which run takes to report while stop waits for run.
+	life    sync.Mutex
+	cancel  context.CancelFunc
+	stopped bool
 
 	mu    sync.Mutex
 	peer  Peer
@@ -375,8 +385,16 @@ func (c *conn) set(f func(*Peer)) {
 	}
 }
 
-func (c *conn) start(parent context.Context, cfg *rest.Config) {
-	ctx, cancel := context.WithCancel(parent)
+// start runs the connection until stop. Connections do not derive from a context the
+// Manager keeps: Start stops every connection when its own context is done, and Remove
+// and Ensure stop the ones they replace. base carries only the logger.
+func (c *conn) start(base context.Context, cfg *rest.Config) {
+	c.life.Lock()
+	defer c.life.Unlock()
+	if c.stopped {
+		return // stopped before it started: the Manager is shutting down, or replaced it
+	}
+	ctx, cancel := context.WithCancel(base)
 	c.cancel = cancel
 	go func() {
 		defer close(c.done)
@@ -385,8 +403,12 @@ func (c *conn) start(parent context.Context, cfg *rest.Config) {
 }
 
 func (c *conn) stop() {
-	if c.cancel != nil {
-		c.cancel()
+	c.life.Lock()
+	c.stopped = true
+	cancel := c.cancel
+	c.life.Unlock()
+	if cancel != nil {
+		cancel()
 		<-c.done
 	}
 }

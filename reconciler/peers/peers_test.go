@@ -295,3 +295,60 @@ func TestStartStopsWhileAConnectionReports(t *testing.T) {
 		t.Fatal("Start did not return: it waits for a connection that waits for Start's lock")
 	}
 }
+
+// TestEnsureAfterStopConnectsNothing: connections do not live on a context the manager
+// keeps, so once Start has returned a peer asked for is not connected (it would
+// otherwise run for good, on a context nobody cancels).
+func TestEnsureAfterStopConnectsNothing(t *testing.T) {
+	dialled := make(chan struct{}, 1)
+	server := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		select {
+		case dialled <- struct{}{}:
+		default:
+		}
+		http.NotFound(w, nil)
+	}))
+	defer server.Close()
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewManager(Options{Scheme: scheme, Namespace: v1alpha1.DefaultNamespace, HealthInterval: 50 * time.Millisecond,
+		FailureThreshold: 1, MaxBackoff: 50 * time.Millisecond, Addresses: kubeconfig.AddressPolicy{AllowLoopback: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() { _ = m.Start(ctx); close(stopped) }()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		m.mu.Lock()
+		started := m.started
+		m.mu.Unlock()
+		if started {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the manager did not start")
+		}
+	}
+	cancel()
+	<-stopped
+
+	c, s := peerOf(t, "p", server.URL, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: server.Certificate().Raw}))
+	p := m.Ensure(c, s)
+	if diff := cmp.Diff([]any{v1alpha1.ReasonClusterNotConnected, "the controller is stopping"}, []any{p.Reason, p.Message}); diff != "" {
+		t.Errorf("Ensure after Start returned (-want +got):\n%s", diff)
+	}
+	select {
+	case <-dialled:
+		t.Error("a peer was dialled after the manager stopped")
+	case <-time.After(500 * time.Millisecond):
+	}
+	if _, ok := m.Get("p"); ok {
+		t.Error("the manager keeps a connection after it stopped")
+	}
+}
