@@ -123,7 +123,7 @@ func (g *group) prepare(ctx context.Context) error {
 	step("[%s] granting peers ConfigMap read and creating namespaces %s, %s, %s on every cluster", g.label, nsRegistry, nsFloor, nsAlone)
 	for _, n := range g.names {
 		cr := &rbacv1.ClusterRole{
-			ObjectMeta: metav1.ObjectMeta{Name: "registry-reader-configmaps", Labels: map[string]string{"cluster-registry.k8s.cisco.com/reader-aggregated": "true"}},
+			ObjectMeta: metav1.ObjectMeta{Name: "registry-reader-configmaps", Labels: map[string]string{v1alpha1.ReaderAggregatedLabel: "true"}},
 			Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}}},
 		}
 		if _, err := g.cs[n].RbacV1().ClusterRoles().Create(ctx, cr, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {

@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/testbed"
 )
 
@@ -139,7 +140,7 @@ func run() error {
 	for _, n := range names {
 		fmt.Fprintf(d.out, "\n--- %s: kubectl get clusters,resourcesyncrules; kubectl get secret test-secret -n cluster-registry\n", n)
 		_ = d.kubectlRun(ctx, "--context", n, "get", "clusters,resourcesyncrules")
-		_ = d.kubectlRun(ctx, "--context", n, "get", "secret", "-n", "cluster-registry", "test-secret", "-L", "cluster-registry.k8s.cisco.com/resource-owner-cluster-id")
+		_ = d.kubectlRun(ctx, "--context", n, "get", "secret", "-n", "cluster-registry", "test-secret", "-L", v1alpha1.OwnershipLabel)
 	}
 	if *check {
 		step("check passed: test-secret is on %s", strings.Join(names, ", "))

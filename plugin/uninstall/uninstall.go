@@ -49,8 +49,6 @@ const (
 	// retryInterval is how often --wait asks the API server to retry finalizing a CRD
 	// whose objects it failed to delete (see nudge).
 	retryInterval = 5 * time.Second
-	// retryAnnotation is the annotation nudge sets on such a CRD.
-	retryAnnotation = "clusterregistry.k8s.cisco.com/uninstall-retry"
 )
 
 const (
@@ -448,7 +446,7 @@ func instanceDeletionFailed(crd *unstructured.Unstructured) bool {
 // change of the CRD's metadata requeues it in the API server's CRD finalizer at once.
 func nudge(ctx context.Context, c client.Client, crd *unstructured.Unstructured) error {
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
-		retryAnnotation: time.Now().UTC().Format(time.RFC3339Nano),
+		v1alpha1.UninstallRetryAnnotation: time.Now().UTC().Format(time.RFC3339Nano),
 	}}})
 	if err != nil {
 		return err

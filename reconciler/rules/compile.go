@@ -438,7 +438,7 @@ func (c *compiler) ignoreField(p *field.Path, s string) (FieldPath, bool) {
 	case st[0].key == "metadata" && (len(st) < 3 || st[1].kind != stepKey || (st[1].key != "labels" && st[1].key != "annotations")):
 		c.add(p, "%s cannot be ignored: under metadata only labels and annotations (metadata.labels.KEY) may be kept", fp)
 		return FieldPath{}, false
-	case st[0].key == "metadata" && strings.HasPrefix(st[2].key, "cluster-registry.k8s.cisco.com/"):
+	case st[0].key == "metadata" && strings.HasPrefix(st[2].key, v1alpha1.MarkPrefix):
 		c.add(p, "%s cannot be ignored: the registry's marks are the registry's", fp)
 		return FieldPath{}, false
 	}

@@ -23,6 +23,13 @@ const (
 	// member that deleted its copy does not get it back.
 	SyncDisabledAnnotation = "cluster-registry.k8s.cisco.com/resource-sync-disabled"
 
+	// MarkPrefix begins the key of every label and annotation of the registry's: marks
+	// that are the registry's, never a rule's to keep or change.
+	MarkPrefix = "cluster-registry.k8s.cisco.com/"
+	// UninstallRetryAnnotation is set by "kubectl registry uninstall --wait" on a CRD
+	// whose objects the API server failed to delete, to make it retry finalizing it.
+	UninstallRetryAnnotation = "clusterregistry.k8s.cisco.com/uninstall-retry"
+
 	// ReaderAggregatedLabel selects the ClusterRoles aggregated into the role that
 	// peers' reader identity holds on this cluster.
 	ReaderAggregatedLabel = "cluster-registry.k8s.cisco.com/reader-aggregated"
