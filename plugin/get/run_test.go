@@ -2,7 +2,6 @@ package get
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,7 +14,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -26,7 +24,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/duration"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	discoveryfake "k8s.io/client-go/discovery/fake"
 	"k8s.io/client-go/kubernetes"
@@ -37,6 +34,7 @@ import (
 
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube/kubefake"
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/plugintest"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 )
 
@@ -237,22 +235,10 @@ func fakeGroup(t *testing.T) *kubefake.Factory {
 func runGetFake(t *testing.T, f *kubefake.Factory, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	streams, _, out, errOut := genericiooptions.NewTestIOStreams()
-	root := &cobra.Command{
-		Use:           "kubectl-registry",
-		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl registry"},
-		SilenceUsage:  true,
-		SilenceErrors: true,
-	}
-	root.SetFlagErrorFunc(cmdutil.FlagErrorFunc)
-	genericclioptions.NewConfigFlags(false).AddFlags(root.PersistentFlags())
 	o := NewOptions(nil, streams)
 	o.Factory = f
 	cmd := newCmdGet(o)
-	root.AddCommand(cmd)
-	root.SetArgs(append([]string{"get"}, args...))
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	err := root.ExecuteContext(ctx)
+	err := plugintest.RunVerb(t, cmd, args...)
 	if err != nil && err.Error() != "" {
 		errOut.WriteString("error: " + err.Error() + "\n")
 	}

@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -23,6 +22,7 @@ import (
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube"
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube/kubefake"
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/plugintest"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 )
 
@@ -61,14 +61,6 @@ func fakeGroup(t *testing.T, names ...string) *kubefake.Factory {
 func runFake(t *testing.T, f *kubefake.Factory, peers map[string]*kubefake.Factory, args ...string) (o *Options, stdout, stderr string, err error) {
 	t.Helper()
 	streams, _, out, errOut := genericiooptions.NewTestIOStreams()
-	root := &cobra.Command{
-		Use:           "kubectl-registry",
-		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl registry"},
-		SilenceUsage:  true,
-		SilenceErrors: true,
-	}
-	root.SetFlagErrorFunc(cmdutil.FlagErrorFunc)
-	genericclioptions.NewConfigFlags(false).AddFlags(root.PersistentFlags())
 	o = NewOptions(nil, streams)
 	o.Factory = f
 	o.PeerFactory = func(path string) kube.Factory {
@@ -83,11 +75,7 @@ func runFake(t *testing.T, f *kubefake.Factory, peers map[string]*kubefake.Facto
 	o.Now = func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }
 	cmd := &cobra.Command{Use: "join", Args: cmdutil.NoArgs, RunE: cmdutil.RunE(o)}
 	o.AddFlags(cmd)
-	root.AddCommand(cmd)
-	root.SetArgs(append([]string{"join"}, args...))
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	err = root.ExecuteContext(ctx)
+	err = plugintest.RunVerb(t, cmd, args...)
 	return o, out.String(), errOut.String(), err
 }
 

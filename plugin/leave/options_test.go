@@ -11,13 +11,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube/kubefake"
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/plugintest"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 )
 
@@ -58,24 +58,12 @@ func fakeMember() *kubefake.Factory {
 func runFake(t *testing.T, f *kubefake.Factory, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
 	streams, _, out, errOut := genericiooptions.NewTestIOStreams()
-	root := &cobra.Command{
-		Use:           "kubectl-registry",
-		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl registry"},
-		SilenceUsage:  true,
-		SilenceErrors: true,
-	}
-	root.SetFlagErrorFunc(cmdutil.FlagErrorFunc)
-	genericclioptions.NewConfigFlags(false).AddFlags(root.PersistentFlags())
 	o := NewOptions(nil, streams)
 	o.Factory = f
 	o.Now = func() time.Time { return now }
 	cmd := &cobra.Command{Use: "leave", Args: cmdutil.UsageErrorArgs(cobra.MaximumNArgs(1)), RunE: cmdutil.RunE(o)}
 	o.AddFlags(cmd)
-	root.AddCommand(cmd)
-	root.SetArgs(append([]string{"leave"}, args...))
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	err = root.ExecuteContext(ctx)
+	err = plugintest.RunVerb(t, cmd, args...)
 	return out.String(), errOut.String(), err
 }
 

@@ -39,8 +39,8 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// startManager runs a Manager with the given address policy until the test ends.
-func startManager(t *testing.T, addresses kubeconfig.AddressPolicy) *Manager {
+// newManager returns a Manager of the registry namespace with opts (the scheme filled in).
+func newManager(t *testing.T, opts Options) *Manager {
 	t.Helper()
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
@@ -49,26 +49,41 @@ func startManager(t *testing.T, addresses kubeconfig.AddressPolicy) *Manager {
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	m, err := NewManager(Options{Scheme: scheme, Namespace: v1alpha1.DefaultNamespace, HealthInterval: 100 * time.Millisecond,
-		FailureThreshold: 1, MaxBackoff: 200 * time.Millisecond, Addresses: addresses})
+	opts.Scheme, opts.Namespace = scheme, v1alpha1.DefaultNamespace
+	m, err := NewManager(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = m.Start(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	return m
+}
+
+// run starts m with ctx and returns once it has started; the channel closes when Start
+// returns.
+func run(t *testing.T, m *Manager, ctx context.Context) <-chan struct{} {
+	t.Helper()
+	stopped := make(chan struct{})
+	go func() { _ = m.Start(ctx); close(stopped) }()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		m.mu.Lock()
 		started := m.started
 		m.mu.Unlock()
 		if started {
-			return m
+			return stopped
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("the manager did not start")
 		}
 	}
+}
+
+// startManager runs a Manager with the given address policy until the test ends.
+func startManager(t *testing.T, addresses kubeconfig.AddressPolicy) *Manager {
+	t.Helper()
+	m := newManager(t, Options{HealthInterval: 100 * time.Millisecond, FailureThreshold: 1, MaxBackoff: 200 * time.Millisecond, Addresses: addresses})
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := run(t, m, ctx)
+	t.Cleanup(func() { cancel(); <-stopped })
+	return m
 }
 
 // peerOf returns the Cluster and reader Secret of a peer at server.
@@ -230,33 +245,10 @@ func TestStartStopsWhileAConnectionReports(t *testing.T) {
 		}
 	}, funcr.Options{})
 
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	m, err := NewManager(Options{Scheme: scheme, Namespace: v1alpha1.DefaultNamespace, HealthInterval: time.Hour,
-		FailureThreshold: 1, MaxBackoff: time.Second, Addresses: kubeconfig.AddressPolicy{AllowLoopback: true}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := newManager(t, Options{HealthInterval: time.Hour, FailureThreshold: 1, MaxBackoff: time.Second, Addresses: kubeconfig.AddressPolicy{AllowLoopback: true}})
 	ctx, cancel := context.WithCancel(logr.NewContext(context.Background(), log))
 	defer cancel()
-	stopped := make(chan struct{})
-	go func() { _ = m.Start(ctx); close(stopped) }()
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		m.mu.Lock()
-		started := m.started
-		m.mu.Unlock()
-		if started {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the manager did not start")
-		}
-	}
+	stopped := run(t, m, ctx)
 
 	c, s := peerOf(t, "p", server.URL, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: server.Certificate().Raw}))
 	m.Ensure(c, s)
@@ -309,32 +301,9 @@ func TestEnsureAfterStopConnectsNothing(t *testing.T) {
 		http.NotFound(w, nil)
 	}))
 	defer server.Close()
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	m, err := NewManager(Options{Scheme: scheme, Namespace: v1alpha1.DefaultNamespace, HealthInterval: 50 * time.Millisecond,
-		FailureThreshold: 1, MaxBackoff: 50 * time.Millisecond, Addresses: kubeconfig.AddressPolicy{AllowLoopback: true}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := newManager(t, Options{HealthInterval: 50 * time.Millisecond, FailureThreshold: 1, MaxBackoff: 50 * time.Millisecond, Addresses: kubeconfig.AddressPolicy{AllowLoopback: true}})
 	ctx, cancel := context.WithCancel(context.Background())
-	stopped := make(chan struct{})
-	go func() { _ = m.Start(ctx); close(stopped) }()
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		m.mu.Lock()
-		started := m.started
-		m.mu.Unlock()
-		if started {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the manager did not start")
-		}
-	}
+	stopped := run(t, m, ctx)
 	cancel()
 	<-stopped
 

@@ -50,17 +50,9 @@ func (c Command) Run(t testing.TB, args ...string) (stdout, stderr string, err e
 	t.Helper()
 	streams, in, out, errOut := genericiooptions.NewTestIOStreams()
 	in.WriteString(c.Stdin)
-	root := &cobra.Command{
-		Use:           "kubectl-registry",
-		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl registry"},
-		SilenceUsage:  true,
-		SilenceErrors: true,
-	}
+	root, configFlags := newRoot()
 	root.SetOut(out)
 	root.SetErr(errOut)
-	root.SetFlagErrorFunc(cmdutil.FlagErrorFunc)
-	configFlags := genericclioptions.NewConfigFlags(true)
-	configFlags.AddFlags(root.PersistentFlags())
 	for _, newCmd := range c.New {
 		root.AddCommand(newCmd(configFlags, streams))
 	}
@@ -74,6 +66,35 @@ func (c Command) Run(t testing.TB, args ...string) (stdout, stderr string, err e
 	err = root.ExecuteContext(ctx)
 	t.Logf("%s\nstdout:\n%sstderr:\n%serr: %v", strings.Join(args, " "), Redact(out.String()), Redact(errOut.String()), err)
 	return out.String(), errOut.String(), err
+}
+
+// newRoot returns a root command built like plugin/root.go: its errors are returned,
+// never printed, and kubectl's kubeconfig flags are persistent flags of the root.
+func newRoot() (*cobra.Command, *genericclioptions.ConfigFlags) {
+	root := &cobra.Command{
+		Use:           "kubectl-registry",
+		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl registry"},
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetFlagErrorFunc(cmdutil.FlagErrorFunc)
+	configFlags := genericclioptions.NewConfigFlags(true)
+	configFlags.AddFlags(root.PersistentFlags())
+	return root, configFlags
+}
+
+// RunVerb runs "kubectl registry <verb> <args>" where verb is a command the test built
+// from Options of its own (a fake Factory, a clock), under a root built like
+// plugin/root.go, with DefaultTimeout, and returns its error. What the verb prints goes
+// to its Options' streams.
+func RunVerb(t testing.TB, verb *cobra.Command, args ...string) error {
+	t.Helper()
+	root, _ := newRoot()
+	root.AddCommand(verb)
+	root.SetArgs(append([]string{verb.Name()}, args...))
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultTimeout)
+	defer cancel()
+	return root.ExecuteContext(ctx)
 }
 
 // Exit runs the command like Run and then does what main does with its error: it
