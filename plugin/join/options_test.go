@@ -79,19 +79,6 @@ func runFake(t *testing.T, f *kubefake.Factory, peers map[string]*kubefake.Facto
 	return o, out.String(), errOut.String(), err
 }
 
-// exit is what main makes of a command's error: the exit code and the message.
-type exit struct {
-	Code int
-	Msg  string
-}
-
-func exitOf(err error) exit {
-	if err == nil {
-		return exit{}
-	}
-	return exit{Code: cmdutil.ExitCode(err), Msg: err.Error()}
-}
-
 const joinHint = "\nSee 'kubectl registry join --help' for usage."
 
 // TestCompleteValidate checks every usage error of join's Complete and Validate (and of
@@ -106,62 +93,62 @@ func TestCompleteValidate(t *testing.T) {
 	tests := []struct {
 		name string
 		args []string
-		want exit
+		want plugintest.Exit
 	}{
 		// Complete.
 		{name: "unknown context", args: []string{"--context", "nosuch", "--peer-context", "b"},
-			want: exit{2, `--context "nosuch": no such context in the kubeconfig` + joinHint}},
+			want: plugintest.Exit{Code: 2, Msg: `--context "nosuch": no such context in the kubeconfig` + joinHint}},
 		{name: "unknown peer context", args: []string{"--peer-context", "nosuch"},
-			want: exit{2, `--peer-context "nosuch": no such context in the kubeconfig (/fake/kubeconfig)` + joinHint}},
+			want: plugintest.Exit{Code: 2, Msg: `--peer-context "nosuch": no such context in the kubeconfig (/fake/kubeconfig)` + joinHint}},
 		{name: "peer context of the other kubeconfig", args: []string{"--peer-kubeconfig", "/fake/west", "--peer-context", "b"},
-			want: exit{2, `--peer-context "b": no such context in the kubeconfig (/fake/west)` + joinHint}},
+			want: plugintest.Exit{Code: 2, Msg: `--peer-context "b": no such context in the kubeconfig (/fake/west)` + joinHint}},
 		{name: "peer kubeconfig without a current context", args: []string{"--peer-kubeconfig", "/fake/no-current"},
-			want: exit{2, `--peer-context is required: the kubeconfig (/fake/no-current) has no current context` + joinHint}},
+			want: plugintest.Exit{Code: 2, Msg: `--peer-context is required: the kubeconfig (/fake/no-current) has no current context` + joinHint}},
 		{name: "http server", args: []string{"--peer-context", "b", "--server", "http://a.example.com"},
-			want: exit{2, `--server: API server address "http://a.example.com": scheme must be https, not "http"` + joinHint}},
+			want: plugintest.Exit{Code: 2, Msg: `--server: API server address "http://a.example.com": scheme must be https, not "http"` + joinHint}},
 		{name: "peer server with credentials", args: []string{"--peer-context", "b", "--peer-server", "https://u:p@b.example.com"},
-			want: exit{2, `--peer-server: API server address "https://u:xxxxx@b.example.com": must not contain user info` + joinHint}},
+			want: plugintest.Exit{Code: 2, Msg: `--peer-server: API server address "https://u:xxxxx@b.example.com": must not contain user info` + joinHint}},
 		{name: "unknown dry run", args: []string{"--peer-context", "b", "--dry-run=all"},
-			want: exit{2, `--dry-run must be "none", "client" or "server", got "all"` + joinHint}},
+			want: plugintest.Exit{Code: 2, Msg: `--dry-run must be "none", "client" or "server", got "all"` + joinHint}},
 		{name: "dry run true", args: []string{"--peer-context", "b", "--dry-run=true"},
-			want: exit{2, `--dry-run must be "none", "client" or "server", got "true"` + joinHint}},
+			want: plugintest.Exit{Code: 2, Msg: `--dry-run must be "none", "client" or "server", got "true"` + joinHint}},
 		{name: "empty dry run", args: []string{"--peer-context", "b", "--dry-run="},
-			want: exit{2, `--dry-run must be "none", "client" or "server": a value must be set, as in --dry-run=server` + joinHint}},
+			want: plugintest.Exit{Code: 2, Msg: `--dry-run must be "none", "client" or "server": a value must be set, as in --dry-run=server` + joinHint}},
 		{name: "bare dry run", args: []string{"--peer-context", "b", "--dry-run"},
-			want: exit{2, `flag needs an argument: --dry-run` + joinHint}},
+			want: plugintest.Exit{Code: 2, Msg: `flag needs an argument: --dry-run` + joinHint}},
 		{name: "unknown output", args: []string{"--peer-context", "b", "-o", "table"},
-			want: exit{2, `unable to match a printer suitable for the output format "table", allowed formats are: go-template,go-template-file,json,jsonpath,jsonpath-as-json,jsonpath-file,kyaml,name,template,templatefile,yaml` + joinHint}},
+			want: plugintest.Exit{Code: 2, Msg: `unable to match a printer suitable for the output format "table", allowed formats are: go-template,go-template-file,json,jsonpath,jsonpath-as-json,jsonpath-file,kyaml,name,template,templatefile,yaml` + joinHint}},
 		// Validate.
 		{name: "no peer", args: []string{"--context", "a"},
-			want: exit{2, "--peer-context is required: it names the cluster to join with (side B)" + joinHint}},
+			want: plugintest.Exit{Code: 2, Msg: "--peer-context is required: it names the cluster to join with (side B)" + joinHint}},
 		{name: "empty peer context", args: []string{"--peer-context="},
-			want: exit{2, "--peer-context is required: it names the cluster to join with (side B)" + joinHint}},
+			want: plugintest.Exit{Code: 2, Msg: "--peer-context is required: it names the cluster to join with (side B)" + joinHint}},
 		{name: "bad namespace", args: []string{"--peer-context", "b", "-n", "Not_A_Namespace"},
-			want: exit{2, `--namespace "Not_A_Namespace": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')` + joinHint}},
+			want: plugintest.Exit{Code: 2, Msg: `--namespace "Not_A_Namespace": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')` + joinHint}},
 		{name: "peer server with one way", args: []string{"--peer-context", "b", "--one-way", "--peer-server", "b.example.com"},
-			want: exit{2, "--peer-server has no effect with --one-way: side B's address is not copied to A" + joinHint}},
+			want: plugintest.Exit{Code: 2, Msg: "--peer-server has no effect with --one-way: side B's address is not copied to A" + joinHint}},
 		{name: "wait in a client dry run", args: []string{"--peer-context", "b", "--dry-run=client", "--wait"},
-			want: exit{2, "--wait cannot be used with --dry-run: nothing is written to wait for" + joinHint}},
+			want: plugintest.Exit{Code: 2, Msg: "--wait cannot be used with --dry-run: nothing is written to wait for" + joinHint}},
 		{name: "wait in a server dry run", args: []string{"--peer-context", "b", "--dry-run=server", "--wait"},
-			want: exit{2, "--wait cannot be used with --dry-run: nothing is written to wait for" + joinHint}},
+			want: plugintest.Exit{Code: 2, Msg: "--wait cannot be used with --dry-run: nothing is written to wait for" + joinHint}},
 		{name: "no timeout", args: []string{"--peer-context", "b", "--wait", "--timeout", "0s"},
-			want: exit{2, "--timeout must be positive, got 0s" + joinHint}},
+			want: plugintest.Exit{Code: 2, Msg: "--timeout must be positive, got 0s" + joinHint}},
 		{name: "negative timeout", args: []string{"--peer-context", "b", "--wait", "--timeout", "-1m"},
-			want: exit{2, "--timeout must be positive, got -1m0s" + joinHint}},
+			want: plugintest.Exit{Code: 2, Msg: "--timeout must be positive, got -1m0s" + joinHint}},
 		// Flags and arguments.
 		{name: "argument", args: []string{"--peer-context", "b", "c"},
-			want: exit{2, `unexpected argument "c": "kubectl registry join" takes no arguments` + joinHint}},
+			want: plugintest.Exit{Code: 2, Msg: `unexpected argument "c": "kubectl registry join" takes no arguments` + joinHint}},
 		{name: "contexts", args: []string{"--contexts", "a,b"},
-			want: exit{2, "unknown flag: --contexts" + joinHint}},
+			want: plugintest.Exit{Code: 2, Msg: "unknown flag: --contexts" + joinHint}},
 		{name: "bad duration", args: []string{"--peer-context", "b", "--timeout", "soon"},
-			want: exit{2, `invalid argument "soon" for "--timeout" flag: time: invalid duration "soon"` + joinHint}},
+			want: plugintest.Exit{Code: 2, Msg: `invalid argument "soon" for "--timeout" flag: time: invalid duration "soon"` + joinHint}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := fakeGroup(t, "a", "b")
 			_, stdout, _, err := runFake(t, f, peers, tt.args...)
-			if diff := cmp.Diff(tt.want, exitOf(err)); diff != "" {
-				t.Errorf("exit (-want +got):\n%s", diff)
+			if diff := cmp.Diff(tt.want, plugintest.ExitOf(err)); diff != "" {
+				t.Errorf("plugintest.Exit (-want +got):\n%s", diff)
 			}
 			if stdout != "" {
 				t.Errorf("stdout %q, want nothing", stdout)
@@ -340,9 +327,9 @@ func TestRunFake(t *testing.T) {
 	t.Run("same context twice", func(t *testing.T) {
 		f := fakeGroup(t, "a", "b")
 		_, stdout, _, err := runFake(t, f, nil, "--context", "a", "--peer-context", "a")
-		want := exit{2, "context a and context a are the same cluster (kube-system UID id-a): join needs two different clusters"}
-		if diff := cmp.Diff(want, exitOf(err)); diff != "" {
-			t.Errorf("exit (-want +got):\n%s", diff)
+		want := plugintest.Exit{Code: 2, Msg: "context a and context a are the same cluster (kube-system UID id-a): join needs two different clusters"}
+		if diff := cmp.Diff(want, plugintest.ExitOf(err)); diff != "" {
+			t.Errorf("plugintest.Exit (-want +got):\n%s", diff)
 		}
 		if stdout != "" {
 			t.Errorf("stdout %q", stdout)
@@ -355,9 +342,9 @@ func TestRunFake(t *testing.T) {
 			return true, nil, errors.New("dial tcp: connection refused")
 		})
 		_, _, _, err := runFake(t, f, nil, "--peer-context", "b")
-		want := exit{2, "cannot reach the API server of context b at https://b.example:6443: dial tcp: connection refused"}
-		if diff := cmp.Diff(want, exitOf(err)); diff != "" {
-			t.Errorf("exit (-want +got):\n%s", diff)
+		want := plugintest.Exit{Code: 2, Msg: "cannot reach the API server of context b at https://b.example:6443: dial tcp: connection refused"}
+		if diff := cmp.Diff(want, plugintest.ExitOf(err)); diff != "" {
+			t.Errorf("plugintest.Exit (-want +got):\n%s", diff)
 		}
 	})
 }

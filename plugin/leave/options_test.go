@@ -67,19 +67,6 @@ func runFake(t *testing.T, f *kubefake.Factory, args ...string) (stdout, stderr 
 	return out.String(), errOut.String(), err
 }
 
-// exit is what main makes of a command's error: the exit code and the message.
-type exit struct {
-	Code int
-	Msg  string
-}
-
-func exitOf(err error) exit {
-	if err == nil {
-		return exit{}
-	}
-	return exit{Code: cmdutil.ExitCode(err), Msg: err.Error()}
-}
-
 // departures returns the left-clusters annotation of a's own Cluster.
 func departures(t *testing.T, f *kubefake.Factory) string {
 	t.Helper()
@@ -101,39 +88,39 @@ func TestCompleteValidate(t *testing.T) {
 	tests := []struct {
 		name string
 		args []string
-		want exit
+		want plugintest.Exit
 	}{
 		// Arguments and flags.
 		{name: "two clusters", args: []string{"b", "c"},
-			want: exit{2, "accepts at most 1 arg(s), received 2" + leaveHint}},
+			want: plugintest.Exit{Code: 2, Msg: "accepts at most 1 arg(s), received 2" + leaveHint}},
 		{name: "contexts", args: []string{"b", "--contexts", "a,b"},
-			want: exit{2, "unknown flag: --contexts" + leaveHint}},
+			want: plugintest.Exit{Code: 2, Msg: "unknown flag: --contexts" + leaveHint}},
 		{name: "bad duration", args: []string{"b", "--timeout", "soon"},
-			want: exit{2, `invalid argument "soon" for "--timeout" flag: time: invalid duration "soon"` + leaveHint}},
+			want: plugintest.Exit{Code: 2, Msg: `invalid argument "soon" for "--timeout" flag: time: invalid duration "soon"` + leaveHint}},
 		// Complete.
 		{name: "unknown context", args: []string{"b", "--context", "nosuch"},
-			want: exit{2, `--context "nosuch": no such context in the kubeconfig` + leaveHint}},
+			want: plugintest.Exit{Code: 2, Msg: `--context "nosuch": no such context in the kubeconfig` + leaveHint}},
 		{name: "unknown dry run", args: []string{"b", "--dry-run=all"},
-			want: exit{2, `--dry-run must be "none", "client" or "server", got "all"` + leaveHint}},
+			want: plugintest.Exit{Code: 2, Msg: `--dry-run must be "none", "client" or "server", got "all"` + leaveHint}},
 		{name: "empty dry run", args: []string{"b", "--dry-run="},
-			want: exit{2, `--dry-run must be "none", "client" or "server": a value must be set, as in --dry-run=server` + leaveHint}},
+			want: plugintest.Exit{Code: 2, Msg: `--dry-run must be "none", "client" or "server": a value must be set, as in --dry-run=server` + leaveHint}},
 		{name: "bare dry run", args: []string{"b", "--dry-run"},
-			want: exit{2, "flag needs an argument: --dry-run" + leaveHint}},
+			want: plugintest.Exit{Code: 2, Msg: "flag needs an argument: --dry-run" + leaveHint}},
 		{name: "unknown output", args: []string{"b", "-o", "table"},
-			want: exit{2, `unable to match a printer suitable for the output format "table", allowed formats are: go-template,go-template-file,json,jsonpath,jsonpath-as-json,jsonpath-file,kyaml,name,template,templatefile,yaml` + leaveHint}},
+			want: plugintest.Exit{Code: 2, Msg: `unable to match a printer suitable for the output format "table", allowed formats are: go-template,go-template-file,json,jsonpath,jsonpath-as-json,jsonpath-file,kyaml,name,template,templatefile,yaml` + leaveHint}},
 		// Validate.
 		{name: "bad cluster name", args: []string{"Not_A_Cluster"},
-			want: exit{2, `cluster name "Not_A_Cluster": ` + subdomain + leaveHint}},
+			want: plugintest.Exit{Code: 2, Msg: `cluster name "Not_A_Cluster": ` + subdomain + leaveHint}},
 		{name: "bad namespace", args: []string{"b", "-n", "Not_A_Namespace"},
-			want: exit{2, `--namespace "Not_A_Namespace": ` + label + leaveHint}},
+			want: plugintest.Exit{Code: 2, Msg: `--namespace "Not_A_Namespace": ` + label + leaveHint}},
 		{name: "wait in a client dry run", args: []string{"b", "--dry-run=client", "--wait"},
-			want: exit{2, "--wait cannot be used with --dry-run: nothing is written to wait for" + leaveHint}},
+			want: plugintest.Exit{Code: 2, Msg: "--wait cannot be used with --dry-run: nothing is written to wait for" + leaveHint}},
 		{name: "wait in a server dry run", args: []string{"b", "--dry-run=server", "--wait"},
-			want: exit{2, "--wait cannot be used with --dry-run: nothing is written to wait for" + leaveHint}},
+			want: plugintest.Exit{Code: 2, Msg: "--wait cannot be used with --dry-run: nothing is written to wait for" + leaveHint}},
 		{name: "no timeout", args: []string{"b", "--wait", "--timeout", "0s"},
-			want: exit{2, "--timeout must be positive, got 0s" + leaveHint}},
+			want: plugintest.Exit{Code: 2, Msg: "--timeout must be positive, got 0s" + leaveHint}},
 		{name: "every Validate error at once", args: []string{"Not_A_Cluster", "-n", "Not_A_Namespace", "--wait", "--timeout", "-1s"},
-			want: exit{2, `cluster name "Not_A_Cluster": ` + subdomain + "\n" +
+			want: plugintest.Exit{Code: 2, Msg: `cluster name "Not_A_Cluster": ` + subdomain + "\n" +
 				`--namespace "Not_A_Namespace": ` + label + "\n" +
 				"--timeout must be positive, got -1s" + leaveHint}},
 	}
@@ -141,8 +128,8 @@ func TestCompleteValidate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := fakeMember()
 			stdout, _, err := runFake(t, f, tt.args...)
-			if diff := cmp.Diff(tt.want, exitOf(err)); diff != "" {
-				t.Errorf("exit (-want +got):\n%s", diff)
+			if diff := cmp.Diff(tt.want, plugintest.ExitOf(err)); diff != "" {
+				t.Errorf("plugintest.Exit (-want +got):\n%s", diff)
 			}
 			if stdout != "" {
 				t.Errorf("stdout %q, want nothing", stdout)
@@ -162,7 +149,7 @@ func TestRunFake(t *testing.T) {
 	tests := []struct {
 		name       string
 		args       []string
-		want       exit
+		want       plugintest.Exit
 		wantOut    string
 		wantErrOut string
 		// wantLeft is the left-clusters annotation of a afterwards.
@@ -182,20 +169,20 @@ func TestRunFake(t *testing.T) {
 			wantErrOut: "The other members drop a once their controllers read a's Cluster; a drops its copies of theirs. Synced objects are kept.\n",
 			wantLeft:   "id-a@" + now.Format(time.RFC3339)},
 		{name: "not Ready", args: []string{"c"},
-			want: exit{2, "cluster c is not Ready in the view of context a (Ready=False, Test: as the test set it), so it cannot be told to forget the group now. Re-run with --force to remove it anyway: the members drop it at once, and it forgets the group when its controller next reaches one of them"}},
+			want: plugintest.Exit{Code: 2, Msg: "cluster c is not Ready in the view of context a (Ready=False, Test: as the test set it), so it cannot be told to forget the group now. Re-run with --force to remove it anyway: the members drop it at once, and it forgets the group when its controller next reaches one of them"}},
 		{name: "not Ready, forced", args: []string{"c", "--force"},
 			wantOut:    clusterResource + "/c left the group (recorded on " + clusterResource + "/a on context a)\n",
 			wantErrOut: "The members drop c as the departure spreads; c drops its copies of theirs when its controller reads any member. Synced objects are kept.\n",
 			wantLeft:   "id-c@" + now.Format(time.RFC3339)},
 		{name: "no such cluster", args: []string{"nosuch"},
-			want: exit{2, `context a has no Cluster nosuch: it is not a member of the group as a sees it (its Clusters: a, b, c; see "kubectl registry status")`}},
+			want: plugintest.Exit{Code: 2, Msg: `context a has no Cluster nosuch: it is not a member of the group as a sees it (its Clusters: a, b, c; see "kubectl registry status")`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := fakeMember()
 			stdout, stderr, err := runFake(t, f, tt.args...)
-			if diff := cmp.Diff(tt.want, exitOf(err)); diff != "" {
-				t.Errorf("exit (-want +got):\n%s", diff)
+			if diff := cmp.Diff(tt.want, plugintest.ExitOf(err)); diff != "" {
+				t.Errorf("plugintest.Exit (-want +got):\n%s", diff)
 			}
 			if diff := cmp.Diff(tt.wantOut, stdout); diff != "" {
 				t.Errorf("stdout (-want +got):\n%s", diff)

@@ -98,6 +98,19 @@ func peerOf(t *testing.T, name, server string, ca []byte) (*v1alpha1.Cluster, *c
 	return c, s
 }
 
+// clusterServer is a TLS API server that answers as the cluster uid (its kube-system
+// namespace) and 404 to everything else.
+func clusterServer(uid types.UID) *httptest.Server {
+	return httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/api/v1/namespaces/kube-system" {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"kind":"Namespace","apiVersion":"v1","metadata":{"name":"kube-system","uid":%q}}`, uid)
+			return
+		}
+		http.NotFound(w, r)
+	}))
+}
+
 // otherCA returns a PEM certificate of a CA that signed none of the test servers (they
 // all share httptest's certificate).
 func otherCA(t *testing.T) []byte {
@@ -185,14 +198,7 @@ func TestEnsureReportsOnlyTheClass(t *testing.T) {
 // TestAuthenticate: an offered kubeconfig is checked against the address policy and the
 // cluster its server says it is, before anything is written from it.
 func TestAuthenticate(t *testing.T) {
-	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/api/v1/namespaces/kube-system" {
-			w.Header().Set("Content-Type", "application/json")
-			fmt.Fprint(w, `{"kind":"Namespace","apiVersion":"v1","metadata":{"name":"kube-system","uid":"uid-p"}}`)
-			return
-		}
-		http.NotFound(w, r)
-	}))
+	srv := clusterServer("uid-p")
 	defer srv.Close()
 	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
 	_, s := peerOf(t, "p", srv.URL, ca)
@@ -227,14 +233,7 @@ func TestAuthenticate(t *testing.T) {
 // make test run hung 17 minutes in TestPeerCredential. The connection is held inside
 // its report (in the log line set writes) until Start is waiting for it.
 func TestStartStopsWhileAConnectionReports(t *testing.T) {
-	server := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/api/v1/namespaces/kube-system" {
-			w.Header().Set("Content-Type", "application/json")
-			fmt.Fprint(w, `{"kind":"Namespace","apiVersion":"v1","metadata":{"name":"kube-system","uid":"uid-p"}}`)
-			return
-		}
-		http.NotFound(w, r)
-	}))
+	server := clusterServer("uid-p")
 	defer server.Close()
 
 	reporting, release := make(chan struct{}), make(chan struct{})

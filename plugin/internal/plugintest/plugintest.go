@@ -97,6 +97,20 @@ func RunVerb(t testing.TB, verb *cobra.Command, args ...string) error {
 	return root.ExecuteContext(ctx)
 }
 
+// Exit is what main makes of a command's error: the exit code and the message.
+type Exit struct {
+	Code int
+	Msg  string
+}
+
+// ExitOf returns what main makes of err (the zero Exit for nil).
+func ExitOf(err error) Exit {
+	if err == nil {
+		return Exit{}
+	}
+	return Exit{Code: cmdutil.ExitCode(err), Msg: err.Error()}
+}
+
 // Exit runs the command like Run and then does what main does with its error: it
 // appends "error: <err>" to stderr (unless the error's message is empty) and returns the
 // exit code of the error.
