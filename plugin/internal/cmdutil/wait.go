@@ -20,7 +20,9 @@ const progressTick = time.Second
 
 // WaitAll checks every target each interval until all are done, printing to progress a
 // "waiting: <state>" line whenever the state of a pending target changes, and calling
-// done(i) once target i is done. When progress is a terminal it also keeps a live line
+// done(i) once target i and every target before it are done: done is called in the
+// targets' order whatever order they finish in, so what a verb prints for them is the
+// same from run to run. When progress is a terminal it also keeps a live line
 // at the bottom, redrawn every second: what the first pending target waits for (which
 // cluster, which condition) and the time elapsed; it is erased before anything else is
 // printed and when the wait ends. When timeout passes first it returns the states of
@@ -35,6 +37,7 @@ func waitAll(ctx context.Context, timeout, interval time.Duration, targets []Wai
 	defer cancel()
 	last := make([]string, len(targets))
 	ok := make([]bool, len(targets))
+	reported := 0 // done(i) has been called for every i < reported
 	line := newProgress(progress, live, now)
 	defer line.Erase()
 	var tick <-chan time.Time
@@ -52,8 +55,6 @@ func waitAll(ctx context.Context, timeout, interval time.Duration, targets []Wai
 			finished, state := t.Check(ctx)
 			if finished {
 				ok[i] = true
-				line.Erase()
-				done(i)
 				continue
 			}
 			pending++
@@ -62,6 +63,11 @@ func waitAll(ctx context.Context, timeout, interval time.Duration, targets []Wai
 				line.Erase()
 				fmt.Fprintf(progress, "waiting: %s\n", state)
 			}
+		}
+		for reported < len(targets) && ok[reported] {
+			line.Erase()
+			done(reported)
+			reported++
 		}
 		if pending == 0 {
 			return nil, nil

@@ -30,7 +30,8 @@ func TestWaitAll(t *testing.T) {
 	if err != nil || still != nil {
 		t.Fatalf("WaitAll = %v, %v", still, err)
 	}
-	if diff := cmp.Diff([]int{1, 0}, done); diff != "" {
+	// b finishes first, but done follows the targets' order.
+	if diff := cmp.Diff([]int{0, 1}, done); diff != "" {
 		t.Errorf("done order (-want +got):\n%s", diff)
 	}
 	// The unchanged state is printed once.
@@ -56,12 +57,13 @@ func TestWaitAllProgressLine(t *testing.T) {
 		live bool
 		want string
 	}{
-		{live: false, want: "waiting: not yet\nwaiting: not yet\ndone 1\ndone 0\n"},
+		// b is done first but reported after a: done follows the targets' order.
+		{live: false, want: "waiting: not yet\nwaiting: not yet\ndone 0\ndone 1\n"},
 		{live: true, want: "waiting: not yet\nwaiting: not yet\n" +
 			"\r\033[Kwaiting 3s: not yet (and 1 more)" +
-			"\r\033[Kdone 1\n" +
 			"\r\033[Kwaiting 6s: not yet" +
-			"\r\033[Kdone 0\n"},
+			"\r\033[Kdone 0\n" +
+			"done 1\n"},
 	} {
 		clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 		now := func() time.Time { clock = clock.Add(3 * time.Second); return clock }
