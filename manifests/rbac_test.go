@@ -211,8 +211,19 @@ func TestReaderIdentityIsLeastPrivilege(t *testing.T) {
 			_, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, v1alpha1.ControllerName, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
 			return err
 		}},
+		// The key pair the credentials peers issue this cluster are sealed to.
+		{"get the key secret", func(ctx context.Context, cs kubernetes.Interface, _ client.Client) error {
+			_, err := cs.CoreV1().Secrets(readers).Get(ctx, v1alpha1.ReaderKeySecretName, metav1.GetOptions{})
+			return err
+		}},
+		{"list secrets in readers namespace", func(ctx context.Context, cs kubernetes.Interface, _ client.Client) error {
+			_, err := cs.CoreV1().Secrets(readers).List(ctx, metav1.ListOptions{})
+			return err
+		}},
 	}
 	want := map[string]string{
+		"get the key secret":                  "forbidden",
+		"list secrets in readers namespace":   "forbidden",
 		"list clusters":                       "allowed",
 		"list clusterfeatures":                "allowed",
 		"list resourcesyncrules":              "allowed",
@@ -340,22 +351,46 @@ func TestControllerIdentity(t *testing.T) {
 			_, err := cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, metricsAccessReview("someone"), metav1.CreateOptions{})
 			return err
 		}},
+		// Its key pair: the Secret of that name in the readers namespace, and no other.
+		{"create and get the key secret", func(ctx context.Context, cs kubernetes.Interface, _ client.Client) error {
+			readers := v1alpha1.ReadersNamespace(ns)
+			_, err := cs.CoreV1().Secrets(readers).Create(ctx, secret(readers, v1alpha1.ReaderKeySecretName), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			if err != nil {
+				return err
+			}
+			_, err = cs.CoreV1().Secrets(readers).Get(ctx, v1alpha1.ReaderKeySecretName, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return nil // allowed, and not made yet
+			}
+			return err
+		}},
+		{"get another secret in readers namespace", func(ctx context.Context, cs kubernetes.Interface, _ client.Client) error {
+			_, err := cs.CoreV1().Secrets(v1alpha1.ReadersNamespace(ns)).Get(ctx, "reader-test", metav1.GetOptions{})
+			return err
+		}},
+		{"list secrets in readers namespace", func(ctx context.Context, cs kubernetes.Interface, _ client.Client) error {
+			_, err := cs.CoreV1().Secrets(v1alpha1.ReadersNamespace(ns)).List(ctx, metav1.ListOptions{})
+			return err
+		}},
 	}
 	want := map[string]string{
-		"create cluster":                      "allowed",
-		"create secret in registry namespace": "allowed",
-		"create secret in default":            "forbidden",
-		"create reader token":                 "allowed",
-		"create own token":                    "forbidden",
-		"get namespace kube-system":           "allowed",
-		"create peer reader and its token":    "allowed",
-		"delete shared reader":                "allowed",
-		"delete own serviceaccount":           "forbidden",
-		"list nodes":                          "allowed",
-		"list leases in registry namespace":   "allowed",
-		"delete namespace default":            "forbidden",
-		"create tokenreview":                  "allowed",
-		"create subjectaccessreview":          "allowed",
+		"create and get the key secret":           "allowed",
+		"get another secret in readers namespace": "forbidden",
+		"list secrets in readers namespace":       "forbidden",
+		"create cluster":                          "allowed",
+		"create secret in registry namespace":     "allowed",
+		"create secret in default":                "forbidden",
+		"create reader token":                     "allowed",
+		"create own token":                        "forbidden",
+		"get namespace kube-system":               "allowed",
+		"create peer reader and its token":        "allowed",
+		"delete shared reader":                    "allowed",
+		"delete own serviceaccount":               "forbidden",
+		"list nodes":                              "allowed",
+		"list leases in registry namespace":       "allowed",
+		"delete namespace default":                "forbidden",
+		"create tokenreview":                      "allowed",
+		"create subjectaccessreview":              "allowed",
 	}
 	if diff := cmp.Diff(want, outcomes(t, cfg, reqs)); diff != "" {
 		t.Fatalf("controller permissions (-want +got):\n%s", diff)

@@ -40,6 +40,7 @@ import (
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/conditions"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials/seal"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/planner/members"
 )
@@ -467,7 +468,15 @@ func (o *Options) reader(ctx context.Context, m *member, c *v1alpha1.Cluster) (c
 	conn := &s
 	var received corev1.Secret
 	if err := m.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: v1alpha1.ReceivedReaderSecretName(c.Spec.ClusterID)}, &received); err == nil {
-		conn = credentials.Choose(&s, &received, c.Spec.ClusterID, time.Now())
+		// A sealed credential opens with the member's key, which its admin may read.
+		var open credentials.Opener
+		var keySecret corev1.Secret
+		if err := m.client.Get(ctx, client.ObjectKey{Namespace: v1alpha1.ReadersNamespace(o.Namespace), Name: v1alpha1.ReaderKeySecretName}, &keySecret); err == nil {
+			if key, err := seal.ParsePrivateKey(keySecret.Data[v1alpha1.PrivateKeyKey]); err == nil {
+				open = func(issuer types.UID, sealed []byte) ([]byte, error) { return key.Open(issuer, m.id, sealed) }
+			}
+		}
+		conn, _ = credentials.Choose(&s, &received, c.Spec.ClusterID, time.Now(), open)
 	}
 	cfg, err := kubeconfig.Parse(conn.Data[v1alpha1.KubeconfigKey])
 	if err != nil {

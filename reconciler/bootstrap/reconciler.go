@@ -28,7 +28,13 @@ import (
 // Reconciler keeps the local Cluster CR, the reader ServiceAccount and the reader
 // kubeconfig Secret in place, and renews the reader token.
 type Reconciler struct {
-	Client   client.Client
+	Client client.Client
+	// APIReader reads from the API server what the cache does not hold (the key Secret
+	// of the readers namespace); nil means Client.
+	APIReader client.Reader
+	// Keys receives the local key pair; nil makes and advertises none (the peers then
+	// issue this cluster unsealed credentials).
+	Keys     *Keys
 	Tokens   func(namespace string) TokenMinter
 	Identity Identity
 	Options  Options
@@ -95,6 +101,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		return reconcile.Result{}, err
 	}
 	r.Metrics.observeRenewAfter(renewAt)
+	if r.Keys != nil {
+		// Last: a missing readers namespace (an older install) leaves the rest working.
+		key, err := r.ensureKey(ctx)
+		if err == nil {
+			err = r.advertiseKey(ctx, cluster, key)
+		}
+		if err != nil {
+			if r.Recorder != nil {
+				r.Recorder.Event(cluster, corev1.EventTypeWarning, "KeyFailed", err.Error())
+			}
+			return reconcile.Result{}, err
+		}
+	}
 	wait := renewAt.Sub(r.now())
 	if wait < time.Second {
 		wait = time.Second

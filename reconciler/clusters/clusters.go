@@ -53,6 +53,9 @@ type Reconciler struct {
 	Identity  bootstrap.Identity
 	Peers     *peers.Manager
 	Namespace string
+	// Keys holds the local key pair, which opens the credentials peers sealed to this
+	// cluster; nil (or not loaded yet) leaves sealed credentials unused.
+	Keys *bootstrap.Keys
 	// ServerVersion returns the local API server's version.
 	ServerVersion func(ctx context.Context) (string, error)
 	Recorder      record.EventRecorder
@@ -315,7 +318,14 @@ func (r *Reconciler) peerStatus(ctx context.Context, cluster *v1alpha1.Cluster, 
 	conn := &secret
 	var received corev1.Secret
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: v1alpha1.ReceivedReaderSecretName(cluster.Spec.ClusterID)}, &received); err == nil && !r.isRejected(cluster.Name, &received) {
-		conn = credentials.Choose(&secret, &received, cluster.Spec.ClusterID, r.now())
+		var open credentials.Opener
+		if key := r.Keys.Get(); key != nil {
+			open = func(issuer types.UID, sealed []byte) ([]byte, error) { return key.Open(issuer, r.Identity.ID, sealed) }
+		}
+		var err error
+		if conn, err = credentials.Choose(&secret, &received, cluster.Spec.ClusterID, r.now(), open); err != nil {
+			log.Info("the reader credential the peer issued to this cluster is not used: using its shared reader Secret", "cluster", cluster.Name, "secret", received.Name, "reason", err.Error())
+		}
 	}
 	p := r.Peers.Ensure(cluster, conn)
 	if conn != &secret && p.State == v1alpha1.ClusterStateInvalidAuthInfo {
@@ -358,7 +368,7 @@ func (r *Reconciler) peerStatus(ctx context.Context, cluster *v1alpha1.Cluster, 
 }
 
 func credentialHash(s *corev1.Secret) string {
-	h := sha256.Sum256(s.Data[v1alpha1.KubeconfigKey])
+	h := sha256.Sum256(append(append([]byte(nil), s.Data[v1alpha1.KubeconfigKey]...), s.Data[v1alpha1.SealedKubeconfigKey]...))
 	return hex.EncodeToString(h[:])
 }
 

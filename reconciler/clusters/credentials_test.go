@@ -12,6 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/bootstrap"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials/seal"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/peers"
 )
@@ -59,17 +61,31 @@ func TestPeerCredential(t *testing.T) {
 		s.Annotations = map[string]string{v1alpha1.OwnershipAnnotation: string(peerID)}
 		return s
 	}
+	localKey, otherKey := mustKey(t), mustKey(t)
+	sealed := func(token string, to *seal.Key) *corev1.Secret {
+		b, err := seal.Seal(to.PublicKey(), peerID, localID, kc(token)[v1alpha1.KubeconfigKey])
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := received(token)
+		s.Data = map[string][]byte{v1alpha1.SealedKubeconfigKey: b}
+		return s
+	}
 	tests := []struct {
-		name             string
-		shared, received string
+		name     string
+		shared   string
+		received *corev1.Secret
 	}{
-		{"the credential is used: the shared token is rejected", "bad-token", "good-token"},
-		{"a rejected credential gives way to the shared Secret", "good-token", "bad-token"},
+		{"the credential is used: the shared token is rejected", "bad-token", received("good-token")},
+		{"a rejected credential gives way to the shared Secret", "good-token", received("bad-token")},
+		{"a sealed credential is opened with the local key: the shared token is rejected", "bad-token", sealed("good-token", localKey)},
+		{"a credential sealed to another key gives way to the shared Secret", "good-token", sealed("bad-token", otherKey)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t, interceptor.Funcs{}, cluster("local", localID, "local"), cluster("peer", peerID, "peer"),
-				readerSecret("peer", v1alpha1.SecretTypeClusterRegistry, kc(tt.shared)), received(tt.received))
+				readerSecret("peer", v1alpha1.SecretTypeClusterRegistry, kc(tt.shared)), tt.received)
+			f.r.Keys = bootstrap.NewKeys(localKey)
 			pm, err := peers.NewManager(peers.Options{Scheme: newScheme(t), Namespace: v1alpha1.DefaultNamespace,
 				Addresses: kubeconfig.AddressPolicy{AllowLoopback: true}, HealthInterval: time.Hour})
 			if err != nil {
@@ -93,4 +109,13 @@ func TestPeerCredential(t *testing.T) {
 			}
 		})
 	}
+}
+
+func mustKey(t *testing.T) *seal.Key {
+	t.Helper()
+	k, err := seal.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }

@@ -25,6 +25,7 @@ package credentials
 
 import (
 	"bytes"
+	"fmt"
 	"sort"
 	"time"
 
@@ -32,6 +33,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials/seal"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 )
 
@@ -50,6 +52,10 @@ const (
 type Peer struct {
 	ID   types.UID
 	Name string
+	// PublicKey is the key the peer advertised on its own Cluster
+	// (v1alpha1.ReaderPublicKeyAnnotation of the local copy), which its credential is
+	// sealed to; empty when it advertised none (it is issued an unsealed one).
+	PublicKey string
 }
 
 // Input is what Plan decides from.
@@ -114,7 +120,7 @@ func Plan(in Input) Result {
 			continue
 		}
 		seen[id] = true
-		p := Peer{ID: id, Name: c.Name}
+		p := Peer{ID: id, Name: c.Name, PublicKey: c.Annotations[v1alpha1.ReaderPublicKeyAnnotation]}
 		if _, ok := byKey[v1alpha1.ReaderKey(id)]; ok {
 			res.Keep = append(res.Keep, p)
 		} else {
@@ -126,9 +132,11 @@ func Plan(in Input) Result {
 
 // Due reports whether the token in the issued Secret s (nil when missing) must be
 // issued again: it is missing or not ours, it was issued for another ServiceAccount (the
-// ServiceAccount was recreated), it is due for renewal, or it names another server or CA
-// than the ones advertised.
-func Due(s *corev1.Secret, saUID types.UID, server string, ca []byte, now time.Time) bool {
+// ServiceAccount was recreated), it is due for renewal, it is sealed to another key than
+// publicKey (the peer's current one; empty: it is to be unsealed), or, unsealed, it
+// names another server or CA than the ones advertised. (A sealed one is not checked
+// for its server: the peer uses its token with the server and CA it pinned.)
+func Due(s *corev1.Secret, saUID types.UID, server string, ca []byte, publicKey string, now time.Time) bool {
 	if s == nil || s.Type != v1alpha1.SecretTypeClusterRegistry || s.Annotations[v1alpha1.OwnershipAnnotation] != "" ||
 		s.Annotations[v1alpha1.TokenServiceAccountUIDAnnotation] != string(saUID) {
 		return true
@@ -137,36 +145,59 @@ func Due(s *corev1.Secret, saUID types.UID, server string, ca []byte, now time.T
 	if err != nil || !now.Before(renewAt) {
 		return true
 	}
+	if publicKey != "" {
+		return s.Annotations[v1alpha1.SealedToAnnotation] != seal.Fingerprint(publicKey) ||
+			len(s.Data[v1alpha1.SealedKubeconfigKey]) == 0 || len(s.Data[v1alpha1.KubeconfigKey]) != 0
+	}
+	if len(s.Data[v1alpha1.SealedKubeconfigKey]) != 0 {
+		return true
+	}
 	r, ok := kubeconfig.Read(s.Data[v1alpha1.KubeconfigKey])
 	return !ok || r.Server != server || !bytes.Equal(r.CAData, ca) || r.Token == ""
 }
 
+// Opener opens a credential that issuer sealed to this cluster (seal.Key.Open for the
+// local cluster as recipient).
+type Opener func(issuer types.UID, sealed []byte) ([]byte, error)
+
 // Choose returns the Secret a connection to cluster x uses: the token of the credential
-// x issued to this cluster (received, nil when there is none), for the server and CA of
-// x's shared reader Secret (the pinned ones: re-pinning x there moves the credential
-// too), while it is a copy of x's with a usable kubeconfig whose token has not expired;
-// else x's shared reader Secret itself.
-func Choose(shared, received *corev1.Secret, x types.UID, now time.Time) *corev1.Secret {
+// x issued to this cluster (received, nil when there is none; opened with open when it
+// is sealed), for the server and CA of x's shared reader Secret (the pinned ones:
+// re-pinning x there moves the credential too), while it is a copy of x's with a usable
+// kubeconfig whose token has not expired; else x's shared reader Secret itself. A
+// sealed credential that does not open (open nil, or another key) is not used; the
+// error says why.
+func Choose(shared, received *corev1.Secret, x types.UID, now time.Time, open Opener) (*corev1.Secret, error) {
 	if received == nil || received.Type != v1alpha1.SecretTypeClusterRegistry ||
 		received.Annotations[v1alpha1.OwnershipAnnotation] != string(x) {
-		return shared
+		return shared, nil
 	}
-	r, ok := kubeconfig.Read(received.Data[v1alpha1.KubeconfigKey])
+	raw := received.Data[v1alpha1.KubeconfigKey]
+	if sealed := received.Data[v1alpha1.SealedKubeconfigKey]; len(sealed) > 0 {
+		if open == nil {
+			return shared, fmt.Errorf("the credential cluster %s issued to this cluster is sealed, and this cluster's key is not loaded yet", x)
+		}
+		var err error
+		if raw, err = open(x, sealed); err != nil {
+			return shared, fmt.Errorf("the credential cluster %s issued to this cluster: %w", x, err)
+		}
+	}
+	r, ok := kubeconfig.Read(raw)
 	if !ok || r.Token == "" {
-		return shared
+		return shared, nil
 	}
 	if exp, _, ok := kubeconfig.TokenTimes(r.Token); ok && !now.Before(exp) {
-		return shared
+		return shared, nil
 	}
 	pin, ok := kubeconfig.Read(shared.Data[v1alpha1.KubeconfigKey])
 	if !ok || pin.Server == "" {
-		return shared
+		return shared, nil
 	}
 	data, err := kubeconfig.Render(kubeconfig.Reader{ClusterName: "peer", Server: pin.Server, CAData: pin.CAData, Token: r.Token})
 	if err != nil {
-		return shared
+		return shared, nil
 	}
 	out := received.DeepCopy()
 	out.Data = map[string][]byte{v1alpha1.KubeconfigKey: data}
-	return out
+	return out, nil
 }

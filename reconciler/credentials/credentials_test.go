@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials/seal"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 )
 
@@ -160,25 +161,42 @@ func secret(name, server string, exp time.Time, mods ...func(*corev1.Secret)) *c
 	return s
 }
 
+// sealedTo turns an issued Secret into one sealed to publicKey (its data is not opened
+// by Due: only its shape counts).
+func sealedTo(publicKey string) func(*corev1.Secret) {
+	return func(s *corev1.Secret) {
+		s.Data = map[string][]byte{v1alpha1.SealedKubeconfigKey: []byte("sealed")}
+		s.Annotations[v1alpha1.SealedToAnnotation] = seal.Fingerprint(publicKey)
+	}
+}
+
 func TestDue(t *testing.T) {
 	const srv = "https://x.example:6443"
+	key, other := mustKey(t).PublicKey(), mustKey(t).PublicKey()
 	tests := []struct {
-		name string
-		s    *corev1.Secret
-		now  time.Time
-		want bool
+		name      string
+		s         *corev1.Secret
+		publicKey string // the peer's current key
+		now       time.Time
+		want      bool
 	}{
-		{"missing", nil, t0, true},
-		{"current", secret("s", srv, t0.Add(2*time.Hour)), t0, false},
-		{"due for renewal", secret("s", srv, t0.Add(2*time.Hour)), t0.Add(time.Hour), true},
-		{"issued for a ServiceAccount since recreated", secret("s", srv, t0.Add(2*time.Hour), func(s *corev1.Secret) { s.Annotations[v1alpha1.TokenServiceAccountUIDAnnotation] = "sa-0" }), t0, true},
-		{"another server", secret("s", "https://old.example:6443", t0.Add(2*time.Hour)), t0, true},
-		{"a copy, not ours", secret("s", srv, t0.Add(2*time.Hour), func(s *corev1.Secret) { s.Annotations[v1alpha1.OwnershipAnnotation] = "x" }), t0, true},
-		{"another type", secret("s", srv, t0.Add(2*time.Hour), func(s *corev1.Secret) { s.Type = corev1.SecretTypeOpaque }), t0, true},
+		{"missing", nil, "", t0, true},
+		{"current", secret("s", srv, t0.Add(2*time.Hour)), "", t0, false},
+		{"due for renewal", secret("s", srv, t0.Add(2*time.Hour)), "", t0.Add(time.Hour), true},
+		{"issued for a ServiceAccount since recreated", secret("s", srv, t0.Add(2*time.Hour), func(s *corev1.Secret) { s.Annotations[v1alpha1.TokenServiceAccountUIDAnnotation] = "sa-0" }), "", t0, true},
+		{"another server", secret("s", "https://old.example:6443", t0.Add(2*time.Hour)), "", t0, true},
+		{"a copy, not ours", secret("s", srv, t0.Add(2*time.Hour), func(s *corev1.Secret) { s.Annotations[v1alpha1.OwnershipAnnotation] = "x" }), "", t0, true},
+		{"another type", secret("s", srv, t0.Add(2*time.Hour), func(s *corev1.Secret) { s.Type = corev1.SecretTypeOpaque }), "", t0, true},
+		{"sealed to the peer's key", secret("s", srv, t0.Add(2*time.Hour), sealedTo(key)), key, t0, false},
+		{"sealed, due for renewal", secret("s", srv, t0.Add(2*time.Hour), sealedTo(key)), key, t0.Add(time.Hour), true},
+		{"sealed to the peer's former key", secret("s", srv, t0.Add(2*time.Hour), sealedTo(other)), key, t0, true},
+		{"unsealed, the peer now has a key", secret("s", srv, t0.Add(2*time.Hour)), key, t0, true},
+		{"sealed, the peer no longer has a key", secret("s", srv, t0.Add(2*time.Hour), sealedTo(key)), "", t0, true},
+		{"marked sealed, holding plaintext", secret("s", srv, t0.Add(2*time.Hour), func(s *corev1.Secret) { s.Annotations[v1alpha1.SealedToAnnotation] = seal.Fingerprint(key) }), key, t0, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := Due(tt.s, "sa-1", srv, nil, tt.now); got != tt.want {
+			if got := Due(tt.s, "sa-1", srv, nil, tt.publicKey, tt.now); got != tt.want {
 				t.Errorf("Due = %v, want %v", got, tt.want)
 			}
 		})
@@ -208,8 +226,8 @@ func TestChoose(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := Choose(shared, tt.received, x, tt.now); got.Name != tt.want {
-				t.Errorf("Choose = %s, want %s", got.Name, tt.want)
+			if got, err := Choose(shared, tt.received, x, tt.now, nil); got.Name != tt.want || err != nil {
+				t.Errorf("Choose = %s, %v; want %s", got.Name, err, tt.want)
 			}
 		})
 	}
@@ -219,10 +237,66 @@ func TestChoose(t *testing.T) {
 	moved := secret("mine", "https://elsewhere.example:6443", t0.Add(2*time.Hour), func(s *corev1.Secret) {
 		s.Annotations[v1alpha1.OwnershipAnnotation] = string(x)
 	})
-	got := Choose(shared, moved, x, t0)
+	got, _ := Choose(shared, moved, x, t0, nil)
 	r, ok := kubeconfig.Read(got.Data[v1alpha1.KubeconfigKey])
 	want, _ := kubeconfig.Read(moved.Data[v1alpha1.KubeconfigKey])
 	if !ok || r.Server != "https://x.example:6443" || r.Token != want.Token {
 		t.Errorf("Choose of a credential naming another server: server %q, its own token: %v; want the pinned server and its token", r.Server, r.Token == want.Token)
+	}
+}
+
+func mustKey(t *testing.T) *seal.Key {
+	t.Helper()
+	k, err := seal.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// TestChooseSealed: a credential sealed to this cluster is opened with its key and used
+// with the pinned server; one that does not open (another key, no key loaded) gives way
+// to the shared Secret, and the error says why.
+func TestChooseSealed(t *testing.T) {
+	const x, local types.UID = "x", "local"
+	shared := secret("shared", "https://x.example:6443", t0.Add(time.Hour))
+	mine, thief := mustKey(t), mustKey(t)
+	plain := secret("mine", "https://elsewhere.example:6443", t0.Add(2*time.Hour))
+	sealedFor := func(k *seal.Key) *corev1.Secret {
+		b, err := seal.Seal(k.PublicKey(), x, local, plain.Data[v1alpha1.KubeconfigKey])
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := plain.DeepCopy()
+		s.Annotations[v1alpha1.OwnershipAnnotation] = string(x)
+		s.Data = map[string][]byte{v1alpha1.SealedKubeconfigKey: b}
+		return s
+	}
+	opener := func(k *seal.Key) Opener {
+		return func(issuer types.UID, sealed []byte) ([]byte, error) { return k.Open(issuer, local, sealed) }
+	}
+	got, err := Choose(shared, sealedFor(mine), x, t0, opener(mine))
+	if err != nil || got.Name != "mine" {
+		t.Fatalf("Choose = %s, %v; want mine", got.Name, err)
+	}
+	r, _ := kubeconfig.Read(got.Data[v1alpha1.KubeconfigKey])
+	want, _ := kubeconfig.Read(plain.Data[v1alpha1.KubeconfigKey])
+	if r.Server != "https://x.example:6443" || r.Token != want.Token {
+		t.Errorf("opened credential: server %q, its token: %v; want the pinned server and the sealed token", r.Server, r.Token == want.Token)
+	}
+	for _, tt := range []struct {
+		name    string
+		open    Opener
+		wantErr string
+	}{
+		{"another member's key", opener(thief), "does not open"},
+		{"no key loaded", nil, "not loaded yet"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Choose(shared, sealedFor(mine), x, t0, tt.open)
+			if got.Name != "shared" || err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("Choose = %s, %v; want shared and an error containing %q", got.Name, err, tt.wantErr)
+			}
+		})
 	}
 }

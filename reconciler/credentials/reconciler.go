@@ -21,6 +21,7 @@ import (
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/bootstrap"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials/seal"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 )
 
@@ -223,7 +224,7 @@ func (r *Reconciler) ensureToken(ctx context.Context, own *v1alpha1.Cluster, p P
 		return time.Time{}, apiError("reading the reader credential Secret "+r.Namespace+"/"+name, err)
 	}
 	now := r.now()
-	if found && !Due(&existing, sa.UID, server, ca, now) {
+	if found && !Due(&existing, sa.UID, server, ca, p.PublicKey, now) {
 		renewAt, _ := time.Parse(time.RFC3339, existing.Annotations[v1alpha1.TokenRenewAfterAnnotation])
 		return renewAt, nil
 	}
@@ -235,6 +236,16 @@ func (r *Reconciler) ensureToken(ctx context.Context, own *v1alpha1.Cluster, p P
 	annotations := issued.Annotations
 	annotations[v1alpha1.PeerClusterIDAnnotation] = string(p.ID)
 	annotations[v1alpha1.PeerClusterNameAnnotation] = p.Name
+	secretData := map[string][]byte{v1alpha1.KubeconfigKey: data}
+	if p.PublicKey != "" {
+		// Only p can open it: the other peers read this Secret too.
+		sealed, err := seal.Seal(p.PublicKey, r.Identity.ID, p.ID, data)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("sealing the reader credential of cluster %s to the public key on its Cluster (%s): %w", p.Name, v1alpha1.ReaderPublicKeyAnnotation, err)
+		}
+		secretData = map[string][]byte{v1alpha1.SealedKubeconfigKey: sealed}
+		annotations[v1alpha1.SealedToAnnotation] = seal.Fingerprint(p.PublicKey)
+	}
 	desired := corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace:   r.Namespace,
@@ -243,7 +254,7 @@ func (r *Reconciler) ensureToken(ctx context.Context, own *v1alpha1.Cluster, p P
 			Annotations: annotations,
 		},
 		Type: v1alpha1.SecretTypeClusterRegistry,
-		Data: map[string][]byte{v1alpha1.KubeconfigKey: data},
+		Data: secretData,
 	}
 	switch {
 	case !found:
@@ -269,6 +280,7 @@ func (r *Reconciler) ensureToken(ctx context.Context, own *v1alpha1.Cluster, p P
 		}
 	}
 	logf.FromContext(ctx).Info("issued a reader credential", "peer", p.ID, "peerName", p.Name, "serviceAccount", sa.Namespace+"/"+sa.Name,
+		"sealedTo", annotations[v1alpha1.SealedToAnnotation],
 		"expires", annotations[v1alpha1.TokenExpiresAtAnnotation], "renewAfter", renewAt.UTC().Format(time.RFC3339))
 	if !found {
 		r.event(own, corev1.EventTypeNormal, EventReasonReaderIssued, "reader ServiceAccount %s/%s issued to cluster %s (clusterID %s)", sa.Namespace, sa.Name, p.Name, p.ID)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/bootstrap"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials/seal"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 )
 
@@ -188,4 +189,80 @@ func TestReconcileWaitsForTheSharedSecret(t *testing.T) {
 	if res.RequeueAfter == 0 || len(m.calls) != 0 {
 		t.Errorf("requeue %s, %d tokens minted; want a requeue and none", res.RequeueAfter, len(m.calls))
 	}
+}
+
+// TestReconcileSeals: a peer that advertises a public key gets its credential sealed to
+// it (only that peer opens it, for this issuer); one that advertises none gets it
+// unsealed; a new key of the peer gets a new credential, sealed to the new key.
+func TestReconcileSeals(t *testing.T) {
+	ctx := context.Background()
+	keyA, keyA2, keyB := mustKey(t), mustKey(t), mustKey(t)
+	c, r, m := fixture(t)
+	advertise := func(name string, k *seal.Key) {
+		t.Helper()
+		var cl v1alpha1.Cluster
+		if err := c.Get(ctx, client.ObjectKey{Name: name}, &cl); err != nil {
+			t.Fatal(err)
+		}
+		cl.Annotations = map[string]string{v1alpha1.ReaderPublicKeyAnnotation: k.PublicKey()}
+		if err := c.Update(ctx, &cl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	issued := func(id types.UID) *corev1.Secret {
+		t.Helper()
+		var s corev1.Secret
+		if err := c.Get(ctx, client.ObjectKey{Namespace: registryNS, Name: v1alpha1.IssuedReaderSecretName(id)}, &s); err != nil {
+			t.Fatal(err)
+		}
+		return &s
+	}
+	advertise("a", keyA)
+	if _, err := r.Reconcile(ctx, reconcile.Request{}); err != nil {
+		t.Fatal(err)
+	}
+	sa := issued(idA)
+	if _, ok := sa.Data[v1alpha1.KubeconfigKey]; ok || sa.Annotations[v1alpha1.SealedToAnnotation] != seal.Fingerprint(keyA.PublicKey()) {
+		t.Fatalf("a's credential is not sealed to a's key: keys %v, sealed-to %q", keys(sa.Data), sa.Annotations[v1alpha1.SealedToAnnotation])
+	}
+	plain, err := keyA.Open(idL, idA, sa.Data[v1alpha1.SealedKubeconfigKey])
+	if err != nil {
+		t.Fatalf("a cannot open its credential: %v", err)
+	}
+	if rd, ok := kubeconfig.Read(plain); !ok || rd.Token == "" {
+		t.Fatal("a's opened credential holds no token")
+	}
+	if _, err := keyB.Open(idL, idA, sa.Data[v1alpha1.SealedKubeconfigKey]); err == nil {
+		t.Error("b's key opens a's credential")
+	}
+	if sb := issued(idB); len(sb.Data[v1alpha1.KubeconfigKey]) == 0 || len(sb.Data[v1alpha1.SealedKubeconfigKey]) != 0 {
+		t.Errorf("b advertises no key: its credential should be unsealed, keys %v", keys(sb.Data))
+	}
+
+	// Nothing is minted again while current.
+	calls := len(m.calls)
+	if _, err := r.Reconcile(ctx, reconcile.Request{}); err != nil {
+		t.Fatal(err)
+	}
+	if len(m.calls) != calls {
+		t.Errorf("%d tokens minted on an unchanged reconcile", len(m.calls)-calls)
+	}
+
+	// a's new key: a new credential sealed to it.
+	advertise("a", keyA2)
+	if _, err := r.Reconcile(ctx, reconcile.Request{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := keyA2.Open(idL, idA, issued(idA).Data[v1alpha1.SealedKubeconfigKey]); err != nil {
+		t.Errorf("a's credential does not open with a's new key: %v", err)
+	}
+}
+
+func keys(m map[string][]byte) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }

@@ -123,10 +123,13 @@ func SetupRegistry(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	}
 	recorder := mgr.GetEventRecorderFor("kubectl-registry") //nolint:staticcheck // core events: the RBAC grants both APIs
 
+	keys := &bootstrap.Keys{}
 	boot := &bootstrap.Reconciler{
-		Client:   mgr.GetClient(),
-		Tokens:   func(ns string) bootstrap.TokenMinter { return cs.CoreV1().ServiceAccounts(ns) },
-		Identity: identity,
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Keys:      keys,
+		Tokens:    func(ns string) bootstrap.TokenMinter { return cs.CoreV1().ServiceAccounts(ns) },
+		Identity:  identity,
 		Options: bootstrap.Options{
 			Namespace:     opts.Namespace,
 			Endpoint:      ro.APIServerEndpoint,
@@ -191,6 +194,7 @@ func SetupRegistry(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		Identity:  identity,
 		Peers:     pm,
 		Namespace: opts.Namespace,
+		Keys:      keys,
 		ServerVersion: func(ctx context.Context) (string, error) {
 			v, err := dc.ServerVersionWithContext(ctx)
 			if err != nil {

@@ -82,3 +82,26 @@ func IssuedReaderSecretName(id types.UID) string { return IssuedReaderSecretPref
 // ReceivedReaderSecretName is the Secret a peer keeps the credential issued by cluster
 // id in.
 func ReceivedReaderSecretName(id types.UID) string { return ReceivedReaderSecretPrefix + ReaderKey(id) }
+
+// Sealed per-peer credentials: every member has a key pair of its own (package
+// reconciler/credentials/seal) and advertises the public key on its own Cluster; an
+// issuer seals the kubeconfig of the reader it issued to a peer that advertises a key,
+// so that only that peer can use it.
+const (
+	// ReaderPublicKeyAnnotation is on a member's own Cluster: the public key the
+	// credentials issued to it are sealed to ("x25519:" and the key in base64). Other
+	// members take it only from the member's own Cluster as its API server serves it (or
+	// from a join), never from a relay.
+	ReaderPublicKeyAnnotation = "cluster-registry.k8s.cisco.com/reader-public-key"
+	// SealedToAnnotation is on an issued (and received) reader credential Secret that is
+	// sealed: the fingerprint of the public key it is sealed to.
+	SealedToAnnotation = "cluster-registry.k8s.cisco.com/sealed-to"
+	// SealedKubeconfigKey is the data key of a sealed reader credential: the sealed
+	// kubeconfig, in place of KubeconfigKey.
+	SealedKubeconfigKey = "sealed-kubeconfig"
+	// ReaderKeySecretName is the Secret of the readers namespace holding the member's
+	// private key (which no peer can read), under PrivateKeyKey.
+	ReaderKeySecretName = "cluster-registry-key"
+	// PrivateKeyKey is the data key of the private key in ReaderKeySecretName.
+	PrivateKeyKey = "x25519-private-key"
+)

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials/seal"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/e2e/harness"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/testbed"
@@ -55,17 +56,51 @@ type held struct {
 	token string
 }
 
-// tokensHeld returns every token in the reader kubeconfigs of cl's registry namespace.
-func tokensHeld(t *testing.T, cl client.Client) []held {
+// keyOf returns the private key of the member cl is the API server of, as its admin
+// reads it from the readers namespace.
+func keyOf(t *testing.T, cl client.Client) *seal.Key {
+	t.Helper()
+	var s corev1.Secret
+	if err := cl.Get(context.Background(), client.ObjectKey{Namespace: v1alpha1.ReadersNamespace(ns), Name: v1alpha1.ReaderKeySecretName}, &s); err != nil {
+		t.Fatalf("the key Secret: %v", err)
+	}
+	k, err := seal.ParsePrivateKey(s.Data[v1alpha1.PrivateKeyKey])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// tokenIn returns the token of the reader kubeconfig Secret s holds: in the clear, or
+// sealed by issuer to recipient and opened with key (nil: a sealed one is not opened).
+func tokenIn(s *corev1.Secret, key *seal.Key, issuer, recipient types.UID) (string, bool) {
+	raw := s.Data[v1alpha1.KubeconfigKey]
+	if sealed := s.Data[v1alpha1.SealedKubeconfigKey]; len(sealed) > 0 {
+		if key == nil {
+			return "", false
+		}
+		var err error
+		if raw, err = key.Open(issuer, recipient, sealed); err != nil {
+			return "", false
+		}
+	}
+	r, ok := kubeconfig.Read(raw)
+	return r.Token, ok && r.Token != ""
+}
+
+// tokensHeld returns every token in the reader kubeconfigs of cl's registry namespace,
+// the sealed credentials opened with the member's key (id is the member's cluster ID).
+func tokensHeld(t *testing.T, cl client.Client, id types.UID) []held {
 	t.Helper()
 	var secrets corev1.SecretList
 	if err := cl.List(context.Background(), &secrets, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
 	}
+	key := keyOf(t, cl)
 	var out []held
-	for _, s := range secrets.Items {
-		if r, ok := kubeconfig.Read(s.Data[v1alpha1.KubeconfigKey]); ok && r.Token != "" {
-			out = append(out, held{where: "Secret " + s.Name, token: r.Token})
+	for i, s := range secrets.Items {
+		if token, ok := tokenIn(&secrets.Items[i], key, types.UID(s.Annotations[v1alpha1.OwnershipAnnotation]), id); ok {
+			out = append(out, held{where: "Secret " + s.Name, token: token})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].where < out[j].where })
@@ -101,11 +136,14 @@ func TestPerPeerCredentials(t *testing.T) {
 					if err := cl[reader].Get(ctx, client.ObjectKey{Namespace: ns, Name: v1alpha1.ReceivedReaderSecretName(ids[x])}, &s); err != nil {
 						return fmt.Errorf("%s: credential from %s: %w", reader, x, err)
 					}
-					r, ok := kubeconfig.Read(s.Data[v1alpha1.KubeconfigKey])
-					if !ok {
-						return fmt.Errorf("%s: credential from %s is not a reader kubeconfig", reader, x)
+					if len(s.Data[v1alpha1.KubeconfigKey]) != 0 {
+						return fmt.Errorf("%s keeps its credential from %s in the clear, where its own peers read it", reader, x)
 					}
-					user, err := whoAmI(ctx, bed.Cluster(x), r.Token)
+					token, ok := tokenIn(&s, keyOf(t, cl[reader]), ids[x], ids[reader])
+					if !ok {
+						return fmt.Errorf("%s: credential from %s does not open with %s's key", reader, x, reader)
+					}
+					user, err := whoAmI(ctx, bed.Cluster(x), token)
 					if err != nil {
 						return fmt.Errorf("%s's credential from %s: %w", reader, x, err)
 					}
@@ -124,8 +162,61 @@ func TestPerPeerCredentials(t *testing.T) {
 		}
 	})
 
+	t.Run("a member cannot use the credential a peer issued to another member", func(t *testing.T) {
+		// north's admin reads, through the credentials north holds, every Secret east and
+		// west let their readers read, and tries every token it finds, opening what it
+		// can with north's key. None of them is the reader east issued west or west
+		// issued east: north cannot act as west on east, nor as east on west.
+		northKey := keyOf(t, cl["north"])
+		var found []held
+		for _, x := range []string{"east", "west"} {
+			var received corev1.Secret
+			if err := cl["north"].Get(ctx, client.ObjectKey{Namespace: ns, Name: v1alpha1.ReceivedReaderSecretName(ids[x])}, &received); err != nil {
+				t.Fatal(err)
+			}
+			token, ok := tokenIn(&received, northKey, ids[x], ids["north"])
+			if !ok {
+				t.Fatalf("north's credential from %s does not open", x)
+			}
+			cfg := &rest.Config{Host: bed.Cluster(x).Host(), TLSClientConfig: rest.TLSClientConfig{CAData: bed.Cluster(x).CAData()}, BearerToken: token}
+			cs, err := kubernetes.NewForConfig(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			secrets, err := cs.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				t.Fatalf("north reading %s's Secrets: %v", x, err)
+			}
+			for i, s := range secrets.Items {
+				seen := map[string]bool{}
+				for _, issuer := range ids {
+					for _, recipient := range ids {
+						if token, ok := tokenIn(&secrets.Items[i], northKey, issuer, recipient); ok && !seen[token] {
+							seen[token] = true
+							found = append(found, held{where: x + "'s Secret " + s.Name, token: token})
+						}
+					}
+				}
+			}
+		}
+		if len(found) == 0 {
+			t.Fatal("north found no token at all: the test reads nothing")
+		}
+		for _, h := range found {
+			for _, pair := range [][2]string{{"east", "west"}, {"west", "east"}} {
+				user, err := whoAmI(ctx, bed.Cluster(pair[0]), h.token)
+				if err != nil {
+					continue
+				}
+				if victim := "system:serviceaccount:" + v1alpha1.ReadersNamespace(ns) + ":" + v1alpha1.ReaderServiceAccountName(ids[pair[1]]); user == victim {
+					t.Errorf("north uses %s to act on %s as %s (%s)", h.where, pair[0], pair[1], user)
+				}
+			}
+		}
+	})
+
 	t.Run("after leave every token the departed cluster held is rejected everywhere", func(t *testing.T) {
-		tokens := tokensHeld(t, cl["north"])
+		tokens := tokensHeld(t, cl["north"], ids["north"])
 		members := []string{"east", "west"}
 		// The tokens work before: each authenticates at one member at least (the
 		// shared reader tokens north copied, and the credentials issued to it).

@@ -12,8 +12,10 @@ import (
 )
 
 // planReceived keeps, for every Ready peer X, the reader credential X issued to this
-// cluster (see package credentials): taken from X itself only, its token rendered for
-// the server and CA pinned for X (those of the local reader Secret of X), written as
+// cluster (see package credentials): taken from X itself only, as X sealed it to this
+// cluster's key, or, unsealed (an issuer that does not seal, or a peer of this cluster
+// that advertised no key), its token rendered for the server and CA pinned for X (those
+// of the local reader Secret of X); written as
 // v1alpha1.ReceivedReaderSecretName(X) with X's ownership mark, so that it is deleted with
 // X's other copies when X leaves.
 func planReceived(in Input, peers []View, localSecrets map[string]*corev1.Secret, gone Departures, disabled map[types.UID]bool) ([]Write, []string) {
@@ -42,11 +44,21 @@ func planReceived(in Input, peers []View, localSecrets map[string]*corev1.Secret
 		if ref.Name == "" || (ref.Namespace != "" && ref.Namespace != in.Namespace) || localSecrets[ref.Name] == nil {
 			continue // no server and CA pinned for X yet
 		}
-		src, problem := pinned(localSecrets[ref.Name], issued, local.Name)
-		if problem == "" {
-			if r, ok := kubeconfig.Read(src.Data[v1alpha1.KubeconfigKey]); !ok || r.Token == "" {
-				problem = "it holds no token"
+		var data map[string][]byte
+		problem := ""
+		if sealed := issued.Data[v1alpha1.SealedKubeconfigKey]; len(sealed) > 0 {
+			// Sealed to this cluster's key: kept sealed, opened only to connect
+			// (credentials.Choose), where its token is used with the pinned server and CA.
+			data = map[string][]byte{v1alpha1.SealedKubeconfigKey: sealed}
+		} else {
+			var src *corev1.Secret
+			src, problem = pinned(localSecrets[ref.Name], issued, local.Name)
+			if problem == "" {
+				if r, ok := kubeconfig.Read(src.Data[v1alpha1.KubeconfigKey]); !ok || r.Token == "" {
+					problem = "it holds no token"
+				}
 			}
+			data = map[string][]byte{v1alpha1.KubeconfigKey: src.Data[v1alpha1.KubeconfigKey]}
 		}
 		name := v1alpha1.ReceivedReaderSecretName(x)
 		if problem != "" {
@@ -66,12 +78,12 @@ func planReceived(in Input, peers []View, localSecrets map[string]*corev1.Secret
 			v1alpha1.OwnershipLabel:     string(x),
 		}
 		desired.Annotations = map[string]string{v1alpha1.OwnershipAnnotation: string(x)}
-		for _, k := range []string{v1alpha1.TokenExpiresAtAnnotation, v1alpha1.TokenIssuedAtAnnotation} {
+		for _, k := range []string{v1alpha1.TokenExpiresAtAnnotation, v1alpha1.TokenIssuedAtAnnotation, v1alpha1.SealedToAnnotation} {
 			if v, ok := issued.Annotations[k]; ok {
 				desired.Annotations[k] = v
 			}
 		}
-		desired.Data = map[string][]byte{v1alpha1.KubeconfigKey: src.Data[v1alpha1.KubeconfigKey]}
+		desired.Data = data
 		switch {
 		case existing == nil:
 			ws = append(ws, Write{Op: OpCreate, Object: desired, From: view.Name, Describes: x})

@@ -143,3 +143,79 @@ func TestPlanReceived(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanReceivedSealed: a credential x sealed to l is kept sealed, as x wrote it: l
+// opens it only to connect.
+func TestPlanReceivedSealed(t *testing.T) {
+	recv := v1alpha1.ReceivedReaderSecretName(idX)
+	sealedIssued := issued(idL, "for-l", annotate(v1alpha1.SealedToAnnotation, "fp"), func(o client.Object) {
+		o.(*corev1.Secret).Data = map[string][]byte{v1alpha1.SealedKubeconfigKey: []byte("sealed bytes")}
+	})
+	res := Plan(input(copies("x", idX), []View{peer("x", idX, objs(own("x", idX), []client.Object{sealedIssued})...)}))
+	var written *corev1.Secret
+	for _, w := range res.Writes {
+		if w.Object.GetName() == recv {
+			written = w.Object.(*corev1.Secret)
+		}
+	}
+	if written == nil {
+		t.Fatalf("no write of %s: %v (conflicts %v)", recv, summary(res), res.Conflicts)
+	}
+	if diff := cmp.Diff(map[string][]byte{v1alpha1.SealedKubeconfigKey: []byte("sealed bytes")}, written.Data); diff != "" {
+		t.Errorf("written data (-want +got):\n%s", diff)
+	}
+	if got := written.Annotations[v1alpha1.SealedToAnnotation]; got != "fp" {
+		t.Errorf("sealed-to %q, want fp", got)
+	}
+
+	// An empty sealed value is no credential: it is not written.
+	empty := issued(idL, "for-l", func(o client.Object) {
+		o.(*corev1.Secret).Data = map[string][]byte{v1alpha1.SealedKubeconfigKey: nil}
+	})
+	res = Plan(input(copies("x", idX), []View{peer("x", idX, objs(own("x", idX), []client.Object{empty})...)}))
+	for _, s := range summary(res) {
+		if strings.Contains(s, recv) {
+			t.Errorf("an empty credential was written: %s", s)
+		}
+	}
+}
+
+// TestPlanPublicKeyFromItsOwnerOnly: a member's public key is copied from its own
+// Cluster, never set or changed by another member's copy: whoever sets the key reads the
+// credentials sealed to it.
+func TestPlanPublicKeyFromItsOwnerOnly(t *testing.T) {
+	const keyX, forged = "x25519:from-x", "x25519:from-a"
+	withKey := func(k string) mod { return annotate(v1alpha1.ReaderPublicKeyAnnotation, k) }
+	clusterWrite := func(res Result, name string) *v1alpha1.Cluster {
+		for _, w := range res.Writes {
+			if c, ok := w.Object.(*v1alpha1.Cluster); ok && c.Name == name {
+				return c
+			}
+		}
+		return nil
+	}
+	t.Run("x's own Cluster brings its key", func(t *testing.T) {
+		res := Plan(input(copies("x", idX), []View{peer("x", idX, cl("x", idX, withKey(keyX)), sec("x", defaultExpiryAt))}))
+		c := clusterWrite(res, "x")
+		if c == nil || c.Annotations[v1alpha1.ReaderPublicKeyAnnotation] != keyX {
+			t.Fatalf("the copy of x does not take x's key: %v", summary(res))
+		}
+	})
+	t.Run("a relay does not set the key of a cluster it teaches", func(t *testing.T) {
+		res := Plan(input(copies("a", idA), []View{peer("a", idA, objs(own("a", idA), []client.Object{cl("x", idX, mark(idX), withKey(forged)), sec("x", defaultExpiryAt, mark(idX))})...)}))
+		c := clusterWrite(res, "x")
+		if c == nil {
+			t.Fatalf("x is not learnt from a: %v %v", summary(res), res.Conflicts)
+		}
+		if k, ok := c.Annotations[v1alpha1.ReaderPublicKeyAnnotation]; ok {
+			t.Errorf("x learnt from a carries the key %q a offered", k)
+		}
+	})
+	t.Run("a relay does not change the key of a known cluster", func(t *testing.T) {
+		local := objs([]client.Object{cl("x", idX, mark(idX), withKey(keyX)), sec("x", defaultExpiryAt, mark(idX))}, copies("a", idA))
+		res := Plan(input(local, []View{peer("a", idA, objs(own("a", idA), []client.Object{cl("x", idX, mark(idX), withKey(forged)), sec("x", defaultExpiryAt, mark(idX))})...)}, idX))
+		if c := clusterWrite(res, "x"); c != nil && c.Annotations[v1alpha1.ReaderPublicKeyAnnotation] != keyX {
+			t.Errorf("a's copy changed x's key to %q", c.Annotations[v1alpha1.ReaderPublicKeyAnnotation])
+		}
+	})
+}
