@@ -226,11 +226,15 @@ func TestGroup(t *testing.T) {
 		}
 		cID := cOnA.Spec.ClusterID
 		for name, cl := range map[string]client.Client{"a": a, "b": b} {
-			var held corev1.Secret
-			if err := cl.Get(context.Background(), client.ObjectKey{Namespace: v1alpha1.DefaultNamespace, Name: v1alpha1.ReceivedReaderSecretName(cID)}, &held); err != nil {
+			var own v1alpha1.Cluster
+			if err := cl.Get(context.Background(), client.ObjectKey{Name: name}, &own); err != nil {
+				t.Fatal(err)
+			}
+			held, err := harness.ReceivedKubeconfig(cl, own.Spec.ClusterID, cID)
+			if err != nil {
 				t.Fatalf("%s's credential from c: %v", name, err)
 			}
-			heldCfg, err := kubeconfig.Parse(held.Data[v1alpha1.KubeconfigKey])
+			heldCfg, err := kubeconfig.Parse(held)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -215,6 +215,120 @@ func TestPerPeerCredentials(t *testing.T) {
 		}
 	})
 
+	t.Run("a stolen credential does not read its successor, and revoking it cuts it off", func(t *testing.T) {
+		// A thief holds west's credential to east (the token, not west's key) and east's
+		// shared reader token, read with it.
+		var received corev1.Secret
+		if err := cl["west"].Get(ctx, client.ObjectKey{Namespace: ns, Name: v1alpha1.ReceivedReaderSecretName(ids["east"])}, &received); err != nil {
+			t.Fatal(err)
+		}
+		stolen, ok := tokenIn(&received, keyOf(t, cl["west"]), ids["east"], ids["west"])
+		if !ok {
+			t.Fatal("west's credential from east does not open")
+		}
+		asThief, err := kubernetes.NewForConfig(&rest.Config{Host: bed.Cluster("east").Host(), TLSClientConfig: rest.TLSClientConfig{CAData: bed.Cluster("east").CAData()}, BearerToken: stolen})
+		if err != nil {
+			t.Fatal(err)
+		}
+		shared, err := asThief.CoreV1().Secrets(ns).Get(ctx, "east", metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("the thief reading east's shared reader Secret: %v", err)
+		}
+		sharedToken, ok := tokenIn(shared, nil, "", "")
+		if !ok {
+			t.Fatal("east's shared reader Secret holds no token")
+		}
+		// north's credential to east, which the revocation must not disturb.
+		var northReceived corev1.Secret
+		if err := cl["north"].Get(ctx, client.ObjectKey{Namespace: ns, Name: v1alpha1.ReceivedReaderSecretName(ids["east"])}, &northReceived); err != nil {
+			t.Fatal(err)
+		}
+		northToken, _ := tokenIn(&northReceived, keyOf(t, cl["north"]), ids["east"], ids["north"])
+
+		// east issues west a new credential (as at a renewal): the stolen token, still
+		// valid, reads only its sealed successor.
+		issuedName := v1alpha1.IssuedReaderSecretName(ids["west"])
+		before, err := asThief.CoreV1().Secrets(ns).Get(ctx, issuedName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cl["east"].Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: issuedName}}); err != nil {
+			t.Fatal(err)
+		}
+		harness.Eventually(t, 30*time.Second, "east issues west a new credential", func() error {
+			s, err := asThief.CoreV1().Secrets(ns).Get(ctx, issuedName, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if s.UID == before.UID {
+				return errors.New("not re-issued yet")
+			}
+			if _, ok := tokenIn(s, nil, "", ""); ok || len(s.Data[v1alpha1.KubeconfigKey]) != 0 {
+				t.Fatalf("the stolen token reads west's new credential in the clear")
+			}
+			if len(s.Data[v1alpha1.SealedKubeconfigKey]) == 0 {
+				return errors.New("the new credential is not sealed")
+			}
+			return nil
+		})
+
+		// The revocation of west's access on east, without leave: delete west's reader
+		// (east issues west a new one, sealed to west's key) and recreate the shared
+		// reader (whose token the thief read).
+		readers := v1alpha1.ReadersNamespace(ns)
+		for _, sa := range []*corev1.ServiceAccount{
+			{ObjectMeta: metav1.ObjectMeta{Namespace: readers, Name: v1alpha1.ReaderServiceAccountName(ids["west"])}},
+			{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: v1alpha1.ReaderName}},
+		} {
+			if err := cl["east"].Delete(ctx, sa); err != nil {
+				t.Fatalf("revoking: deleting %s/%s: %v", sa.Namespace, sa.Name, err)
+			}
+		}
+		harness.Eventually(t, 30*time.Second, "east rejects the stolen tokens", func() error {
+			for what, token := range map[string]string{"west's stolen credential": stolen, "east's shared token": sharedToken} {
+				if _, err := whoAmI(ctx, bed.Cluster("east"), token); !apierrors.IsUnauthorized(err) {
+					return fmt.Errorf("%s: %v, want 401", what, err)
+				}
+			}
+			return nil
+		})
+		harness.Eventually(t, 60*time.Second, "west reads east again with a new credential of its own", func() error {
+			var s corev1.Secret
+			if err := cl["west"].Get(ctx, client.ObjectKey{Namespace: ns, Name: v1alpha1.ReceivedReaderSecretName(ids["east"])}, &s); err != nil {
+				return err
+			}
+			token, ok := tokenIn(&s, keyOf(t, cl["west"]), ids["east"], ids["west"])
+			if !ok || token == stolen {
+				return errors.New("west holds no new credential from east yet")
+			}
+			user, err := whoAmI(ctx, bed.Cluster("east"), token)
+			if err != nil {
+				return err
+			}
+			if want := "system:serviceaccount:" + readers + ":" + v1alpha1.ReaderServiceAccountName(ids["west"]); user != want {
+				return fmt.Errorf("west's new credential is %q, want %q", user, want)
+			}
+			return harness.Members(cl["west"], "west", names...)
+		})
+		if user, err := whoAmI(ctx, bed.Cluster("east"), northToken); err != nil {
+			t.Errorf("north's credential to east stopped working when west's was revoked: %v (%s)", err, user)
+		}
+		// The members hold east's new shared token again (what a new member reads with).
+		harness.Eventually(t, 60*time.Second, "east's new shared token reaches the members", func() error {
+			for _, m := range []string{"west", "north"} {
+				var s corev1.Secret
+				if err := cl[m].Get(ctx, client.ObjectKey{Namespace: ns, Name: "east"}, &s); err != nil {
+					return err
+				}
+				token, _ := tokenIn(&s, nil, "", "")
+				if _, err := whoAmI(ctx, bed.Cluster("east"), token); err != nil {
+					return fmt.Errorf("%s's copy of east's shared token: %w", m, err)
+				}
+			}
+			return nil
+		})
+	})
+
 	t.Run("after leave every token the departed cluster held is rejected everywhere", func(t *testing.T) {
 		tokens := tokensHeld(t, cl["north"], ids["north"])
 		members := []string{"east", "west"}

@@ -25,12 +25,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/conditions"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials/seal"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/testbed"
 )
@@ -427,4 +429,29 @@ func logTailLines() int {
 		return n
 	}
 	return 60
+}
+
+// ReceivedKubeconfig returns the reader kubeconfig of the credential cluster issuer
+// issued to the member cl is the API server of (its cluster ID holder), as the member
+// keeps it (v1alpha1.ReceivedReaderSecretName): opened with the member's own key, read by
+// its admin from the readers namespace, when it is sealed.
+func ReceivedKubeconfig(cl client.Client, holder, issuer types.UID) ([]byte, error) {
+	ctx := context.Background()
+	var s corev1.Secret
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: v1alpha1.DefaultNamespace, Name: v1alpha1.ReceivedReaderSecretName(issuer)}, &s); err != nil {
+		return nil, fmt.Errorf("the credential from %s: %w", issuer, err)
+	}
+	sealed := s.Data[v1alpha1.SealedKubeconfigKey]
+	if len(sealed) == 0 {
+		return s.Data[v1alpha1.KubeconfigKey], nil
+	}
+	var keySecret corev1.Secret
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: v1alpha1.ReadersNamespace(v1alpha1.DefaultNamespace), Name: v1alpha1.ReaderKeySecretName}, &keySecret); err != nil {
+		return nil, fmt.Errorf("the key Secret: %w", err)
+	}
+	key, err := seal.ParsePrivateKey(keySecret.Data[v1alpha1.PrivateKeyKey])
+	if err != nil {
+		return nil, err
+	}
+	return key.Open(issuer, holder, sealed)
 }
