@@ -228,6 +228,12 @@ func (r *Reconciler) ensureToken(ctx context.Context, own *v1alpha1.Cluster, p P
 		renewAt, _ := time.Parse(time.RFC3339, existing.Annotations[v1alpha1.TokenRenewAfterAnnotation])
 		return renewAt, nil
 	}
+	if p.PublicKey != "" {
+		// Checked before a token is minted: a key that cannot be sealed to gets none.
+		if _, err := seal.ParsePublicKey(p.PublicKey); err != nil {
+			return time.Time{}, fmt.Errorf("cluster %s advertises a public key (%s on its Cluster) no credential can be sealed to: %w", p.Name, v1alpha1.ReaderPublicKeyAnnotation, err)
+		}
+	}
 	issued, err := bootstrap.IssueReader(ctx, r.Tokens(sa.Namespace), sa.Name, sa.UID, r.TokenLifetime, now, r.Identity.Name, server, ca)
 	if err != nil {
 		return time.Time{}, apiError("requesting a token of "+sa.Namespace+"/"+sa.Name+" for cluster "+p.Name, err)

@@ -3,6 +3,7 @@ package credentials
 import (
 	"context"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -265,4 +266,36 @@ func keys(m map[string][]byte) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// TestReconcileRefusesABadPublicKey: a peer advertising a key nothing can be sealed to is
+// issued nothing (no token minted, nothing unsealed) and the error names the
+// annotation; the other peers are issued theirs.
+func TestReconcileRefusesABadPublicKey(t *testing.T) {
+	ctx := context.Background()
+	c, r, m := fixture(t)
+	var a v1alpha1.Cluster
+	if err := c.Get(ctx, client.ObjectKey{Name: "a"}, &a); err != nil {
+		t.Fatal(err)
+	}
+	a.Annotations = map[string]string{v1alpha1.ReaderPublicKeyAnnotation: "x25519:not-a-key"}
+	if err := c.Update(ctx, &a); err != nil {
+		t.Fatal(err)
+	}
+	_, err := r.Reconcile(ctx, reconcile.Request{})
+	if err == nil || !strings.Contains(err.Error(), v1alpha1.ReaderPublicKeyAnnotation) {
+		t.Fatalf("Reconcile = %v, want the bad key reported", err)
+	}
+	var s corev1.Secret
+	if err := c.Get(ctx, client.ObjectKey{Namespace: registryNS, Name: v1alpha1.IssuedReaderSecretName(idA)}, &s); !apierrors.IsNotFound(err) {
+		t.Errorf("a was issued a credential (%v)", err)
+	}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: registryNS, Name: v1alpha1.IssuedReaderSecretName(idB)}, &s); err != nil {
+		t.Errorf("b: %v", err)
+	}
+	for _, call := range m.calls {
+		if strings.HasSuffix(call, v1alpha1.ReaderServiceAccountName(idA)) {
+			t.Errorf("a token was minted for a: %s", call)
+		}
+	}
 }
