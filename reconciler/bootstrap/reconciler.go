@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials/seal"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 )
 
@@ -80,7 +81,14 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // requeues itself for the next token renewal.
 func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
 	log := logf.FromContext(ctx).WithValues("cluster", r.Identity.Name)
-	cluster, err := r.ensureCluster(ctx)
+	// The key first, so that a new local Cluster advertises it from the start: a peer
+	// never issues it an unsealed credential.
+	var key *seal.Key
+	var keyErr error
+	if r.Keys != nil {
+		key, keyErr = r.ensureKey(ctx)
+	}
+	cluster, err := r.ensureCluster(ctx, key)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -102,8 +110,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	}
 	r.Metrics.observeRenewAfter(renewAt)
 	if r.Keys != nil {
-		// Last: a missing readers namespace (an older install) leaves the rest working.
-		key, err := r.ensureKey(ctx)
+		// Reported last: a missing readers namespace (an older install) leaves the rest
+		// working.
+		err := keyErr
 		if err == nil {
 			err = r.advertiseKey(ctx, cluster, key)
 		}
@@ -133,7 +142,9 @@ func (r *Reconciler) secretRef(c *v1alpha1.Cluster) types.NamespacedName {
 	return ref
 }
 
-func (r *Reconciler) ensureCluster(ctx context.Context) (*v1alpha1.Cluster, error) {
+// ensureCluster returns the local Cluster, creating it when missing (advertising key, when
+// not nil).
+func (r *Reconciler) ensureCluster(ctx context.Context, key *seal.Key) (*v1alpha1.Cluster, error) {
 	o := r.Options
 	var cluster v1alpha1.Cluster
 	err := r.Client.Get(ctx, client.ObjectKey{Name: r.Identity.Name}, &cluster)
@@ -147,6 +158,9 @@ func (r *Reconciler) ensureCluster(ctx context.Context) (*v1alpha1.Cluster, erro
 		}
 		if o.Endpoint != "" {
 			cluster.Spec.KubernetesAPIEndpoints = endpointsWith(nil, o.NetworkName, o.Endpoint, o.EndpointCA)
+		}
+		if key != nil {
+			cluster.Annotations = map[string]string{v1alpha1.ReaderPublicKeyAnnotation: key.PublicKey()}
 		}
 		if err := r.Client.Create(ctx, &cluster, client.FieldOwner(v1alpha1.FieldManager)); err != nil {
 			return nil, apiError("creating the local Cluster "+r.Identity.Name, err)

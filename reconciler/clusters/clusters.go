@@ -56,6 +56,9 @@ type Reconciler struct {
 	// Keys holds the local key pair, which opens the credentials peers sealed to this
 	// cluster; nil (or not loaded yet) leaves sealed credentials unused.
 	Keys *bootstrap.Keys
+	// PeerKeys receives the public key each Ready peer advertises on its own Cluster, as
+	// the peer serves it: what the credentials this cluster issues it are sealed to.
+	PeerKeys *credentials.PeerKeys
 	// ServerVersion returns the local API server's version.
 	ServerVersion func(ctx context.Context) (string, error)
 	Recorder      record.EventRecorder
@@ -350,6 +353,7 @@ func (r *Reconciler) peerStatus(ctx context.Context, cluster *v1alpha1.Cluster, 
 		var own v1alpha1.Cluster
 		if err := rd.Get(ctx, client.ObjectKey{Name: cluster.Name}, &own); err == nil && own.Spec.ClusterID == cluster.Spec.ClusterID && own.Status.Type == v1alpha1.ClusterTypeLocal {
 			status.ClusterMetadata = *own.Status.ClusterMetadata.DeepCopy()
+			r.PeerKeys.Set(cluster.Spec.ClusterID, own.Annotations[v1alpha1.ReaderPublicKeyAnnotation])
 		}
 	}
 

@@ -52,9 +52,10 @@ const (
 type Peer struct {
 	ID   types.UID
 	Name string
-	// PublicKey is the key the peer advertised on its own Cluster
-	// (v1alpha1.ReaderPublicKeyAnnotation of the local copy), which its credential is
-	// sealed to; empty when it advertised none (it is issued an unsealed one).
+	// PublicKey is the key the peer advertises on its own Cluster
+	// (v1alpha1.ReaderPublicKeyAnnotation, as read from the peer: see PeerKeys), which
+	// its credential is sealed to; empty when it advertises none (it is issued an
+	// unsealed one).
 	PublicKey string
 }
 
@@ -120,7 +121,7 @@ func Plan(in Input) Result {
 			continue
 		}
 		seen[id] = true
-		p := Peer{ID: id, Name: c.Name, PublicKey: c.Annotations[v1alpha1.ReaderPublicKeyAnnotation]}
+		p := Peer{ID: id, Name: c.Name}
 		if _, ok := byKey[v1alpha1.ReaderKey(id)]; ok {
 			res.Keep = append(res.Keep, p)
 		} else {

@@ -18,6 +18,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/bootstrap"
@@ -43,6 +44,9 @@ type Reconciler struct {
 	// local Cluster CRs (membership.InForce).
 	Departed func(now time.Time, clusters []v1alpha1.Cluster) map[types.UID]bool
 	Recorder record.EventRecorder
+	// PeerKeys holds the keys the peers advertise, as read from them; a peer whose key
+	// is not known yet is issued nothing. Nil issues unsealed credentials to every peer.
+	PeerKeys *PeerKeys
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -64,7 +68,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return []reconcile.Request{key}
 	})
 	readers := v1alpha1.ReadersNamespace(r.Namespace)
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr)
+	if r.PeerKeys != nil {
+		b = b.WatchesRawSource(source.Channel(r.PeerKeys.changed, one))
+	}
+	return b.
 		Named("credentials").
 		Watches(&v1alpha1.Cluster{}, one).
 		Watches(&corev1.Secret{}, one, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
@@ -156,6 +164,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	}
 	next := now.Add(r.TokenLifetime / 2)
 	for _, p := range plan.Keep {
+		if r.PeerKeys != nil {
+			key, known := r.PeerKeys.Get(p.ID)
+			if !known {
+				// Its own Cluster has not been read yet: whether it has a key is not
+				// known, and nothing is issued unsealed to a peer that has one. The
+				// read triggers a reconcile.
+				log.V(1).Info("not issuing a reader credential yet: the peer's own Cluster has not been read", "peer", p.ID, "peerName", p.Name)
+				continue
+			}
+			p.PublicKey = key
+		}
 		renewAt, err := r.ensureToken(ctx, own, p, byKey[v1alpha1.ReaderKey(p.ID)], server, ca)
 		if err != nil {
 			log.Error(err, "issuing a reader credential", "peer", p.ID)

@@ -192,37 +192,39 @@ func TestReconcileWaitsForTheSharedSecret(t *testing.T) {
 	}
 }
 
-// TestReconcileSeals: a peer that advertises a public key gets its credential sealed to
-// it (only that peer opens it, for this issuer); one that advertises none gets it
-// unsealed; a new key of the peer gets a new credential, sealed to the new key.
+// TestReconcileSeals: a peer whose own Cluster advertises a public key gets its
+// credential sealed to it (only that peer opens it, for this issuer); one whose own
+// Cluster advertises none gets it unsealed; one whose own Cluster was not read yet gets
+// nothing, whatever the local copy of its Cluster says; a new key of the peer gets a new
+// credential, sealed to the new key.
 func TestReconcileSeals(t *testing.T) {
 	ctx := context.Background()
-	keyA, keyA2, keyB := mustKey(t), mustKey(t), mustKey(t)
+	keyA, keyA2, keyB, forged := mustKey(t), mustKey(t), mustKey(t), mustKey(t)
 	c, r, m := fixture(t)
-	advertise := func(name string, k *seal.Key) {
-		t.Helper()
-		var cl v1alpha1.Cluster
-		if err := c.Get(ctx, client.ObjectKey{Name: name}, &cl); err != nil {
-			t.Fatal(err)
-		}
-		cl.Annotations = map[string]string{v1alpha1.ReaderPublicKeyAnnotation: k.PublicKey()}
-		if err := c.Update(ctx, &cl); err != nil {
-			t.Fatal(err)
-		}
-	}
-	issued := func(id types.UID) *corev1.Secret {
-		t.Helper()
+	r.PeerKeys = NewPeerKeys()
+	issued := func(id types.UID) (*corev1.Secret, error) {
 		var s corev1.Secret
-		if err := c.Get(ctx, client.ObjectKey{Namespace: registryNS, Name: v1alpha1.IssuedReaderSecretName(id)}, &s); err != nil {
-			t.Fatal(err)
-		}
-		return &s
+		err := c.Get(ctx, client.ObjectKey{Namespace: registryNS, Name: v1alpha1.IssuedReaderSecretName(id)}, &s)
+		return &s, err
 	}
-	advertise("a", keyA)
+	// The local copy of b's Cluster names a key (a relay could have written it): it is
+	// not what b's credential is sealed to, and b's own Cluster has not been read.
+	var b v1alpha1.Cluster
+	if err := c.Get(ctx, client.ObjectKey{Name: "b"}, &b); err != nil {
+		t.Fatal(err)
+	}
+	b.Annotations = map[string]string{v1alpha1.ReaderPublicKeyAnnotation: forged.PublicKey()}
+	if err := c.Update(ctx, &b); err != nil {
+		t.Fatal(err)
+	}
+	r.PeerKeys.Set(idA, keyA.PublicKey())
 	if _, err := r.Reconcile(ctx, reconcile.Request{}); err != nil {
 		t.Fatal(err)
 	}
-	sa := issued(idA)
+	sa, err := issued(idA)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, ok := sa.Data[v1alpha1.KubeconfigKey]; ok || sa.Annotations[v1alpha1.SealedToAnnotation] != seal.Fingerprint(keyA.PublicKey()) {
 		t.Fatalf("a's credential is not sealed to a's key: keys %v, sealed-to %q", keys(sa.Data), sa.Annotations[v1alpha1.SealedToAnnotation])
 	}
@@ -236,8 +238,17 @@ func TestReconcileSeals(t *testing.T) {
 	if _, err := keyB.Open(idL, idA, sa.Data[v1alpha1.SealedKubeconfigKey]); err == nil {
 		t.Error("b's key opens a's credential")
 	}
-	if sb := issued(idB); len(sb.Data[v1alpha1.KubeconfigKey]) == 0 || len(sb.Data[v1alpha1.SealedKubeconfigKey]) != 0 {
-		t.Errorf("b advertises no key: its credential should be unsealed, keys %v", keys(sb.Data))
+	if _, err := issued(idB); !apierrors.IsNotFound(err) {
+		t.Errorf("b, whose own Cluster was not read, was issued a credential (%v)", err)
+	}
+
+	// b's own Cluster advertises no key (an older version): unsealed.
+	r.PeerKeys.Set(idB, "")
+	if _, err := r.Reconcile(ctx, reconcile.Request{}); err != nil {
+		t.Fatal(err)
+	}
+	if sb, err := issued(idB); err != nil || len(sb.Data[v1alpha1.KubeconfigKey]) == 0 || len(sb.Data[v1alpha1.SealedKubeconfigKey]) != 0 {
+		t.Errorf("b advertises no key: its credential should be unsealed (%v), keys %v", err, keys(sb.Data))
 	}
 
 	// Nothing is minted again while current.
@@ -250,11 +261,12 @@ func TestReconcileSeals(t *testing.T) {
 	}
 
 	// a's new key: a new credential sealed to it.
-	advertise("a", keyA2)
+	r.PeerKeys.Set(idA, keyA2.PublicKey())
 	if _, err := r.Reconcile(ctx, reconcile.Request{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := keyA2.Open(idL, idA, issued(idA).Data[v1alpha1.SealedKubeconfigKey]); err != nil {
+	sa, _ = issued(idA)
+	if _, err := keyA2.Open(idL, idA, sa.Data[v1alpha1.SealedKubeconfigKey]); err != nil {
 		t.Errorf("a's credential does not open with a's new key: %v", err)
 	}
 }
@@ -274,14 +286,9 @@ func keys(m map[string][]byte) []string {
 func TestReconcileRefusesABadPublicKey(t *testing.T) {
 	ctx := context.Background()
 	c, r, m := fixture(t)
-	var a v1alpha1.Cluster
-	if err := c.Get(ctx, client.ObjectKey{Name: "a"}, &a); err != nil {
-		t.Fatal(err)
-	}
-	a.Annotations = map[string]string{v1alpha1.ReaderPublicKeyAnnotation: "x25519:not-a-key"}
-	if err := c.Update(ctx, &a); err != nil {
-		t.Fatal(err)
-	}
+	r.PeerKeys = NewPeerKeys()
+	r.PeerKeys.Set(idA, "x25519:not-a-key")
+	r.PeerKeys.Set(idB, "")
 	_, err := r.Reconcile(ctx, reconcile.Request{})
 	if err == nil || !strings.Contains(err.Error(), v1alpha1.ReaderPublicKeyAnnotation) {
 		t.Fatalf("Reconcile = %v, want the bad key reported", err)

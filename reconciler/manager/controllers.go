@@ -149,7 +149,9 @@ func SetupRegistry(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		return fmt.Errorf("setting up bootstrap: %w", err)
 	}
 
+	peerKeys := credentials.NewPeerKeys()
 	creds := &credentials.Reconciler{
+		PeerKeys:      peerKeys,
 		Client:        mgr.GetClient(),
 		APIReader:     mgr.GetAPIReader(),
 		Tokens:        func(ns string) bootstrap.TokenMinter { return cs.CoreV1().ServiceAccounts(ns) },
@@ -195,6 +197,7 @@ func SetupRegistry(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		Peers:     pm,
 		Namespace: opts.Namespace,
 		Keys:      keys,
+		PeerKeys:  peerKeys,
 		ServerVersion: func(ctx context.Context) (string, error) {
 			v, err := dc.ServerVersionWithContext(ctx)
 			if err != nil {

@@ -48,10 +48,7 @@ func sameMap(a, b map[string]string) bool {
 	return maps.Equal(a, b)
 }
 
-// planCluster plans the local copy of src, a Cluster describing cluster x: own says src
-// is x's own (the annotations of ownOnly are taken from it, and otherwise kept as the
-// existing copy has them), relayOnly that x is not Ready (nothing is written).
-func planCluster(existing, src *v1alpha1.Cluster, x, localID types.UID, own, relayOnly bool) (*write, string) {
+func planCluster(existing, src *v1alpha1.Cluster, x, localID types.UID, relayOnly bool) (*write, string) {
 	if existing != nil {
 		mark := existing.Annotations[v1alpha1.OwnershipAnnotation]
 		switch {
@@ -71,14 +68,6 @@ func planCluster(existing, src *v1alpha1.Cluster, x, localID types.UID, own, rel
 		existingAnnotations = existing.Annotations
 	}
 	labels, annotations := copyMeta(src, existingAnnotations, x)
-	if !own {
-		for _, k := range ownOnly {
-			delete(annotations, k)
-			if v, ok := existingAnnotations[k]; ok {
-				annotations[k] = v
-			}
-		}
-	}
 	if existing == nil {
 		c := &v1alpha1.Cluster{}
 		c.Name = src.Name

@@ -118,13 +118,6 @@ var notCopied = []string{
 	corev1.LastAppliedConfigAnnotation,
 }
 
-// ownOnly are annotations a copy takes only from the described cluster's own Cluster
-// (as its API server serves it), never from another member's copy: a relay that could
-// set the public key of cluster X would read the credentials sealed to X.
-var ownOnly = []string{
-	v1alpha1.ReaderPublicKeyAnnotation,
-}
-
 // RelayKey identifies a relayed reader Secret: the peer it came from and its content.
 func RelayKey(peer string, s *corev1.Secret) string {
 	h := sha256.Sum256(s.Data[v1alpha1.KubeconfigKey])
@@ -316,7 +309,7 @@ func Plan(in Input) Result {
 		src := chosen[name]
 		x := src.cluster.Spec.ClusterID
 		from := src.view.Name
-		if w, conflict := planCluster(localClusters[name], &src.cluster, x, in.LocalID, src.own, src.relayOnly); conflict != "" {
+		if w, conflict := planCluster(localClusters[name], &src.cluster, x, in.LocalID, src.relayOnly); conflict != "" {
 			res.Conflicts = append(res.Conflicts, conflict)
 			continue
 		} else if w != nil {
