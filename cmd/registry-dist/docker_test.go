@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	authenticationv1 "k8s.io/api/authentication/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -102,6 +105,9 @@ func TestImageServesInDocker(t *testing.T) {
 	t.Cleanup(func() { _, _ = docker(context.Background(), "rmi", "-f", tag) })
 
 	// A real API server with the registry installed, as `kubectl registry install` does.
+	// envtest logs through controller-runtime's process-wide logger, which warns with a
+	// stack trace when it is never set (testbed.Main sets it; this test starts its own bed).
+	ctrllog.SetLogger(logr.Discard())
 	bed, err := testbed.Start(ctx, testbed.Options{Clusters: 1, CRDDirectoryPaths: []string{"../../manifests/crds"}})
 	if err != nil {
 		t.Fatal(err)
