@@ -252,6 +252,21 @@ func TestBadInput(t *testing.T) {
 			},
 		},
 		{
+			path: []string{"revoke"},
+			args: []string{"dead"},
+			malformed: []badArgs{
+				{"bad bool", []string{"--keep-shared=maybe"}, []string{`invalid argument "maybe" for "--keep-shared" flag`}},
+				{"bad duration", []string{"--timeout=forever"}, []string{`invalid argument "forever" for "--timeout" flag`}},
+				{"bad dry-run", []string{"--dry-run=bogus"}, []string{`--dry-run must be "none", "client" or "server", got "bogus"`}},
+				{"bad request timeout", []string{"--request-timeout=abc"}, []string{"Invalid timeout value"}},
+			},
+			extra: []badArgs{
+				{"two clusters", []string{"other"}, []string{"accepts 1 arg(s), received 2"}},
+				{"bad namespace", []string{"--namespace", "Not_A_Namespace"}, []string{`--namespace "Not_A_Namespace"`}},
+				{"wait in a dry run", []string{"--dry-run=server", "--wait"}, []string{"--wait cannot be used with --dry-run"}},
+			},
+		},
+		{
 			// Being written: its cases run once the verb is in the tree.
 			path:     []string{"leave"},
 			optional: true,

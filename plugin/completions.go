@@ -12,7 +12,8 @@ import (
 //
 //   - --context, --peer-context: kubeconfig contexts; --contexts: a comma-separated list
 //     of them; --cluster and --user: the kubeconfig's clusters and users (no network);
-//   - leave CLUSTER and get --clusters: the Cluster CRs of the current context;
+//   - leave CLUSTER, revoke CLUSTER and get --clusters: the Cluster CRs of the current
+//     context;
 //   - edit TYPE NAME: rsr|cf, then the rules or features; sync-diff RULE...: the rules;
 //   - get RESOURCE: the kinds the API server serves (discovery).
 //
@@ -33,7 +34,7 @@ func registerCompletions(root *cobra.Command, flags *genericclioptions.ConfigFla
 		register(cmd, "contexts", completion.ContextList(flags))
 		register(cmd, "peer-context", completion.Contexts(flags))
 		switch cmd.Name() {
-		case "leave":
+		case "leave", "revoke":
 			cmd.ValidArgsFunction = completion.FirstArg(completion.ClusterNames(flags))
 		case "get":
 			cmd.ValidArgsFunction = completion.Kinds(flags)

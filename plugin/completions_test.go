@@ -122,7 +122,7 @@ func TestCompletion(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{"verbs", []string{""}, []string{"apply", "completion", "create", "edit", "get", "help", "install", "join", "leave", "serve", "status", "sync-diff", "uninstall", "version"}},
+		{"verbs", []string{""}, []string{"apply", "completion", "create", "edit", "get", "help", "install", "join", "leave", "revoke", "serve", "status", "sync-diff", "uninstall", "version"}},
 		{"completion shells", []string{"completion", ""}, []string{"bash", "zsh", "fish", "powershell"}},
 		{"--context", []string{"status", "--kubeconfig", kc, "--context", ""}, []string{"east", "other", "west"}},
 		{"--context with a prefix", []string{"leave", "--kubeconfig", kc, "--context", "w"}, []string{"west"}},
@@ -136,6 +136,10 @@ func TestCompletion(t *testing.T) {
 		{"--user", []string{"status", "--kubeconfig", kc, "--user", ""}, []string{"alice"}},
 		{"leave CLUSTER", []string{"leave", "--kubeconfig", kc, ""}, []string{"east", "north", "west"}},
 		{"leave takes one CLUSTER", []string{"leave", "--kubeconfig", kc, "east", ""}, nil},
+		{"revoke CLUSTER", []string{"revoke", "--kubeconfig", kc, ""}, []string{"east", "north", "west"}},
+		{"revoke CLUSTER with a prefix", []string{"revoke", "--kubeconfig", kc, "--context", "west", "w"}, []string{"west"}},
+		{"revoke takes one CLUSTER", []string{"revoke", "--kubeconfig", kc, "west", ""}, nil},
+		{"revoke --context", []string{"revoke", "--kubeconfig", kc, "--context", "e"}, []string{"east"}},
 		{"get --clusters", []string{"get", "--kubeconfig", kc, "pods", "--clusters", "east,"}, []string{"east,north", "east,west"}},
 		{"get RESOURCE", []string{"get", "--kubeconfig", kc, ""}, []string{"configmaps", "deployments.apps", "secrets", "workloads"}},
 		{"get RESOURCE with a prefix", []string{"get", "--kubeconfig", kc, "de"}, []string{"deployments.apps"}},
@@ -211,6 +215,7 @@ func TestCompletionUnreachable(t *testing.T) {
 		kc := writeKubeconfig(t, server.url)
 		for _, args := range [][]string{
 			{"leave", "--kubeconfig", kc, ""},
+			{"revoke", "--kubeconfig", kc, ""},
 			{"get", "--kubeconfig", kc, ""},
 			{"get", "--kubeconfig", kc, "pods", "--clusters", ""},
 			{"edit", "--kubeconfig", kc, "rsr", ""},

@@ -21,6 +21,7 @@ import (
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
 	"github.com/kubectl-registry/kubectl-registry/plugin/join"
 	"github.com/kubectl-registry/kubectl-registry/plugin/leave"
+	"github.com/kubectl-registry/kubectl-registry/plugin/revoke"
 	"github.com/kubectl-registry/kubectl-registry/plugin/serve"
 	"github.com/kubectl-registry/kubectl-registry/plugin/status"
 	"github.com/kubectl-registry/kubectl-registry/plugin/syncdiff"
@@ -102,6 +103,7 @@ func NewCmdRegistry(streams genericiooptions.IOStreams) *cobra.Command {
 				install.NewCmdInstall(configFlags, streams),
 				join.NewCmdJoin(configFlags, streams),
 				leave.NewCmdLeave(configFlags, streams),
+				revoke.NewCmdRevoke(configFlags, streams),
 				uninstall.NewCmdUninstall(configFlags, streams),
 			},
 		},

@@ -30,9 +30,9 @@ const (
 
 		Completion offers the verbs and flags, the contexts of your kubeconfig (--context,
 		--contexts, --peer-context), and names read from the API server of the current
-		context: Clusters (leave, get --clusters), rules and features (edit, sync-diff) and
-		resource kinds (get). What needs the API server gives up after 2 seconds and offers
-		nothing.`
+		context: Clusters (leave, revoke, get --clusters), rules and features (edit,
+		sync-diff) and resource kinds (get). What needs the API server gives up after 2
+		seconds and offers nothing.`
 
 	completionExample = `
 		# bash: this shell, then every new one

@@ -272,16 +272,54 @@ func TestPerPeerCredentials(t *testing.T) {
 			return nil
 		})
 
-		// The revocation of west's access on east, without leave: delete west's reader
-		// (east issues west a new one, sealed to west's key) and recreate the shared
-		// reader (whose token the thief read).
+		// The revocation of west's access on east, without leave: "kubectl registry
+		// revoke" deletes west's reader (east issues west a new one, sealed to west's key)
+		// and the shared reader (whose token the thief read), and waits until east's
+		// controller has issued both again.
 		readers := v1alpha1.ReadersNamespace(ns)
-		for _, sa := range []*corev1.ServiceAccount{
-			{ObjectMeta: metav1.ObjectMeta{Namespace: readers, Name: v1alpha1.ReaderServiceAccountName(ids["west"])}},
-			{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: v1alpha1.ReaderName}},
+		revoked := []struct{ sa, secret types.NamespacedName }{
+			{types.NamespacedName{Namespace: readers, Name: v1alpha1.ReaderServiceAccountName(ids["west"])}, types.NamespacedName{Namespace: ns, Name: issuedName}},
+			{types.NamespacedName{Namespace: ns, Name: v1alpha1.ReaderName}, types.NamespacedName{Namespace: ns, Name: "east"}},
+		}
+		oldUIDs := map[types.NamespacedName]types.UID{}
+		for _, x := range revoked {
+			var sa corev1.ServiceAccount
+			if err := cl["east"].Get(ctx, x.sa, &sa); err != nil {
+				t.Fatal(err)
+			}
+			oldUIDs[x.sa] = sa.UID
+		}
+		cmd := exec.Command(harness.Binary(t), "revoke", "west", "--kubeconfig", bed.KubeconfigPath, "--context", "east", "--wait", "--timeout", "60s")
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("revoke: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+		}
+		t.Logf("revoke\nstdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+		for _, want := range []string{
+			"serviceaccount/" + v1alpha1.ReaderServiceAccountName(ids["west"]) + " deleted on east (every token east issued to west is revoked)\n",
+			"serviceaccount/" + v1alpha1.ReaderName + " deleted on east (the shared reader token is revoked; the controller issues a new one)\n",
 		} {
-			if err := cl["east"].Delete(ctx, sa); err != nil {
-				t.Fatalf("revoking: deleting %s/%s: %v", sa.Namespace, sa.Name, err)
+			if !strings.Contains(stdout.String(), want) {
+				t.Errorf("revoke's stdout lacks %q:\n%s", want, stdout.String())
+			}
+		}
+		// --wait returned: east holds west's new credential and its new shared token,
+		// each issued for the recreated ServiceAccount.
+		for _, x := range revoked {
+			var sa corev1.ServiceAccount
+			var s corev1.Secret
+			if err := cl["east"].Get(ctx, x.sa, &sa); err != nil {
+				t.Fatalf("after revoke --wait: %v", err)
+			}
+			if sa.UID == oldUIDs[x.sa] {
+				t.Errorf("after revoke --wait, the ServiceAccount %s is still the revoked one (UID %s)", x.sa, sa.UID)
+			}
+			if err := cl["east"].Get(ctx, x.secret, &s); err != nil {
+				t.Fatalf("after revoke --wait: %v", err)
+			}
+			if got := s.Annotations[v1alpha1.TokenServiceAccountUIDAnnotation]; got != string(sa.UID) {
+				t.Errorf("after revoke --wait, the Secret %s holds a token of ServiceAccount UID %q, want %q (the recreated %s)", x.secret, got, sa.UID, x.sa)
 			}
 		}
 		harness.Eventually(t, 30*time.Second, "east rejects the stolen tokens", func() error {
