@@ -71,10 +71,7 @@ const (
 
 		--wait waits, up to --timeout, until the controllers have done it, as read from the
 		clusters themselves: no Ready member holds a Cluster CR of the departed cluster any
-		more, and the departed cluster (if it is Ready) holds none of the others'. When a
-		cluster leaves by itself, the members are read with its own credentials, which each
-		member revokes once the departure is in force there: a member that rejects them is
-		done.`
+		more, and the departed cluster (if it is Ready) holds none of the others'.`
 
 	leaveExample = `
 		# Remove the cluster "west" from the group, from the context of any member
@@ -415,10 +412,6 @@ type watchTarget struct {
 	// gone is the departed cluster's ID, or "" for the departed cluster itself.
 	gone types.UID
 	self types.UID
-	// revokedIsDone says the reader holds the departed cluster's own credentials (it
-	// leaves by itself): the member revokes them once the departure is in force there,
-	// so a token the member rejects means the member has carried the departure out.
-	revokedIsDone bool
 }
 
 // watchTargets picks what --wait reads: the member itself with the user's credentials, and
@@ -449,7 +442,7 @@ func (o *Options) watchTargets(ctx context.Context, m *member, target *v1alpha1.
 		if c.Spec.ClusterID == x {
 			out = append(out, watchTarget{name: c.Name, reader: rd, self: x})
 		} else {
-			out = append(out, watchTarget{name: c.Name, reader: rd, gone: x, revokedIsDone: self})
+			out = append(out, watchTarget{name: c.Name, reader: rd, gone: x})
 		}
 	}
 	return out
@@ -503,9 +496,6 @@ func (t watchTarget) Check(ctx context.Context) (bool, string) {
 	defer cancel()
 	var list v1alpha1.ClusterList
 	if err := t.reader.List(ctx, &list); err != nil {
-		if t.revokedIsDone && apierrors.IsUnauthorized(err) {
-			return true, "" // it revoked the departed cluster's credentials: the departure is in force there
-		}
 		return false, fmt.Sprintf("%s: cannot list its Clusters: %v", t.name, err)
 	}
 	var left []string

@@ -9,7 +9,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -230,35 +229,4 @@ func TestRunFake(t *testing.T) {
 			t.Errorf("stderr (-want +got):\n%s", diff)
 		}
 	})
-}
-
-// unauthorized is a reader whose token the API server rejects.
-type unauthorized struct{ client.Reader }
-
-func (unauthorized) List(context.Context, client.ObjectList, ...client.ListOption) error {
-	return apierrors.NewUnauthorized("token revoked")
-}
-
-// TestWatchTargetRevoked: when a cluster leaves by itself, --wait reads the members with
-// that cluster's own credentials, which each member revokes once the departure is in
-// force there: a rejected token is that member done. Any other reader's rejection is
-// not.
-func TestWatchTargetRevoked(t *testing.T) {
-	for _, tt := range []struct {
-		name      string
-		revoked   bool
-		wantDone  bool
-		wantState string
-	}{
-		{"the departed cluster's own credentials, revoked: done", true, true, ""},
-		{"another member's credentials, rejected: waiting", false, false, "a: cannot list its Clusters: token revoked"},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			target := watchTarget{name: "a", reader: unauthorized{}, gone: "id-b", revokedIsDone: tt.revoked}
-			done, state := target.Check(context.Background())
-			if done != tt.wantDone || state != tt.wantState {
-				t.Errorf("Check = %v, %q; want %v, %q", done, state, tt.wantDone, tt.wantState)
-			}
-		})
-	}
 }
