@@ -71,7 +71,10 @@ const (
 
 		--wait waits, up to --timeout, until the controllers have done it, as read from the
 		clusters themselves: no Ready member holds a Cluster CR of the departed cluster any
-		more, and the departed cluster (if it is Ready) holds none of the others'.`
+		more, and the departed cluster (if it is Ready) holds none of the others'. A cluster
+		leaving by itself reads the members with the credentials they issued to it, which
+		they revoke once they have dropped it: a member that accepted its credential when
+		leave started and rejects it later is done.`
 
 	leaveExample = `
 		# Remove the cluster "west" from the group, from the context of any member
@@ -412,11 +415,24 @@ type watchTarget struct {
 	// gone is the departed cluster's ID, or "" for the departed cluster itself.
 	gone types.UID
 	self types.UID
+	// revocable is set when reader holds a credential that member issued to the departed
+	// cluster (a cluster leaving by itself can read the members with nothing else) and
+	// the member accepted it before the departure was recorded. The member revokes that
+	// credential once it has deleted its Cluster of the departed cluster (see package
+	// credentials), so its rejection (401) is the member being done, not a failure to
+	// wait through: its API server stops accepting a revoked token within about 10 s,
+	// possibly before a poll has seen the member without that Cluster.
+	revocable bool
+	// revoked is set when the target was found done by its rejection of the credential.
+	revoked bool
 }
 
 // watchTargets picks what --wait reads: the member itself with the user's credentials, and
 // every other Ready member (and the departed cluster, if Ready) with its reader kubeconfig
 // from the member's copy of its Secret. Members that are not Ready are not waited for.
+// When the member itself leaves, each other member is read once now, before the
+// departure is recorded: a member that accepts the credential now and rejects it later
+// has revoked it, which it does once it has dropped the member (watchTarget.revocable).
 func (o *Options) watchTargets(ctx context.Context, m *member, target *v1alpha1.Cluster, self bool) []watchTarget {
 	x := target.Spec.ClusterID
 	var out []watchTarget
@@ -439,13 +455,25 @@ func (o *Options) watchTargets(ctx context.Context, m *member, target *v1alpha1.
 			fmt.Fprintf(o.ErrOut, "not waiting for %s: %v\n", c.Name, err)
 			continue
 		}
-		if c.Spec.ClusterID == x {
+		switch {
+		case c.Spec.ClusterID == x:
 			out = append(out, watchTarget{name: c.Name, reader: rd, self: x})
-		} else {
+		case self:
+			out = append(out, watchTarget{name: c.Name, reader: rd, gone: x, revocable: accepts(ctx, rd)})
+		default:
 			out = append(out, watchTarget{name: c.Name, reader: rd, gone: x})
 		}
 	}
 	return out
+}
+
+// accepts reports whether the member rd reads accepts its credential now: a read of its
+// Clusters succeeds.
+func accepts(ctx context.Context, rd client.Reader) bool {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	var list v1alpha1.ClusterList
+	return rd.List(ctx, &list, client.Limit(1)) == nil
 }
 
 // reader builds a read-only client for a member from the member's copy of its reader
@@ -491,11 +519,15 @@ func (o *Options) clientOptions() kube.ClientOptions {
 }
 
 // Check reports whether t is done, and what it waits for.
-func (t watchTarget) Check(ctx context.Context) (bool, string) {
+func (t *watchTarget) Check(ctx context.Context) (bool, string) {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	var list v1alpha1.ClusterList
 	if err := t.reader.List(ctx, &list); err != nil {
+		if t.revocable && apierrors.IsUnauthorized(err) {
+			t.revoked = true
+			return true, ""
+		}
 		return false, fmt.Sprintf("%s: cannot list its Clusters: %v", t.name, err)
 	}
 	var left []string
@@ -522,9 +554,13 @@ func (o *Options) wait(ctx context.Context, targets []watchTarget) error {
 	}
 	ts := make([]cmdutil.WaitTarget, len(targets))
 	for i := range targets {
-		ts[i] = targets[i]
+		ts[i] = &targets[i]
 	}
 	still, err := cmdutil.WaitAll(ctx, o.Timeout, interval, ts, o.ErrOut, func(i int) {
+		if targets[i].revoked {
+			fmt.Fprintf(o.ErrOut, "%s: done (it revoked the credential it issued to the departed cluster, which it does once it has dropped it)\n", targets[i].name)
+			return
+		}
 		fmt.Fprintf(o.ErrOut, "%s: done\n", targets[i].name)
 	})
 	if errors.Is(err, context.DeadlineExceeded) {

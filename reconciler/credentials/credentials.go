@@ -12,11 +12,16 @@
 // swap). The names, labels and annotations are wire format: they live in the API
 // package (reconciler/api/v1alpha1/credentials.go).
 //
-// When a departure is in force (kubectl registry leave), X deletes the departed
-// cluster's ServiceAccount, which revokes every token of it at once, and recreates its
-// shared reader ServiceAccount, which revokes the copies of the shared token the departed
-// cluster held; the bootstrapper issues a new shared token and membership spreads it. A
-// cluster that sees itself departed stops issuing and renewing credentials.
+// When a departure is in force (kubectl registry leave) and the membership has deleted
+// X's Cluster CR of the departed cluster, X deletes the departed cluster's
+// ServiceAccount, which revokes every token of it at once, and recreates its shared
+// reader ServiceAccount, which revokes the copies of the shared token the departed
+// cluster held; the bootstrapper issues a new shared token and membership spreads it.
+// Revoking only after the Cluster CR is gone makes a rejection meaningful: a member that
+// rejects the credential it issued to a departed cluster has dropped that cluster, which
+// is what "leave --wait" run by the departed cluster itself reads (it can read the
+// members only with the credentials they revoke). A cluster that sees itself departed
+// stops issuing and renewing credentials.
 //
 // This file holds the pure decisions (names, which ServiceAccounts should exist, when a
 // token is due, which Secret a connection uses), table-tested without clusters; the
@@ -78,7 +83,8 @@ type Result struct {
 	Create []Peer
 	// Keep are the peers whose ServiceAccount exists and stays.
 	Keep []Peer
-	// Revoke are the ServiceAccounts to delete: of clusters that left.
+	// Revoke are the ServiceAccounts to delete: of clusters that left and that no local
+	// Cluster CR describes any more (the membership deleted them).
 	Revoke []corev1.ServiceAccount
 	// RotateShared says the shared reader ServiceAccount is to be recreated first: a
 	// departed cluster held copies of its token.
@@ -90,7 +96,11 @@ type Result struct {
 
 // Plan decides which per-peer reader ServiceAccounts exist. A ServiceAccount is deleted
 // only on a positive observation: its peer's departure (or the local cluster's) is in
-// force. A peer whose Cluster was deleted by hand keeps it (it may be learnt again).
+// force. A peer whose Cluster was deleted by hand keeps it (it may be learnt again). A
+// departed peer's ServiceAccount is deleted once no local Cluster CR describes the peer
+// (or those left are being deleted): the membership deletes them as it carries the
+// departure out, and a member that has revoked a departed cluster's credential has then
+// dropped it. Until then it is neither revoked nor renewed.
 func Plan(in Input) Result {
 	var res Result
 	if in.Departed[in.LocalID] {
@@ -101,12 +111,21 @@ func Plan(in Input) Result {
 		res.Left = true
 		return res
 	}
+	// described are the clusters a local Cluster CR still describes, not being deleted.
+	described := map[types.UID]bool{}
+	for _, c := range in.Clusters {
+		if c.DeletionTimestamp == nil {
+			described[c.Spec.ClusterID] = true
+		}
+	}
 	byKey := map[string]corev1.ServiceAccount{}
 	sas := append([]corev1.ServiceAccount(nil), in.ServiceAccounts...)
 	sort.Slice(sas, func(i, j int) bool { return sas[i].Name < sas[j].Name })
 	for _, sa := range sas {
 		if id := types.UID(sa.Annotations[v1alpha1.PeerClusterIDAnnotation]); id != "" && in.Departed[id] {
-			res.Revoke = append(res.Revoke, sa)
+			if !described[id] {
+				res.Revoke = append(res.Revoke, sa)
+			}
 			continue
 		}
 		byKey[sa.Labels[v1alpha1.ReaderForLabel]] = sa

@@ -30,6 +30,13 @@ func cluster(name string, id types.UID) v1alpha1.Cluster {
 	return v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.ClusterSpec{ClusterID: id}}
 }
 
+// deleting marks c as being deleted (a finalizer holds it).
+func deleting(c v1alpha1.Cluster) v1alpha1.Cluster {
+	c.DeletionTimestamp = &metav1.Time{Time: t0}
+	c.Finalizers = []string{"example.com/hold"}
+	return c
+}
+
 func sa(id types.UID) corev1.ServiceAccount {
 	return corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{
 		Namespace: "cluster-registry-readers", Name: v1alpha1.ReaderServiceAccountName(id), UID: "sa-" + types.UID(v1alpha1.ReaderKey(id)),
@@ -106,8 +113,22 @@ func TestPlan(t *testing.T) {
 			want: summary{Create: []string{"a"}},
 		},
 		{
-			name: "a departed peer's reader is revoked and the shared token rotated",
+			name: "a departed peer's reader is revoked and the shared token rotated once its Cluster is deleted here",
+			in: Input{LocalID: idL, Clusters: []v1alpha1.Cluster{cluster("l", idL), cluster("a", idA)},
+				Departed: map[types.UID]bool{idB: true}, ServiceAccounts: []corev1.ServiceAccount{sa(idA), sa(idB)}},
+			want: summary{Keep: []string{"a"}, Revoke: []string{v1alpha1.ReaderServiceAccountName(idB)}, RotateShared: true},
+		},
+		{
+			// A member that rejects a departed cluster's credential has dropped it: leave
+			// --wait, run by the departed cluster, reads the rejection as done.
+			name: "a departed peer whose Cluster is still here is neither revoked nor renewed yet",
 			in: Input{LocalID: idL, Clusters: []v1alpha1.Cluster{cluster("l", idL), cluster("a", idA), cluster("b", idB)},
+				Departed: map[types.UID]bool{idB: true}, ServiceAccounts: []corev1.ServiceAccount{sa(idA), sa(idB)}},
+			want: summary{Keep: []string{"a"}},
+		},
+		{
+			name: "a departed peer whose Cluster is being deleted is revoked",
+			in: Input{LocalID: idL, Clusters: []v1alpha1.Cluster{cluster("l", idL), cluster("a", idA), deleting(cluster("b", idB))},
 				Departed: map[types.UID]bool{idB: true}, ServiceAccounts: []corev1.ServiceAccount{sa(idA), sa(idB)}},
 			want: summary{Keep: []string{"a"}, Revoke: []string{v1alpha1.ReaderServiceAccountName(idB)}, RotateShared: true},
 		},

@@ -105,7 +105,8 @@ func names(t *testing.T, c client.Client, list client.ObjectList, ns string) []s
 
 // TestReconcileIssuesAndRevokes: each peer gets a ServiceAccount and a Secret with its
 // token for the advertised server; nothing is minted again while current; a departure
-// rotates the shared reader once and revokes only the departed peer's reader.
+// rotates the shared reader once and revokes only the departed peer's reader, once the
+// departed peer's Cluster is deleted here.
 func TestReconcileIssuesAndRevokes(t *testing.T) {
 	ctx := context.Background()
 	c, r, m := fixture(t)
@@ -141,10 +142,25 @@ func TestReconcileIssuesAndRevokes(t *testing.T) {
 		t.Errorf("a second reconcile minted %d more tokens, want none", len(m.calls)-2)
 	}
 
-	// b leaves: the shared reader is recreated and b's reader revoked, once.
+	// b leaves: while its Cluster is still here (the membership has not carried the
+	// departure out), nothing is revoked or minted.
 	r.Departed = func(time.Time, []v1alpha1.Cluster) map[types.UID]bool { return map[types.UID]bool{idB: true} }
-	var before corev1.ServiceAccount
-	if err := c.Get(ctx, client.ObjectKey{Namespace: registryNS, Name: v1alpha1.ReaderName}, &before); err != nil {
+	if _, err := r.Reconcile(ctx, reconcile.Request{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: registryNS, Name: v1alpha1.ReaderName}, &corev1.ServiceAccount{}); err != nil {
+		t.Errorf("the shared reader was rotated before b's Cluster was deleted: %v", err)
+	}
+	if diff := cmp.Diff(wantSAs, names(t, c, &corev1.ServiceAccountList{}, readers)); diff != "" {
+		t.Errorf("reader ServiceAccounts before b's Cluster was deleted (-want +got):\n%s", diff)
+	}
+	if len(m.calls) != 2 {
+		t.Errorf("b's departure minted %d more tokens, want none", len(m.calls)-2)
+	}
+
+	// The membership deletes b's Cluster: the shared reader is recreated and b's reader
+	// revoked, once.
+	if err := c.Delete(ctx, &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "b"}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := r.Reconcile(ctx, reconcile.Request{}); err != nil {
