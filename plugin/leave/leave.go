@@ -25,8 +25,6 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -227,14 +225,8 @@ func (o *Options) Validate() error {
 	return errors.Join(errs...)
 }
 
-// member is what leave knows of the cluster of --context.
-type member struct {
-	name     string // the context, for messages
-	client   client.Client
-	id       types.UID
-	clusters []v1alpha1.Cluster
-	own      *v1alpha1.Cluster
-}
+// member is what the verb knows of the cluster of --context.
+type member = kube.Member
 
 // Run records the departure and, with --wait, waits for the controllers.
 func (o *Options) Run(ctx context.Context) error {
@@ -250,7 +242,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if !self && !o.Force {
 		if err := notReady(target); err != nil {
 			return fmt.Errorf("cluster %s is not Ready in the view of context %s (%w), so it cannot be told to forget the group now. Re-run with --force to remove it anyway: the members drop it at once, and it forgets the group when its controller next reaches one of them",
-				target.Name, m.name, err)
+				target.Name, m.Name, err)
 		}
 	}
 
@@ -261,11 +253,11 @@ func (o *Options) Run(ctx context.Context) error {
 		watched = o.watchTargets(ctx, m, target, self)
 	}
 
-	current, _ := members.ParseDepartures(m.own.Annotations[v1alpha1.LeftClustersAnnotation])
-	inForce, _ := members.InForce(o.Now(), m.clusters)
+	current, _ := members.ParseDepartures(m.Own.Annotations[v1alpha1.LeftClustersAnnotation])
+	inForce, _ := members.InForce(o.Now(), m.Clusters)
 	if _, already := inForce[x]; already {
 		fmt.Fprintf(o.ErrOut, "cluster %s (clusterID %s) already left the group at %s (recorded on %s/%s)\n",
-			target.Name, x, current[x].UTC().Format(time.RFC3339), clusterResource, m.own.Name)
+			target.Name, x, current[x].UTC().Format(time.RFC3339), clusterResource, m.Own.Name)
 	} else {
 		updated, err := o.record(ctx, m, x)
 		if err != nil {
@@ -283,54 +275,24 @@ func (o *Options) Run(ctx context.Context) error {
 
 // connect reaches the API server of --context and reads the registry's Clusters there.
 func (o *Options) connect(ctx context.Context) (*member, error) {
-	t := o.member
-	name := t.Name
-	cl, err := o.Factory.Client(t, o.clientOptions())
+	m, err := kube.ConnectMember(ctx, o.Factory, o.member, o.clientOptions(), requestTimeout)
 	if err != nil {
-		return nil, fmt.Errorf("context %s: %w", name, err)
+		return nil, err
 	}
-	cs, err := o.Factory.Kubernetes(t, o.clientOptions())
-	if err != nil {
-		return nil, fmt.Errorf("context %s: %w", name, err)
-	}
-	m := &member{name: name, client: cl}
-	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
-	defer cancel()
-	ns, err := cs.CoreV1().Namespaces().Get(rctx, metav1.NamespaceSystem, metav1.GetOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("cannot reach the API server of context %s at %s: %w", name, t.Config.Host, err)
-	}
-	m.id = ns.UID
-	var list v1alpha1.ClusterList
-	if err := cl.List(rctx, &list); err != nil {
-		if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("the registry is not installed on context %s: the CRD clusters.%s is missing", name, v1alpha1.GroupVersion.Group)
-		}
-		return nil, fmt.Errorf("context %s: listing Clusters: %w", name, err)
-	}
-	m.clusters = list.Items
-	for i := range m.clusters {
-		if m.clusters[i].Spec.ClusterID == m.id {
-			if m.own != nil {
-				return nil, fmt.Errorf("context %s has several Clusters claiming to be the local cluster (clusterID %s): %s and %s; delete all but one first", name, m.id, m.own.Name, m.clusters[i].Name)
-			}
-			m.own = &m.clusters[i]
-		}
-	}
-	if m.own == nil {
-		return nil, fmt.Errorf("context %s has no local Cluster (none has clusterID %s, the UID of its kube-system namespace): the controller has not bootstrapped it. Is \"kubectl registry serve\" running there?", name, m.id)
+	if m.Own == nil {
+		return nil, fmt.Errorf("context %s has no local Cluster (none has clusterID %s, the UID of its kube-system namespace): the controller has not bootstrapped it. Is \"kubectl registry serve\" running there?", m.Name, m.ID)
 	}
 	return m, nil
 }
 
 // target finds the leaving cluster's Cluster CR on the member.
 func (o *Options) target(m *member) (*v1alpha1.Cluster, bool, error) {
-	if o.Name == "" || o.Name == m.own.Name {
-		return m.own, true, nil
+	if o.Name == "" || o.Name == m.Own.Name {
+		return m.Own, true, nil
 	}
 	var names []string
-	for i := range m.clusters {
-		c := &m.clusters[i]
+	for i := range m.Clusters {
+		c := &m.Clusters[i]
 		if c.Name == o.Name {
 			return c, false, nil
 		}
@@ -338,7 +300,7 @@ func (o *Options) target(m *member) (*v1alpha1.Cluster, bool, error) {
 	}
 	sort.Strings(names)
 	return nil, false, fmt.Errorf("context %s has no Cluster %s: it is not a member of the group as %s sees it (its Clusters: %s; see \"kubectl registry status\")",
-		m.name, o.Name, m.name, strings.Join(names, ", "))
+		m.Name, o.Name, m.Name, strings.Join(names, ", "))
 }
 
 // notReady returns why a Cluster is not Ready in its status, or nil.
@@ -358,9 +320,9 @@ func notReady(c *v1alpha1.Cluster) error {
 
 // record adds the departure of x to the member's own Cluster CR.
 func (o *Options) record(ctx context.Context, m *member, x types.UID) (*v1alpha1.Cluster, error) {
-	d, _ := members.ParseDepartures(m.own.Annotations[v1alpha1.LeftClustersAnnotation])
+	d, _ := members.ParseDepartures(m.Own.Annotations[v1alpha1.LeftClustersAnnotation])
 	d.Add(x, o.Now())
-	updated := m.own.DeepCopy()
+	updated := m.Own.DeepCopy()
 	if updated.Annotations == nil {
 		updated.Annotations = map[string]string{}
 	}
@@ -375,12 +337,12 @@ func (o *Options) record(ctx context.Context, m *member, x types.UID) (*v1alpha1
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	// Optimistic lock: a departure recorded at the same time by someone else is not lost.
-	patch := client.MergeFromWithOptions(m.own, client.MergeFromWithOptimisticLock{})
-	if err := m.client.Patch(ctx, updated, patch, opts...); err != nil {
+	patch := client.MergeFromWithOptions(m.Own, client.MergeFromWithOptimisticLock{})
+	if err := m.Client.Patch(ctx, updated, patch, opts...); err != nil {
 		if apierrors.IsConflict(err) {
-			return nil, fmt.Errorf("the Cluster %s on context %s changed while leave was writing it; nothing was written: run the same leave again: %w", m.own.Name, m.name, err)
+			return nil, fmt.Errorf("the Cluster %s on context %s changed while leave was writing it; nothing was written: run the same leave again: %w", m.Own.Name, m.Name, err)
 		}
-		return nil, fmt.Errorf("recording the departure on the Cluster %s on context %s: %w", m.own.Name, m.name, err)
+		return nil, fmt.Errorf("recording the departure on the Cluster %s on context %s: %w", m.Own.Name, m.Name, err)
 	}
 	return updated, nil
 }
@@ -398,7 +360,7 @@ func (o *Options) print(updated, target *v1alpha1.Cluster, self bool, m *member)
 	case cmdutil.DryRunServer:
 		suffix = " (server dry run)"
 	}
-	fmt.Fprintf(o.Out, "%s/%s left the group (recorded on %s/%s on context %s)%s\n", clusterResource, target.Name, clusterResource, m.own.Name, m.name, suffix)
+	fmt.Fprintf(o.Out, "%s/%s left the group (recorded on %s/%s on context %s)%s\n", clusterResource, target.Name, clusterResource, m.Own.Name, m.Name, suffix)
 	if self {
 		fmt.Fprintf(o.ErrOut, "The other members drop %s once their controllers read %s's Cluster; %s drops its copies of theirs. Synced objects are kept.\n", target.Name, target.Name, target.Name)
 	} else {
@@ -437,13 +399,13 @@ func (o *Options) watchTargets(ctx context.Context, m *member, target *v1alpha1.
 	x := target.Spec.ClusterID
 	var out []watchTarget
 	if self {
-		out = append(out, watchTarget{name: m.name, reader: m.client, self: m.id})
+		out = append(out, watchTarget{name: m.Name, reader: m.Client, self: m.ID})
 	} else {
-		out = append(out, watchTarget{name: m.name, reader: m.client, gone: x})
+		out = append(out, watchTarget{name: m.Name, reader: m.Client, gone: x})
 	}
-	for i := range m.clusters {
-		c := &m.clusters[i]
-		if c.Spec.ClusterID == m.id {
+	for i := range m.Clusters {
+		c := &m.Clusters[i]
+		if c.Spec.ClusterID == m.ID {
 			continue
 		}
 		if err := notReady(c); err != nil {
@@ -487,7 +449,7 @@ func (o *Options) reader(ctx context.Context, m *member, c *v1alpha1.Cluster) (c
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	var s corev1.Secret
-	if err := m.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, &s); err != nil {
+	if err := m.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, &s); err != nil {
 		return nil, fmt.Errorf("reading its reader Secret %s/%s: %w", ns, ref.Name, err)
 	}
 	// The credential the member was issued by that cluster, as its controller uses it:
@@ -495,13 +457,13 @@ func (o *Options) reader(ctx context.Context, m *member, c *v1alpha1.Cluster) (c
 	// out, their own credentials are not.
 	conn := &s
 	var received corev1.Secret
-	if err := m.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: v1alpha1.ReceivedReaderSecretName(c.Spec.ClusterID)}, &received); err == nil {
+	if err := m.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: v1alpha1.ReceivedReaderSecretName(c.Spec.ClusterID)}, &received); err == nil {
 		// A sealed credential opens with the member's key, which its admin may read.
 		var open credentials.Opener
 		var keySecret corev1.Secret
-		if err := m.client.Get(ctx, client.ObjectKey{Namespace: v1alpha1.ReadersNamespace(o.Namespace), Name: v1alpha1.ReaderKeySecretName}, &keySecret); err == nil {
+		if err := m.Client.Get(ctx, client.ObjectKey{Namespace: v1alpha1.ReadersNamespace(o.Namespace), Name: v1alpha1.ReaderKeySecretName}, &keySecret); err == nil {
 			if key, err := seal.ParsePrivateKey(keySecret.Data[v1alpha1.PrivateKeyKey]); err == nil {
-				open = func(issuer types.UID, sealed []byte) ([]byte, error) { return key.Open(issuer, m.id, sealed) }
+				open = func(issuer types.UID, sealed []byte) ([]byte, error) { return key.Open(issuer, m.ID, sealed) }
 			}
 		}
 		conn, _ = credentials.Choose(&s, &received, c.Spec.ClusterID, time.Now(), open)

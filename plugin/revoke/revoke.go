@@ -27,8 +27,6 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -193,14 +191,8 @@ func (o *Options) Validate() error {
 	return errors.Join(errs...)
 }
 
-// member is what revoke knows of the cluster of --context.
-type member struct {
-	name     string // the context, for messages
-	client   client.Client
-	id       types.UID
-	clusters []v1alpha1.Cluster
-	own      *v1alpha1.Cluster
-}
+// member is what the verb knows of the cluster of --context.
+type member = kube.Member
 
 // revoked is a ServiceAccount revoke deleted, for --wait: done once the controller has
 // recreated it (another UID) and the Secret holding its token was issued for the new one.
@@ -238,19 +230,19 @@ func (o *Options) Run(ctx context.Context) error {
 		return err
 	}
 	if found {
-		fmt.Fprintf(o.Out, "serviceaccount/%s deleted on %s (every token %s issued to %s is revoked)%s\n", perPeer.Name, m.name, m.own.Name, peer.Name, suffix)
+		fmt.Fprintf(o.Out, "serviceaccount/%s deleted on %s (every token %s issued to %s is revoked)%s\n", perPeer.Name, m.Name, m.Own.Name, peer.Name, suffix)
 		waitFor = append(waitFor, revoked{
 			sa: perPeer, oldUID: uid,
 			secret: types.NamespacedName{Namespace: o.Namespace, Name: v1alpha1.IssuedReaderSecretName(peer.Spec.ClusterID)},
-			what:   fmt.Sprintf("%s issued %s a new credential", m.own.Name, peer.Name),
+			what:   fmt.Sprintf("%s issued %s a new credential", m.Own.Name, peer.Name),
 		})
 	} else {
 		if o.KeepShared {
 			return fmt.Errorf("no reader of %s on %s to revoke: %s has not issued %s a reader yet (no ServiceAccount %s/%s; see \"kubectl registry status --context %s\"), and --keep-shared keeps the shared one: nothing was revoked",
-				peer.Name, m.name, m.own.Name, peer.Name, perPeer.Namespace, perPeer.Name, m.name)
+				peer.Name, m.Name, m.Own.Name, peer.Name, perPeer.Namespace, perPeer.Name, m.Name)
 		}
 		fmt.Fprintf(o.ErrOut, "no reader of %s on %s to revoke: %s has not issued %s a reader yet (no ServiceAccount %s/%s); the shared reader is still revoked\n",
-			peer.Name, m.name, m.own.Name, peer.Name, perPeer.Namespace, perPeer.Name)
+			peer.Name, m.Name, m.Own.Name, peer.Name, perPeer.Namespace, perPeer.Name)
 	}
 
 	if !o.KeepShared {
@@ -260,25 +252,25 @@ func (o *Options) Run(ctx context.Context) error {
 			return err
 		}
 		if found {
-			fmt.Fprintf(o.Out, "serviceaccount/%s deleted on %s (the shared reader token is revoked; the controller issues a new one)%s\n", shared.Name, m.name, suffix)
-			ref := m.own.Spec.AuthInfo.SecretRef
+			fmt.Fprintf(o.Out, "serviceaccount/%s deleted on %s (the shared reader token is revoked; the controller issues a new one)%s\n", shared.Name, m.Name, suffix)
+			ref := m.Own.Spec.AuthInfo.SecretRef
 			secret := types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}
 			if secret.Namespace == "" {
 				secret.Namespace = o.Namespace
 			}
 			if secret.Name == "" {
-				secret.Name = m.own.Name
+				secret.Name = m.Own.Name
 			}
-			waitFor = append(waitFor, revoked{sa: shared, oldUID: uid, secret: secret, what: fmt.Sprintf("%s issued a new shared reader token", m.own.Name)})
+			waitFor = append(waitFor, revoked{sa: shared, oldUID: uid, secret: secret, what: fmt.Sprintf("%s issued a new shared reader token", m.Own.Name)})
 		} else {
-			fmt.Fprintf(o.ErrOut, "no shared reader on %s to revoke (no ServiceAccount %s/%s): its controller creates one\n", m.name, shared.Namespace, shared.Name)
+			fmt.Fprintf(o.ErrOut, "no shared reader on %s to revoke (no ServiceAccount %s/%s): its controller creates one\n", m.Name, shared.Namespace, shared.Name)
 		}
 	}
 	switch {
 	case len(waitFor) > 0 && waitFor[0].sa == perPeer:
-		fmt.Fprintf(o.ErrOut, "The controller of %s issues new tokens: %s gets a new credential sealed to its key; the other members keep their own credentials.\n", m.name, peer.Name)
+		fmt.Fprintf(o.ErrOut, "The controller of %s issues new tokens: %s gets a new credential sealed to its key; the other members keep their own credentials.\n", m.Name, peer.Name)
 	case len(waitFor) > 0:
-		fmt.Fprintf(o.ErrOut, "The controller of %s issues a new shared reader token; the members keep their own credentials.\n", m.name)
+		fmt.Fprintf(o.ErrOut, "The controller of %s issues a new shared reader token; the members keep their own credentials.\n", m.Name)
 	}
 	if !o.Wait || len(waitFor) == 0 {
 		return nil
@@ -289,52 +281,24 @@ func (o *Options) Run(ctx context.Context) error {
 // connect reaches the API server of --context, checks that the registry is installed and
 // reads its Clusters.
 func (o *Options) connect(ctx context.Context) (*member, error) {
-	t := o.member
-	name := t.Name
-	cl, err := o.Factory.Client(t, o.clientOptions())
+	m, err := kube.ConnectMember(ctx, o.Factory, o.member, o.clientOptions(), requestTimeout)
 	if err != nil {
-		return nil, fmt.Errorf("context %s: %w", name, err)
+		return nil, err
 	}
-	cs, err := o.Factory.Kubernetes(t, o.clientOptions())
-	if err != nil {
-		return nil, fmt.Errorf("context %s: %w", name, err)
-	}
-	m := &member{name: name, client: cl}
+	name := m.Name
 	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	ns, err := cs.CoreV1().Namespaces().Get(rctx, metav1.NamespaceSystem, metav1.GetOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("cannot reach the API server of context %s at %s: %w", name, t.Config.Host, err)
-	}
-	m.id = ns.UID
-	var list v1alpha1.ClusterList
-	if err := cl.List(rctx, &list); err != nil {
-		if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("the registry is not installed on context %s: the CRD clusters.%s is missing; run: kubectl registry install --context %s", name, v1alpha1.GroupVersion.Group, name)
-		}
-		return nil, fmt.Errorf("context %s: listing Clusters: %w", name, err)
-	}
-	m.clusters = list.Items
-	readers := v1alpha1.ReadersNamespace(o.Namespace)
-	for _, nsName := range []string{o.Namespace, readers} {
+	for _, nsName := range []string{o.Namespace, v1alpha1.ReadersNamespace(o.Namespace)} {
 		var ns corev1.Namespace
-		if err := cl.Get(rctx, client.ObjectKey{Name: nsName}, &ns); err != nil {
+		if err := m.Client.Get(rctx, client.ObjectKey{Name: nsName}, &ns); err != nil {
 			if apierrors.IsNotFound(err) {
 				return nil, fmt.Errorf("the registry is not installed on context %s: the namespace %s is missing; run: kubectl registry install --context %s (or pass --namespace if the registry lives in another namespace)", name, nsName, name)
 			}
 			return nil, fmt.Errorf("context %s: reading the namespace %s: %w", name, nsName, err)
 		}
 	}
-	for i := range m.clusters {
-		if m.clusters[i].Spec.ClusterID == m.id {
-			if m.own != nil {
-				return nil, fmt.Errorf("context %s has several Clusters claiming to be the local cluster (clusterID %s): %s and %s; delete all but one first", name, m.id, m.own.Name, m.clusters[i].Name)
-			}
-			m.own = &m.clusters[i]
-		}
-	}
-	if m.own == nil {
-		return nil, fmt.Errorf("context %s has no local Cluster (none has clusterID %s, the UID of its kube-system namespace): the controller has not bootstrapped it, so it has issued no reader. Is \"kubectl registry serve\" running there?", name, m.id)
+	if m.Own == nil {
+		return nil, fmt.Errorf("context %s has no local Cluster (none has clusterID %s, the UID of its kube-system namespace): the controller has not bootstrapped it, so it has issued no reader. Is \"kubectl registry serve\" running there?", name, m.ID)
 	}
 	return m, nil
 }
@@ -342,24 +306,24 @@ func (o *Options) connect(ctx context.Context) (*member, error) {
 // target finds the peer's Cluster CR on the member; the member's own Cluster is refused.
 func (o *Options) target(m *member) (*v1alpha1.Cluster, error) {
 	var names []string
-	for i := range m.clusters {
-		c := &m.clusters[i]
+	for i := range m.Clusters {
+		c := &m.Clusters[i]
 		if c.Name != o.Name {
 			names = append(names, c.Name)
 			continue
 		}
-		if c.Spec.ClusterID == m.id || c.Status.Type == v1alpha1.ClusterTypeLocal {
+		if c.Spec.ClusterID == m.ID || c.Status.Type == v1alpha1.ClusterTypeLocal {
 			return nil, fmt.Errorf("cluster %s is the cluster of context %s itself: a member issues no reader to itself. To revoke what another member issued to %s, run revoke there: kubectl registry revoke %s --context MEMBER",
-				c.Name, m.name, c.Name, c.Name)
+				c.Name, m.Name, c.Name, c.Name)
 		}
 		if c.Spec.ClusterID == "" {
-			return nil, fmt.Errorf("the Cluster %s on context %s has no spec.clusterID: it names no cluster %s could have issued a reader to", c.Name, m.name, m.name)
+			return nil, fmt.Errorf("the Cluster %s on context %s has no spec.clusterID: it names no cluster %s could have issued a reader to", c.Name, m.Name, m.Name)
 		}
 		return c, nil
 	}
 	sort.Strings(names)
 	return nil, fmt.Errorf("context %s has no Cluster %s: it is not a member of the group as %s sees it (its Clusters: %s; see \"kubectl registry status\")",
-		m.name, o.Name, m.name, strings.Join(names, ", "))
+		m.Name, o.Name, m.Name, strings.Join(names, ", "))
 }
 
 // delete deletes the ServiceAccount key on the member, unless it is missing, with a
@@ -370,11 +334,11 @@ func (o *Options) delete(ctx context.Context, m *member, key types.NamespacedNam
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	var sa corev1.ServiceAccount
-	if err := m.client.Get(ctx, client.ObjectKey(key), &sa); err != nil {
+	if err := m.Client.Get(ctx, client.ObjectKey(key), &sa); err != nil {
 		if apierrors.IsNotFound(err) {
 			return "", false, nil
 		}
-		return "", false, kube.ExplainAdmin(fmt.Errorf("context %s: reading %s, the ServiceAccount %s/%s: %w", m.name, what, key.Namespace, key.Name, err),
+		return "", false, kube.ExplainAdmin(fmt.Errorf("context %s: reading %s, the ServiceAccount %s/%s: %w", m.Name, what, key.Namespace, key.Name, err),
 			o.member, "revoking a reader needs the rights to read and delete ServiceAccounts in "+key.Namespace)
 	}
 	if o.DryRun == cmdutil.DryRunClient {
@@ -385,12 +349,12 @@ func (o *Options) delete(ctx context.Context, m *member, key types.NamespacedNam
 	if o.DryRun == cmdutil.DryRunServer {
 		opts = append(opts, client.DryRunAll)
 	}
-	if err := m.client.Delete(ctx, &sa, opts...); err != nil {
+	if err := m.Client.Delete(ctx, &sa, opts...); err != nil {
 		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 			return "", false, fmt.Errorf("%s, the ServiceAccount %s/%s on context %s, was deleted or replaced while revoke was deleting it (its tokens are revoked if it was): run the same revoke again to be sure: %w",
-				what, key.Namespace, key.Name, m.name, err)
+				what, key.Namespace, key.Name, m.Name, err)
 		}
-		return "", false, kube.ExplainAdmin(fmt.Errorf("context %s: deleting %s, the ServiceAccount %s/%s: %w", m.name, what, key.Namespace, key.Name, err),
+		return "", false, kube.ExplainAdmin(fmt.Errorf("context %s: deleting %s, the ServiceAccount %s/%s: %w", m.Name, what, key.Namespace, key.Name, err),
 			o.member, "revoking a reader needs the rights to read and delete ServiceAccounts in "+key.Namespace)
 	}
 	return uid, true, nil
@@ -445,14 +409,14 @@ func (o *Options) wait(ctx context.Context, m *member, revs []revoked) error {
 	}
 	ts := make([]cmdutil.WaitTarget, len(revs))
 	for i := range revs {
-		ts[i] = waitTarget{member: m.name, reader: m.client, revoked: revs[i]}
+		ts[i] = waitTarget{member: m.Name, reader: m.Client, revoked: revs[i]}
 	}
 	still, err := cmdutil.WaitAll(ctx, o.Timeout, interval, ts, o.ErrOut, func(i int) {
 		fmt.Fprintln(o.ErrOut, revs[i].what)
 	})
 	if errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("timed out after %s waiting for the controller of %s: %s. The old tokens are revoked; the controller issues the new ones when it runs: see \"kubectl registry status --context %s\" and the controller's logs",
-			o.Timeout, m.name, strings.Join(still, "; "), m.name)
+			o.Timeout, m.Name, strings.Join(still, "; "), m.Name)
 	}
 	return err
 }
