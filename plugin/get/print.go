@@ -193,9 +193,11 @@ func (o *Options) printNoResources(results []*clusterResult) {
 		fmt.Fprintln(o.ErrOut, "No resources found")
 		return
 	}
+	// Like kubectl, name the namespace only when a namespaced kind was listed: a
+	// cluster-scoped one (Clusters, ResourceSyncRules) has none.
 	namespaces := map[string]bool{}
 	for i, r := range results {
-		if r.err == nil && !r.skip {
+		if r.err == nil && !r.skip && listsNamespaced(r) {
 			namespaces[o.targets[i].namespace] = true
 		}
 	}
@@ -206,6 +208,16 @@ func (o *Options) printNoResources(results []*clusterResult) {
 		return
 	}
 	fmt.Fprintln(o.ErrOut, "No resources found")
+}
+
+// listsNamespaced reports whether r listed a namespaced kind.
+func listsNamespaced(r *clusterResult) bool {
+	for _, t := range r.tables {
+		if t != nil && t.mapping != nil && t.mapping.Scope.Name() == meta.RESTScopeNameNamespace {
+			return true
+		}
+	}
+	return false
 }
 
 // printTables prints one table per resource type, like kubectl get does for several

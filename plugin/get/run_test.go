@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -268,9 +269,9 @@ func TestRunFake(t *testing.T) {
 			wantErrOut: "warning: context c: the cluster registry is not installed there; showing it as cluster \"c\"\n" +
 				"error: the server doesn't have a resource type \"clusters\"\n",
 			wantCode: 2},
-		// kubectl names no namespace for a kind that is not namespaced; get does.
+		// Like kubectl, no namespace is named for a kind that is not namespaced.
 		{name: "unknown name", args: []string{"rsr", "nosuch", "--contexts", "a,b"},
-			wantErrOut: "No resources found in default namespace.\nerror: rsr \"nosuch\" not found in any cluster\n", wantCode: 2},
+			wantErrOut: "No resources found\nerror: rsr \"nosuch\" not found in any cluster\n", wantCode: 2},
 		{name: "unreachable cluster", args: []string{"clusters", "--contexts", "a,b"}, golden: "fake-clusters-a.txt",
 			modify:     func(f *kubefake.Factory) { f.Cluster("b").Err = errors.New("dial tcp: connection refused") },
 			wantErrOut: "error: cluster b: dial tcp: connection refused\n", wantCode: 2},
@@ -292,6 +293,53 @@ func TestRunFake(t *testing.T) {
 				golden(t, tt.golden, normalise(stdout))
 			} else if stdout != "" {
 				t.Errorf("stdout %q, want nothing", stdout)
+			}
+		})
+	}
+}
+
+// TestPrintNoResources: like kubectl, the namespace is named only when the kinds listed
+// are namespaced and every cluster listed the same namespace.
+func TestPrintNoResources(t *testing.T) {
+	namespaced := &resourceTable{mapping: &meta.RESTMapping{Scope: meta.RESTScopeNamespace}}
+	clusterScoped := &resourceTable{mapping: &meta.RESTMapping{Scope: meta.RESTScopeRoot}}
+	tests := []struct {
+		name    string
+		all     bool
+		targets []target
+		results []*clusterResult
+		want    string
+	}{
+		{name: "namespaced kind", targets: []target{{context: "a", namespace: "team"}, {context: "b", namespace: "team"}},
+			results: []*clusterResult{{tables: []*resourceTable{namespaced}}, {tables: []*resourceTable{namespaced}}},
+			want:    "No resources found in team namespace.\n"},
+		{name: "cluster-scoped kind", targets: []target{{context: "a", namespace: "default"}},
+			results: []*clusterResult{{tables: []*resourceTable{clusterScoped}}},
+			want:    "No resources found\n"},
+		{name: "a cluster-scoped and a namespaced kind", targets: []target{{context: "a", namespace: "default"}},
+			results: []*clusterResult{{tables: []*resourceTable{clusterScoped, namespaced}}},
+			want:    "No resources found in default namespace.\n"},
+		{name: "kind not served", targets: []target{{context: "a", namespace: "default"}},
+			results: []*clusterResult{{tables: []*resourceTable{nil}}},
+			want:    "No resources found\n"},
+		{name: "clusters in different namespaces", targets: []target{{context: "a", namespace: "x"}, {context: "b", namespace: "y"}},
+			results: []*clusterResult{{tables: []*resourceTable{namespaced}}, {tables: []*resourceTable{namespaced}}},
+			want:    "No resources found\n"},
+		{name: "skipped and failed clusters do not count", targets: []target{{context: "a", namespace: "x"}, {context: "b", namespace: "y"}, {context: "c", namespace: "z"}},
+			results: []*clusterResult{{tables: []*resourceTable{namespaced}}, {skip: true, tables: []*resourceTable{namespaced}}, {err: errors.New("down"), tables: []*resourceTable{namespaced}}},
+			want:    "No resources found in x namespace.\n"},
+		{name: "all namespaces", all: true, targets: []target{{context: "a", namespace: "x"}},
+			results: []*clusterResult{{tables: []*resourceTable{namespaced}}},
+			want:    "No resources found\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var errOut bytes.Buffer
+			o := &Options{AllNamespaces: tt.all, targets: tt.targets}
+			o.ErrOut = &errOut
+			o.printNoResources(tt.results)
+			if diff := cmp.Diff(tt.want, errOut.String()); diff != "" {
+				t.Errorf("stderr (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -2,6 +2,7 @@ package revoke
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -445,6 +446,49 @@ func TestRunFakeWait(t *testing.T) {
 		}
 		if _, shared := f.serviceAccounts(t); shared != uidShared {
 			t.Errorf("the shared reader is %q, want it kept (%q)", shared, uidShared)
+		}
+	})
+	t.Run("departed", func(t *testing.T) {
+		// b's departure is in force on a: a issues b nothing again, so --wait waits only
+		// for the shared reader (and, keeping it, for nothing).
+		left := func(f *fake) {
+			f.controller = true
+			var own v1alpha1.Cluster
+			if err := f.client.Get(context.Background(), client.ObjectKey{Name: "a"}, &own); err != nil {
+				t.Fatal(err)
+			}
+			own.Annotations = map[string]string{v1alpha1.LeftClustersAnnotation: "id-b@2026-11-26T01:00:00Z"}
+			if err := f.client.Update(context.Background(), &own); err != nil {
+				t.Fatal(err)
+			}
+		}
+		departedLine := "b has left the group (its departure is recorded on a): a issues it no new credential\n"
+		for _, tt := range []struct {
+			name    string
+			args    []string
+			wantErr string
+		}{
+			{name: "with the shared reader", args: []string{"b", "--wait", "--timeout", "30s"},
+				wantErr: departedLine + "The controller of a issues a new shared reader token; the members keep their own credentials.\n" +
+					"waiting: on a, the Secret " + ns + "/a still holds a token of the revoked ServiceAccount " + ns + "/" + v1alpha1.ReaderName + "\n" +
+					"a issued a new shared reader token\n"},
+			{name: "keeping the shared reader", args: []string{"b", "--wait", "--timeout", "50ms", "--keep-shared"},
+				wantErr: departedLine},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				f := newFake(t)
+				left(f)
+				stdout, stderr, err := f.run(t, tt.args...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !strings.HasPrefix(stdout, "serviceaccount/"+perPeerB+" deleted on a (every token a issued to b is revoked)\n") {
+					t.Errorf("stdout does not report b's reader deleted:\n%s", stdout)
+				}
+				if diff := cmp.Diff(tt.wantErr, stderr); diff != "" {
+					t.Errorf("stderr (-want +got):\n%s", diff)
+				}
+			})
 		}
 	})
 	t.Run("timeout", func(t *testing.T) {

@@ -37,6 +37,7 @@ import (
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/planner/members"
 )
 
 const (
@@ -100,6 +101,8 @@ type Options struct {
 	Timeout time.Duration
 	// PollInterval is how often --wait polls; zero means one second.
 	PollInterval time.Duration
+	// Now is the clock departures are judged at; nil means time.Now.
+	Now func() time.Time
 
 	// Factory resolves the context and builds the clients.
 	Factory kube.Factory
@@ -229,14 +232,22 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if found {
+	// A cluster whose departure is in force on the member is issued nothing again: its
+	// reader is revoked for good, and --wait has no new credential to wait for.
+	inForce, _ := members.InForce(o.now(), m.Clusters)
+	_, departed := inForce[peer.Spec.ClusterID]
+	switch {
+	case found && departed:
+		fmt.Fprintf(o.Out, "serviceaccount/%s deleted on %s (every token %s issued to %s is revoked)%s\n", perPeer.Name, m.Name, m.Own.Name, peer.Name, suffix)
+		fmt.Fprintf(o.ErrOut, "%s has left the group (its departure is recorded on %s): %s issues it no new credential\n", peer.Name, m.Name, m.Own.Name)
+	case found:
 		fmt.Fprintf(o.Out, "serviceaccount/%s deleted on %s (every token %s issued to %s is revoked)%s\n", perPeer.Name, m.Name, m.Own.Name, peer.Name, suffix)
 		waitFor = append(waitFor, revoked{
 			sa: perPeer, oldUID: uid,
 			secret: types.NamespacedName{Namespace: o.Namespace, Name: v1alpha1.IssuedReaderSecretName(peer.Spec.ClusterID)},
 			what:   fmt.Sprintf("%s issued %s a new credential", m.Own.Name, peer.Name),
 		})
-	} else {
+	default:
 		if o.KeepShared {
 			return fmt.Errorf("no reader of %s on %s to revoke: %s has not issued %s a reader yet (no ServiceAccount %s/%s; see \"kubectl registry status --context %s\"), and --keep-shared keeps the shared one: nothing was revoked",
 				peer.Name, m.Name, m.Own.Name, peer.Name, perPeer.Namespace, perPeer.Name, m.Name)
@@ -276,6 +287,13 @@ func (o *Options) Run(ctx context.Context) error {
 		return nil
 	}
 	return o.wait(ctx, m, waitFor)
+}
+
+func (o *Options) now() time.Time {
+	if o.Now != nil {
+		return o.Now()
+	}
+	return time.Now()
 }
 
 // connect reaches the API server of --context, checks that the registry is installed and
