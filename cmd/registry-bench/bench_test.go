@@ -333,3 +333,36 @@ func TestBurstVerdicts(t *testing.T) {
 		})
 	}
 }
+
+// TestAddLatencyBracketsTheFloor: the floor alone's figures are those of its samples
+// before the controllers started and after the registry's, together; each set is kept.
+func TestAddLatencyBracketsTheFloor(t *testing.T) {
+	ms := func(xs ...int) []time.Duration {
+		var ds []time.Duration
+		for _, x := range xs {
+			ds = append(ds, time.Duration(x)*time.Millisecond)
+		}
+		return ds
+	}
+	r := newResults(options{samples: 4})
+	r.addLatency("create", ms(6, 6, 6, 6), ms(2, 2, 2), ms(4, 4, 4, 4, 4), ms(5, 5, 5, 5))
+	got := r.Latency["create"].(map[string]stats)
+	want := map[string]float64{"registry": 6, "floor": 4, "floor_before": 2, "floor_after": 4, "floor_beside": 5}
+	for k, p50 := range want {
+		if got[k].P50ms != p50 {
+			t.Errorf("%s p50 = %v ms, want %v", k, got[k].P50ms, p50)
+		}
+	}
+	if got["floor"].N != 8 {
+		t.Errorf("the floor alone has %d samples, want 8 (both sets)", got["floor"].N)
+	}
+	var p50 *row
+	for i := range r.Rows {
+		if r.Rows[i].Metric == "create latency p50" {
+			p50 = &r.Rows[i]
+		}
+	}
+	if p50 == nil || p50.Ratio != 1.5 || p50.Met == nil || *p50.Met {
+		t.Errorf("create p50 row %+v, want ratio 1.5 to the floor alone of both sets, not met", p50)
+	}
+}

@@ -104,6 +104,26 @@ func (g *group) stop() {
 	_ = g.bed.Stop()
 }
 
+// pauseControllers stops every controller process (SIGSTOP) and returns what continues
+// them (SIGCONT). The controllers run without leader election, so a pause loses nothing:
+// they carry on where they stopped.
+func (g *group) pauseControllers() (resume func(), err error) {
+	var paused []*controller
+	resume = func() {
+		for _, c := range paused {
+			_ = c.cmd.Process.Signal(syscall.SIGCONT)
+		}
+	}
+	for _, c := range g.ctrls {
+		if err := c.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			resume()
+			return nil, fmt.Errorf("stopping the controller of %s: %w", c.name, err)
+		}
+		paused = append(paused, c)
+	}
+	return resume, nil
+}
+
 // prepare installs the registry on every cluster and creates the bench's namespaces; no
 // controller runs yet (the floor alone is measured then). start does the rest of the
 // setup.

@@ -93,6 +93,43 @@ func (g *group) floorAlone(ctx context.Context, samples int, phases []string, bu
 	return res, nil
 }
 
+// floorAloneAfter measures the floor alone again, after the registry's latency samples:
+// the controllers are stopped (SIGSTOP: no CPU, no request; their watches stay open but
+// select nothing of the floor's namespace) while the floor takes samples of phases in its
+// own namespace, then continued. With the samples taken before any controller ran, the
+// floor alone brackets the registry's in time, so that the ratios do not follow the
+// host's drift between the start of the run and its middle.
+func (g *group) floorAloneAfter(ctx context.Context, samples int, phases []string) (map[string][]time.Duration, map[string]int, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s, err := g.newSide(ctx, "floor", nsAlone)
+	if err != nil {
+		return nil, nil, err
+	}
+	var peers []kubernetes.Interface
+	for _, n := range g.peers() {
+		peers = append(peers, g.cs[n])
+	}
+	if _, err := startCopier(ctx, g.origin(), peers, nsAlone, g.b.o.floorWorkers); err != nil {
+		return nil, nil, err
+	}
+	resume, err := g.pauseControllers()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resume()
+	step("[%s] floor alone again (controllers stopped): warm-up", g.label)
+	if err := g.warmUp(ctx, s); err != nil {
+		return nil, nil, err
+	}
+	step("[%s] floor alone again: %d samples of %s", g.label, samples, strings.Join(phases, ", "))
+	lat, failures, err := g.latency(ctx, samples, phases, s)
+	if err != nil {
+		return nil, nil, err
+	}
+	return lat["floor"], failures, nil
+}
+
 // newSides starts the trackers of the registry and the floor, and the floor copier.
 func (g *group) newSides(ctx context.Context) (reg, floor *side, cp *copier, err error) {
 	if reg, err = g.newSide(ctx, "registry", nsRegistry); err != nil {
@@ -267,11 +304,22 @@ func (b *bench) runMain(ctx context.Context, res *results) error {
 	if err != nil {
 		return err
 	}
+	aloneAfter, afterFailures, err := g.floorAloneAfter(mctx, b.o.samples, phases)
+	if err != nil {
+		return fmt.Errorf("floor alone after the registry: %w", err)
+	}
 	for _, phase := range phases {
-		res.addLatency(phase, lat["registry"][phase], alone.latency[phase], lat["floor"][phase])
+		res.addLatency(phase, lat["registry"][phase], alone.latency[phase], aloneAfter[phase], lat["floor"][phase])
 	}
 	for k, v := range alone.failures {
 		failures["floor alone "+strings.TrimPrefix(k, "floor ")] += v
+	}
+	if c, ok := res.Latency["create"].(map[string]stats); ok {
+		step("[main] create p50: registry %.2f ms; floor alone %.2f ms before the controllers started, %.2f ms after the registry's samples; floor beside %.2f ms",
+			c["registry"].P50ms, c["floor_before"].P50ms, c["floor_after"].P50ms, c["floor_beside"].P50ms)
+	}
+	for k, v := range afterFailures {
+		failures["floor alone after "+strings.TrimPrefix(k, "floor ")] += v
 	}
 	res.Failures = failures
 

@@ -163,9 +163,15 @@ func ratio(a, b float64) float64 {
 
 // addLatency records the latency of a phase: the registry's, the floor's alone (the
 // controllers stopped; the ratios are against it) and the floor's beside the registry.
-func (r *results) addLatency(phase string, reg, alone, beside []time.Duration) {
+//
+// The floor alone is measured twice, before the controllers start and after the
+// registry's samples with the controllers stopped; its figures are those of both sets
+// of samples together, and each set is kept too ("floor_before", "floor_after").
+func (r *results) addLatency(phase string, reg, aloneBefore, aloneAfter, beside []time.Duration) {
+	alone := append(slices.Clone(aloneBefore), aloneAfter...)
 	rs, fs, bs := newStats(reg), newStats(alone), newStats(beside)
-	r.Latency[phase] = map[string]stats{"registry": rs, "floor": fs, "floor_beside": bs}
+	r.Latency[phase] = map[string]stats{"registry": rs, "floor": fs, "floor_beside": bs,
+		"floor_before": newStats(aloneBefore), "floor_after": newStats(aloneAfter)}
 	targets := map[string][2]string{"create": {"<= 1.25x floor", "<= 1.5x floor"}}
 	add := func(q string, a, b, c float64, target string, limit float64) {
 		rw := row{Metric: fmt.Sprintf("%s latency %s", phase, q), Registry: a, Floor: b, Ratio: ratio(a, b), FloorBeside: c, RatioBeside: ratio(a, c), Unit: "ms", Target: target}
