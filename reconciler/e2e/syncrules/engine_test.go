@@ -435,6 +435,88 @@ spec:
 		})
 	})
 
+	t.Run("copies carry their origin's status with mutations.syncStatus", func(t *testing.T) {
+		applyRule(t, first, `
+apiVersion: clusterregistry.k8s.cisco.com/v1alpha1
+kind: ResourceSyncRule
+metadata:
+  name: widgets-status-forward
+spec:
+  groupVersionKind: {group: example.com, version: v1, kind: Widget}
+  createNamespaces: true
+  rules:
+  - match:
+    - namespaces: [status-forward]
+    mutations:
+      syncStatus: true
+`)
+		if err := third.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "status-forward"}}); err != nil {
+			t.Fatal(err)
+		}
+		gvk := schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}
+		get := func(c client.Client) (*unstructured.Unstructured, error) {
+			u := &unstructured.Unstructured{}
+			u.SetGroupVersionKind(gvk)
+			return u, c.Get(context.Background(), client.ObjectKey{Namespace: "status-forward", Name: "w3"}, u)
+		}
+		w := &unstructured.Unstructured{}
+		w.SetGroupVersionKind(gvk)
+		w.SetNamespace("status-forward")
+		w.SetName("w3")
+		w.Object["spec"] = map[string]any{"size": int64(2)}
+		if err := third.Create(context.Background(), w); err != nil {
+			t.Fatal(err)
+		}
+		// The origin's controller on third reports; the status subresource is written
+		// apart from the object, as a real controller does.
+		setPhase := func(phase string) {
+			t.Helper()
+			harness.Eventually(t, 10*time.Second, "status "+phase+" on the original", func() error {
+				o, err := get(third)
+				if err != nil {
+					return err
+				}
+				o.Object["status"] = map[string]any{"phase": phase}
+				return third.Status().Update(context.Background(), o)
+			})
+		}
+		copiesShow := func(phase string) {
+			t.Helper()
+			for _, name := range []string{"first", "second"} {
+				c := cl[name]
+				harness.Eventually(t, 30*time.Second, "status "+phase+" on the copy on "+name, func() error {
+					o, err := get(c)
+					if err != nil {
+						return err
+					}
+					st, _ := o.Object["status"].(map[string]any)
+					if st["phase"] != phase {
+						return fmt.Errorf("status %v", o.Object["status"])
+					}
+					if o.GetAnnotations()[v1alpha1.OwnershipAnnotation] == "" {
+						return fmt.Errorf("not a copy: annotations %v", o.GetAnnotations())
+					}
+					return nil
+				})
+			}
+		}
+		setPhase("Pending")
+		copiesShow("Pending")
+		setPhase("Running")
+		copiesShow("Running")
+		// ... and the original keeps its own: nothing flows back without syncStatusBack.
+		stays(t, 3*time.Second, "the original keeps the status its controller wrote", func() error {
+			o, err := get(third)
+			if err != nil {
+				return err
+			}
+			if st, _ := o.Object["status"].(map[string]any); st["phase"] != "Running" {
+				return fmt.Errorf("the original's status is %v", o.Object["status"])
+			}
+			return nil
+		})
+	})
+
 	t.Run("invalid rules say why and write nothing", func(t *testing.T) {
 		applyRule(t, first, `
 apiVersion: clusterregistry.k8s.cisco.com/v1alpha1
