@@ -73,6 +73,10 @@ type Reconciler struct {
 	// (a hash of its kubeconfig) that the peer rejected: the shared reader Secret is used
 	// instead until the peer issues another one.
 	rejected map[string]string
+	// unused holds, per peer, why the credential the peer issued to this cluster is not
+	// used (a sealed one that does not open), as last logged: it is logged when it
+	// changes, not at every reconcile.
+	unused map[string]string
 }
 
 func (r *Reconciler) now() time.Time {
@@ -126,6 +130,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.Client.Get(ctx, req.NamespacedName, &cluster); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.Peers.Remove(req.Name)
+			r.forget(req.Name)
 			return reconcile.Result{}, nil
 		}
 		return reconcile.Result{}, err
@@ -320,6 +325,7 @@ func (r *Reconciler) peerStatus(ctx context.Context, cluster *v1alpha1.Cluster, 
 	// issues this cluster another one.
 	conn := &secret
 	var received corev1.Secret
+	unused := ""
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: v1alpha1.ReceivedReaderSecretName(cluster.Spec.ClusterID)}, &received); err == nil && !r.isRejected(cluster.Name, &received) {
 		var open credentials.Opener
 		if key := r.Keys.Get(); key != nil {
@@ -327,8 +333,11 @@ func (r *Reconciler) peerStatus(ctx context.Context, cluster *v1alpha1.Cluster, 
 		}
 		var err error
 		if conn, err = credentials.Choose(&secret, &received, cluster.Spec.ClusterID, r.now(), open); err != nil {
-			log.Info("the reader credential the peer issued to this cluster is not used: using its shared reader Secret", "cluster", cluster.Name, "secret", received.Name, "reason", err.Error())
+			unused = err.Error()
 		}
+	}
+	if r.unusedChanged(cluster.Name, unused) && unused != "" {
+		log.Info("the reader credential the peer issued to this cluster is not used: using its shared reader Secret", "cluster", cluster.Name, "secret", received.Name, "reason", unused)
 	}
 	p := r.Peers.Ensure(cluster, conn)
 	if conn != &secret && p.State == v1alpha1.ClusterStateInvalidAuthInfo {
@@ -386,6 +395,32 @@ func (r *Reconciler) isRejected(name string, s *corev1.Secret) bool {
 		return false
 	}
 	return ok
+}
+
+// unusedChanged records why the credential peer name issued to this cluster is not used
+// ("" when it is used, or there is none) and reports whether that changed.
+func (r *Reconciler) unusedChanged(name, reason string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.unused[name] == reason {
+		return false
+	}
+	if reason == "" {
+		delete(r.unused, name)
+		return true
+	}
+	if r.unused == nil {
+		r.unused = map[string]string{}
+	}
+	r.unused[name] = reason
+	return true
+}
+
+// forget drops why the credential of peer name, whose Cluster is gone, was not used.
+func (r *Reconciler) forget(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.unused, name)
 }
 
 func (r *Reconciler) reject(name string, s *corev1.Secret) {
