@@ -1,6 +1,7 @@
 // Package clusters keeps the status of every Cluster CR of the local cluster: whether it
 // is the local cluster or a peer, its state and message, its metadata, and the
-// conditions LocalCluster, LocalConflict, ClusterMetadataSet, Ready and ClustersSynced.
+// conditions LocalCluster, LocalConflict, ClusterMetadataSet, Ready, ClustersSynced and
+// ReaderKeyReady.
 // For peers it drives the peer connections (package peers) from the Cluster CR and its
 // reader Secret, and reports what the connection found.
 package clusters
@@ -99,7 +100,15 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	peerEvents := make(chan event.GenericEvent, 1024)
 	r.Peers.Subscribe(peerEvents)
 	all := handler.EnqueueRequestsFromMapFunc(r.allClusters)
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr)
+	if r.Keys != nil {
+		// The local key pair's state changed: the local Cluster's ReaderKeyReady.
+		local := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: r.Identity.Name}}}
+		})
+		b = b.WatchesRawSource(source.Channel(r.Keys.Changes(), local))
+	}
+	return b.
 		Named("cluster-status").
 		For(&v1alpha1.Cluster{}).
 		Watches(&corev1.Secret{}, all, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
@@ -231,6 +240,11 @@ func (r *Reconciler) localStatus(ctx context.Context, cluster *v1alpha1.Cluster,
 		r.set(status, conditions.New(v1alpha1.ClusterConditionMetadataSet, true, v1alpha1.ReasonMetadataCollected, ""))
 	}
 	r.set(status, conditions.New(v1alpha1.ClusterConditionReady, true, v1alpha1.ReasonClusterReachable, "the local API server answers"))
+	if r.Keys != nil {
+		if c, ok := bootstrap.KeyCondition(r.Keys.State(), r.Namespace); ok {
+			r.set(status, c)
+		}
+	}
 
 	// ClustersSynced: every Ready peer knows the same clusters as this cluster.
 	mine := clusterIDs(all)
@@ -362,7 +376,11 @@ func (r *Reconciler) peerStatus(ctx context.Context, cluster *v1alpha1.Cluster, 
 		var own v1alpha1.Cluster
 		if err := rd.Get(ctx, client.ObjectKey{Name: cluster.Name}, &own); err == nil && own.Spec.ClusterID == cluster.Spec.ClusterID && own.Status.Type == v1alpha1.ClusterTypeLocal {
 			status.ClusterMetadata = *own.Status.ClusterMetadata.DeepCopy()
-			r.PeerKeys.Set(cluster.Spec.ClusterID, own.Annotations[v1alpha1.ReaderPublicKeyAnnotation])
+			if r.PeerKeys != nil {
+				key := own.Annotations[v1alpha1.ReaderPublicKeyAnnotation]
+				r.PeerKeys.Set(cluster.Spec.ClusterID, key)
+				r.set(status, credentials.PeerKeyCondition(key))
+			}
 		}
 	}
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -200,5 +201,44 @@ func TestUnusedCredentialLoggedOncePerChange(t *testing.T) {
 		if diff := cmp.Diff(step.logged, logged); diff != "" {
 			t.Errorf("%s: logged reasons (-want +got):\n%s", step.name, diff)
 		}
+	}
+}
+
+// TestLocalReaderKeyCondition: the local Cluster's status carries the ReaderKeyReady
+// condition of what the bootstrapper reported of the key pair (bootstrap.KeyCondition);
+// nothing before it reports, or when this cluster seals nothing (no Keys).
+func TestLocalReaderKeyCondition(t *testing.T) {
+	key := mustKey(t)
+	forbidden := errors.New("reading the key Secret: forbidden")
+	invalid := fmt.Errorf("%w: bad length", bootstrap.ErrInvalidKeySecret)
+	tests := []struct {
+		name string
+		keys func() *bootstrap.Keys
+		want *cond // nil: no condition
+	}{
+		{"no Keys", func() *bootstrap.Keys { return nil }, nil},
+		{"not reported yet", func() *bootstrap.Keys { return &bootstrap.Keys{} }, nil},
+		{"advertised", func() *bootstrap.Keys { k := bootstrap.NewKeys(key); k.Report(nil); return k },
+			&cond{isTrue, v1alpha1.ReasonReaderKeyAdvertised}},
+		{"the key Secret cannot be read", func() *bootstrap.Keys { k := &bootstrap.Keys{}; k.Report(forbidden); return k },
+			&cond{isFalse, v1alpha1.ReasonReaderKeySecretFailed}},
+		{"the key Secret holds no valid key", func() *bootstrap.Keys { k := &bootstrap.Keys{}; k.Report(invalid); return k },
+			&cond{isFalse, v1alpha1.ReasonReaderKeyInvalid}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, interceptor.Funcs{}, cluster("local", localID, "local"))
+			f.r.Keys = tt.keys()
+			if _, err := f.reconcile(t, "local"); err != nil {
+				t.Fatal(err)
+			}
+			var got *cond
+			if c, ok := condsOf(f.get(t, "local").Status)[v1alpha1.ClusterConditionReaderKeyReady]; ok {
+				got = &c
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("ReaderKeyReady (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
