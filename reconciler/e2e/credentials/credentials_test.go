@@ -119,7 +119,8 @@ func tokensHeld(t *testing.T, cl client.Client, id types.UID) []held {
 func TestPerPeerCredentials(t *testing.T) {
 	testbed.SkipIfNoAssets(t)
 	names := []string{"east", "west", "north"}
-	cl := harness.FormGroup(t, bed, names...)
+	cl, controllers := harness.FormGroupControllers(t, bed, nil, names...)
+	parent := t // a controller restarted by a subtest runs until the whole test ends
 	ctx := context.Background()
 	ids := map[string]types.UID{}
 	for _, n := range names {
@@ -410,6 +411,93 @@ func TestPerPeerCredentials(t *testing.T) {
 				return fmt.Errorf("west's credential from east is %q, want %q", user, want)
 			}
 			return harness.Members(cl[x], x, names...)
+		})
+	})
+
+	t.Run("a peer that advertises a malformed key is issued nothing, and its Cluster on the issuer says so", func(t *testing.T) {
+		// west's controller is stopped (nothing advertises west's key again) and west's
+		// admin writes a malformed key on west's own Cluster, as a broken or hostile west
+		// would: east reads it from west, issues west nothing, and says why on its
+		// Cluster of west.
+		const x, v = "west", "east"
+		xKey := keyOf(t, cl[x])
+		issued := v1alpha1.IssuedReaderSecretName(ids[x])
+		var before corev1.Secret
+		if err := cl[v].Get(ctx, client.ObjectKey{Namespace: ns, Name: issued}, &before); err != nil {
+			t.Fatal(err)
+		}
+		logBefore, err := controllers[v].Log()
+		if err != nil {
+			t.Fatal(err)
+		}
+		controllers[x].Stop(t)
+		restarted := false
+		restore := func() {
+			editCluster(t, cl[x], x, func(c *v1alpha1.Cluster) { c.Annotations[v1alpha1.ReaderPublicKeyAnnotation] = xKey.PublicKey() })
+			if !restarted {
+				restarted = true
+				controllers[x] = harness.Serve(parent, bed.Cluster(x))
+				harness.Eventually(t, 30*time.Second, "west's controller leads again", func() error {
+					log, err := controllers[x].Log()
+					if err == nil && !strings.Contains(log, "leading: starting the reconcilers") {
+						err = errors.New("not leading yet")
+					}
+					return err
+				})
+			}
+			harness.Eventually(t, 60*time.Second, "the group is whole again", func() error {
+				for _, n := range names {
+					if err := harness.Members(cl[n], n, names...); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		}
+		t.Cleanup(func() {
+			if t.Failed() {
+				restore()
+			}
+		})
+		const malformed = seal.PublicKeyPrefix + "not-a-key"
+		editCluster(t, cl[x], x, func(c *v1alpha1.Cluster) { c.Annotations[v1alpha1.ReaderPublicKeyAnnotation] = malformed })
+		harness.Eventually(t, 30*time.Second, "east's Cluster of west says its key is malformed, and east's credentials reconciler refuses it", func() error {
+			var c v1alpha1.Cluster
+			if err := cl[v].Get(ctx, client.ObjectKey{Name: x}, &c); err != nil {
+				return err
+			}
+			rk, _ := conditions.Get(c.Status.Conditions, v1alpha1.ClusterConditionReaderKeyReady)
+			if rk.Status != corev1.ConditionFalse || rk.Reason != v1alpha1.ReasonReaderKeyInvalid || !strings.Contains(rk.Message, v1alpha1.ReaderPublicKeyAnnotation) {
+				return fmt.Errorf("west's ReaderKeyReady on east is %+v, want False, %s", rk, v1alpha1.ReasonReaderKeyInvalid)
+			}
+			log, err := controllers[v].Log()
+			if err != nil {
+				return err
+			}
+			if !strings.Contains(strings.TrimPrefix(log, logBefore), "no credential can be sealed to") {
+				return errors.New("east's controller has not refused west's key yet")
+			}
+			return nil
+		})
+		var after corev1.Secret
+		if err := cl[v].Get(ctx, client.ObjectKey{Namespace: ns, Name: issued}, &after); err != nil {
+			t.Fatal(err)
+		}
+		if after.ResourceVersion != before.ResourceVersion {
+			t.Errorf("east wrote west's credential (resourceVersion %s, was %s) for a malformed key", after.ResourceVersion, before.ResourceVersion)
+		}
+
+		restore()
+		harness.Eventually(t, 30*time.Second, "east's Cluster of west names west's key again", func() error {
+			var c v1alpha1.Cluster
+			if err := cl[v].Get(ctx, client.ObjectKey{Name: x}, &c); err != nil {
+				return err
+			}
+			rk, _ := conditions.Get(c.Status.Conditions, v1alpha1.ClusterConditionReaderKeyReady)
+			if fp := seal.Fingerprint(xKey.PublicKey()); rk.Status != corev1.ConditionTrue || !strings.Contains(rk.Message, fp) {
+				return fmt.Errorf("west's ReaderKeyReady on east is %+v, want True naming %s", rk, fp)
+			}
+			return nil
 		})
 	})
 
