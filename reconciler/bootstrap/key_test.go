@@ -1,10 +1,15 @@
 package bootstrap
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
@@ -92,5 +97,115 @@ func TestReconcileBadKeySecret(t *testing.T) {
 	var shared corev1.Secret
 	if err := e.c.Get(e.ctx, client.ObjectKey{Namespace: testNS, Name: testName}, &shared); err != nil {
 		t.Errorf("the reader Secret: %v", err)
+	}
+}
+
+// TestReconcileKeyReported: what the bootstrapper reports of the key pair, which the
+// local Cluster's ReaderKeyReady condition shows (KeyCondition): advertised; a key
+// Secret that cannot be read (an API error) or holds no valid key, each with its
+// reason; and a change signalled on Changes each time the outcome changes, not at every
+// reconcile.
+func TestReconcileKeyReported(t *testing.T) {
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, v1alpha1.ReaderKeySecretName, errors.New("no RBAC"))
+	bad := &corev1.Secret{}
+	bad.Namespace, bad.Name = v1alpha1.ReadersNamespace(testNS), v1alpha1.ReaderKeySecretName
+	bad.Data = map[string][]byte{v1alpha1.PrivateKeyKey: []byte("short")}
+	tests := []struct {
+		name    string
+		objs    []client.Object
+		getErr  error
+		want    corev1.ConditionStatus
+		reason  string
+		wantErr error
+	}{
+		{name: "made and advertised", want: corev1.ConditionTrue, reason: v1alpha1.ReasonReaderKeyAdvertised},
+		{name: "the key Secret cannot be read", getErr: forbidden, want: corev1.ConditionFalse, reason: v1alpha1.ReasonReaderKeySecretFailed, wantErr: forbidden},
+		{name: "the key Secret holds no valid key", objs: []client.Object{bad}, want: corev1.ConditionFalse, reason: v1alpha1.ReasonReaderKeyInvalid, wantErr: ErrInvalidKeySecret},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, func(_ *env, o *Options) { o.LocalServer = localServer }, tt.objs...)
+			e.getHook = func(key client.ObjectKey, _ client.Object) error {
+				if key.Name == v1alpha1.ReaderKeySecretName && tt.getErr != nil {
+					return tt.getErr
+				}
+				return nil
+			}
+			e.r.Keys = &Keys{}
+			changes := e.r.Keys.Changes()
+			for i := range 3 {
+				_, _ = e.reconcile()
+				signalled := len(changes) > 0
+				if signalled {
+					<-changes
+				}
+				if signalled != (i == 0) {
+					t.Errorf("reconcile %d: change signalled %v, want %v", i, signalled, i == 0)
+				}
+			}
+			s := e.r.Keys.State()
+			if !errors.Is(s.Err, tt.wantErr) || (tt.wantErr == nil) != (s.Err == nil) {
+				t.Errorf("reported %v, want %v", s.Err, tt.wantErr)
+			}
+			c, ok := KeyCondition(s, testNS)
+			if !ok || c.Type != v1alpha1.ClusterConditionReaderKeyReady || c.Status != tt.want || c.Reason != tt.reason {
+				t.Errorf("KeyCondition = %+v, %v; want %s %s", c, ok, tt.want, tt.reason)
+			}
+		})
+	}
+}
+
+// TestKeyCondition: the local Cluster's ReaderKeyReady condition for each state of the
+// key pair, with a message that says what to do.
+func TestKeyCondition(t *testing.T) {
+	key, err := seal.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := v1alpha1.ReadersNamespace(testNS) + "/" + v1alpha1.ReaderKeySecretName
+	apiErr := fmt.Errorf("reading the key Secret %s: %w", ref, apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, v1alpha1.ReadersNamespace(testNS)))
+	invalid := fmt.Errorf("%w: Secret %s (delete it to make a new key pair): bad length", ErrInvalidKeySecret, ref)
+	type want struct {
+		Status  corev1.ConditionStatus
+		Reason  string
+		Message []string // substrings
+	}
+	tests := []struct {
+		name  string
+		state KeyState
+		want  *want // nil: no condition
+	}{
+		{"not reported yet", KeyState{}, nil},
+		{"not reported yet, a key given", KeyState{Key: key}, nil},
+		{"advertised", KeyState{Key: key, Reported: true},
+			&want{corev1.ConditionTrue, v1alpha1.ReasonReaderKeyAdvertised, []string{ref, seal.Fingerprint(key.PublicKey())}}},
+		{"the Secret cannot be read", KeyState{Err: apiErr, Reported: true},
+			&want{corev1.ConditionFalse, v1alpha1.ReasonReaderKeySecretFailed, []string{apiErr.Error(), "kubectl registry install", "unsealed"}}},
+		{"the key cannot be advertised", KeyState{Key: key, Err: errors.New("advertising the public key on the local Cluster: forbidden"), Reported: true},
+			&want{corev1.ConditionFalse, v1alpha1.ReasonReaderKeySecretFailed, []string{"advertising the public key", "patch this Cluster"}}},
+		{"the Secret holds no valid key", KeyState{Err: invalid, Reported: true},
+			&want{corev1.ConditionFalse, v1alpha1.ReasonReaderKeyInvalid, []string{invalid.Error(), "once the Secret is deleted"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, ok := KeyCondition(tt.state, testNS)
+			var got *want
+			if ok {
+				if c.Type != v1alpha1.ClusterConditionReaderKeyReady {
+					t.Errorf("type %s, want %s", c.Type, v1alpha1.ClusterConditionReaderKeyReady)
+				}
+				got = &want{Status: c.Status, Reason: c.Reason}
+				if tt.want != nil {
+					for _, m := range tt.want.Message {
+						if strings.Contains(c.Message, m) {
+							got.Message = append(got.Message, m)
+						}
+					}
+				}
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("KeyCondition (-want +got; Message lists the expected parts found in %q):\n%s", c.Message, diff)
+			}
+		})
 	}
 }

@@ -87,6 +87,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	var keyErr error
 	if r.Keys != nil {
 		key, keyErr = r.ensureKey(ctx)
+		if keyErr != nil {
+			// Reported at once, for the local Cluster's ReaderKeyReady condition, even if
+			// the rest fails.
+			r.Keys.Report(keyErr)
+		}
 	}
 	cluster, err := r.ensureCluster(ctx, key)
 	if err != nil {
@@ -115,6 +120,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		err := keyErr
 		if err == nil {
 			err = r.advertiseKey(ctx, cluster, key)
+			r.Keys.Report(err)
 		}
 		if err != nil {
 			if r.Recorder != nil {

@@ -1,6 +1,7 @@
 // Package clusters keeps the status of every Cluster CR of the local cluster: whether it
 // is the local cluster or a peer, its state and message, its metadata, and the
-// conditions LocalCluster, LocalConflict, ClusterMetadataSet, Ready and ClustersSynced.
+// conditions LocalCluster, LocalConflict, ClusterMetadataSet, Ready, ClustersSynced and
+// ReaderKeyReady.
 // For peers it drives the peer connections (package peers) from the Cluster CR and its
 // reader Secret, and reports what the connection found.
 package clusters
@@ -73,6 +74,10 @@ type Reconciler struct {
 	// (a hash of its kubeconfig) that the peer rejected: the shared reader Secret is used
 	// instead until the peer issues another one.
 	rejected map[string]string
+	// unused holds, per peer, why the credential the peer issued to this cluster is not
+	// used (a sealed one that does not open), as last logged: it is logged when it
+	// changes, not at every reconcile.
+	unused map[string]string
 }
 
 func (r *Reconciler) now() time.Time {
@@ -95,7 +100,15 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	peerEvents := make(chan event.GenericEvent, 1024)
 	r.Peers.Subscribe(peerEvents)
 	all := handler.EnqueueRequestsFromMapFunc(r.allClusters)
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr)
+	if r.Keys != nil {
+		// The local key pair's state changed: the local Cluster's ReaderKeyReady.
+		local := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: r.Identity.Name}}}
+		})
+		b = b.WatchesRawSource(source.Channel(r.Keys.Changes(), local))
+	}
+	return b.
 		Named("cluster-status").
 		For(&v1alpha1.Cluster{}).
 		Watches(&corev1.Secret{}, all, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
@@ -126,6 +139,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.Client.Get(ctx, req.NamespacedName, &cluster); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.Peers.Remove(req.Name)
+			r.forget(req.Name)
 			return reconcile.Result{}, nil
 		}
 		return reconcile.Result{}, err
@@ -226,6 +240,11 @@ func (r *Reconciler) localStatus(ctx context.Context, cluster *v1alpha1.Cluster,
 		r.set(status, conditions.New(v1alpha1.ClusterConditionMetadataSet, true, v1alpha1.ReasonMetadataCollected, ""))
 	}
 	r.set(status, conditions.New(v1alpha1.ClusterConditionReady, true, v1alpha1.ReasonClusterReachable, "the local API server answers"))
+	if r.Keys != nil {
+		if c, ok := bootstrap.KeyCondition(r.Keys.State(), r.Namespace); ok {
+			r.set(status, c)
+		}
+	}
 
 	// ClustersSynced: every Ready peer knows the same clusters as this cluster.
 	mine := clusterIDs(all)
@@ -320,6 +339,7 @@ func (r *Reconciler) peerStatus(ctx context.Context, cluster *v1alpha1.Cluster, 
 	// issues this cluster another one.
 	conn := &secret
 	var received corev1.Secret
+	unused := ""
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: v1alpha1.ReceivedReaderSecretName(cluster.Spec.ClusterID)}, &received); err == nil && !r.isRejected(cluster.Name, &received) {
 		var open credentials.Opener
 		if key := r.Keys.Get(); key != nil {
@@ -327,8 +347,11 @@ func (r *Reconciler) peerStatus(ctx context.Context, cluster *v1alpha1.Cluster, 
 		}
 		var err error
 		if conn, err = credentials.Choose(&secret, &received, cluster.Spec.ClusterID, r.now(), open); err != nil {
-			log.Info("the reader credential the peer issued to this cluster is not used: using its shared reader Secret", "cluster", cluster.Name, "secret", received.Name, "reason", err.Error())
+			unused = err.Error()
 		}
+	}
+	if r.unusedChanged(cluster.Name, unused) && unused != "" {
+		log.Info("the reader credential the peer issued to this cluster is not used: using its shared reader Secret", "cluster", cluster.Name, "secret", received.Name, "reason", unused)
 	}
 	p := r.Peers.Ensure(cluster, conn)
 	if conn != &secret && p.State == v1alpha1.ClusterStateInvalidAuthInfo {
@@ -353,7 +376,11 @@ func (r *Reconciler) peerStatus(ctx context.Context, cluster *v1alpha1.Cluster, 
 		var own v1alpha1.Cluster
 		if err := rd.Get(ctx, client.ObjectKey{Name: cluster.Name}, &own); err == nil && own.Spec.ClusterID == cluster.Spec.ClusterID && own.Status.Type == v1alpha1.ClusterTypeLocal {
 			status.ClusterMetadata = *own.Status.ClusterMetadata.DeepCopy()
-			r.PeerKeys.Set(cluster.Spec.ClusterID, own.Annotations[v1alpha1.ReaderPublicKeyAnnotation])
+			if r.PeerKeys != nil {
+				key := own.Annotations[v1alpha1.ReaderPublicKeyAnnotation]
+				r.PeerKeys.Set(cluster.Spec.ClusterID, key)
+				r.set(status, credentials.PeerKeyCondition(key))
+			}
 		}
 	}
 
@@ -386,6 +413,32 @@ func (r *Reconciler) isRejected(name string, s *corev1.Secret) bool {
 		return false
 	}
 	return ok
+}
+
+// unusedChanged records why the credential peer name issued to this cluster is not used
+// ("" when it is used, or there is none) and reports whether that changed.
+func (r *Reconciler) unusedChanged(name, reason string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.unused[name] == reason {
+		return false
+	}
+	if reason == "" {
+		delete(r.unused, name)
+		return true
+	}
+	if r.unused == nil {
+		r.unused = map[string]string{}
+	}
+	r.unused[name] = reason
+	return true
+}
+
+// forget drops why the credential of peer name, whose Cluster is gone, was not used.
+func (r *Reconciler) forget(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.unused, name)
 }
 
 func (r *Reconciler) reject(name string, s *corev1.Secret) {

@@ -1,15 +1,25 @@
 package clusters_test
 
 import (
+	"context"
+	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/bootstrap"
@@ -118,4 +128,117 @@ func mustKey(t *testing.T) *seal.Key {
 		t.Fatal(err)
 	}
 	return k
+}
+
+// TestUnusedCredentialLoggedOncePerChange: a sealed credential that does not open is
+// logged when the reason changes, not at every reconcile (the heartbeat); a credential
+// that opens again, then fails again, is logged again.
+func TestUnusedCredentialLoggedOncePerChange(t *testing.T) {
+	localKey, otherKey := mustKey(t), mustKey(t)
+	shared, err := kubeconfig.Render(kubeconfig.Reader{ClusterName: "peer", Server: "https://127.0.0.1:1", Token: "shared-token"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealedTo := func(to *seal.Key) *corev1.Secret {
+		b, err := seal.Seal(to.PublicKey(), peerID, localID, shared)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := readerSecret(v1alpha1.ReceivedReaderSecretName(peerID), v1alpha1.SecretTypeClusterRegistry, map[string][]byte{v1alpha1.SealedKubeconfigKey: b})
+		s.Annotations = map[string]string{v1alpha1.OwnershipAnnotation: string(peerID)}
+		return s
+	}
+	notLoaded := "the credential cluster " + string(peerID) + " issued to this cluster is sealed, and this cluster's key is not loaded yet"
+	_, openErr := localKey.Open(peerID, localID, sealedTo(otherKey).Data[v1alpha1.SealedKubeconfigKey])
+	if openErr == nil {
+		t.Fatal("a credential sealed to another key opens")
+	}
+	noOpen := "the credential cluster " + string(peerID) + " issued to this cluster: " + openErr.Error()
+	steps := []struct {
+		name string
+		// keys is the local key pair (nil: not loaded); received the credential held.
+		keys     *seal.Key
+		received *corev1.Secret
+		// logged are the reasons logged over three reconciles.
+		logged []string
+	}{
+		{"the key is not loaded yet", nil, sealedTo(otherKey), []string{notLoaded}},
+		{"the key is loaded: sealed to another key", localKey, sealedTo(otherKey), []string{noOpen}},
+		{"the same reason again: nothing logged", localKey, sealedTo(otherKey), nil},
+		{"a credential that opens: nothing logged", localKey, sealedTo(localKey), nil},
+		{"sealed to another key again: logged again", localKey, sealedTo(otherKey), []string{noOpen}},
+	}
+	f := newFixture(t, interceptor.Funcs{}, cluster("local", localID, "local"), cluster("peer", peerID, "peer"),
+		readerSecret("peer", v1alpha1.SecretTypeClusterRegistry, map[string][]byte{v1alpha1.KubeconfigKey: shared}))
+	var logged []string
+	log := funcr.NewJSON(func(obj string) {
+		var line struct{ Msg, Reason string }
+		if err := json.Unmarshal([]byte(obj), &line); err != nil {
+			t.Errorf("log line %s: %v", obj, err)
+		}
+		if strings.HasPrefix(line.Msg, "the reader credential the peer issued to this cluster is not used") {
+			logged = append(logged, line.Reason)
+		}
+	}, funcr.Options{})
+	ctx := logf.IntoContext(context.Background(), log)
+	for _, step := range steps {
+		f.r.Keys = bootstrap.NewKeys(step.keys)
+		var existing corev1.Secret
+		if err := f.client.Get(ctx, client.ObjectKeyFromObject(step.received), &existing); err == nil {
+			existing.Data = step.received.Data
+			if err := f.client.Update(ctx, &existing); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := f.client.Create(ctx, step.received.DeepCopy()); err != nil {
+			t.Fatal(err)
+		}
+		logged = nil
+		for range 3 {
+			if _, err := f.r.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Name: "peer"}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if diff := cmp.Diff(step.logged, logged); diff != "" {
+			t.Errorf("%s: logged reasons (-want +got):\n%s", step.name, diff)
+		}
+	}
+}
+
+// TestLocalReaderKeyCondition: the local Cluster's status carries the ReaderKeyReady
+// condition of what the bootstrapper reported of the key pair (bootstrap.KeyCondition);
+// nothing before it reports, or when this cluster seals nothing (no Keys).
+func TestLocalReaderKeyCondition(t *testing.T) {
+	key := mustKey(t)
+	forbidden := errors.New("reading the key Secret: forbidden")
+	invalid := fmt.Errorf("%w: bad length", bootstrap.ErrInvalidKeySecret)
+	tests := []struct {
+		name string
+		keys func() *bootstrap.Keys
+		want *cond // nil: no condition
+	}{
+		{"no Keys", func() *bootstrap.Keys { return nil }, nil},
+		{"not reported yet", func() *bootstrap.Keys { return &bootstrap.Keys{} }, nil},
+		{"advertised", func() *bootstrap.Keys { k := bootstrap.NewKeys(key); k.Report(nil); return k },
+			&cond{isTrue, v1alpha1.ReasonReaderKeyAdvertised}},
+		{"the key Secret cannot be read", func() *bootstrap.Keys { k := &bootstrap.Keys{}; k.Report(forbidden); return k },
+			&cond{isFalse, v1alpha1.ReasonReaderKeySecretFailed}},
+		{"the key Secret holds no valid key", func() *bootstrap.Keys { k := &bootstrap.Keys{}; k.Report(invalid); return k },
+			&cond{isFalse, v1alpha1.ReasonReaderKeyInvalid}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, interceptor.Funcs{}, cluster("local", localID, "local"))
+			f.r.Keys = tt.keys()
+			if _, err := f.reconcile(t, "local"); err != nil {
+				t.Fatal(err)
+			}
+			var got *cond
+			if c, ok := condsOf(f.get(t, "local").Status)[v1alpha1.ClusterConditionReaderKeyReady]; ok {
+				got = &c
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("ReaderKeyReady (-want +got):\n%s", diff)
+			}
+		})
+	}
 }

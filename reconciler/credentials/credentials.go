@@ -38,6 +38,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/conditions"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials/seal"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 )
@@ -220,4 +221,22 @@ func Choose(shared, received *corev1.Secret, x types.UID, now time.Time, open Op
 	out := received.DeepCopy()
 	out.Data = map[string][]byte{v1alpha1.KubeconfigKey: data}
 	return out, nil
+}
+
+// PeerKeyCondition returns the ReaderKeyReady condition of a peer's Cluster on this
+// cluster, the issuer, from the public key the peer advertises on its own Cluster as its
+// API server serves it (see PeerKeys; "" for none): True when the credential issued to
+// the peer is sealed to it; False when it is malformed (the Reconciler issues the peer
+// nothing, see ensureToken) or when there is none (the credential is unsealed).
+func PeerKeyCondition(publicKey string) v1alpha1.ClusterCondition {
+	if publicKey == "" {
+		return conditions.New(v1alpha1.ClusterConditionReaderKeyReady, false, v1alpha1.ReasonNoReaderKey,
+			fmt.Sprintf("the peer advertises no public key on its own Cluster (%s; an older version): the reader credential this cluster issues it is not sealed", v1alpha1.ReaderPublicKeyAnnotation))
+	}
+	if _, err := seal.ParsePublicKey(publicKey); err != nil {
+		return conditions.New(v1alpha1.ClusterConditionReaderKeyReady, false, v1alpha1.ReasonReaderKeyInvalid,
+			fmt.Sprintf("the public key the peer advertises on its own Cluster (%s) is malformed: %v. This cluster issues the peer no reader credential (it reads this cluster with the shared reader Secret) until the peer advertises a valid key: the peer's admin deletes the annotation on the peer's own Cluster, and the peer's controller advertises its key again", v1alpha1.ReaderPublicKeyAnnotation, err))
+	}
+	return conditions.New(v1alpha1.ClusterConditionReaderKeyReady, true, v1alpha1.ReasonReaderKeyAdvertised,
+		fmt.Sprintf("the reader credential this cluster issues the peer is sealed to the public key it advertises (fingerprint %s)", seal.Fingerprint(publicKey)))
 }

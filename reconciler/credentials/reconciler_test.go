@@ -322,3 +322,59 @@ func TestReconcileRefusesABadPublicKey(t *testing.T) {
 		}
 	}
 }
+
+// TestPeerKeyCondition: the ReaderKeyReady condition of a peer's Cluster on the issuer
+// says what the issuer does with the key the peer advertises: a malformed key
+// (ReaderKeyInvalid) gets no credential, no key (NoReaderKey) an unsealed one, a valid
+// key (ReaderKeyAdvertised) one sealed to it, whose fingerprint the message names.
+func TestPeerKeyCondition(t *testing.T) {
+	valid, err := seal.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	type outcome struct {
+		Status corev1.ConditionStatus
+		Reason string
+		// Issued says a credential was issued; SealedTo is its sealed-to annotation.
+		Issued   bool
+		SealedTo string
+	}
+	tests := []struct {
+		name string
+		key  string
+		want outcome
+	}{
+		{"a valid key", valid.PublicKey(), outcome{corev1.ConditionTrue, v1alpha1.ReasonReaderKeyAdvertised, true, seal.Fingerprint(valid.PublicKey())}},
+		{"no key (an older version)", "", outcome{corev1.ConditionFalse, v1alpha1.ReasonNoReaderKey, true, ""}},
+		{"not base64", "x25519:not-a-key", outcome{corev1.ConditionFalse, v1alpha1.ReasonReaderKeyInvalid, false, ""}},
+		{"another algorithm", "rsa:" + strings.TrimPrefix(valid.PublicKey(), seal.PublicKeyPrefix), outcome{corev1.ConditionFalse, v1alpha1.ReasonReaderKeyInvalid, false, ""}},
+		{"too short", seal.PublicKeyPrefix + "AAAA", outcome{corev1.ConditionFalse, v1alpha1.ReasonReaderKeyInvalid, false, ""}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cond := PeerKeyCondition(tt.key)
+			if cond.Type != v1alpha1.ClusterConditionReaderKeyReady {
+				t.Errorf("type %s, want %s", cond.Type, v1alpha1.ClusterConditionReaderKeyReady)
+			}
+			if tt.want.SealedTo != "" && !strings.Contains(cond.Message, tt.want.SealedTo) {
+				t.Errorf("the message %q does not name the fingerprint %s", cond.Message, tt.want.SealedTo)
+			}
+			ctx := context.Background()
+			c, r, _ := fixture(t)
+			r.PeerKeys = NewPeerKeys()
+			r.PeerKeys.Set(idA, tt.key)
+			r.PeerKeys.Set(idB, "")
+			_, _ = r.Reconcile(ctx, reconcile.Request{})
+			got := outcome{Status: cond.Status, Reason: cond.Reason}
+			var s corev1.Secret
+			if err := c.Get(ctx, client.ObjectKey{Namespace: registryNS, Name: v1alpha1.IssuedReaderSecretName(idA)}, &s); err == nil {
+				got.Issued, got.SealedTo = true, s.Annotations[v1alpha1.SealedToAnnotation]
+			} else if !apierrors.IsNotFound(err) {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("condition and credential issued (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -94,6 +94,16 @@ const (
 	// ClusterConditionClustersSynced is True when this cluster's and the peer's views
 	// of the group agree.
 	ClusterConditionClustersSynced ClusterConditionType = "ClustersSynced"
+	// ClusterConditionReaderKeyReady is about the key pair the credentials issued to a
+	// cluster are sealed to (see ReaderPublicKeyAnnotation). On the local Cluster it is
+	// True once the key pair is in its Secret (ReaderKeySecretName) and its public key is
+	// advertised, False with ReasonReaderKeySecretFailed or ReasonReaderKeyInvalid when
+	// not. On a peer's Cluster it says what the public key the peer advertises on its own
+	// Cluster, as its API server serves it, is worth to this cluster as an issuer: True
+	// when the credential issued to the peer is sealed to it, False with
+	// ReasonReaderKeyInvalid (nothing is issued to the peer) or ReasonNoReaderKey (the
+	// credential is issued unsealed); absent until the peer's own Cluster has been read.
+	ClusterConditionReaderKeyReady ClusterConditionType = "ReaderKeyReady"
 )
 
 // Reasons of cluster conditions.
@@ -114,6 +124,24 @@ const (
 	ReasonClustersOutOfSync    = "ClustersOutOfSync"
 	ReasonClusterNotConnected  = "ClusterNotConnected"
 	ReasonControllerNotRunning = "ControllerNotRunning"
+
+	// ReasonReaderKeyAdvertised (ReaderKeyReady True): the cluster has a valid key pair
+	// and advertises its public key.
+	ReasonReaderKeyAdvertised = "ReaderKeyAdvertised"
+	// ReasonReaderKeySecretFailed (ReaderKeyReady False, local Cluster): the key pair's
+	// Secret cannot be made or read, or its public key cannot be advertised on the local
+	// Cluster (an API error: a missing readers namespace, missing rights); the message
+	// says which. While no key is advertised, peers issue this cluster unsealed
+	// credentials; while the key cannot be read, the ones sealed to it are not used.
+	ReasonReaderKeySecretFailed = "ReaderKeySecretFailed"
+	// ReasonReaderKeyInvalid (ReaderKeyReady False): on the local Cluster, the key
+	// pair's Secret holds no valid private key (deleting it makes a new key pair); on a
+	// peer's Cluster, the public key the peer advertises is malformed, and this cluster
+	// issues the peer no credential until the peer advertises a valid one.
+	ReasonReaderKeyInvalid = "ReaderKeyInvalid"
+	// ReasonNoReaderKey (ReaderKeyReady False, peer's Cluster): the peer advertises no
+	// public key (an older version): the credential this cluster issues it is unsealed.
+	ReasonNoReaderKey = "NoReaderKey"
 )
 
 // ClusterCondition is one condition of a Cluster.

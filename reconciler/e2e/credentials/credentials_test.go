@@ -1,6 +1,7 @@
 package credentials
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"os/exec"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,11 +18,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/conditions"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials/seal"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/e2e/harness"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
@@ -114,7 +119,8 @@ func tokensHeld(t *testing.T, cl client.Client, id types.UID) []held {
 func TestPerPeerCredentials(t *testing.T) {
 	testbed.SkipIfNoAssets(t)
 	names := []string{"east", "west", "north"}
-	cl := harness.FormGroup(t, bed, names...)
+	cl, controllers := harness.FormGroupControllers(t, bed, nil, names...)
+	parent := t // a controller restarted by a subtest runs until the whole test ends
 	ctx := context.Background()
 	ids := map[string]types.UID{}
 	for _, n := range names {
@@ -160,6 +166,24 @@ func TestPerPeerCredentials(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		// ReaderKeyReady: each member's own Cluster says its key is advertised, and each
+		// names on its Cluster of every peer the key it seals that peer's credential to.
+		harness.Eventually(t, 30*time.Second, "every Cluster's ReaderKeyReady names the key it is about", func() error {
+			for _, m := range names {
+				for _, c := range names {
+					var got v1alpha1.Cluster
+					if err := cl[m].Get(ctx, client.ObjectKey{Name: c}, &got); err != nil {
+						return err
+					}
+					rk, ok := conditions.Get(got.Status.Conditions, v1alpha1.ClusterConditionReaderKeyReady)
+					if fp := seal.Fingerprint(keyOf(t, cl[c]).PublicKey()); !ok || rk.Status != corev1.ConditionTrue ||
+						rk.Reason != v1alpha1.ReasonReaderKeyAdvertised || !strings.Contains(rk.Message, fp) {
+						return fmt.Errorf("on %s, Cluster %s's ReaderKeyReady is %+v, want True, %s, naming %s", m, c, rk, v1alpha1.ReasonReaderKeyAdvertised, fp)
+					}
+				}
+			}
+			return nil
+		})
 	})
 
 	t.Run("a member cannot use the credential a peer issued to another member", func(t *testing.T) {
@@ -213,6 +237,268 @@ func TestPerPeerCredentials(t *testing.T) {
 				}
 			}
 		}
+	})
+
+	t.Run("a member that relays another member's Cluster with its own key gets nothing it can open", func(t *testing.T) {
+		// north (the hostile member H) rewrites its copy of west's (X's) Cluster to
+		// advertise north's key, and east (the victim V) learns west from north's copy.
+		// east still seals west's credential to west's real key only: north opens none of
+		// the versions east writes, and west keeps reading east with it.
+		const h, x, v = "north", "west", "east"
+		hKey, xKey := keyOf(t, cl[h]), keyOf(t, cl[x])
+		xFingerprint := seal.Fingerprint(xKey.PublicKey())
+		issued := v1alpha1.IssuedReaderSecretName(ids[x])
+		restore := func() {
+			// Undo the attack: north and east read west from west itself again (east
+			// learns it from north again if its copy is still missing).
+			for _, m := range []string{h, v} {
+				var c v1alpha1.Cluster
+				if err := cl[m].Get(ctx, client.ObjectKey{Name: x}, &c); apierrors.IsNotFound(err) {
+					continue
+				}
+				editCluster(t, cl[m], x, func(c *v1alpha1.Cluster) {
+					delete(c.Annotations, v1alpha1.ClusterDisabledAnnotation)
+					c.Annotations[v1alpha1.ReaderPublicKeyAnnotation] = xKey.PublicKey()
+				})
+			}
+			harness.Eventually(t, 60*time.Second, "the group is whole again", func() error {
+				for _, n := range names {
+					if err := harness.Members(cl[n], n, names...); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		}
+		t.Cleanup(func() {
+			if t.Failed() {
+				restore()
+			}
+		})
+
+		// Every version, on east, of its copy of west's Cluster and of the credential east
+		// issues west, from now on.
+		var (
+			mu       sync.Mutex
+			poisoned int // versions of east's copy of west that advertise north's key
+			versions []corev1.Secret
+		)
+		watchCtx, stopWatching := context.WithCancel(ctx)
+		defer stopWatching()
+		watched := []<-chan struct{}{
+			watchOn(t, watchCtx, v, &v1alpha1.ClusterList{}, func(o client.Object) {
+				mu.Lock()
+				defer mu.Unlock()
+				if o.GetAnnotations()[v1alpha1.ReaderPublicKeyAnnotation] == hKey.PublicKey() {
+					poisoned++
+				}
+			}, client.MatchingFields{"metadata.name": x}),
+			watchOn(t, watchCtx, v, &corev1.SecretList{}, func(o client.Object) {
+				mu.Lock()
+				defer mu.Unlock()
+				versions = append(versions, *o.(*corev1.Secret).DeepCopy())
+			}, client.InNamespace(ns), client.MatchingFields{"metadata.name": issued}),
+		}
+		var current corev1.Secret
+		if err := cl[v].Get(ctx, client.ObjectKey{Namespace: ns, Name: issued}, &current); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		versions = append(versions, current)
+		mu.Unlock()
+
+		// disable disables west on member m, as m's admin does, and returns m's Cluster
+		// of west once m's controller has dropped its connection to west: it then no
+		// longer refreshes the copy from west's own Cluster.
+		disable := func(m string) *v1alpha1.Cluster {
+			editCluster(t, cl[m], x, func(c *v1alpha1.Cluster) { c.Annotations[v1alpha1.ClusterDisabledAnnotation] = "true" })
+			var c v1alpha1.Cluster
+			harness.Eventually(t, 30*time.Second, m+" disables west", func() error {
+				if err := cl[m].Get(ctx, client.ObjectKey{Name: x}, &c); err != nil {
+					return err
+				}
+				if c.Status.State != v1alpha1.ClusterStateDisabled {
+					return fmt.Errorf("west is %q on %s", c.Status.State, m)
+				}
+				return nil
+			})
+			return &c
+		}
+
+		// north's admin disables west on north (a local decision: north's controller stops
+		// refreshing the copy from west) and writes north's key into its copy: north now
+		// serves every member that reads it a Cluster of west advertising north's key.
+		disable(h)
+		editCluster(t, cl[h], x, func(c *v1alpha1.Cluster) { c.Annotations[v1alpha1.ReaderPublicKeyAnnotation] = hKey.PublicKey() })
+
+		// east learns west anew, from north: as a cluster that joins through north does.
+		// east's admin disables west on east first, so that east drops its connection to
+		// west and west's own copy is not read, then deletes east's copy of west: north's
+		// copy is then the only source of west's Cluster. east's copy advertises north's
+		// key until east reads west's own Cluster; a few times over, since how long that
+		// lasts depends on east's reconcilers.
+		const rounds = 3
+		for round := 1; round <= rounds; round++ {
+			before := disable(v)
+			if err := cl[v].Delete(ctx, before); err != nil {
+				t.Fatal(err)
+			}
+			harness.Eventually(t, 60*time.Second, fmt.Sprintf("round %d: east learns west again, connects to it and reads its key from it", round), func() error {
+				var c v1alpha1.Cluster
+				if err := cl[v].Get(ctx, client.ObjectKey{Name: x}, &c); err != nil {
+					return err
+				}
+				if c.UID == before.UID {
+					return errors.New("east's copy of west is not deleted yet")
+				}
+				if got := c.Annotations[v1alpha1.ReaderPublicKeyAnnotation]; got != xKey.PublicKey() {
+					return fmt.Errorf("east's copy of west advertises %q, want west's own key", got)
+				}
+				rk, ok := conditions.Get(c.Status.Conditions, v1alpha1.ClusterConditionReaderKeyReady)
+				if !ok || rk.Status != corev1.ConditionTrue || !strings.Contains(rk.Message, xFingerprint) {
+					return fmt.Errorf("west's ReaderKeyReady on east is %+v, want True naming west's key %s", rk, xFingerprint)
+				}
+				return harness.Members(cl[v], v, names...)
+			})
+		}
+		stopWatching()
+		for _, w := range watched {
+			<-w
+		}
+
+		mu.Lock()
+		defer mu.Unlock()
+		if poisoned < rounds {
+			t.Fatalf("east's copy of west advertised north's key in %d versions, want one each round at least (%d): east did not learn west from north, the test proves nothing", poisoned, rounds)
+		}
+		for i, s := range versions {
+			sealed := s.Data[v1alpha1.SealedKubeconfigKey]
+			if len(sealed) == 0 || len(s.Data[v1alpha1.KubeconfigKey]) != 0 {
+				t.Errorf("version %d (resourceVersion %s) of the credential east issues west is not sealed", i, s.ResourceVersion)
+				continue
+			}
+			if got := s.Annotations[v1alpha1.SealedToAnnotation]; got != xFingerprint {
+				t.Errorf("version %d (resourceVersion %s) of the credential east issues west is sealed to %s, want west's key %s (north's is %s)",
+					i, s.ResourceVersion, got, xFingerprint, seal.Fingerprint(hKey.PublicKey()))
+			}
+			for _, recipient := range []types.UID{ids[x], ids[h]} {
+				if _, err := hKey.Open(ids[v], recipient, sealed); err == nil {
+					t.Errorf("north opens version %d (resourceVersion %s) of the credential east issues west", i, s.ResourceVersion)
+				}
+			}
+		}
+
+		// west still reads east with the credential east issued it.
+		restore()
+		final := versions[len(versions)-1]
+		harness.Eventually(t, 30*time.Second, "west holds east's credential and reads east as itself with it", func() error {
+			var received corev1.Secret
+			if err := cl[x].Get(ctx, client.ObjectKey{Namespace: ns, Name: v1alpha1.ReceivedReaderSecretName(ids[v])}, &received); err != nil {
+				return err
+			}
+			if !bytes.Equal(received.Data[v1alpha1.SealedKubeconfigKey], final.Data[v1alpha1.SealedKubeconfigKey]) {
+				return errors.New("west does not hold the credential east issues it")
+			}
+			token, ok := tokenIn(&received, xKey, ids[v], ids[x])
+			if !ok {
+				return errors.New("west's credential from east does not open with west's key")
+			}
+			user, err := whoAmI(ctx, bed.Cluster(v), token)
+			if err != nil {
+				return err
+			}
+			if want := "system:serviceaccount:" + v1alpha1.ReadersNamespace(ns) + ":" + v1alpha1.ReaderServiceAccountName(ids[x]); user != want {
+				return fmt.Errorf("west's credential from east is %q, want %q", user, want)
+			}
+			return harness.Members(cl[x], x, names...)
+		})
+	})
+
+	t.Run("a peer that advertises a malformed key is issued nothing, and its Cluster on the issuer says so", func(t *testing.T) {
+		// west's controller is stopped (nothing advertises west's key again) and west's
+		// admin writes a malformed key on west's own Cluster, as a broken or hostile west
+		// would: east reads it from west, issues west nothing, and says why on its
+		// Cluster of west.
+		const x, v = "west", "east"
+		xKey := keyOf(t, cl[x])
+		issued := v1alpha1.IssuedReaderSecretName(ids[x])
+		var before corev1.Secret
+		if err := cl[v].Get(ctx, client.ObjectKey{Namespace: ns, Name: issued}, &before); err != nil {
+			t.Fatal(err)
+		}
+		logBefore, err := controllers[v].Log()
+		if err != nil {
+			t.Fatal(err)
+		}
+		controllers[x].Stop(t)
+		restarted := false
+		restore := func() {
+			editCluster(t, cl[x], x, func(c *v1alpha1.Cluster) { c.Annotations[v1alpha1.ReaderPublicKeyAnnotation] = xKey.PublicKey() })
+			if !restarted {
+				restarted = true
+				controllers[x] = harness.Serve(parent, bed.Cluster(x))
+				harness.Eventually(t, 30*time.Second, "west's controller leads again", func() error {
+					log, err := controllers[x].Log()
+					if err == nil && !strings.Contains(log, "leading: starting the reconcilers") {
+						err = errors.New("not leading yet")
+					}
+					return err
+				})
+			}
+			harness.Eventually(t, 60*time.Second, "the group is whole again", func() error {
+				for _, n := range names {
+					if err := harness.Members(cl[n], n, names...); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		}
+		t.Cleanup(func() {
+			if t.Failed() {
+				restore()
+			}
+		})
+		const malformed = seal.PublicKeyPrefix + "not-a-key"
+		editCluster(t, cl[x], x, func(c *v1alpha1.Cluster) { c.Annotations[v1alpha1.ReaderPublicKeyAnnotation] = malformed })
+		harness.Eventually(t, 30*time.Second, "east's Cluster of west says its key is malformed, and east's credentials reconciler refuses it", func() error {
+			var c v1alpha1.Cluster
+			if err := cl[v].Get(ctx, client.ObjectKey{Name: x}, &c); err != nil {
+				return err
+			}
+			rk, _ := conditions.Get(c.Status.Conditions, v1alpha1.ClusterConditionReaderKeyReady)
+			if rk.Status != corev1.ConditionFalse || rk.Reason != v1alpha1.ReasonReaderKeyInvalid || !strings.Contains(rk.Message, v1alpha1.ReaderPublicKeyAnnotation) {
+				return fmt.Errorf("west's ReaderKeyReady on east is %+v, want False, %s", rk, v1alpha1.ReasonReaderKeyInvalid)
+			}
+			log, err := controllers[v].Log()
+			if err != nil {
+				return err
+			}
+			if !strings.Contains(strings.TrimPrefix(log, logBefore), "no credential can be sealed to") {
+				return errors.New("east's controller has not refused west's key yet")
+			}
+			return nil
+		})
+		var after corev1.Secret
+		if err := cl[v].Get(ctx, client.ObjectKey{Namespace: ns, Name: issued}, &after); err != nil {
+			t.Fatal(err)
+		}
+		if after.ResourceVersion != before.ResourceVersion {
+			t.Errorf("east wrote west's credential (resourceVersion %s, was %s) for a malformed key", after.ResourceVersion, before.ResourceVersion)
+		}
+
+		restore()
+		harness.Eventually(t, 30*time.Second, "east's Cluster of west names west's key again", func() error {
+			var c v1alpha1.Cluster
+			if err := cl[v].Get(ctx, client.ObjectKey{Name: x}, &c); err != nil {
+				return err
+			}
+			rk, _ := conditions.Get(c.Status.Conditions, v1alpha1.ClusterConditionReaderKeyReady)
+			if fp := seal.Fingerprint(xKey.PublicKey()); rk.Status != corev1.ConditionTrue || !strings.Contains(rk.Message, fp) {
+				return fmt.Errorf("west's ReaderKeyReady on east is %+v, want True naming %s", rk, fp)
+			}
+			return nil
+		})
 	})
 
 	t.Run("a stolen credential does not read its successor, and revoking it cuts it off", func(t *testing.T) {
@@ -420,4 +706,65 @@ func TestPerPeerCredentials(t *testing.T) {
 			return nil
 		})
 	})
+}
+
+// editCluster changes the Cluster name on the cluster cl is the API server of, as its
+// admin does (retried on conflicts with the controller's writes).
+func editCluster(t *testing.T, cl client.Client, name string, edit func(*v1alpha1.Cluster)) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var c v1alpha1.Cluster
+		if err := cl.Get(context.Background(), client.ObjectKey{Name: name}, &c); err != nil {
+			return err
+		}
+		if c.Annotations == nil {
+			c.Annotations = map[string]string{}
+		}
+		edit(&c)
+		return cl.Update(context.Background(), &c)
+	})
+	if err != nil {
+		t.Fatalf("editing Cluster %s: %v", name, err)
+	}
+}
+
+// watchOn watches list's kind on the named cluster of the bed until ctx is done, and
+// calls seen with every object added or modified. The returned channel closes when the
+// watch ends; a watch that ends before ctx is done fails the test.
+func watchOn(t *testing.T, ctx context.Context, cluster string, list client.ObjectList, seen func(client.Object), opts ...client.ListOption) <-chan struct{} {
+	t.Helper()
+	s, err := testbed.NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wc, err := client.NewWithWatch(rest.CopyConfig(bed.Cluster(cluster).Config), client.Options{Scheme: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := wc.Watch(ctx, list, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer w.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e, ok := <-w.ResultChan():
+				if !ok {
+					if ctx.Err() == nil {
+						t.Errorf("the watch of %T on %s ended early", list, cluster)
+					}
+					return
+				}
+				if o, isObject := e.Object.(client.Object); isObject && (e.Type == watch.Added || e.Type == watch.Modified) {
+					seen(o)
+				}
+			}
+		}
+	}()
+	return done
 }
