@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -49,6 +50,25 @@ type Reconciler struct {
 	PeerKeys *PeerKeys
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+
+	mu sync.Mutex
+	// badKeys holds, per peer, the malformed public key last reported, so that it is
+	// logged once, not at every reconcile.
+	badKeys map[types.UID]string
+}
+
+// firstBadKey reports whether key is a malformed key of peer id not reported yet.
+func (r *Reconciler) firstBadKey(id types.UID, key string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.badKeys == nil {
+		r.badKeys = map[types.UID]string{}
+	}
+	if r.badKeys[id] == key {
+		return false
+	}
+	r.badKeys[id] = key
+	return true
 }
 
 func (r *Reconciler) now() time.Time {
@@ -174,6 +194,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 				continue
 			}
 			p.PublicKey = key
+		}
+		if p.PublicKey != "" {
+			if _, err := seal.ParsePublicKey(p.PublicKey); err != nil {
+				// Nothing is issued to a key no credential can be sealed to. Not an error
+				// to retry: the peer's Cluster says so (ReaderKeyReady False,
+				// ReaderKeyInvalid), and the peer's next key triggers a reconcile.
+				if r.firstBadKey(p.ID, p.PublicKey) {
+					log.Info("not issuing a reader credential: the peer advertises a public key no credential can be sealed to",
+						"peer", p.ID, "peerName", p.Name, "annotation", v1alpha1.ReaderPublicKeyAnnotation, "error", err.Error())
+				}
+				continue
+			}
 		}
 		renewAt, err := r.ensureToken(ctx, own, p, byKey[v1alpha1.ReaderKey(p.ID)], server, ca)
 		if err != nil {

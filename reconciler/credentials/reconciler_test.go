@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	"github.com/google/go-cmp/cmp"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -297,17 +299,34 @@ func keys(m map[string][]byte) []string {
 }
 
 // TestReconcileRefusesABadPublicKey: a peer advertising a key nothing can be sealed to is
-// issued nothing (no token minted, nothing unsealed) and the error names the
-// annotation; the other peers are issued theirs.
+// issued nothing (no token minted, nothing unsealed); it is logged once per key, naming
+// the annotation, and not retried as an error (the peer's Cluster reports it, see
+// TestPeerKeyCondition); the other peers are issued theirs.
 func TestReconcileRefusesABadPublicKey(t *testing.T) {
-	ctx := context.Background()
+	var logged []string
+	ctx := logr.NewContext(context.Background(), funcr.New(func(prefix, args string) {
+		if strings.Contains(args, "no credential can be sealed to") {
+			logged = append(logged, args)
+		}
+	}, funcr.Options{}))
 	c, r, m := fixture(t)
 	r.PeerKeys = NewPeerKeys()
 	r.PeerKeys.Set(idA, "x25519:not-a-key")
 	r.PeerKeys.Set(idB, "")
-	_, err := r.Reconcile(ctx, reconcile.Request{})
-	if err == nil || !strings.Contains(err.Error(), v1alpha1.ReaderPublicKeyAnnotation) {
-		t.Fatalf("Reconcile = %v, want the bad key reported", err)
+	for range 2 {
+		if _, err := r.Reconcile(ctx, reconcile.Request{}); err != nil {
+			t.Fatalf("Reconcile = %v, want no error to retry", err)
+		}
+	}
+	if len(logged) != 1 || !strings.Contains(logged[0], v1alpha1.ReaderPublicKeyAnnotation) {
+		t.Errorf("logged %q, want one line naming %s", logged, v1alpha1.ReaderPublicKeyAnnotation)
+	}
+	r.PeerKeys.Set(idA, "x25519:another-bad-key")
+	if _, err := r.Reconcile(ctx, reconcile.Request{}); err != nil {
+		t.Fatalf("Reconcile = %v, want no error to retry", err)
+	}
+	if len(logged) != 2 {
+		t.Errorf("logged %d lines, want another one for another bad key", len(logged))
 	}
 	var s corev1.Secret
 	if err := c.Get(ctx, client.ObjectKey{Namespace: registryNS, Name: v1alpha1.IssuedReaderSecretName(idA)}, &s); !apierrors.IsNotFound(err) {
