@@ -104,6 +104,43 @@ func (g *group) stop() {
 	_ = g.bed.Stop()
 }
 
+// stopKeepingLogs stops the group; when the run failed (err), it first copies the
+// controllers' and the plugin's logs out of the test bed's directory, which stopping
+// removes, and says where: the error names that directory.
+func (g *group) stopKeepingLogs(err error) {
+	if err != nil {
+		if dir, kerr := g.keepLogs(); kerr != nil {
+			step("[%s] the logs of %s could not be kept: %v", g.label, g.logs, kerr)
+		} else {
+			step("[%s] run failed: the logs of %s are kept in %s", g.label, g.logs, dir)
+		}
+	}
+	g.stop()
+}
+
+// keepLogs copies the *.log files of the group's directory into a new directory, and
+// returns it.
+func (g *group) keepLogs() (string, error) {
+	logs, err := filepath.Glob(filepath.Join(g.logs, "*.log"))
+	if err != nil {
+		return "", err
+	}
+	dir, err := os.MkdirTemp("", "registry-bench-"+g.label+"-logs-")
+	if err != nil {
+		return "", err
+	}
+	for _, f := range logs {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return dir, err
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), data, 0o644); err != nil {
+			return dir, err
+		}
+	}
+	return dir, nil
+}
+
 // pauseControllers stops every controller process (SIGSTOP) and returns what continues
 // them (SIGCONT). The controllers run without leader election, so a pause loses nothing:
 // they carry on where they stopped.

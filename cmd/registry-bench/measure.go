@@ -259,12 +259,12 @@ func (g *group) latency(ctx context.Context, n int, phases []string, sides ...*s
 }
 
 // runMain measures the main group of three clusters (with kube-controller-manager).
-func (b *bench) runMain(ctx context.Context, res *results) error {
+func (b *bench) runMain(ctx context.Context, res *results) (err error) {
 	g, err := b.startGroup(ctx, "main", mainNames, true)
 	if err != nil {
 		return err
 	}
-	defer g.stop()
+	defer func() { g.stopKeepingLogs(err) }()
 	g.profile = b.o.profile != ""
 	if err := g.prepare(ctx); err != nil {
 		return err

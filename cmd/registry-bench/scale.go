@@ -42,14 +42,14 @@ type scaleResult struct {
 
 // runScale starts a group of n clusters, forms it and measures create latency and RSS; in
 // the largest group it also times `get configmaps -A` across all of them.
-func (b *bench) runScale(ctx context.Context, n int, withGet bool) (*scaleResult, error) {
+func (b *bench) runScale(ctx context.Context, n int, withGet bool) (_ *scaleResult, err error) {
 	label := fmt.Sprintf("scale-%d", n)
 	t0 := time.Now()
 	g, err := b.startGroup(ctx, label, scaleNames(n), false)
 	if err != nil {
 		return nil, err
 	}
-	defer g.stop()
+	defer func() { g.stopKeepingLogs(err) }()
 	sr := &scaleResult{Clusters: n, Names: g.names, Samples: b.o.scaleSamples, Burst: b.o.scaleBurst, StartSeconds: time.Since(t0).Seconds()}
 	if err := g.prepare(ctx); err != nil {
 		return nil, err
