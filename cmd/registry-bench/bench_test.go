@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"math"
 	"os"
 	"strings"
 	"testing"
@@ -146,7 +147,7 @@ func TestTrackerWaitAll(t *testing.T) {
 
 func TestResultsRows(t *testing.T) {
 	r := newResults(options{samples: 10, burst: 100, workers: 4, floorWorkers: 1, idle: time.Minute})
-	r.addBurst(100, 3*time.Second, 2*time.Second, 2500*time.Millisecond)
+	r.addBurst(100, 3*time.Second, 2*time.Second, 0, 2500*time.Millisecond)
 	r.Cost = &costs{
 		SyncedRegistry: &cost{Objects: 100, APIServerCPUSeconds: 4, ControllersCPUSeconds: 3, WatchEvents: 6000}, SyncedFloorAlone: &cost{Objects: 100, APIServerCPUSeconds: 2, WatchEvents: 3000},
 		UnselectedRegistry: &cost{Objects: 300, APIServerCPUSeconds: 1, WatchEvents: 1000}, UnselectedAlone: &cost{Objects: 300, APIServerCPUSeconds: 1, WatchEvents: 0},
@@ -319,7 +320,7 @@ func TestBurstVerdicts(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newResults(options{samples: 10, burst: 100, workers: 4, floorWorkers: 1, idle: time.Minute})
-			r.addBurst(100, tt.reg, tt.alone, tt.beside)
+			r.addBurst(100, tt.reg, tt.alone, 0, tt.beside)
 			got := map[string]bool{}
 			for _, rw := range r.Rows {
 				if rw.Met != nil {
@@ -364,5 +365,27 @@ func TestAddLatencyBracketsTheFloor(t *testing.T) {
 	}
 	if p50 == nil || p50.Ratio != 1.5 || p50.Met == nil || *p50.Met {
 		t.Errorf("create p50 row %+v, want ratio 1.5 to the floor alone of both sets, not met", p50)
+	}
+}
+
+// TestAddBurstBracketsTheFloor: the floor alone's burst is the mean of its bursts before
+// the controllers started and after the registry's; both are kept.
+func TestAddBurstBracketsTheFloor(t *testing.T) {
+	r := newResults(options{burst: 100})
+	r.addBurst(100, 3*time.Second, 2*time.Second, 4*time.Second, 3500*time.Millisecond)
+	if got := []float64{r.BurstSeconds["floor"], r.BurstSeconds["floor_before"], r.BurstSeconds["floor_after"]}; !cmp.Equal(got, []float64{3, 2, 4}) {
+		t.Errorf("floor, before, after = %v, want [3 2 4]", got)
+	}
+	var burst, beside *row
+	for i := range r.Rows {
+		switch r.Rows[i].Metric {
+		case "burst 100 to 2 peers":
+			burst = &r.Rows[i]
+		case "floor beside the registry: burst":
+			beside = &r.Rows[i]
+		}
+	}
+	if burst == nil || burst.Ratio != 1 || beside == nil || math.Abs(beside.Ratio-3.5/3) > 1e-9 {
+		t.Errorf("burst row %+v, floor beside row %+v: want ratios 1 and 3.5/3 to the floor alone's mean", burst, beside)
 	}
 }

@@ -93,41 +93,37 @@ func (g *group) floorAlone(ctx context.Context, samples int, phases []string, bu
 	return res, nil
 }
 
-// floorAloneAfter measures the floor alone again, after the registry's latency samples:
-// the controllers are stopped (SIGSTOP: no CPU, no request; their watches stay open but
-// select nothing of the floor's namespace) while the floor takes samples of phases in its
-// own namespace, then continued. With the samples taken before any controller ran, the
-// floor alone brackets the registry's in time, so that the ratios do not follow the
-// host's drift between the start of the run and its middle.
-func (g *group) floorAloneAfter(ctx context.Context, samples int, phases []string) (map[string][]time.Duration, map[string]int, error) {
+// whileStopped runs measure on the floor alone in its own namespace with the
+// controllers stopped (SIGSTOP: no CPU, no request; their watches stay open but select
+// nothing of the floor's namespace), after the registry's measurements, and continues
+// them. With the floor alone measured before any controller ran, it brackets the
+// registry's figures in time, so that the ratios do not follow the host's drift, nor the
+// clusters' growth, between the start of the run and its middle.
+func (g *group) whileStopped(ctx context.Context, what string, measure func(context.Context, *side) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	s, err := g.newSide(ctx, "floor", nsAlone)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
 	var peers []kubernetes.Interface
 	for _, n := range g.peers() {
 		peers = append(peers, g.cs[n])
 	}
 	if _, err := startCopier(ctx, g.origin(), peers, nsAlone, g.b.o.floorWorkers); err != nil {
-		return nil, nil, err
+		return err
 	}
 	resume, err := g.pauseControllers()
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
 	defer resume()
 	step("[%s] floor alone again (controllers stopped): warm-up", g.label)
 	if err := g.warmUp(ctx, s); err != nil {
-		return nil, nil, err
+		return err
 	}
-	step("[%s] floor alone again: %d samples of %s", g.label, samples, strings.Join(phases, ", "))
-	lat, failures, err := g.latency(ctx, samples, phases, s)
-	if err != nil {
-		return nil, nil, err
-	}
-	return lat["floor"], failures, nil
+	step("[%s] floor alone again: %s", g.label, what)
+	return measure(ctx, s)
 }
 
 // newSides starts the trackers of the registry and the floor, and the floor copier.
@@ -304,9 +300,14 @@ func (b *bench) runMain(ctx context.Context, res *results) (err error) {
 	if err != nil {
 		return err
 	}
-	aloneAfter, afterFailures, err := g.floorAloneAfter(mctx, b.o.samples, phases)
-	if err != nil {
-		return fmt.Errorf("floor alone after the registry: %w", err)
+	var aloneAfter map[string][]time.Duration
+	var afterFailures map[string]int
+	if err := g.whileStopped(mctx, fmt.Sprintf("%d samples of %s", b.o.samples, strings.Join(phases, ", ")), func(ctx context.Context, s *side) error {
+		lat, failures, err := g.latency(ctx, b.o.samples, phases, s)
+		aloneAfter, afterFailures = lat["floor"], failures
+		return err
+	}); err != nil {
+		return fmt.Errorf("floor alone after the registry's samples: %w", err)
 	}
 	for _, phase := range phases {
 		res.addLatency(phase, lat["registry"][phase], alone.latency[phase], aloneAfter[phase], lat["floor"][phase])
@@ -364,7 +365,16 @@ func (b *bench) runMain(ctx context.Context, res *results) (err error) {
 			res.BurstQueue = newQueueStats(diffWrites(perController(afterM, queueCounters), perController(beforeM, queueCounters)), b.o.burst)
 		}
 	}
-	res.addBurst(b.o.burst, burstDur["registry"], alone.burst, burstDur["floor"])
+	var aloneBurstAfter time.Duration
+	if err := g.whileStopped(mctx, fmt.Sprintf("burst of %d ConfigMaps", b.o.burst), func(ctx context.Context, s *side) error {
+		d, err := g.createAll(ctx, s, names("burst-after", 0, b.o.burst))
+		aloneBurstAfter = d
+		return err
+	}); err != nil {
+		return fmt.Errorf("floor alone after the registry's burst: %w", err)
+	}
+	step("[main]   floor alone: %.2fs before the controllers started, %.2fs after the registry's burst", alone.burst.Seconds(), aloneBurstAfter.Seconds())
+	res.addBurst(b.o.burst, burstDur["registry"], alone.burst, aloneBurstAfter, burstDur["floor"])
 
 	peak, _, err := g.controllersRSS()
 	if err != nil {

@@ -196,8 +196,15 @@ func (r *results) addLatency(phase string, reg, aloneBefore, aloneAfter, beside 
 }
 
 // addBurst records the burst: the registry's, the floor's alone and the floor's beside
-// the registry. The target is against the floor alone.
-func (r *results) addBurst(n int, reg, alone, beside time.Duration) {
+// the registry. The floor alone is the mean of its burst before the controllers started
+// and after the registry's burst with the controllers stopped (each is kept:
+// "floor_before", "floor_after"); the targets are against it.
+func (r *results) addBurst(n int, reg, aloneBefore, aloneAfter, beside time.Duration) {
+	alone := aloneBefore
+	if aloneAfter > 0 {
+		alone = (aloneBefore + aloneAfter) / 2
+	}
+	r.BurstSeconds["floor_before"], r.BurstSeconds["floor_after"] = aloneBefore.Seconds(), aloneAfter.Seconds()
 	r.BurstSeconds["registry"], r.BurstSeconds["floor"], r.BurstSeconds["floor_beside"] = reg.Seconds(), alone.Seconds(), beside.Seconds()
 	rw := row{Metric: fmt.Sprintf("burst %d to 2 peers", n), Registry: reg.Seconds(), Floor: alone.Seconds(), Ratio: ratio(reg.Seconds(), alone.Seconds()),
 		FloorBeside: beside.Seconds(), RatioBeside: ratio(reg.Seconds(), beside.Seconds()), Unit: "s", Target: "<= 1.3x floor"}
