@@ -55,6 +55,20 @@ type controller struct {
 	// that the controller has the API server authenticate and authorize.
 	scraper *testbed.MetricsScraper
 	profile string // path prefix of the profiles (--profile), or ""
+	log     string // the file its output goes to
+	// done is closed when the process has exited, with exitErr.
+	done    chan struct{}
+	exitErr error
+}
+
+// exited reports whether the controller's process has exited, and how.
+func (c *controller) exited() (bool, error) {
+	select {
+	case <-c.done:
+		return true, c.exitErr
+	default:
+		return false, nil
+	}
 }
 
 // startGroup starts the clusters of a group (not the controllers: see setup).
@@ -97,7 +111,7 @@ func (g *group) stop() {
 		_ = c.cmd.Process.Signal(syscall.SIGTERM)
 	}
 	for _, c := range g.ctrls {
-		_, _ = c.cmd.Process.Wait()
+		<-c.done
 	}
 	g.ctrls = nil
 	step("[%s] stopping the clusters", g.label)
@@ -204,17 +218,8 @@ func (g *group) prepare(ctx context.Context) error {
 // one and applies the bench rule on the first cluster.
 func (g *group) start(ctx context.Context) error {
 	t0 := time.Now()
-	for _, n := range g.names {
-		c, err := g.startController(ctx, n)
-		if err != nil {
-			return err
-		}
-		g.ctrls = append(g.ctrls, c)
-	}
-	for _, n := range g.names {
-		if err := g.waitKubectl(ctx, "Ready", "--context", n, "get", "cluster", n, "-o", "jsonpath={.status.state}"); err != nil {
-			return err
-		}
+	if err := g.startControllers(ctx); err != nil {
+		return err
 	}
 	step("[%s] controllers report their Clusters Ready; joining %s with %s", g.label, g.names[0], strings.Join(g.peers(), ", "))
 	for _, peer := range g.peers() {
@@ -268,13 +273,14 @@ func (g *group) startController(ctx context.Context, n string) (*controller, err
 		return nil, fmt.Errorf("%s: %w", n, err)
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	log, err := os.Create(filepath.Join(g.logs, "serve-"+n+".log"))
+	logPath := filepath.Join(g.logs, "serve-"+n+".log")
+	log, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
 	args := []string{"serve", "--kubeconfig", g.kubeconfig, "--context", n, "--cluster-name", n,
 		"--metrics-bind-address", addr, "--health-probe-bind-address", "0", "--peer-health-interval", "1s", "--allow-loopback-peers"}
-	c := &controller{name: n, metrics: "https://" + addr + "/metrics", scraper: scraper}
+	c := &controller{name: n, metrics: "https://" + addr + "/metrics", scraper: scraper, log: logPath, done: make(chan struct{})}
 	c.cmd = exec.Command(g.b.bin, args...)
 	c.cmd.Env = append(os.Environ(), g.b.o.controllerEnv...)
 	if g.profile {
@@ -284,9 +290,63 @@ func (g *group) startController(ctx context.Context, n string) (*controller, err
 	}
 	c.cmd.Stdout, c.cmd.Stderr = log, log
 	if err := c.cmd.Start(); err != nil {
+		_ = log.Close()
 		return nil, fmt.Errorf("starting serve for %s: %w", n, err)
 	}
+	go func() {
+		c.exitErr = c.cmd.Wait()
+		_ = log.Close()
+		close(c.done)
+	}()
 	return c, nil
+}
+
+// portTaken is how serve fails when the metrics port freePort found was taken before
+// serve bound it (another process's outgoing connection may use any free port).
+const portTaken = "address already in use"
+
+// startControllers starts a controller for each cluster and waits until each reports its
+// own Cluster Ready. A controller that exits is reported at once, with the end of its
+// log; one that lost its metrics port to another process is started again on another.
+func (g *group) startControllers(ctx context.Context) error {
+	for _, n := range g.names {
+		c, err := g.startController(ctx, n)
+		if err != nil {
+			return err
+		}
+		g.ctrls = append(g.ctrls, c)
+	}
+	restarts := 0
+	for _, n := range g.names {
+		for {
+			err := g.waitKubectl(ctx, "Ready", "--context", n, "get", "cluster", n, "-o", "jsonpath={.status.state}")
+			if err == nil {
+				break
+			}
+			restarted := false
+			for i, c := range g.ctrls {
+				gone, _ := c.exited()
+				logged, _ := os.ReadFile(c.log)
+				if !gone || !strings.Contains(string(logged), portTaken) || restarts == 3 {
+					continue
+				}
+				restarts++
+				step("[%s] the controller of %s lost its metrics port to another process: starting it again on another (its log: %s.%d)", g.label, c.name, c.log, restarts)
+				if rerr := os.Rename(c.log, fmt.Sprintf("%s.%d", c.log, restarts)); rerr != nil {
+					return errors.Join(err, rerr)
+				}
+				nc, serr := g.startController(ctx, c.name)
+				if serr != nil {
+					return errors.Join(err, serr)
+				}
+				g.ctrls[i], restarted = nc, true
+			}
+			if !restarted {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // plugin runs the kubectl-registry binary; its output goes to the group's plugin log and
@@ -320,6 +380,12 @@ func (g *group) waitKubectl(ctx context.Context, want string, args ...string) er
 		out, _ := exec.CommandContext(ctx, g.b.kubectl, append([]string{"--kubeconfig", g.kubeconfig}, args...)...).Output()
 		if strings.TrimSpace(string(out)) == want {
 			return nil
+		}
+		for _, c := range g.ctrls {
+			if gone, exitErr := c.exited(); gone {
+				logged, _ := os.ReadFile(c.log)
+				return fmt.Errorf("kubectl %s: not %q: the controller of %s exited (%v); the end of its log:\n%s", strings.Join(args, " "), want, c.name, exitErr, tail(string(logged), 2000))
+			}
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return fmt.Errorf("kubectl %s: not %q within %s (controller logs in %s)", strings.Join(args, " "), want, g.b.o.timeout, g.logs)

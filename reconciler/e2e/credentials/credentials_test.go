@@ -161,11 +161,9 @@ func TestPerPeerCredentials(t *testing.T) {
 			}
 			return nil
 		})
-		for _, n := range names {
-			if err := harness.Members(cl[n], n, names...); err != nil {
-				t.Fatal(err)
-			}
-		}
+		// Eventually: a connection that moves to the credential its peer issued
+		// reconnects, and is "not connected yet" for a moment.
+		groupWhole(t, cl, names)
 		// ReaderKeyReady: each member's own Cluster says its key is advertised, and each
 		// names on its Cluster of every peer the key it seals that peer's credential to.
 		harness.Eventually(t, 30*time.Second, "every Cluster's ReaderKeyReady names the key it is about", func() error {
@@ -261,14 +259,7 @@ func TestPerPeerCredentials(t *testing.T) {
 					c.Annotations[v1alpha1.ReaderPublicKeyAnnotation] = xKey.PublicKey()
 				})
 			}
-			harness.Eventually(t, 60*time.Second, "the group is whole again", func() error {
-				for _, n := range names {
-					if err := harness.Members(cl[n], n, names...); err != nil {
-						return err
-					}
-				}
-				return nil
-			})
+			groupWhole(t, cl, names)
 		}
 		t.Cleanup(func() {
 			if t.Failed() {
@@ -445,14 +436,7 @@ func TestPerPeerCredentials(t *testing.T) {
 					return err
 				})
 			}
-			harness.Eventually(t, 60*time.Second, "the group is whole again", func() error {
-				for _, n := range names {
-					if err := harness.Members(cl[n], n, names...); err != nil {
-						return err
-					}
-				}
-				return nil
-			})
+			groupWhole(t, cl, names)
 		}
 		t.Cleanup(func() {
 			if t.Failed() {
@@ -710,6 +694,20 @@ func TestPerPeerCredentials(t *testing.T) {
 
 // editCluster changes the Cluster name on the cluster cl is the API server of, as its
 // admin does (retried on conflicts with the controller's writes).
+// groupWhole waits until every member of names holds exactly the Clusters of names, each
+// Ready and ClustersSynced.
+func groupWhole(t *testing.T, cl map[string]client.Client, names []string) {
+	t.Helper()
+	harness.Eventually(t, 60*time.Second, "the group is whole again", func() error {
+		for _, n := range names {
+			if err := harness.Members(cl[n], n, names...); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 func editCluster(t *testing.T, cl client.Client, name string, edit func(*v1alpha1.Cluster)) {
 	t.Helper()
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
