@@ -399,7 +399,7 @@ func exportedSeries(t *testing.T) map[string]bool {
 	engine.NewMetrics(rec)
 	bootstrap.NewMetrics(rec)
 	scheme := runtime.NewScheme()
-	if _, err := peers.NewManager(peers.Options{Scheme: scheme, Namespace: "cluster-registry", Registerer: rec}); err != nil {
+	if _, err := peers.NewManager(peers.Options{Scheme: scheme, Namespace: "cluster-registry", LocalID: "local", Registerer: rec}); err != nil {
 		t.Fatal(err)
 	}
 	names := map[string]bool{}

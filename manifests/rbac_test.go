@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials"
 )
 
 // tokenConfig returns a rest.Config authenticating as the ServiceAccount sa of the
@@ -116,9 +117,18 @@ func TestReaderIdentityIsLeastPrivilege(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The controller's bootstrap Role, as it keeps it with one peer issued a credential.
+	issued := v1alpha1.IssuedReaderSecretName("reader-test-peer")
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: v1alpha1.BootstrapRoleName},
+		Rules: credentials.BootstrapRules([]credentials.Peer{{ID: "reader-test-peer"}})}
+	for _, o := range []client.Object{role, secret(ns, issued)} {
+		if err := c.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	// The shared reader is the bootstrap credential.
 	cfg := tokenConfig(t, c, v1alpha1.ReaderName, v1alpha1.ReaderAggregatedRoleName)
-	// A per-peer reader, as the controller issues one for each peer, reads exactly what
-	// the shared reader reads.
+	// A per-peer reader, as the controller issues one for each peer: the reader.
 	readers := v1alpha1.ReadersNamespace(ns)
 	peerSA := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: readers, Name: v1alpha1.ReaderServiceAccountName("reader-test-peer")}}
 	if err := c.Create(ctx, peerSA); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -158,6 +168,23 @@ func TestReaderIdentityIsLeastPrivilege(t *testing.T) {
 		}},
 		{"list secrets in registry namespace", func(ctx context.Context, cs kubernetes.Interface, _ client.Client) error {
 			_, err := cs.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{})
+			return err
+		}},
+		// A credential issued to a peer: what the bootstrap credential reads, by name,
+		// as the peer's connection caches it (a list and a watch selecting its name).
+		{"get an issued credential", func(ctx context.Context, cs kubernetes.Interface, _ client.Client) error {
+			_, err := cs.CoreV1().Secrets(ns).Get(ctx, issued, metav1.GetOptions{})
+			return err
+		}},
+		{"list and watch an issued credential by name", func(ctx context.Context, cs kubernetes.Interface, _ client.Client) error {
+			byName := metav1.ListOptions{FieldSelector: "metadata.name=" + issued}
+			if _, err := cs.CoreV1().Secrets(ns).List(ctx, byName); err != nil {
+				return err
+			}
+			w, err := cs.CoreV1().Secrets(ns).Watch(ctx, byName)
+			if err == nil {
+				w.Stop()
+			}
 			return err
 		}},
 		{"get secret in default", func(ctx context.Context, cs kubernetes.Interface, _ client.Client) error {
@@ -221,33 +248,44 @@ func TestReaderIdentityIsLeastPrivilege(t *testing.T) {
 			return err
 		}},
 	}
-	want := map[string]string{
-		"get the key secret":                  "forbidden",
-		"list secrets in readers namespace":   "forbidden",
-		"list clusters":                       "allowed",
-		"list clusterfeatures":                "allowed",
-		"list resourcesyncrules":              "allowed",
-		"watch clusters":                      "allowed",
-		"get namespace kube-system":           "allowed",
-		"get secret in registry namespace":    "allowed",
-		"list secrets in registry namespace":  "allowed",
-		"get secret in default":               "forbidden",
-		"get secret in kube-system":           "forbidden",
-		"list secrets in all namespaces":      "forbidden",
-		"list namespaces":                     "forbidden",
-		"list configmaps in default":          "forbidden",
-		"create cluster":                      "forbidden",
-		"create resourcesyncrule":             "forbidden",
-		"create secret in registry namespace": "forbidden",
-		"update secret in registry namespace": "forbidden",
-		"delete secret in registry namespace": "forbidden",
-		"create namespace":                    "forbidden",
-		"create token for controller":         "forbidden",
+	wantPeer := map[string]string{
+		"get an issued credential":                    "allowed",
+		"list and watch an issued credential by name": "allowed",
+		"get the key secret":                          "forbidden",
+		"list secrets in readers namespace":           "forbidden",
+		"list clusters":                               "allowed",
+		"list clusterfeatures":                        "allowed",
+		"list resourcesyncrules":                      "allowed",
+		"watch clusters":                              "allowed",
+		"get namespace kube-system":                   "allowed",
+		"get secret in registry namespace":            "allowed",
+		"list secrets in registry namespace":          "allowed",
+		"get secret in default":                       "forbidden",
+		"get secret in kube-system":                   "forbidden",
+		"list secrets in all namespaces":              "forbidden",
+		"list namespaces":                             "forbidden",
+		"list configmaps in default":                  "forbidden",
+		"create cluster":                              "forbidden",
+		"create resourcesyncrule":                     "forbidden",
+		"create secret in registry namespace":         "forbidden",
+		"update secret in registry namespace":         "forbidden",
+		"delete secret in registry namespace":         "forbidden",
+		"create namespace":                            "forbidden",
+		"create token for controller":                 "forbidden",
 	}
-	if diff := cmp.Diff(want, outcomes(t, cfg, reqs)); diff != "" {
-		t.Fatalf("reader permissions (-want +got):\n%s", diff)
+	// The bootstrap credential reads the Clusters, kube-system and the issued
+	// credentials by name; nothing else.
+	wantBootstrap := map[string]string{}
+	for what := range wantPeer {
+		wantBootstrap[what] = "forbidden"
 	}
-	if diff := cmp.Diff(want, outcomes(t, peerCfg, reqs)); diff != "" {
+	for _, what := range []string{"list clusters", "watch clusters", "get namespace kube-system", "get an issued credential", "list and watch an issued credential by name"} {
+		wantBootstrap[what] = "allowed"
+	}
+	if diff := cmp.Diff(wantBootstrap, outcomes(t, cfg, reqs)); diff != "" {
+		t.Fatalf("shared reader (bootstrap credential) permissions (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(wantPeer, outcomes(t, peerCfg, reqs)); diff != "" {
 		t.Fatalf("per-peer reader permissions (-want +got):\n%s", diff)
 	}
 
@@ -261,21 +299,23 @@ func TestReaderIdentityIsLeastPrivilege(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Delete(context.Background(), extension) })
-	listConfigMaps := []request{reqs[11]}
+	listConfigMaps := []request{reqs[13]}
 	if listConfigMaps[0].name != "list configmaps in default" {
 		t.Fatal("request table changed: fix the index of 'list configmaps in default'")
 	}
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	err := wait.PollUntilContextCancel(wctx, 200*time.Millisecond, true, func(context.Context) (bool, error) {
-		return outcomes(t, cfg, listConfigMaps)["list configmaps in default"] == "allowed" &&
-			outcomes(t, peerCfg, listConfigMaps)["list configmaps in default"] == "allowed", nil
+		return outcomes(t, peerCfg, listConfigMaps)["list configmaps in default"] == "allowed", nil
 	})
 	if err != nil {
-		t.Fatalf("a ClusterRole labelled %s=true did not extend the reader: %v", v1alpha1.ReaderAggregatedLabel, err)
+		t.Fatalf("a ClusterRole labelled %s=true did not extend the per-peer reader: %v", v1alpha1.ReaderAggregatedLabel, err)
 	}
-	// ... and writing stays forbidden.
-	if got := outcomes(t, cfg, reqs[12:13]); got["create cluster"] != "forbidden" {
+	// ... not the bootstrap credential, and writing stays forbidden.
+	if got := outcomes(t, cfg, listConfigMaps); got["list configmaps in default"] != "forbidden" {
+		t.Errorf("after the extension, the bootstrap credential may list configmaps: %s", got["list configmaps in default"])
+	}
+	if got := outcomes(t, peerCfg, reqs[14:15]); got["create cluster"] != "forbidden" {
 		t.Errorf("after the extension, create cluster: %s", got["create cluster"])
 	}
 }
@@ -364,6 +404,36 @@ func TestControllerIdentity(t *testing.T) {
 			}
 			return err
 		}},
+		// The bootstrap Role: it may grant the bootstrap credential the Secrets of its
+		// namespace by name (no more than it holds itself), and no other Role.
+		{"create and update the bootstrap role", func(ctx context.Context, cs kubernetes.Interface, _ client.Client) error {
+			role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: v1alpha1.BootstrapRoleName},
+				Rules: credentials.BootstrapRules([]credentials.Peer{{ID: "controller-test"}})}
+			dry := []string{metav1.DryRunAll}
+			if _, err := cs.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{DryRun: dry}); err != nil && !apierrors.IsAlreadyExists(err) {
+				return err
+			}
+			existing, err := cs.RbacV1().Roles(ns).Get(ctx, v1alpha1.BootstrapRoleName, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return nil // allowed, and not made here
+			}
+			if err != nil {
+				return err
+			}
+			existing.Rules = role.Rules
+			_, err = cs.RbacV1().Roles(ns).Update(ctx, existing, metav1.UpdateOptions{DryRun: dry})
+			return err
+		}},
+		{"create a role granting configmaps", func(ctx context.Context, cs kubernetes.Interface, _ client.Client) error {
+			role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: v1alpha1.BootstrapRoleName},
+				Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}}}}
+			_, err := cs.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			return err
+		}},
+		{"get another role", func(ctx context.Context, cs kubernetes.Interface, _ client.Client) error {
+			_, err := cs.RbacV1().Roles(ns).Get(ctx, v1alpha1.ControllerName, metav1.GetOptions{})
+			return err
+		}},
 		{"get another secret in readers namespace", func(ctx context.Context, cs kubernetes.Interface, _ client.Client) error {
 			_, err := cs.CoreV1().Secrets(v1alpha1.ReadersNamespace(ns)).Get(ctx, "reader-test", metav1.GetOptions{})
 			return err
@@ -375,6 +445,9 @@ func TestControllerIdentity(t *testing.T) {
 	}
 	want := map[string]string{
 		"create and get the key secret":           "allowed",
+		"create and update the bootstrap role":    "allowed",
+		"create a role granting configmaps":       "forbidden",
+		"get another role":                        "forbidden",
 		"get another secret in readers namespace": "forbidden",
 		"list secrets in readers namespace":       "forbidden",
 		"create cluster":                          "allowed",

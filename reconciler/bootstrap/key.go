@@ -120,7 +120,7 @@ func KeyCondition(s KeyState, namespace string) (v1alpha1.ClusterCondition, bool
 			fmt.Sprintf("%v. The credentials peers sealed to this cluster's key are not used (this cluster reads them with their shared reader Secrets); once the Secret is deleted, the controller makes a new key pair and advertises it, and the peers seal to the new key once they read it", s.Err)), true
 	case s.Err != nil:
 		return conditions.New(v1alpha1.ClusterConditionReaderKeyReady, false, v1alpha1.ReasonReaderKeySecretFailed,
-			fmt.Sprintf("%v. Until the key is read and advertised, the credentials sealed to it are not used and peers that read no key on this Cluster issue it unsealed credentials. Check that the readers namespace %s exists (kubectl registry install) and that the controller may get and create Secrets there and patch this Cluster", s.Err, v1alpha1.ReadersNamespace(namespace))), true
+			fmt.Sprintf("%v. Until the key is read and advertised, the credentials sealed to it are not used and peers that read no key on this Cluster issue it none (it reads only their membership, none of their objects). Check that the readers namespace %s exists (kubectl registry install) and that the controller may get and create Secrets there and patch this Cluster", s.Err, v1alpha1.ReadersNamespace(namespace))), true
 	}
 	return v1alpha1.ClusterCondition{}, false
 }

@@ -180,7 +180,7 @@ func TestKeyCondition(t *testing.T) {
 		{"advertised", KeyState{Key: key, Reported: true},
 			&want{corev1.ConditionTrue, v1alpha1.ReasonReaderKeyAdvertised, []string{ref, seal.Fingerprint(key.PublicKey())}}},
 		{"the Secret cannot be read", KeyState{Err: apiErr, Reported: true},
-			&want{corev1.ConditionFalse, v1alpha1.ReasonReaderKeySecretFailed, []string{apiErr.Error(), "kubectl registry install", "unsealed"}}},
+			&want{corev1.ConditionFalse, v1alpha1.ReasonReaderKeySecretFailed, []string{apiErr.Error(), "kubectl registry install", "issue it none"}}},
 		{"the key cannot be advertised", KeyState{Key: key, Err: errors.New("advertising the public key on the local Cluster: forbidden"), Reported: true},
 			&want{corev1.ConditionFalse, v1alpha1.ReasonReaderKeySecretFailed, []string{"advertising the public key", "patch this Cluster"}}},
 		{"the Secret holds no valid key", KeyState{Err: invalid, Reported: true},

@@ -34,7 +34,7 @@ type Reconciler struct {
 	// of the readers namespace); nil means Client.
 	APIReader client.Reader
 	// Keys receives the local key pair; nil makes and advertises none (the peers then
-	// issue this cluster unsealed credentials).
+	// issue this cluster no credential: it reads only their membership).
 	Keys     *Keys
 	Tokens   func(namespace string) TokenMinter
 	Identity Identity
@@ -81,8 +81,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // requeues itself for the next token renewal.
 func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
 	log := logf.FromContext(ctx).WithValues("cluster", r.Identity.Name)
-	// The key first, so that a new local Cluster advertises it from the start: a peer
-	// never issues it an unsealed credential.
+	// The key first, so that a new local Cluster advertises it from the start: peers
+	// issue it credentials as soon as they read its Cluster.
 	var key *seal.Key
 	var keyErr error
 	if r.Keys != nil {

@@ -102,11 +102,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	all := handler.EnqueueRequestsFromMapFunc(r.allClusters)
 	b := ctrl.NewControllerManagedBy(mgr)
 	if r.Keys != nil {
-		// The local key pair's state changed: the local Cluster's ReaderKeyReady.
-		local := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
-			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: r.Identity.Name}}}
-		})
-		b = b.WatchesRawSource(source.Channel(r.Keys.Changes(), local))
+		// The local key pair's state changed: the local Cluster's ReaderKeyReady, and
+		// every peer's connection, which may now open the credential the peer issued
+		// (until then it reads with the bootstrap credential, only the membership).
+		b = b.WatchesRawSource(source.Channel(r.Keys.Changes(), all))
 	}
 	return b.
 		Named("cluster-status").
@@ -353,11 +352,11 @@ func (r *Reconciler) peerStatus(ctx context.Context, cluster *v1alpha1.Cluster, 
 	if r.unusedChanged(cluster.Name, unused) && unused != "" {
 		log.Info("the reader credential the peer issued to this cluster is not used: using its shared reader Secret", "cluster", cluster.Name, "secret", received.Name, "reason", unused)
 	}
-	p := r.Peers.Ensure(cluster, conn)
+	p := r.Peers.Ensure(cluster, conn, conn == &secret)
 	if conn != &secret && p.State == v1alpha1.ClusterStateInvalidAuthInfo {
 		log.Info("the peer rejected the reader credential it issued to this cluster: using its shared reader Secret", "cluster", cluster.Name, "secret", received.Name, "reason", p.Reason)
 		r.reject(cluster.Name, &received)
-		p = r.Peers.Ensure(cluster, &secret)
+		p = r.Peers.Ensure(cluster, &secret, true)
 	}
 	switch {
 	case p.State == "":

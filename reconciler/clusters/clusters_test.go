@@ -87,7 +87,7 @@ func newFixture(t *testing.T, funcs interceptor.Funcs, objs ...client.Object) *f
 	s := newScheme(t)
 	cl := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).
 		WithStatusSubresource(&v1alpha1.Cluster{}).WithInterceptorFuncs(funcs).Build()
-	pm, err := peers.NewManager(peers.Options{Scheme: s, Namespace: ns})
+	pm, err := peers.NewManager(peers.Options{Scheme: s, Namespace: ns, LocalID: localID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func (f *fixture) startPeers(t *testing.T) {
 	probe := cluster("probe", "probe-id", "probe")
 	secret := readerSecret("probe", v1alpha1.SecretTypeClusterRegistry, map[string][]byte{v1alpha1.KubeconfigKey: []byte("not a kubeconfig")})
 	deadline := time.Now().Add(10 * time.Second)
-	for f.peers.Ensure(probe, secret).State != v1alpha1.ClusterStateInvalidAuthInfo {
+	for f.peers.Ensure(probe, secret, true).State != v1alpha1.ClusterStateInvalidAuthInfo {
 		if time.Now().After(deadline) {
 			t.Fatal("the peer manager did not start within 10s")
 		}

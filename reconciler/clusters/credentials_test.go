@@ -86,8 +86,7 @@ func TestPeerCredential(t *testing.T) {
 		shared   string
 		received *corev1.Secret
 	}{
-		{"the credential is used: the shared token is rejected", "bad-token", received("good-token")},
-		{"a rejected credential gives way to the shared Secret", "good-token", received("bad-token")},
+		{"a rejected credential gives way to the shared Secret", "good-token", sealed("bad-token", localKey)},
 		{"a sealed credential is opened with the local key: the shared token is rejected", "bad-token", sealed("good-token", localKey)},
 		{"a credential sealed to another key gives way to the shared Secret", "good-token", sealed("bad-token", otherKey)},
 	}
@@ -96,7 +95,7 @@ func TestPeerCredential(t *testing.T) {
 			f := newFixture(t, interceptor.Funcs{}, cluster("local", localID, "local"), cluster("peer", peerID, "peer"),
 				readerSecret("peer", v1alpha1.SecretTypeClusterRegistry, kc(tt.shared)), tt.received)
 			f.r.Keys = bootstrap.NewKeys(localKey)
-			pm, err := peers.NewManager(peers.Options{Scheme: newScheme(t), Namespace: v1alpha1.DefaultNamespace,
+			pm, err := peers.NewManager(peers.Options{Scheme: newScheme(t), Namespace: v1alpha1.DefaultNamespace, LocalID: localID,
 				Addresses: kubeconfig.AddressPolicy{AllowLoopback: true}, HealthInterval: time.Hour})
 			if err != nil {
 				t.Fatal(err)

@@ -3,14 +3,22 @@
 // Every member X issues one ServiceAccount per peer P in its readers namespace
 // (v1alpha1.ReadersNamespace of the registry namespace), named after P's cluster ID, so
 // that X's API server audit log names the peer that read. X keeps a token of it, from
-// the TokenRequest API with a bounded lifetime, in the Secret
-// v1alpha1.IssuedReaderSecretName(P) of its registry namespace; P pulls that Secret from
-// X itself (never through another member), renders its token for the server and CA it
-// pinned for X, and keeps it as v1alpha1.ReceivedReaderSecretName(X). P's connection to
-// X then uses it instead of X's shared reader token (the seed's Secret, which stays as
-// it is for members that do not issue credentials yet, and for the seed's hand-made
-// swap). The names, labels and annotations are wire format: they live in the API
+// the TokenRequest API with a bounded lifetime, sealed to the public key P advertises on
+// its own Cluster (package seal), in the Secret v1alpha1.IssuedReaderSecretName(P) of its
+// registry namespace; P pulls that Secret from X itself (never through another member),
+// keeps it sealed as v1alpha1.ReceivedReaderSecretName(X), and opens it only to connect,
+// with the server and CA it pinned for X. A peer that advertises no valid key is issued
+// nothing: a credential in clear would be readable by every reader of X's registry
+// namespace. The names, labels and annotations are wire format: they live in the API
 // package (reconciler/api/v1alpha1/credentials.go).
+//
+// X's shared reader token (the seed's Secret, which join and the manual swap copy and
+// the members relay) is a bootstrap credential: X's RBAC lets it read the Cluster CRs,
+// the kube-system namespace and, by name, the Secrets X issued (the Role
+// v1alpha1.BootstrapRoleName, which the Reconciler keeps listing exactly their names:
+// BootstrapRules), nothing else. A peer reads X's objects only once X has issued it a
+// reader of its own; a leaked shared token reads sealed blobs and membership, never an
+// object, a Secret in clear or its own successor.
 //
 // When a departure is in force (kubectl registry leave) and the membership has deleted
 // X's Cluster CR of the departed cluster, X deletes the departed cluster's
@@ -24,17 +32,17 @@
 // stops issuing and renewing credentials.
 //
 // This file holds the pure decisions (names, which ServiceAccounts should exist, when a
-// token is due, which Secret a connection uses), table-tested without clusters; the
-// Reconciler carries them out.
+// token is due, which Secret a connection uses, what the bootstrap Role grants),
+// table-tested without clusters; the Reconciler carries them out.
 package credentials
 
 import (
-	"bytes"
 	"fmt"
 	"sort"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
@@ -60,8 +68,7 @@ type Peer struct {
 	Name string
 	// PublicKey is the key the peer advertises on its own Cluster
 	// (v1alpha1.ReaderPublicKeyAnnotation, as read from the peer: see PeerKeys), which
-	// its credential is sealed to; empty when it advertises none (it is issued an
-	// unsealed one).
+	// its credential is sealed to; empty when it advertises none (it is issued nothing).
 	PublicKey string
 }
 
@@ -153,11 +160,10 @@ func Plan(in Input) Result {
 
 // Due reports whether the token in the issued Secret s (nil when missing) must be
 // issued again: it is missing or not ours, it was issued for another ServiceAccount (the
-// ServiceAccount was recreated), it is due for renewal, it is sealed to another key than
-// publicKey (the peer's current one; empty: it is to be unsealed), or, unsealed, it
-// names another server or CA than the ones advertised. (A sealed one is not checked
-// for its server: the peer uses its token with the server and CA it pinned.)
-func Due(s *corev1.Secret, saUID types.UID, server string, ca []byte, publicKey string, now time.Time) bool {
+// ServiceAccount was recreated), it is due for renewal, or it is not sealed to publicKey
+// (the peer's current key). (It is not checked for its server: the peer uses its token
+// with the server and CA it pinned.)
+func Due(s *corev1.Secret, saUID types.UID, publicKey string, now time.Time) bool {
 	if s == nil || s.Type != v1alpha1.SecretTypeClusterRegistry || s.Annotations[v1alpha1.OwnershipAnnotation] != "" ||
 		s.Annotations[v1alpha1.TokenServiceAccountUIDAnnotation] != string(saUID) {
 		return true
@@ -166,15 +172,33 @@ func Due(s *corev1.Secret, saUID types.UID, server string, ca []byte, publicKey 
 	if err != nil || !now.Before(renewAt) {
 		return true
 	}
-	if publicKey != "" {
-		return s.Annotations[v1alpha1.SealedToAnnotation] != seal.Fingerprint(publicKey) ||
-			len(s.Data[v1alpha1.SealedKubeconfigKey]) == 0 || len(s.Data[v1alpha1.KubeconfigKey]) != 0
+	return s.Annotations[v1alpha1.SealedToAnnotation] != seal.Fingerprint(publicKey) ||
+		len(s.Data[v1alpha1.SealedKubeconfigKey]) == 0 || len(s.Data[v1alpha1.KubeconfigKey]) != 0
+}
+
+// BootstrapRules are the rules of the Role v1alpha1.BootstrapRoleName: get, list and
+// watch (by name: a list or watch must select metadata.name) of the Secrets holding the
+// credentials issued to peers, sorted; none when there are no peers (a rule without
+// resourceNames would grant every Secret of the namespace).
+func BootstrapRules(peers []Peer) []rbacv1.PolicyRule {
+	names := make([]string, 0, len(peers))
+	seen := map[string]bool{}
+	for _, p := range peers {
+		if n := v1alpha1.IssuedReaderSecretName(p.ID); p.ID != "" && !seen[n] {
+			seen[n] = true
+			names = append(names, n)
+		}
 	}
-	if len(s.Data[v1alpha1.SealedKubeconfigKey]) != 0 {
-		return true
+	if len(names) == 0 {
+		return nil
 	}
-	r, ok := kubeconfig.Read(s.Data[v1alpha1.KubeconfigKey])
-	return !ok || r.Server != server || !bytes.Equal(r.CAData, ca) || r.Token == ""
+	sort.Strings(names)
+	return []rbacv1.PolicyRule{{
+		APIGroups:     []string{""},
+		Resources:     []string{"secrets"},
+		Verbs:         []string{"get", "list", "watch"},
+		ResourceNames: names,
+	}}
 }
 
 // Opener opens a credential that issuer sealed to this cluster (seal.Key.Open for the
@@ -182,26 +206,27 @@ func Due(s *corev1.Secret, saUID types.UID, server string, ca []byte, publicKey 
 type Opener func(issuer types.UID, sealed []byte) ([]byte, error)
 
 // Choose returns the Secret a connection to cluster x uses: the token of the credential
-// x issued to this cluster (received, nil when there is none; opened with open when it
-// is sealed), for the server and CA of x's shared reader Secret (the pinned ones:
-// re-pinning x there moves the credential too), while it is a copy of x's with a usable
-// kubeconfig whose token has not expired; else x's shared reader Secret itself. A
-// sealed credential that does not open (open nil, or another key) is not used; the
-// error says why.
+// x issued to this cluster (received, nil when there is none; opened with open), for
+// the server and CA of x's shared reader Secret (the pinned ones: re-pinning x there
+// moves the credential too), while it is a sealed copy of x's with a usable kubeconfig
+// whose token has not expired; else x's shared reader Secret itself, the bootstrap
+// credential. A credential that does not open (open nil, or another key) is not used;
+// the error says why.
 func Choose(shared, received *corev1.Secret, x types.UID, now time.Time, open Opener) (*corev1.Secret, error) {
 	if received == nil || received.Type != v1alpha1.SecretTypeClusterRegistry ||
 		received.Annotations[v1alpha1.OwnershipAnnotation] != string(x) {
 		return shared, nil
 	}
-	raw := received.Data[v1alpha1.KubeconfigKey]
-	if sealed := received.Data[v1alpha1.SealedKubeconfigKey]; len(sealed) > 0 {
-		if open == nil {
-			return shared, fmt.Errorf("the credential cluster %s issued to this cluster is sealed, and this cluster's key is not loaded yet", x)
-		}
-		var err error
-		if raw, err = open(x, sealed); err != nil {
-			return shared, fmt.Errorf("the credential cluster %s issued to this cluster: %w", x, err)
-		}
+	sealed := received.Data[v1alpha1.SealedKubeconfigKey]
+	if len(sealed) == 0 {
+		return shared, nil // not sealed: never issued so, and never kept so
+	}
+	if open == nil {
+		return shared, fmt.Errorf("the credential cluster %s issued to this cluster is sealed, and this cluster's key is not loaded yet", x)
+	}
+	raw, err := open(x, sealed)
+	if err != nil {
+		return shared, fmt.Errorf("the credential cluster %s issued to this cluster: %w", x, err)
 	}
 	r, ok := kubeconfig.Read(raw)
 	if !ok || r.Token == "" {
@@ -226,16 +251,16 @@ func Choose(shared, received *corev1.Secret, x types.UID, now time.Time, open Op
 // PeerKeyCondition returns the ReaderKeyReady condition of a peer's Cluster on this
 // cluster, the issuer, from the public key the peer advertises on its own Cluster as its
 // API server serves it (see PeerKeys; "" for none): True when the credential issued to
-// the peer is sealed to it; False when it is malformed (the Reconciler issues the peer
-// nothing, see ensureToken) or when there is none (the credential is unsealed).
+// the peer is sealed to it; False when it is malformed or when there is none (the
+// Reconciler issues the peer nothing, and it reads only this cluster's membership).
 func PeerKeyCondition(publicKey string) v1alpha1.ClusterCondition {
 	if publicKey == "" {
 		return conditions.New(v1alpha1.ClusterConditionReaderKeyReady, false, v1alpha1.ReasonNoReaderKey,
-			fmt.Sprintf("the peer advertises no public key on its own Cluster (%s; an older version): the reader credential this cluster issues it is not sealed", v1alpha1.ReaderPublicKeyAnnotation))
+			fmt.Sprintf("the peer advertises no public key on its own Cluster (%s): this cluster issues it no reader credential, so it reads only this cluster's membership (with the shared reader Secret, a bootstrap credential) and syncs nothing from it. Its controller advertises its key once it has loaded it (its own Cluster's ReaderKeyReady condition says why it has not)", v1alpha1.ReaderPublicKeyAnnotation))
 	}
 	if _, err := seal.ParsePublicKey(publicKey); err != nil {
 		return conditions.New(v1alpha1.ClusterConditionReaderKeyReady, false, v1alpha1.ReasonReaderKeyInvalid,
-			fmt.Sprintf("the public key the peer advertises on its own Cluster (%s) is malformed: %v. This cluster issues the peer no reader credential (it reads this cluster with the shared reader Secret) until the peer advertises a valid key: the peer's admin deletes the annotation on the peer's own Cluster, and the peer's controller advertises its key again", v1alpha1.ReaderPublicKeyAnnotation, err))
+			fmt.Sprintf("the public key the peer advertises on its own Cluster (%s) is malformed: %v. This cluster issues the peer no reader credential (it reads only this cluster's membership, with the shared reader Secret) until the peer advertises a valid key: the peer's admin deletes the annotation on the peer's own Cluster, and the peer's controller advertises its key again", v1alpha1.ReaderPublicKeyAnnotation, err))
 	}
 	return conditions.New(v1alpha1.ClusterConditionReaderKeyReady, true, v1alpha1.ReasonReaderKeyAdvertised,
 		fmt.Sprintf("the reader credential this cluster issues the peer is sealed to the public key it advertises (fingerprint %s)", seal.Fingerprint(publicKey)))

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -201,36 +202,72 @@ func TestDue(t *testing.T) {
 		now       time.Time
 		want      bool
 	}{
-		{"missing", nil, "", t0, true},
-		{"current", secret("s", srv, t0.Add(2*time.Hour)), "", t0, false},
-		{"due for renewal", secret("s", srv, t0.Add(2*time.Hour)), "", t0.Add(time.Hour), true},
-		{"issued for a ServiceAccount since recreated", secret("s", srv, t0.Add(2*time.Hour), func(s *corev1.Secret) { s.Annotations[v1alpha1.TokenServiceAccountUIDAnnotation] = "sa-0" }), "", t0, true},
-		{"another server", secret("s", "https://old.example:6443", t0.Add(2*time.Hour)), "", t0, true},
-		{"a copy, not ours", secret("s", srv, t0.Add(2*time.Hour), func(s *corev1.Secret) { s.Annotations[v1alpha1.OwnershipAnnotation] = "x" }), "", t0, true},
-		{"another type", secret("s", srv, t0.Add(2*time.Hour), func(s *corev1.Secret) { s.Type = corev1.SecretTypeOpaque }), "", t0, true},
-		{"sealed to the peer's key", secret("s", srv, t0.Add(2*time.Hour), sealedTo(key)), key, t0, false},
-		{"sealed, due for renewal", secret("s", srv, t0.Add(2*time.Hour), sealedTo(key)), key, t0.Add(time.Hour), true},
+		{"missing", nil, key, t0, true},
+		{"current", secret("s", srv, t0.Add(2*time.Hour), sealedTo(key)), key, t0, false},
+		{"due for renewal", secret("s", srv, t0.Add(2*time.Hour), sealedTo(key)), key, t0.Add(time.Hour), true},
+		{"issued for a ServiceAccount since recreated", secret("s", srv, t0.Add(2*time.Hour), sealedTo(key), func(s *corev1.Secret) { s.Annotations[v1alpha1.TokenServiceAccountUIDAnnotation] = "sa-0" }), key, t0, true},
+		{"a copy, not ours", secret("s", srv, t0.Add(2*time.Hour), sealedTo(key), func(s *corev1.Secret) { s.Annotations[v1alpha1.OwnershipAnnotation] = "x" }), key, t0, true},
+		{"another type", secret("s", srv, t0.Add(2*time.Hour), sealedTo(key), func(s *corev1.Secret) { s.Type = corev1.SecretTypeOpaque }), key, t0, true},
 		{"sealed to the peer's former key", secret("s", srv, t0.Add(2*time.Hour), sealedTo(other)), key, t0, true},
-		{"unsealed, the peer now has a key", secret("s", srv, t0.Add(2*time.Hour)), key, t0, true},
-		{"sealed, the peer no longer has a key", secret("s", srv, t0.Add(2*time.Hour), sealedTo(key)), "", t0, true},
+		{"in clear (an earlier version issued it so)", secret("s", srv, t0.Add(2*time.Hour)), key, t0, true},
 		{"marked sealed, holding plaintext", secret("s", srv, t0.Add(2*time.Hour), func(s *corev1.Secret) { s.Annotations[v1alpha1.SealedToAnnotation] = seal.Fingerprint(key) }), key, t0, true},
+		{"sealed, with plaintext beside", secret("s", srv, t0.Add(2*time.Hour), sealedTo(key), func(s *corev1.Secret) { s.Data[v1alpha1.KubeconfigKey] = []byte("x") }), key, t0, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := Due(tt.s, "sa-1", srv, nil, tt.publicKey, tt.now); got != tt.want {
+			if got := Due(tt.s, "sa-1", tt.publicKey, tt.now); got != tt.want {
 				t.Errorf("Due = %v, want %v", got, tt.want)
 			}
 		})
 	}
 }
 
+func TestBootstrapRules(t *testing.T) {
+	tests := []struct {
+		name  string
+		peers []Peer
+		want  []rbacv1.PolicyRule
+	}{
+		{"no peers: no rule (one without names would grant every Secret)", nil, nil},
+		{"a peer without an ID: no rule", []Peer{{Name: "b"}}, nil},
+		{"the issued credentials, by name, sorted, once", []Peer{{ID: "b"}, {ID: "a"}, {ID: "b"}}, []rbacv1.PolicyRule{{
+			APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "watch"},
+			ResourceNames: []string{v1alpha1.IssuedReaderSecretName("a"), v1alpha1.IssuedReaderSecretName("b")},
+		}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, BootstrapRules(tt.peers)); diff != "" {
+				t.Errorf("BootstrapRules (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 func TestChoose(t *testing.T) {
-	const x types.UID = "x"
+	const x, local types.UID = "x", "local"
+	key := mustKey(t)
+	open := func(issuer types.UID, sealed []byte) ([]byte, error) { return key.Open(issuer, local, sealed) }
 	shared := secret("shared", "https://x.example:6443", t0.Add(time.Hour))
 	mine := func(mods ...func(*corev1.Secret)) *corev1.Secret {
-		return secret("mine", "https://x.example:6443", t0.Add(time.Hour), append([]func(*corev1.Secret){func(s *corev1.Secret) {
-			s.Annotations[v1alpha1.OwnershipAnnotation] = string(x)
-		}}, mods...)...)
+		s := secret("mine", "https://x.example:6443", t0.Add(time.Hour))
+		b, err := seal.Seal(key.PublicKey(), x, local, s.Data[v1alpha1.KubeconfigKey])
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Annotations[v1alpha1.OwnershipAnnotation] = string(x)
+		s.Data = map[string][]byte{v1alpha1.SealedKubeconfigKey: b}
+		for _, m := range mods {
+			m(s)
+		}
+		return s
+	}
+	sealedGarbage := func(s *corev1.Secret) {
+		b, err := seal.Seal(key.PublicKey(), x, local, []byte("nope"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Data[v1alpha1.SealedKubeconfigKey] = b
 	}
 	tests := []struct {
 		name     string
@@ -242,27 +279,18 @@ func TestChoose(t *testing.T) {
 		{"its own credential", mine(), t0, "mine"},
 		{"its own credential expired: the shared one", mine(), t0.Add(time.Hour), "shared"},
 		{"a Secret not copied from x: the shared one", mine(func(s *corev1.Secret) { s.Annotations[v1alpha1.OwnershipAnnotation] = "y" }), t0, "shared"},
-		{"an unreadable credential: the shared one", mine(func(s *corev1.Secret) { s.Data[v1alpha1.KubeconfigKey] = []byte("nope") }), t0, "shared"},
+		{"an unreadable credential: the shared one", mine(sealedGarbage), t0, "shared"},
 		{"another type: the shared one", mine(func(s *corev1.Secret) { s.Type = corev1.SecretTypeOpaque }), t0, "shared"},
+		{"in clear: the shared one", secret("mine", "https://x.example:6443", t0.Add(time.Hour), func(s *corev1.Secret) {
+			s.Annotations[v1alpha1.OwnershipAnnotation] = string(x)
+		}), t0, "shared"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got, err := Choose(shared, tt.received, x, tt.now, nil); got.Name != tt.want || err != nil {
+			if got, err := Choose(shared, tt.received, x, tt.now, open); got.Name != tt.want || err != nil {
 				t.Errorf("Choose = %s, %v; want %s", got.Name, err, tt.want)
 			}
 		})
-	}
-
-	// The credential's token is used for the pinned server and CA, those of the shared
-	// Secret, whatever server the credential names.
-	moved := secret("mine", "https://elsewhere.example:6443", t0.Add(2*time.Hour), func(s *corev1.Secret) {
-		s.Annotations[v1alpha1.OwnershipAnnotation] = string(x)
-	})
-	got, _ := Choose(shared, moved, x, t0, nil)
-	r, ok := kubeconfig.Read(got.Data[v1alpha1.KubeconfigKey])
-	want, _ := kubeconfig.Read(moved.Data[v1alpha1.KubeconfigKey])
-	if !ok || r.Server != "https://x.example:6443" || r.Token != want.Token {
-		t.Errorf("Choose of a credential naming another server: server %q, its own token: %v; want the pinned server and its token", r.Server, r.Token == want.Token)
 	}
 }
 

@@ -14,8 +14,8 @@ import (
 // cluster ID checked): the only source a credential is sealed by. The annotation on the
 // local copy of a peer's Cluster is not used, since a member that relayed the copy could
 // have written it. A peer whose own Cluster has not been read yet is issued nothing, so
-// that nothing is issued unsealed to a peer that has a key; one whose own Cluster
-// advertises none (an older version) is issued an unsealed credential. Safe for
+// that nothing is issued before its key is known; one whose own Cluster advertises none
+// is issued nothing either (nothing is ever issued unsealed). Safe for
 // concurrent use.
 type PeerKeys struct {
 	mu   sync.Mutex

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -46,16 +48,27 @@ type Reconciler struct {
 	Departed func(now time.Time, clusters []v1alpha1.Cluster) map[types.UID]bool
 	Recorder record.EventRecorder
 	// PeerKeys holds the keys the peers advertise, as read from them; a peer whose key
-	// is not known yet is issued nothing. Nil issues unsealed credentials to every peer.
+	// is not known yet, or that advertises none or a malformed one, is issued nothing.
 	PeerKeys *PeerKeys
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 
 	mu sync.Mutex
-	// badKeys holds, per peer, the malformed public key last reported, so that it is
-	// logged once, not at every reconcile.
+	// badKeys holds, per peer, the malformed (or missing: noKey) public key last
+	// reported, so that it is logged once, not at every reconcile.
 	badKeys map[types.UID]string
+	// bootstrapRules are the rules last seen on (or written to) the bootstrap Role, at
+	// bootstrapAt, so that an unchanged Role costs no request; it is read again after
+	// bootstrapRecheck (an admin may have changed or deleted it).
+	bootstrapRules []rbacv1.PolicyRule
+	bootstrapAt    time.Time
 }
+
+// bootstrapRecheck is how long the rules last seen on the bootstrap Role are trusted.
+const bootstrapRecheck = time.Minute
+
+// noKey stands for "advertises no key" in badKeys.
+const noKey = "\x00none"
 
 // firstBadKey reports whether key is a malformed key of peer id not reported yet.
 func (r *Reconciler) firstBadKey(id types.UID, key string) bool {
@@ -120,7 +133,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	plan := Plan(Input{LocalID: r.Identity.ID, Clusters: clusters.Items, Departed: r.Departed(now, clusters.Items), ServiceAccounts: sas.Items})
 	own := ownCluster(clusters.Items, r.Identity)
 	if plan.Left {
-		return reconcile.Result{}, r.deleteIssued(ctx)
+		return reconcile.Result{}, errors.Join(r.ensureBootstrapRole(ctx, nil), r.deleteIssued(ctx))
+	}
+	// The bootstrap credential may get the credentials of the peers that stay or come,
+	// and no longer those of the revoked ones. A failure is retried, and does not stop
+	// the renewals below.
+	var firstErr error
+	if err := r.ensureBootstrapRole(ctx, BootstrapRules(append(append([]Peer(nil), plan.Keep...), plan.Create...))); err != nil {
+		log.Error(err, "the shared reader cannot get the credentials issued to new peers until the bootstrap Role is written")
+		firstErr = err
 	}
 
 	if plan.RotateShared {
@@ -147,7 +168,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 			readers, sa.Name, sa.Annotations[v1alpha1.PeerClusterNameAnnotation], sa.Annotations[v1alpha1.PeerClusterIDAnnotation])
 	}
 
-	var firstErr error
 	for _, p := range plan.Create {
 		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{
 			Namespace:   readers,
@@ -184,28 +204,33 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	}
 	next := now.Add(r.TokenLifetime / 2)
 	for _, p := range plan.Keep {
-		if r.PeerKeys != nil {
-			key, known := r.PeerKeys.Get(p.ID)
-			if !known {
-				// Its own Cluster has not been read yet: whether it has a key is not
-				// known, and nothing is issued unsealed to a peer that has one. The
-				// read triggers a reconcile.
-				log.V(1).Info("not issuing a reader credential yet: the peer's own Cluster has not been read", "peer", p.ID, "peerName", p.Name)
-				continue
-			}
-			p.PublicKey = key
+		key, known := r.PeerKeys.Get(p.ID)
+		if !known {
+			// Its own Cluster has not been read yet: the read triggers a reconcile.
+			log.V(1).Info("not issuing a reader credential yet: the peer's own Cluster has not been read", "peer", p.ID, "peerName", p.Name)
+			continue
 		}
-		if p.PublicKey != "" {
-			if _, err := seal.ParsePublicKey(p.PublicKey); err != nil {
-				// Nothing is issued to a key no credential can be sealed to. Not an error
-				// to retry: the peer's Cluster says so (ReaderKeyReady False,
-				// ReaderKeyInvalid), and the peer's next key triggers a reconcile.
-				if r.firstBadKey(p.ID, p.PublicKey) {
-					log.Info("not issuing a reader credential: the peer advertises a public key no credential can be sealed to",
-						"peer", p.ID, "peerName", p.Name, "annotation", v1alpha1.ReaderPublicKeyAnnotation, "error", err.Error())
-				}
-				continue
+		p.PublicKey = key
+		if p.PublicKey == "" {
+			// Nothing is issued in clear: every reader of this registry namespace could
+			// read it. The peer's Cluster says so (ReaderKeyReady False, NoReaderKey),
+			// and the peer's key, once advertised, triggers a reconcile.
+			if r.firstBadKey(p.ID, noKey) {
+				log.Info("not issuing a reader credential: the peer advertises no public key to seal it to", "peer", p.ID, "peerName", p.Name, "annotation", v1alpha1.ReaderPublicKeyAnnotation)
 			}
+			firstErr = errors.Join(firstErr, r.dropClear(ctx, p))
+			continue
+		}
+		if _, err := seal.ParsePublicKey(p.PublicKey); err != nil {
+			// Nothing is issued to a key no credential can be sealed to. Not an error
+			// to retry: the peer's Cluster says so (ReaderKeyReady False,
+			// ReaderKeyInvalid), and the peer's next key triggers a reconcile.
+			if r.firstBadKey(p.ID, p.PublicKey) {
+				log.Info("not issuing a reader credential: the peer advertises a public key no credential can be sealed to",
+					"peer", p.ID, "peerName", p.Name, "annotation", v1alpha1.ReaderPublicKeyAnnotation, "error", err.Error())
+			}
+			firstErr = errors.Join(firstErr, r.dropClear(ctx, p))
+			continue
 		}
 		renewAt, err := r.ensureToken(ctx, own, p, byKey[v1alpha1.ReaderKey(p.ID)], server, ca)
 		if err != nil {
@@ -244,6 +269,29 @@ func (r *Reconciler) deleteIssued(ctx context.Context) error {
 	return nil
 }
 
+// dropClear deletes the credential issued to peer p when it is in clear (an earlier
+// version issued one so to a peer without a key): every reader of the registry namespace
+// can read it, and nothing sealed replaces it while p advertises no valid key.
+func (r *Reconciler) dropClear(ctx context.Context, p Peer) error {
+	var s corev1.Secret
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: v1alpha1.IssuedReaderSecretName(p.ID)}, &s)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return apiError("reading the reader credential Secret "+r.Namespace+"/"+v1alpha1.IssuedReaderSecretName(p.ID), err)
+	}
+	if s.Annotations[v1alpha1.OwnershipAnnotation] != "" || len(s.Data[v1alpha1.KubeconfigKey]) == 0 {
+		return nil // a copy, not ours; or sealed
+	}
+	uid := s.UID
+	if err := r.Client.Delete(ctx, &s, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return apiError("deleting the reader credential in clear "+r.Namespace+"/"+s.Name, err)
+	}
+	logf.FromContext(ctx).Info("reader credential in clear deleted: the peer advertises no key to seal it to", "secret", r.Namespace+"/"+s.Name, "peer", p.ID, "peerName", p.Name)
+	return nil
+}
+
 // advertised returns the server and CA of the local shared reader Secret: what peers
 // reach this cluster at.
 func (r *Reconciler) advertised(ctx context.Context, own *v1alpha1.Cluster) (string, []byte, bool) {
@@ -275,15 +323,13 @@ func (r *Reconciler) ensureToken(ctx context.Context, own *v1alpha1.Cluster, p P
 		return time.Time{}, apiError("reading the reader credential Secret "+r.Namespace+"/"+name, err)
 	}
 	now := r.now()
-	if found && !Due(&existing, sa.UID, server, ca, p.PublicKey, now) {
+	if found && !Due(&existing, sa.UID, p.PublicKey, now) {
 		renewAt, _ := time.Parse(time.RFC3339, existing.Annotations[v1alpha1.TokenRenewAfterAnnotation])
 		return renewAt, nil
 	}
-	if p.PublicKey != "" {
-		// Checked before a token is minted: a key that cannot be sealed to gets none.
-		if _, err := seal.ParsePublicKey(p.PublicKey); err != nil {
-			return time.Time{}, fmt.Errorf("cluster %s advertises a public key (%s on its Cluster) no credential can be sealed to: %w", p.Name, v1alpha1.ReaderPublicKeyAnnotation, err)
-		}
+	// Checked before a token is minted: a key that cannot be sealed to gets none.
+	if _, err := seal.ParsePublicKey(p.PublicKey); err != nil {
+		return time.Time{}, fmt.Errorf("cluster %s advertises a public key (%s on its Cluster) no credential can be sealed to: %w", p.Name, v1alpha1.ReaderPublicKeyAnnotation, err)
 	}
 	issued, err := bootstrap.IssueReader(ctx, r.Tokens(sa.Namespace), sa.Name, sa.UID, r.TokenLifetime, now, r.Identity.Name, server, ca)
 	if err != nil {
@@ -293,16 +339,14 @@ func (r *Reconciler) ensureToken(ctx context.Context, own *v1alpha1.Cluster, p P
 	annotations := issued.Annotations
 	annotations[v1alpha1.PeerClusterIDAnnotation] = string(p.ID)
 	annotations[v1alpha1.PeerClusterNameAnnotation] = p.Name
-	secretData := map[string][]byte{v1alpha1.KubeconfigKey: data}
-	if p.PublicKey != "" {
-		// Only p can open it: the other peers read this Secret too.
-		sealed, err := seal.Seal(p.PublicKey, r.Identity.ID, p.ID, data)
-		if err != nil {
-			return time.Time{}, fmt.Errorf("sealing the reader credential of cluster %s to the public key on its Cluster (%s): %w", p.Name, v1alpha1.ReaderPublicKeyAnnotation, err)
-		}
-		secretData = map[string][]byte{v1alpha1.SealedKubeconfigKey: sealed}
-		annotations[v1alpha1.SealedToAnnotation] = seal.Fingerprint(p.PublicKey)
+	// Only p can open it: the other peers' readers, and every holder of the bootstrap
+	// credential, may read this Secret.
+	sealed, err := seal.Seal(p.PublicKey, r.Identity.ID, p.ID, data)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("sealing the reader credential of cluster %s to the public key on its Cluster (%s): %w", p.Name, v1alpha1.ReaderPublicKeyAnnotation, err)
 	}
+	secretData := map[string][]byte{v1alpha1.SealedKubeconfigKey: sealed}
+	annotations[v1alpha1.SealedToAnnotation] = seal.Fingerprint(p.PublicKey)
 	desired := corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace:   r.Namespace,
@@ -343,6 +387,56 @@ func (r *Reconciler) ensureToken(ctx context.Context, own *v1alpha1.Cluster, p P
 		r.event(own, corev1.EventTypeNormal, EventReasonReaderIssued, "reader ServiceAccount %s/%s issued to cluster %s (clusterID %s)", sa.Namespace, sa.Name, p.Name, p.ID)
 	}
 	return renewAt, nil
+}
+
+// ensureBootstrapRole makes the rules of the Role v1alpha1.BootstrapRoleName rules
+// (none: the Role grants nothing), creating it when missing.
+func (r *Reconciler) ensureBootstrapRole(ctx context.Context, rules []rbacv1.PolicyRule) error {
+	r.mu.Lock()
+	same := !r.bootstrapAt.IsZero() && r.now().Sub(r.bootstrapAt) < bootstrapRecheck && equality.Semantic.DeepEqual(r.bootstrapRules, rules)
+	r.mu.Unlock()
+	if same {
+		return nil
+	}
+	name := r.Namespace + "/" + v1alpha1.BootstrapRoleName
+	var role rbacv1.Role
+	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: v1alpha1.BootstrapRoleName}, &role)
+	switch {
+	case apierrors.IsNotFound(err):
+		role = rbacv1.Role{
+			ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: v1alpha1.BootstrapRoleName,
+				Labels: map[string]string{"app.kubernetes.io/part-of": "kubectl-registry"}},
+			Rules: rules,
+		}
+		if err := r.Client.Create(ctx, &role, client.FieldOwner(v1alpha1.FieldManager)); err != nil && !apierrors.IsAlreadyExists(err) {
+			return apiError("creating the bootstrap Role "+name, err)
+		} else if err != nil {
+			return fmt.Errorf("creating the bootstrap Role %s: it was created meanwhile; deciding again", name)
+		}
+	case err != nil:
+		return apiError("reading the bootstrap Role "+name, err)
+	case !equality.Semantic.DeepEqual(role.Rules, rules):
+		role.Rules = rules
+		if err := r.Client.Update(ctx, &role, client.FieldOwner(v1alpha1.FieldManager)); err != nil {
+			return apiError("updating the bootstrap Role "+name, err)
+		}
+	default:
+		r.remember(rules)
+		return nil
+	}
+	var names []string
+	for _, rule := range rules {
+		names = append(names, rule.ResourceNames...)
+	}
+	logf.FromContext(ctx).Info("bootstrap Role updated: the shared reader may get these issued credentials, by name", "role", name, "secrets", names)
+	r.remember(rules)
+	return nil
+}
+
+func (r *Reconciler) remember(rules []rbacv1.PolicyRule) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.bootstrapRules, r.bootstrapAt = rules, r.now()
 }
 
 func (r *Reconciler) event(own *v1alpha1.Cluster, typ, reason, format string, args ...any) {

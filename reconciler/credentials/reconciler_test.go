@@ -2,6 +2,7 @@ package credentials
 
 import (
 	"context"
+	"errors"
 	"sort"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -20,6 +22,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
@@ -74,8 +77,12 @@ func fixture(t *testing.T, extra ...client.Object) (client.Client, *Reconciler, 
 	objs := append([]client.Object{&own, shared, sharedSA, &a, &b}, extra...)
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build()
 	m := &minter{now: t0}
+	keys := NewPeerKeys()
+	keys.Set(idA, mustKey(t).PublicKey())
+	keys.Set(idB, mustKey(t).PublicKey())
 	r := &Reconciler{
-		Client: c, APIReader: c, Tokens: m.forNamespace,
+		PeerKeys: keys,
+		Client:   c, APIReader: c, Tokens: m.forNamespace,
 		Identity:      bootstrap.Identity{ID: idL, Name: "l"},
 		Namespace:     registryNS,
 		TokenLifetime: 24 * time.Hour,
@@ -128,9 +135,12 @@ func TestReconcileIssuesAndRevokes(t *testing.T) {
 	if err := c.Get(ctx, client.ObjectKey{Namespace: registryNS, Name: v1alpha1.IssuedReaderSecretName(idA)}, &issued); err != nil {
 		t.Fatal(err)
 	}
-	rd, ok := kubeconfig.Read(issued.Data[v1alpha1.KubeconfigKey])
-	if !ok || rd.Server != "https://l.example:6443" || issued.Type != v1alpha1.SecretTypeClusterRegistry || issued.Labels[v1alpha1.ReaderForLabel] != v1alpha1.ReaderKey(idA) {
-		t.Errorf("issued Secret: server %q, type %q, labels %v", rd.Server, issued.Type, issued.Labels)
+	if len(issued.Data[v1alpha1.SealedKubeconfigKey]) == 0 || len(issued.Data[v1alpha1.KubeconfigKey]) != 0 || issued.Type != v1alpha1.SecretTypeClusterRegistry || issued.Labels[v1alpha1.ReaderForLabel] != v1alpha1.ReaderKey(idA) {
+		t.Errorf("issued Secret: data %v, type %q, labels %v; want it sealed, typed and labelled", keys(issued.Data), issued.Type, issued.Labels)
+	}
+	// The bootstrap credential may get exactly the issued credentials, by name.
+	if diff := cmp.Diff([]string{v1alpha1.IssuedReaderSecretName(idA), v1alpha1.IssuedReaderSecretName(idB)}, bootstrapNames(t, c)); diff != "" {
+		t.Errorf("bootstrap Role (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff([]string{readers + "/" + v1alpha1.ReaderServiceAccountName(idA), readers + "/" + v1alpha1.ReaderServiceAccountName(idB)}, m.calls); diff != "" {
 		t.Errorf("tokens minted (-want +got):\n%s", diff)
@@ -177,6 +187,9 @@ func TestReconcileIssuesAndRevokes(t *testing.T) {
 	if diff := cmp.Diff([]string{v1alpha1.IssuedReaderSecretName(idA), "l"}, names(t, c, &corev1.SecretList{}, registryNS)); diff != "" {
 		t.Errorf("registry Secrets after b left (-want +got):\n%s", diff)
 	}
+	if diff := cmp.Diff([]string{v1alpha1.IssuedReaderSecretName(idA)}, bootstrapNames(t, c)); diff != "" {
+		t.Errorf("bootstrap Role after b left (-want +got):\n%s", diff)
+	}
 	// The bootstrapper recreates the shared reader; the next reconcile rotates nothing.
 	recreated := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: registryNS, Name: v1alpha1.ReaderName}}
 	if err := c.Create(ctx, recreated); err != nil {
@@ -190,6 +203,62 @@ func TestReconcileIssuesAndRevokes(t *testing.T) {
 	}
 	if len(m.calls) != 2 {
 		t.Errorf("after b left, %d more tokens were minted, want none", len(m.calls)-2)
+	}
+
+	// The local cluster leaves: the bootstrap credential may get nothing (a rule
+	// without names would grant every Secret), and the issued Secrets go.
+	r.Departed = func(time.Time, []v1alpha1.Cluster) map[types.UID]bool { return map[types.UID]bool{idL: true} }
+	if _, err := r.Reconcile(ctx, reconcile.Request{}); err != nil {
+		t.Fatal(err)
+	}
+	var role rbacv1.Role
+	if err := c.Get(ctx, client.ObjectKey{Namespace: registryNS, Name: v1alpha1.BootstrapRoleName}, &role); err != nil || len(role.Rules) != 0 {
+		t.Errorf("bootstrap Role after the local cluster left: %v, rules %v; want it without rules", err, role.Rules)
+	}
+	if diff := cmp.Diff([]string{"l"}, names(t, c, &corev1.SecretList{}, registryNS)); diff != "" {
+		t.Errorf("registry Secrets after the local cluster left (-want +got):\n%s", diff)
+	}
+}
+
+// bootstrapNames returns the Secret names the bootstrap Role grants, checking that its
+// rules grant nothing else.
+func bootstrapNames(t *testing.T, c client.Client) []string {
+	t.Helper()
+	var role rbacv1.Role
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: registryNS, Name: v1alpha1.BootstrapRoleName}, &role); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, rule := range role.Rules {
+		if len(rule.ResourceNames) == 0 || !cmp.Equal(rule.Resources, []string{"secrets"}) || !cmp.Equal(rule.APIGroups, []string{""}) ||
+			!cmp.Equal(rule.Verbs, []string{"get", "list", "watch"}) {
+			t.Errorf("bootstrap Role rule %+v grants more than getting named Secrets", rule)
+		}
+		out = append(out, rule.ResourceNames...)
+	}
+	return out
+}
+
+// TestReconcileIssuesWhenTheBootstrapRoleFails: a bootstrap Role that cannot be written
+// (an install without the controller's right to) is an error to retry, and does not stop
+// the credentials from being issued.
+func TestReconcileIssuesWhenTheBootstrapRoleFails(t *testing.T) {
+	ctx := context.Background()
+	c, r, _ := fixture(t)
+	r.Client = interceptor.NewClient(c.(client.WithWatch), interceptor.Funcs{
+		Create: func(ctx context.Context, cl client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if _, ok := obj.(*rbacv1.Role); ok {
+				return apierrors.NewForbidden(rbacv1.Resource("roles"), obj.GetName(), errors.New("not allowed"))
+			}
+			return cl.Create(ctx, obj, opts...)
+		},
+	})
+	if _, err := r.Reconcile(ctx, reconcile.Request{}); err == nil || !strings.Contains(err.Error(), v1alpha1.BootstrapRoleName) {
+		t.Errorf("Reconcile = %v, want an error naming the bootstrap Role", err)
+	}
+	want := []string{v1alpha1.IssuedReaderSecretName(idA), v1alpha1.IssuedReaderSecretName(idB), "l"}
+	if diff := cmp.Diff(want, names(t, c, &corev1.SecretList{}, registryNS)); diff != "" {
+		t.Errorf("registry Secrets (-want +got):\n%s", diff)
 	}
 }
 
@@ -212,11 +281,17 @@ func TestReconcileWaitsForTheSharedSecret(t *testing.T) {
 
 // TestReconcileSeals: a peer whose own Cluster advertises a public key gets its
 // credential sealed to it (only that peer opens it, for this issuer); one whose own
-// Cluster advertises none gets it unsealed; one whose own Cluster was not read yet gets
-// nothing, whatever the local copy of its Cluster says; a new key of the peer gets a new
-// credential, sealed to the new key.
+// Cluster advertises none gets nothing (a credential in clear would be readable by every
+// reader of the registry namespace), logged once; one whose own Cluster was not read
+// yet gets nothing, whatever the local copy of its Cluster says; a new key of the peer
+// gets a new credential, sealed to the new key.
 func TestReconcileSeals(t *testing.T) {
-	ctx := context.Background()
+	var logged []string
+	ctx := logr.NewContext(context.Background(), funcr.New(func(prefix, args string) {
+		if strings.Contains(args, "no public key to seal it to") {
+			logged = append(logged, args)
+		}
+	}, funcr.Options{}))
 	keyA, keyA2, keyB, forged := mustKey(t), mustKey(t), mustKey(t), mustKey(t)
 	c, r, m := fixture(t)
 	r.PeerKeys = NewPeerKeys()
@@ -260,13 +335,37 @@ func TestReconcileSeals(t *testing.T) {
 		t.Errorf("b, whose own Cluster was not read, was issued a credential (%v)", err)
 	}
 
-	// b's own Cluster advertises no key (an older version): unsealed.
+	// b's own Cluster advertises no key: nothing, logged once; a credential in clear an
+	// earlier version issued b is deleted.
+	clear := secret(v1alpha1.IssuedReaderSecretName(idB), "https://l.example:6443", t0.Add(time.Hour))
+	clear.Namespace = registryNS
+	if err := c.Create(ctx, clear); err != nil {
+		t.Fatal(err)
+	}
 	r.PeerKeys.Set(idB, "")
+	for range 2 {
+		if _, err := r.Reconcile(ctx, reconcile.Request{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := issued(idB); !apierrors.IsNotFound(err) {
+		t.Errorf("b, which advertises no key, was issued a credential (%v)", err)
+	}
+	if len(logged) != 1 {
+		t.Errorf("logged %d lines about b's missing key, want 1", len(logged))
+	}
+	for _, call := range m.calls {
+		if strings.HasSuffix(call, v1alpha1.ReaderServiceAccountName(idB)) {
+			t.Errorf("a token was minted for b: %s", call)
+		}
+	}
+	// b advertises its key: b is issued a credential sealed to it.
+	r.PeerKeys.Set(idB, keyB.PublicKey())
 	if _, err := r.Reconcile(ctx, reconcile.Request{}); err != nil {
 		t.Fatal(err)
 	}
-	if sb, err := issued(idB); err != nil || len(sb.Data[v1alpha1.KubeconfigKey]) == 0 || len(sb.Data[v1alpha1.SealedKubeconfigKey]) != 0 {
-		t.Errorf("b advertises no key: its credential should be unsealed (%v), keys %v", err, keys(sb.Data))
+	if sb, err := issued(idB); err != nil || sb.Annotations[v1alpha1.SealedToAnnotation] != seal.Fingerprint(keyB.PublicKey()) {
+		t.Errorf("b advertises a key: %v, sealed to %q", err, sb.Annotations[v1alpha1.SealedToAnnotation])
 	}
 
 	// Nothing is minted again while current.
@@ -312,7 +411,7 @@ func TestReconcileRefusesABadPublicKey(t *testing.T) {
 	c, r, m := fixture(t)
 	r.PeerKeys = NewPeerKeys()
 	r.PeerKeys.Set(idA, "x25519:not-a-key")
-	r.PeerKeys.Set(idB, "")
+	r.PeerKeys.Set(idB, mustKey(t).PublicKey())
 	for range 2 {
 		if _, err := r.Reconcile(ctx, reconcile.Request{}); err != nil {
 			t.Fatalf("Reconcile = %v, want no error to retry", err)
@@ -344,7 +443,7 @@ func TestReconcileRefusesABadPublicKey(t *testing.T) {
 
 // TestPeerKeyCondition: the ReaderKeyReady condition of a peer's Cluster on the issuer
 // says what the issuer does with the key the peer advertises: a malformed key
-// (ReaderKeyInvalid) gets no credential, no key (NoReaderKey) an unsealed one, a valid
+// (ReaderKeyInvalid) gets no credential, nor does no key (NoReaderKey), a valid
 // key (ReaderKeyAdvertised) one sealed to it, whose fingerprint the message names.
 func TestPeerKeyCondition(t *testing.T) {
 	valid, err := seal.GenerateKey()
@@ -364,7 +463,7 @@ func TestPeerKeyCondition(t *testing.T) {
 		want outcome
 	}{
 		{"a valid key", valid.PublicKey(), outcome{corev1.ConditionTrue, v1alpha1.ReasonReaderKeyAdvertised, true, seal.Fingerprint(valid.PublicKey())}},
-		{"no key (an older version)", "", outcome{corev1.ConditionFalse, v1alpha1.ReasonNoReaderKey, true, ""}},
+		{"no key", "", outcome{corev1.ConditionFalse, v1alpha1.ReasonNoReaderKey, false, ""}},
 		{"not base64", "x25519:not-a-key", outcome{corev1.ConditionFalse, v1alpha1.ReasonReaderKeyInvalid, false, ""}},
 		{"another algorithm", "rsa:" + strings.TrimPrefix(valid.PublicKey(), seal.PublicKeyPrefix), outcome{corev1.ConditionFalse, v1alpha1.ReasonReaderKeyInvalid, false, ""}},
 		{"too short", seal.PublicKeyPrefix + "AAAA", outcome{corev1.ConditionFalse, v1alpha1.ReasonReaderKeyInvalid, false, ""}},
@@ -382,7 +481,6 @@ func TestPeerKeyCondition(t *testing.T) {
 			c, r, _ := fixture(t)
 			r.PeerKeys = NewPeerKeys()
 			r.PeerKeys.Set(idA, tt.key)
-			r.PeerKeys.Set(idB, "")
 			_, _ = r.Reconcile(ctx, reconcile.Request{})
 			got := outcome{Status: cond.Status, Reason: cond.Reason}
 			var s corev1.Secret

@@ -301,9 +301,11 @@ func (e *Engine) anyLocalScope(gvk schema.GroupVersionKind) (scope, bool) {
 	return scope{}, false
 }
 
+// peerFeatures returns the peer's ClusterFeatures; none while it is read with its
+// bootstrap credential, which may not read them.
 func peerFeatures(ctx context.Context, p peers.Peer) []v1alpha1.ClusterFeature {
 	rd := p.Reader()
-	if rd == nil {
+	if rd == nil || p.Bootstrap {
 		return nil
 	}
 	var list v1alpha1.ClusterFeatureList

@@ -82,6 +82,8 @@ func (e *Engine) status(ctx context.Context, r *ruleEntry) v1alpha1.ResourceSync
 		for _, p := range all {
 			src := v1alpha1.RuleSource{Cluster: p.Name}
 			switch {
+			case p.Ready && p.Bootstrap:
+				src.State, src.Message = v1alpha1.SourceUnreachable, "waiting for the reader credential the peer issues this cluster (it is read with its bootstrap credential, which reads none of its objects); its copies are kept as they are"
 			case !p.Ready || p.Config() == nil:
 				src.State, src.Message = v1alpha1.SourceUnreachable, "the peer is not Ready; its copies are kept as they are"
 			case !r.compiled.Sources(peerFeatures(ctx, p)):

@@ -175,6 +175,7 @@ func SetupRegistry(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	pm, err := peers.NewManager(peers.Options{
 		Scheme:           mgr.GetScheme(),
 		Namespace:        opts.Namespace,
+		LocalID:          identity.ID,
 		HealthInterval:   ro.PeerHealthInterval,
 		Addresses:        kubeconfig.AddressPolicy{AllowLoopback: ro.AllowLoopbackPeers},
 		FailureThreshold: ro.PeerFailureThreshold,

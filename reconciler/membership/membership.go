@@ -122,7 +122,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 			in.Unreachable = append(in.Unreachable, p.ClusterID)
 			continue
 		}
-		view := members.View{Name: p.Name, ClusterID: p.ClusterID}
+		view := members.View{Name: p.Name, ClusterID: p.ClusterID, Bootstrap: p.Bootstrap}
 		var pc v1alpha1.ClusterList
 		if err := rd.List(ctx, &pc); err != nil {
 			in.Unreachable = append(in.Unreachable, p.ClusterID)

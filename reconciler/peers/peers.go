@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -54,6 +55,10 @@ type Options struct {
 	Scheme *runtime.Scheme
 	// Namespace is the registry namespace; Secrets are read from peers only there.
 	Namespace string
+	// LocalID is the local cluster's ID: a connection with a peer's bootstrap
+	// credential reads, of the peer's Secrets, only the credential issued to it
+	// (v1alpha1.IssuedReaderSecretName(LocalID)).
+	LocalID types.UID
 	// HealthInterval is the period of the health check.
 	HealthInterval time.Duration
 	// FailureThreshold is how many consecutive failed checks make a peer not Ready.
@@ -78,6 +83,9 @@ func (o *Options) defaults() {
 	}
 }
 
+// MessageBootstrap is the message of a Ready peer read with its bootstrap credential.
+const MessageBootstrap = "the peer answers; it is read with its shared reader Secret, a bootstrap credential, until it issues this cluster a reader credential of its own: only its membership is read, none of its objects"
+
 // Peer is a snapshot of one peer connection.
 type Peer struct {
 	// Name of the peer's Cluster CR.
@@ -96,6 +104,12 @@ type Peer struct {
 	Synced bool
 	// LastSuccess is the time of the last successful check.
 	LastSuccess time.Time
+	// Bootstrap is set when the connection uses the peer's shared reader Secret, a
+	// bootstrap credential (package credentials): the peer has not issued this cluster a
+	// reader of its own yet, or it is not usable. Such a connection reads only the
+	// peer's Cluster CRs and the credential issued to this cluster (Reader); Config and
+	// HTTPClient are nil, so nothing else of the peer is read.
+	Bootstrap bool
 
 	reader client.Reader
 	config *rest.Config
@@ -104,26 +118,29 @@ type Peer struct {
 
 // Config returns the REST config of the connection (the peer's reader identity, no
 // client-side timeout so watches last), or nil when the peer is not connected and
-// synced. Callers only read with it: the reader identity cannot write anyway.
+// synced, or connected with its bootstrap credential. Callers only read with it: the
+// reader identity cannot write anyway.
 func (p Peer) Config() *rest.Config {
-	if !p.Synced || p.config == nil {
+	if !p.Synced || p.config == nil || p.Bootstrap {
 		return nil
 	}
 	return rest.CopyConfig(p.config)
 }
 
 // HTTPClient returns the HTTP client to use with Config (no timeout, for watches; it
-// dials only addresses the policy allows and refuses redirects), or nil when the peer is
-// not connected and synced. Every client of the peer is built on it.
+// dials only addresses the policy allows and refuses redirects), or nil when Config is.
+// Every client of the peer is built on it.
 func (p Peer) HTTPClient() *http.Client {
-	if !p.Synced || p.config == nil {
+	if !p.Synced || p.config == nil || p.Bootstrap {
 		return nil
 	}
 	return p.http
 }
 
-// Reader returns a read-only view of the peer (its informer cache), or nil when the
-// peer is not connected and synced.
+// Reader returns a read-only view of the peer (its informer cache: its Cluster CRs, the
+// Secrets of its registry namespace and its ClusterFeatures; with the bootstrap
+// credential only its Cluster CRs and the credential it issued to this cluster), or nil
+// when the peer is not connected and synced.
 func (p Peer) Reader() client.Reader {
 	if !p.Synced {
 		return nil
@@ -157,8 +174,8 @@ type Manager struct {
 // NewManager returns a Manager; it connects nothing until Start.
 func NewManager(opts Options) (*Manager, error) {
 	opts.defaults()
-	if opts.Scheme == nil || opts.Namespace == "" {
-		return nil, errors.New("peers: a scheme and the registry namespace are required")
+	if opts.Scheme == nil || opts.Namespace == "" || opts.LocalID == "" {
+		return nil, errors.New("peers: a scheme, the registry namespace and the local cluster's ID are required")
 	}
 	m, err := newMetrics(opts.Registerer)
 	if err != nil {
@@ -238,10 +255,12 @@ func (m *Manager) Remove(name string) {
 
 // Ensure makes sure a connection matching the Cluster and its reader Secret exists,
 // replacing one built from an older Secret or for another cluster ID, and returns its
-// snapshot. An invalid kubeconfig closes any connection and returns a peer in state
+// snapshot. bootstrap says the Secret is the peer's bootstrap credential (its shared
+// reader Secret): the connection then reads only what that credential may read. An
+// invalid kubeconfig closes any connection and returns a peer in state
 // InvalidAuthInfo.
-func (m *Manager) Ensure(cluster *v1alpha1.Cluster, secret *corev1.Secret) Peer {
-	fp := fingerprint(cluster.Spec.ClusterID, secret)
+func (m *Manager) Ensure(cluster *v1alpha1.Cluster, secret *corev1.Secret, bootstrap bool) Peer {
+	fp := fingerprint(cluster.Spec.ClusterID, secret, bootstrap)
 	m.mu.Lock()
 	if c, ok := m.conns[cluster.Name]; ok && c.fingerprint == fp {
 		m.mu.Unlock()
@@ -256,7 +275,7 @@ func (m *Manager) Ensure(cluster *v1alpha1.Cluster, secret *corev1.Secret) Peer 
 		}
 		return Peer{Name: cluster.Name, ClusterID: cluster.Spec.ClusterID, Reason: v1alpha1.ReasonClusterNotConnected, Message: msg}
 	}
-	c := newConn(m, cluster.Name, cluster.Spec.ClusterID, fp)
+	c := newConn(m, cluster.Name, cluster.Spec.ClusterID, fp, bootstrap)
 	m.conns[cluster.Name] = c
 	log := m.log
 	m.mu.Unlock()
@@ -331,10 +350,14 @@ func Authenticate(ctx context.Context, data []byte, addresses kubeconfig.Address
 }
 
 // fingerprint identifies what a connection was built from.
-func fingerprint(id types.UID, s *corev1.Secret) string {
+func fingerprint(id types.UID, s *corev1.Secret, bootstrap bool) string {
 	h := sha256.New()
 	h.Write([]byte(id))
-	h.Write([]byte{0})
+	if bootstrap {
+		h.Write([]byte{1})
+	} else {
+		h.Write([]byte{0})
+	}
 	h.Write(s.Data[v1alpha1.KubeconfigKey])
 	return hex.EncodeToString(h.Sum(nil))
 }
@@ -356,9 +379,9 @@ type conn struct {
 	fails int
 }
 
-func newConn(m *Manager, name string, id types.UID, fp string) *conn {
+func newConn(m *Manager, name string, id types.UID, fp string, bootstrap bool) *conn {
 	return &conn{m: m, fingerprint: fp, done: make(chan struct{}),
-		peer: Peer{Name: name, ClusterID: id, Reason: v1alpha1.ReasonClusterNotConnected, Message: "connecting"}}
+		peer: Peer{Name: name, ClusterID: id, Reason: v1alpha1.ReasonClusterNotConnected, Message: "connecting", Bootstrap: bootstrap}}
 }
 
 func (c *conn) snapshot() Peer {
@@ -450,13 +473,24 @@ func (c *conn) run(ctx context.Context, cfg *rest.Config) {
 	// Watches are long requests: no client-side timeout on the cache's connection.
 	watchCfg := rest.CopyConfig(cfg)
 	watchCfg.Timeout = 0
+	secrets := cache.Config{}
+	kinds := []client.Object{&v1alpha1.Cluster{}, &corev1.Secret{}, &v1alpha1.ClusterFeature{}}
+	if c.snapshot().Bootstrap {
+		// What the bootstrap credential may read: the Clusters, and the credential the
+		// peer issued to this cluster, by name.
+		secrets.FieldSelector = fields.OneTermEqualSelector("metadata.name", v1alpha1.IssuedReaderSecretName(opts.LocalID))
+		kinds = kinds[:2]
+	}
 	cch, err := cache.New(watchCfg, cache.Options{
 		HTTPClient: watches,
 		Scheme:     opts.Scheme,
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Secret{}: {Namespaces: map[string]cache.Config{opts.Namespace: {}}},
+			&corev1.Secret{}: {Namespaces: map[string]cache.Config{opts.Namespace: secrets}},
 		},
 		DefaultTransform: cache.TransformStripManagedFields(),
+		// A kind not watched above is an error, not a new informer: one the credential
+		// may not read would wait for a sync that never comes.
+		ReaderFailOnMissingInformer: true,
 	})
 	if err != nil {
 		c.set(func(p *Peer) { p.Message = fmt.Sprintf("building the cache: %v", err) })
@@ -464,7 +498,7 @@ func (c *conn) run(ctx context.Context, cfg *rest.Config) {
 	}
 	name := c.snapshot().Name
 	notify := func() { c.m.notify(name) }
-	for _, obj := range []client.Object{&v1alpha1.Cluster{}, &corev1.Secret{}, &v1alpha1.ClusterFeature{}} {
+	for _, obj := range kinds {
 		inf, err := cch.GetInformer(ctx, obj)
 		if err != nil {
 			c.set(func(p *Peer) { p.Message = fmt.Sprintf("watching the peer: %v", err) })
@@ -546,6 +580,9 @@ func (c *conn) check(ctx context.Context, r client.Reader) error {
 		c.mu.Unlock()
 		c.set(func(p *Peer) {
 			p.State, p.Ready, p.Reason, p.Message = v1alpha1.ClusterStateReady, true, v1alpha1.ReasonClusterReachable, "the peer answers"
+			if p.Bootstrap {
+				p.Message = MessageBootstrap
+			}
 			p.LastSuccess = time.Now()
 		})
 		return nil

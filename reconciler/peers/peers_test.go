@@ -49,7 +49,7 @@ func newManager(t *testing.T, opts Options) *Manager {
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	opts.Scheme, opts.Namespace = scheme, v1alpha1.DefaultNamespace
+	opts.Scheme, opts.Namespace, opts.LocalID = scheme, v1alpha1.DefaultNamespace, "local"
 	m, err := NewManager(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -169,7 +169,7 @@ func TestEnsureReportsOnlyTheClass(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			m := startManager(t, tc.policy)
 			c, s := peerOf(t, "p", tc.server, tc.ca)
-			m.Ensure(c, s)
+			m.Ensure(c, s, false)
 			var p Peer
 			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 				p, _ = m.Get("p")
@@ -250,7 +250,7 @@ func TestStartStopsWhileAConnectionReports(t *testing.T) {
 	stopped := run(t, m, ctx)
 
 	c, s := peerOf(t, "p", server.URL, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: server.Certificate().Raw}))
-	m.Ensure(c, s)
+	m.Ensure(c, s, false)
 	select {
 	case <-reporting:
 	case <-time.After(10 * time.Second):
@@ -307,7 +307,7 @@ func TestEnsureAfterStopConnectsNothing(t *testing.T) {
 	<-stopped
 
 	c, s := peerOf(t, "p", server.URL, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: server.Certificate().Raw}))
-	p := m.Ensure(c, s)
+	p := m.Ensure(c, s, false)
 	if diff := cmp.Diff([]any{v1alpha1.ReasonClusterNotConnected, "the controller is stopping"}, []any{p.Reason, p.Message}); diff != "" {
 		t.Errorf("Ensure after Start returned (-want +got):\n%s", diff)
 	}

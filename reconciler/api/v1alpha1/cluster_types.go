@@ -101,8 +101,8 @@ const (
 	// not. On a peer's Cluster it says what the public key the peer advertises on its own
 	// Cluster, as its API server serves it, is worth to this cluster as an issuer: True
 	// when the credential issued to the peer is sealed to it, False with
-	// ReasonReaderKeyInvalid (nothing is issued to the peer) or ReasonNoReaderKey (the
-	// credential is issued unsealed); absent until the peer's own Cluster has been read.
+	// ReasonReaderKeyInvalid or ReasonNoReaderKey (nothing is issued to the peer: it reads
+	// only this cluster's membership); absent until the peer's own Cluster has been read.
 	ClusterConditionReaderKeyReady ClusterConditionType = "ReaderKeyReady"
 )
 
@@ -131,8 +131,9 @@ const (
 	// ReasonReaderKeySecretFailed (ReaderKeyReady False, local Cluster): the key pair's
 	// Secret cannot be made or read, or its public key cannot be advertised on the local
 	// Cluster (an API error: a missing readers namespace, missing rights); the message
-	// says which. While no key is advertised, peers issue this cluster unsealed
-	// credentials; while the key cannot be read, the ones sealed to it are not used.
+	// says which. While no key is advertised, peers issue this cluster no credential (it
+	// reads only their membership); while the key cannot be read, the ones sealed to it
+	// are not used.
 	ReasonReaderKeySecretFailed = "ReaderKeySecretFailed"
 	// ReasonReaderKeyInvalid (ReaderKeyReady False): on the local Cluster, the key
 	// pair's Secret holds no valid private key (deleting it makes a new key pair); on a
@@ -140,7 +141,8 @@ const (
 	// issues the peer no credential until the peer advertises a valid one.
 	ReasonReaderKeyInvalid = "ReaderKeyInvalid"
 	// ReasonNoReaderKey (ReaderKeyReady False, peer's Cluster): the peer advertises no
-	// public key (an older version): the credential this cluster issues it is unsealed.
+	// public key: this cluster issues it no credential (one in clear would be readable by
+	// every reader of the registry namespace).
 	ReasonNoReaderKey = "NoReaderKey"
 )
 

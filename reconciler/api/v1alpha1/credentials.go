@@ -53,6 +53,12 @@ const (
 	ReceivedReaderSecretPrefix = "cluster-registry-reader-from-"
 	// ReadersNamespaceSuffix makes the readers namespace from the registry namespace.
 	ReadersNamespaceSuffix = "-readers"
+	// BootstrapRoleName is the Role of the registry namespace that lets the shared
+	// reader (ReaderName, the bootstrap credential) get the Secrets holding the
+	// credentials this cluster issued (IssuedReaderSecretName), by name: the controller
+	// keeps its one rule listing them. The shared reader reads nothing else but the
+	// Cluster CRs and the kube-system namespace (manifests/rbac-reader.yaml).
+	BootstrapRoleName = "cluster-registry-bootstrap"
 )
 
 // ReadersNamespace is where the per-peer reader ServiceAccounts of the registry

@@ -237,6 +237,86 @@ func TestPerPeerCredentials(t *testing.T) {
 		}
 	})
 
+	t.Run("a stolen shared reader token reads the membership and sealed credentials, nothing else", func(t *testing.T) {
+		// Every reader of north's registry namespace (any token north issued, or north's
+		// own shared one) reads north's copy of east's shared reader Secret, in clear: the
+		// seed's format, relayed so that members can find each other. Its token is a
+		// bootstrap credential on east.
+		var relayed corev1.Secret
+		if err := cl["north"].Get(ctx, client.ObjectKey{Namespace: ns, Name: "east"}, &relayed); err != nil {
+			t.Fatal(err)
+		}
+		token, ok := tokenIn(&relayed, nil, "", "")
+		if !ok {
+			t.Fatal("north's copy of east's shared reader Secret holds no token")
+		}
+		user, err := whoAmI(ctx, bed.Cluster("east"), token)
+		if err != nil {
+			t.Fatalf("east's shared token: %v", err)
+		}
+		if want := "system:serviceaccount:" + ns + ":" + v1alpha1.ReaderName; user != want {
+			t.Fatalf("east's shared token is %q, want %q", user, want)
+		}
+		thief := harness.ReaderClient(t, relayed.Data[v1alpha1.KubeconfigKey])
+		// A canary in east's registry namespace, which east's own readers may read.
+		canary := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bootstrap-canary"}, StringData: map[string]string{"k": "v"}}
+		if err := cl["east"].Create(ctx, canary); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		// What it may read: the Clusters, the kube-system namespace, and by name the
+		// credentials east issued, each sealed to its peer.
+		if err := thief.List(ctx, &v1alpha1.ClusterList{}); err != nil {
+			t.Errorf("the bootstrap credential cannot list east's Clusters: %v", err)
+		}
+		if err := thief.Get(ctx, client.ObjectKey{Name: metav1.NamespaceSystem}, &corev1.Namespace{}); err != nil {
+			t.Errorf("the bootstrap credential cannot get kube-system: %v", err)
+		}
+		for _, peer := range []string{"west", "north"} {
+			var issued corev1.Secret
+			if err := thief.Get(ctx, client.ObjectKey{Namespace: ns, Name: v1alpha1.IssuedReaderSecretName(ids[peer])}, &issued); err != nil {
+				t.Errorf("the bootstrap credential cannot get the credential east issued %s: %v", peer, err)
+				continue
+			}
+			if len(issued.Data[v1alpha1.KubeconfigKey]) != 0 || len(issued.Data[v1alpha1.SealedKubeconfigKey]) == 0 {
+				t.Errorf("the credential east issued %s is not sealed: data keys %v", peer, len(issued.Data))
+			}
+		}
+		// What it may not: any other Secret (its own successor, the canary, the relayed
+		// copies of the other members' shared tokens), a list of Secrets, the rules, the
+		// features, any other kind, and any write.
+		forbidden := map[string]error{
+			"list Secrets":                     thief.List(ctx, &corev1.SecretList{}, client.InNamespace(ns)),
+			"get its own successor":            thief.Get(ctx, client.ObjectKey{Namespace: ns, Name: "east"}, &corev1.Secret{}),
+			"get the canary":                   thief.Get(ctx, client.ObjectKey{Namespace: ns, Name: canary.Name}, &corev1.Secret{}),
+			"get west's relayed shared Secret": thief.Get(ctx, client.ObjectKey{Namespace: ns, Name: "west"}, &corev1.Secret{}),
+			"list ResourceSyncRules":           thief.List(ctx, &v1alpha1.ResourceSyncRuleList{}),
+			"list ClusterFeatures":             thief.List(ctx, &v1alpha1.ClusterFeatureList{}),
+			"list ConfigMaps":                  thief.List(ctx, &corev1.ConfigMapList{}, client.InNamespace(ns)),
+			"list namespaces":                  thief.List(ctx, &corev1.NamespaceList{}),
+			"create a ConfigMap":               thief.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "intruder"}}),
+		}
+		keys := make([]string, 0, len(forbidden))
+		for k := range forbidden {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, what := range keys {
+			if err := forbidden[what]; !apierrors.IsForbidden(err) {
+				t.Errorf("the bootstrap credential may %s on east: %v, want 403", what, err)
+			}
+		}
+		// east's peers read east with credentials of their own, not with this one.
+		for _, reader := range []string{"west", "north"} {
+			var c v1alpha1.Cluster
+			if err := cl[reader].Get(ctx, client.ObjectKey{Name: "east"}, &c); err != nil {
+				t.Fatal(err)
+			}
+			if ready, ok := conditions.Get(c.Status.Conditions, v1alpha1.ClusterConditionReady); !ok || strings.Contains(ready.Message, "bootstrap credential") {
+				t.Errorf("%s reads east with its bootstrap credential: %+v", reader, ready)
+			}
+		}
+	})
+
 	t.Run("a member that relays another member's Cluster with its own key gets nothing it can open", func(t *testing.T) {
 		// north (the hostile member H) rewrites its copy of west's (X's) Cluster to
 		// advertise north's key, and east (the victim V) learns west from north's copy.

@@ -21,6 +21,13 @@ type View struct {
 	ClusterID types.UID
 	Clusters  []v1alpha1.Cluster
 	Secrets   []corev1.Secret
+	// Bootstrap is set when the peer is read with its bootstrap credential (its shared
+	// reader Secret: it has not issued this cluster a reader of its own yet): Secrets
+	// then hold at most the credential it issued to this cluster. Such a view is used
+	// only to take that credential; the peer counts as not Ready for everything else
+	// (its Clusters are not learnt from, nor its departures; a relay may renew its
+	// token).
+	Bootstrap bool
 }
 
 // Input is everything Plan decides from.
@@ -127,8 +134,16 @@ func RelayKey(peer string, s *corev1.Secret) string {
 // Plan computes the membership writes. It is pure and deterministic.
 func Plan(in Input) Result {
 	var res Result
-	peers := append([]View(nil), in.Peers...)
-	sort.Slice(peers, func(i, j int) bool { return peers[i].Name < peers[j].Name })
+	all := append([]View(nil), in.Peers...)
+	sort.Slice(all, func(i, j int) bool { return all[i].Name < all[j].Name })
+	// peers are the views read with a reader of their own: the only ones membership is
+	// taken from.
+	var peers []View
+	for _, v := range all {
+		if !v.Bootstrap {
+			peers = append(peers, v)
+		}
+	}
 	ready := map[types.UID]bool{}
 	for _, p := range peers {
 		ready[p.ClusterID] = true
@@ -352,7 +367,7 @@ func Plan(in Input) Result {
 			res.Writes = append(res.Writes, wr)
 		}
 	}
-	ws, conflicts := planReceived(in, peers, localSecrets, gone, disabled)
+	ws, conflicts := planReceived(in, all, localSecrets, gone, disabled)
 	res.Writes = append(res.Writes, ws...)
 	res.Conflicts = append(res.Conflicts, conflicts...)
 	return res

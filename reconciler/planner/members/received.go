@@ -8,16 +8,15 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
-	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 )
 
-// planReceived keeps, for every Ready peer X, the reader credential X issued to this
-// cluster (see package credentials): taken from X itself only, as X sealed it to this
-// cluster's key, or, unsealed (an issuer that does not seal, or a peer of this cluster
-// that advertised no key), its token rendered for the server and CA pinned for X (those
-// of the local reader Secret of X); written as
-// v1alpha1.ReceivedReaderSecretName(X) with X's ownership mark, so that it is deleted with
-// X's other copies when X leaves.
+// planReceived keeps, for every Ready peer X (read with a reader of its own or with its
+// bootstrap credential), the reader credential X issued to this cluster (see package
+// credentials): taken from X itself only, sealed as X sealed it to this cluster's key
+// (opened only to connect, where its token is used with the server and CA pinned for
+// X); written as v1alpha1.ReceivedReaderSecretName(X) with X's ownership mark, so that
+// it is deleted with X's other copies when X leaves. A credential that is not sealed is
+// not kept: every reader of this cluster's registry namespace could read it.
 func planReceived(in Input, peers []View, localSecrets map[string]*corev1.Secret, gone Departures, disabled map[types.UID]bool) ([]Write, []string) {
 	var ws []Write
 	var conflicts []string
@@ -44,22 +43,12 @@ func planReceived(in Input, peers []View, localSecrets map[string]*corev1.Secret
 		if ref.Name == "" || (ref.Namespace != "" && ref.Namespace != in.Namespace) || localSecrets[ref.Name] == nil {
 			continue // no server and CA pinned for X yet
 		}
-		var data map[string][]byte
+		sealed := issued.Data[v1alpha1.SealedKubeconfigKey]
 		problem := ""
-		if sealed := issued.Data[v1alpha1.SealedKubeconfigKey]; len(sealed) > 0 {
-			// Sealed to this cluster's key: kept sealed, opened only to connect
-			// (credentials.Choose), where its token is used with the pinned server and CA.
-			data = map[string][]byte{v1alpha1.SealedKubeconfigKey: sealed}
-		} else {
-			var src *corev1.Secret
-			src, problem = pinned(localSecrets[ref.Name], issued, local.Name)
-			if problem == "" {
-				if r, ok := kubeconfig.Read(src.Data[v1alpha1.KubeconfigKey]); !ok || r.Token == "" {
-					problem = "it holds no token"
-				}
-			}
-			data = map[string][]byte{v1alpha1.KubeconfigKey: src.Data[v1alpha1.KubeconfigKey]}
+		if len(sealed) == 0 {
+			problem = "it is not sealed to this cluster's key (a credential in clear would be readable by every reader of this cluster's registry namespace)"
 		}
+		data := map[string][]byte{v1alpha1.SealedKubeconfigKey: sealed}
 		name := v1alpha1.ReceivedReaderSecretName(x)
 		if problem != "" {
 			conflicts = append(conflicts, fmt.Sprintf("reader credential %s issued by cluster %s not copied: %s", issued.Name, x, problem))

@@ -10,50 +10,65 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
-	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 )
 
-// issued is the reader credential cluster x (its server https://x.example:6443) issued
-// to cluster forID, as x publishes it; note marks its token.
+// issued is the reader credential cluster x issued to cluster forID, as x publishes it:
+// sealed (its sealed bytes name note).
 func issued(forID types.UID, note string, mods ...mod) *corev1.Secret {
 	all := append([]mod{
 		label(v1alpha1.ReaderForLabel, v1alpha1.ReaderKey(forID)),
-		readerServer("https://x.example:6443", nil), token(note),
+		annotate(v1alpha1.SealedToAnnotation, "fp"), sealedData(note),
 	}, mods...)
 	return sec(v1alpha1.IssuedReaderSecretName(forID), defaultExpiryAt, all...)
 }
 
+// sealedData makes a Secret's data the sealed credential named note.
+func sealedData(note string) mod {
+	return func(o client.Object) {
+		o.(*corev1.Secret).Data = map[string][]byte{v1alpha1.SealedKubeconfigKey: []byte("sealed " + note)}
+	}
+}
+
 // received is the local Secret holding the credential x issued to l, as Plan writes it.
 func received(note string, mods ...mod) *corev1.Secret {
-	s := issued(idL, note, mark(idX), label(v1alpha1.ReaderFromLabel, v1alpha1.ReaderKey(idX)), unannotate(expiresAtKey))
+	s := issued(idL, note, mark(idX), label(v1alpha1.ReaderFromLabel, v1alpha1.ReaderKey(idX)))
 	s.Name = v1alpha1.ReceivedReaderSecretName(idX)
 	delete(s.Labels, v1alpha1.ReaderForLabel)
-	s.Annotations[expiresAtKey] = at(defaultExpiryAt)
-	s.Data[kubeconfigKey] = issued(idL, note).Data[kubeconfigKey]
 	for _, m := range mods {
 		m(s)
 	}
 	return s
 }
 
-// TestPlanReceived: a member keeps the reader credential each Ready peer issued to it,
-// taken from that peer itself only, rendered for the server and CA pinned for it.
+// bootstrap marks a view as read with the peer's bootstrap credential.
+func bootstrap(v View) View {
+	v.Bootstrap = true
+	return v
+}
+
+// TestPlanReceived: a member keeps, sealed, the reader credential each Ready peer issued
+// to it, taken from that peer itself only, whether it reads the peer with a credential
+// of its own or with the bootstrap one; never one in clear.
 func TestPlanReceived(t *testing.T) {
 	recv := v1alpha1.ReceivedReaderSecretName(idX)
 	tests := []struct {
 		name      string
 		in        Input
 		want      []string
-		token     string // the token note the written credential holds
-		server    string
+		note      string // the sealed credential the written copy holds
 		conflicts []string
 	}{
 		{
-			name:   "the credential x issued to l is kept as l's copy",
-			in:     input(copies("x", idX), []View{peer("x", idX, objs(own("x", idX), []client.Object{issued(idL, "for-l")})...)}),
-			want:   []string{"create Secret " + ns + "/" + recv + " from=x describes=uid-x"},
-			token:  "for-l",
-			server: "https://x.example:6443",
+			name: "the credential x issued to l is kept as l's copy",
+			in:   input(copies("x", idX), []View{peer("x", idX, objs(own("x", idX), []client.Object{issued(idL, "for-l")})...)}),
+			want: []string{"create Secret " + ns + "/" + recv + " from=x describes=uid-x"},
+			note: "for-l",
+		},
+		{
+			name: "read with the bootstrap credential, x's credential for l is kept too",
+			in:   input(copies("x", idX), []View{bootstrap(peer("x", idX, []client.Object{issued(idL, "for-l")}...))}),
+			want: []string{"create Secret " + ns + "/" + recv + " from=x describes=uid-x"},
+			note: "for-l",
 		},
 		{
 			name: "a credential x issued to another member is not taken",
@@ -70,22 +85,20 @@ func TestPlanReceived(t *testing.T) {
 			in:   input(nil, []View{peer("x", idX, objs(own("x", idX), []client.Object{issued(idL, "for-l")})...)}),
 		},
 		{
-			name:   "a credential naming another server is rendered for the pinned one",
-			in:     input(copies("x", idX), []View{peer("x", idX, objs(own("x", idX), []client.Object{issued(idL, "moved", readerServer("https://evil.example:6443", nil))})...)}),
-			want:   []string{"create Secret " + ns + "/" + recv + " from=x describes=uid-x"},
-			token:  "moved",
-			server: "https://x.example:6443",
+			name: "a credential in clear is not kept: this cluster's readers could read it",
+			in: input(copies("x", idX), []View{peer("x", idX, objs(own("x", idX), []client.Object{issued(idL, "clear", unannotate(v1alpha1.SealedToAnnotation),
+				readerServer("https://x.example:6443", nil), token("clear"), func(o client.Object) { delete(o.(*corev1.Secret).Data, v1alpha1.SealedKubeconfigKey) })})...)}),
+			conflicts: []string{"it is not sealed to this cluster's key"},
 		},
 		{
 			name: "an unchanged credential is not written",
 			in:   input(objs(copies("x", idX), []client.Object{received("for-l")}), []View{peer("x", idX, objs(own("x", idX), []client.Object{issued(idL, "for-l")})...)}),
 		},
 		{
-			name:   "a renewed credential updates l's copy",
-			in:     input(objs(copies("x", idX), []client.Object{received("old")}), []View{peer("x", idX, objs(own("x", idX), []client.Object{issued(idL, "new")})...)}),
-			want:   []string{"update Secret " + ns + "/" + recv + " from=x describes=uid-x"},
-			token:  "new",
-			server: "https://x.example:6443",
+			name: "a renewed credential updates l's copy",
+			in:   input(objs(copies("x", idX), []client.Object{received("old")}), []View{peer("x", idX, objs(own("x", idX), []client.Object{issued(idL, "new")})...)}),
+			want: []string{"update Secret " + ns + "/" + recv + " from=x describes=uid-x"},
+			note: "new",
 		},
 		{
 			name:      "a local Secret of that name made by hand is not overwritten",
@@ -126,19 +139,14 @@ func TestPlanReceived(t *testing.T) {
 			if diff := cmp.Diff(tt.conflicts, conflictsMatching(conflicts, tt.conflicts)); diff != "" {
 				t.Errorf("conflicts (-want +got):\n%s", diff)
 			}
-			if tt.token == "" {
+			if tt.note == "" {
 				return
 			}
-			r, ok := kubeconfig.Read(written.Data[kubeconfigKey])
-			if !ok {
-				t.Fatal("the written credential's kubeconfig is unreadable")
+			if diff := cmp.Diff(map[string][]byte{v1alpha1.SealedKubeconfigKey: []byte("sealed " + tt.note)}, written.Data); diff != "" {
+				t.Errorf("written credential data (-want +got):\n%s", diff)
 			}
-			if r.Server != tt.server || !strings.Contains(r.Token, "") || written.Annotations[ownershipKey] != string(idX) ||
-				written.Labels[v1alpha1.ReaderFromLabel] != v1alpha1.ReaderKey(idX) || written.Type != registrySecret {
-				t.Errorf("written credential: server %q, ownership %q, from %q, type %q", r.Server, written.Annotations[ownershipKey], written.Labels[v1alpha1.ReaderFromLabel], written.Type)
-			}
-			if want := fakeJWT(t0.Add(defaultExpiryAt*3600e9), t0.Add(defaultExpiryAt*3600e9-24*3600e9), tt.token); r.Token != want {
-				t.Errorf("written credential holds another token than the one issued (note %q)", tt.token)
+			if written.Annotations[ownershipKey] != string(idX) || written.Labels[v1alpha1.ReaderFromLabel] != v1alpha1.ReaderKey(idX) || written.Type != registrySecret {
+				t.Errorf("written credential: ownership %q, from %q, type %q", written.Annotations[ownershipKey], written.Labels[v1alpha1.ReaderFromLabel], written.Type)
 			}
 		})
 	}
@@ -177,5 +185,54 @@ func TestPlanReceivedSealed(t *testing.T) {
 		if strings.Contains(s, recv) {
 			t.Errorf("an empty credential was written: %s", s)
 		}
+	}
+}
+
+// TestPlanBootstrapView: a peer read with its bootstrap credential teaches nothing (its
+// Clusters are not learnt from, as they would be from a view of its own), and counts as
+// not Ready: a relay of a newer token for it is taken, as for an unreachable peer.
+func TestPlanBootstrapView(t *testing.T) {
+	knowsA := objs(own("x", idX), copies("a", idA))
+	for _, tt := range []struct {
+		name string
+		view View
+		want []string
+	}{
+		{"a view of its own: a is learnt", peer("x", idX, knowsA...), []string{
+			"create Cluster a from=x describes=uid-a", "create Secret " + ns + "/a from=x describes=uid-a"}},
+		{"the bootstrap view: nothing is learnt", bootstrap(peer("x", idX, knowsA...)), nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, summary(Plan(input(copies("x", idX), []View{tt.view})))); diff != "" {
+				t.Errorf("writes (-want +got):\n%s", diff)
+			}
+		})
+	}
+
+	// y relays a newer token of x: taken while x is read with its bootstrap credential
+	// only, not while x answers with a view of its own.
+	newer := []client.Object{cl("x", idX, mark(idX)), sec("x", defaultExpiryAt+1, mark(idX))}
+	y := peer("y", idY, objs(own("y", idY), newer)...)
+	local := objs(copies("x", idX), copies("y", idY))
+	for _, tt := range []struct {
+		name string
+		x    View
+		want []string
+	}{
+		{"x answers with a view of its own: its own copy counts", peer("x", idX, own("x", idX)...), nil},
+		{"x is read with its bootstrap credential: the relay renews its token", bootstrap(peer("x", idX, own("x", idX)...)), []string{
+			"update Secret " + ns + "/x from=y describes=uid-x"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []string
+			for _, s := range summary(Plan(input(local, []View{tt.x, y}))) {
+				if strings.Contains(s, "describes=uid-x") {
+					got = append(got, s)
+				}
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("writes about x (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
