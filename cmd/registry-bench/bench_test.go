@@ -389,3 +389,29 @@ func TestAddBurstBracketsTheFloor(t *testing.T) {
 		t.Errorf("burst row %+v, floor beside row %+v: want ratios 1 and 3.5/3 to the floor alone's mean", burst, beside)
 	}
 }
+
+// TestStageQuantile: the quantile of each stage between two scrapes, from the buckets of
+// every controller together, interpolated within the bucket that holds it.
+func TestStageQuantile(t *testing.T) {
+	scrape := func(counts map[string][3]float64) []series {
+		var out []series
+		for stage, c := range counts {
+			for i, le := range []string{"0.001", "0.002", "+Inf"} {
+				out = append(out, series{name: "kubectl_registry_sync_stage_seconds_bucket", labels: map[string]string{"stage": stage, "le": le}, value: c[i]})
+			}
+		}
+		return out
+	}
+	before := map[string][]series{"beta": scrape(map[string][3]float64{"write": {10, 10, 10}})}
+	after := map[string][]series{
+		// write: 10 new samples at most 1 ms and 10 within (1, 2] ms, over both peers.
+		"beta":  scrape(map[string][3]float64{"write": {15, 20, 20}, "queue": {0, 4, 4}}),
+		"gamma": scrape(map[string][3]float64{"write": {5, 10, 10}, "decide": {1, 1, 4}}),
+	}
+	got := stageQuantile(before, after, 0.5)
+	// decide: the median is beyond the last bucket: its bound.
+	want := map[string]float64{"write": 1, "queue": 1.5, "decide": 2}
+	if diff := cmp.Diff(want, got, cmpopts.EquateApprox(0, 1e-9)); diff != "" {
+		t.Errorf("stageQuantile (-want +got):\n%s", diff)
+	}
+}

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"hash/fnv"
 	"os"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,6 +23,32 @@ import (
 type copier struct {
 	writes atomic.Int64
 	errors atomic.Int64
+
+	mu sync.Mutex
+	// times are the durations of its successful write requests since the last
+	// takeWriteTimes: what the registry's write stage is compared with.
+	times []time.Duration
+}
+
+// timed runs the write request f and records its duration when it succeeds.
+func (c *copier) timed(f func() error) error {
+	start := time.Now()
+	err := f()
+	if err == nil {
+		c.mu.Lock()
+		c.times = append(c.times, time.Since(start))
+		c.mu.Unlock()
+	}
+	return err
+}
+
+// takeWriteTimes returns the durations recorded since the last call and forgets them.
+func (c *copier) takeWriteTimes() []time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.times
+	c.times = nil
+	return out
 }
 
 func startCopier(ctx context.Context, origin kubernetes.Interface, peers []kubernetes.Interface, namespace string, workers int) (*copier, error) {
@@ -90,7 +118,7 @@ func (c *copier) apply(ctx context.Context, peer kubernetes.Interface, ev watch.
 	switch ev.Type {
 	case watch.Deleted:
 		c.writes.Add(1)
-		err := cms.Delete(ctx, src.Name, metav1.DeleteOptions{})
+		err := c.timed(func() error { return cms.Delete(ctx, src.Name, metav1.DeleteOptions{}) })
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -102,14 +130,14 @@ func (c *copier) apply(ctx context.Context, peer kubernetes.Interface, ev watch.
 		}
 		if ev.Type == watch.Added {
 			c.writes.Add(1)
-			_, err := cms.Create(ctx, cp, metav1.CreateOptions{})
+			err := c.timed(func() error { _, err := cms.Create(ctx, cp, metav1.CreateOptions{}); return err })
 			if !apierrors.IsAlreadyExists(err) {
 				return err
 			}
 		}
 		// ConfigMaps allow unconditional updates: one request, no Get.
 		c.writes.Add(1)
-		_, err := cms.Update(ctx, cp, metav1.UpdateOptions{})
+		err := c.timed(func() error { _, err := cms.Update(ctx, cp, metav1.UpdateOptions{}); return err })
 		if apierrors.IsNotFound(err) {
 			_, err = cms.Create(ctx, cp, metav1.CreateOptions{})
 		}

@@ -32,12 +32,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -335,6 +337,62 @@ func queueCounters(ss []series) map[string]float64 {
 			case "adds_total", "retries_total", "work_duration_seconds_sum", "work_duration_seconds_count", "queue_duration_seconds_sum", "queue_duration_seconds_count":
 				out[name] += s.value
 			}
+		}
+	}
+	return out
+}
+
+// stageQuantile returns the q-quantile, in ms, of each stage of the sync engine's writes
+// (kubectl_registry_sync_stage_seconds) between two scrapes of every controller, from
+// the buckets of all controllers together, interpolated linearly within a bucket as
+// Prometheus's histogram_quantile does.
+func stageQuantile(before, after map[string][]series, q float64) map[string]float64 {
+	buckets := func(m map[string][]series) map[string]map[float64]float64 {
+		out := map[string]map[float64]float64{}
+		for _, ss := range m {
+			for _, s := range ss {
+				if s.name != "kubectl_registry_sync_stage_seconds_bucket" {
+					continue
+				}
+				le, err := strconv.ParseFloat(s.labels["le"], 64) // "+Inf" parses: the count
+				if err != nil {
+					continue
+				}
+				if out[s.labels["stage"]] == nil {
+					out[s.labels["stage"]] = map[float64]float64{}
+				}
+				out[s.labels["stage"]][le] += s.value
+			}
+		}
+		return out
+	}
+	b, a := buckets(before), buckets(after)
+	out := map[string]float64{}
+	for stage, cum := range a {
+		les := make([]float64, 0, len(cum))
+		for le := range cum {
+			les = append(les, le)
+		}
+		slices.Sort(les)
+		counts := make([]float64, len(les))
+		for i, le := range les {
+			counts[i] = cum[le] - b[stage][le]
+		}
+		if len(counts) == 0 || counts[len(counts)-1] <= 0 {
+			continue
+		}
+		rank := q * counts[len(counts)-1]
+		lower, prev := 0.0, 0.0
+		for i, le := range les {
+			if counts[i] >= rank {
+				if math.IsInf(le, 1) {
+					out[stage] = 1000 * lower // beyond the last bucket: its bound, as Prometheus says
+				} else {
+					out[stage] = 1000 * (lower + (le-lower)*(rank-prev)/max(counts[i]-prev, 1e-9))
+				}
+				break
+			}
+			lower, prev = le, counts[i]
 		}
 	}
 	return out

@@ -36,8 +36,10 @@ func (g *group) newSide(ctx context.Context, name, namespace string) (*side, err
 
 // aloneResult is what the floor did with the registry's controllers stopped.
 type aloneResult struct {
-	latency    map[string][]time.Duration
-	failures   map[string]int
+	latency  map[string][]time.Duration
+	failures map[string]int
+	// writeTimes are the floor's write requests during its latency samples.
+	writeTimes []time.Duration
 	burst      time.Duration
 	synced     *cost
 	unselected *cost
@@ -75,11 +77,12 @@ func (g *group) floorAlone(ctx context.Context, samples int, phases []string, bu
 		return nil, err
 	}
 	step("[%s] floor alone: %d samples of %s", g.label, samples, strings.Join(phases, ", "))
+	cp.takeWriteTimes()
 	lat, failures, err := g.latency(ctx, samples, phases, s)
 	if err != nil {
 		return nil, err
 	}
-	res.latency, res.failures = lat["floor"], failures
+	res.latency, res.failures, res.writeTimes = lat["floor"], failures, cp.takeWriteTimes()
 	step("[%s] floor alone: burst of %d ConfigMaps", g.label, burst)
 	if res.synced, err = g.measureCost(ctx, burst, func(ctx context.Context) error {
 		d, err := g.createAll(ctx, s, names("burst", 0, burst))
@@ -296,10 +299,20 @@ func (b *bench) runMain(ctx context.Context, res *results) (err error) {
 	}
 
 	step("[main] latency: %d samples of create, update, delete on %s, alternating registry and floor", b.o.samples, g.names[0])
+	stagesBefore, err := g.allMetrics(mctx)
+	if err != nil {
+		return err
+	}
+	cp.takeWriteTimes()
 	lat, failures, err := g.latency(mctx, b.o.samples, phases, reg, floor)
 	if err != nil {
 		return err
 	}
+	stagesAfter, err := g.allMetrics(mctx)
+	if err != nil {
+		return err
+	}
+	res.addStages(stageQuantile(stagesBefore, stagesAfter, 0.5), alone.writeTimes, cp.takeWriteTimes())
 	var aloneAfter map[string][]time.Duration
 	var afterFailures map[string]int
 	if err := g.whileStopped(mctx, fmt.Sprintf("%d samples of %s", b.o.samples, strings.Join(phases, ", ")), func(ctx context.Context, s *side) error {

@@ -69,16 +69,19 @@ type results struct {
 	// Binary is what `kubectl-registry version` of the measured binary prints.
 	Binary string `json:"binary"`
 	// ControllerEnv is --controller-env: what the controllers ran with beyond the defaults.
-	ControllerEnv []string           `json:"controller_env,omitempty"`
-	Args          []string           `json:"args"`
-	Clusters      []string           `json:"clusters"`
-	Samples       int                `json:"samples"`
-	Burst         int                `json:"burst"`
-	BurstWorkers  int                `json:"burst_workers"`
-	FloorWorkers  int                `json:"floor_workers"`
-	IdleSeconds   float64            `json:"idle_seconds"`
-	Latency       map[string]any     `json:"latency"`
-	BurstSeconds  map[string]float64 `json:"burst_seconds"`
+	ControllerEnv []string       `json:"controller_env,omitempty"`
+	Args          []string       `json:"args"`
+	Clusters      []string       `json:"clusters"`
+	Samples       int            `json:"samples"`
+	Burst         int            `json:"burst"`
+	BurstWorkers  int            `json:"burst_workers"`
+	FloorWorkers  int            `json:"floor_workers"`
+	IdleSeconds   float64        `json:"idle_seconds"`
+	Latency       map[string]any `json:"latency"`
+	// StagesP50ms is the p50 of each stage of the registry's writes during the latency
+	// samples (queue, decide, write), in ms.
+	StagesP50ms  map[string]float64 `json:"stages_p50_ms,omitempty"`
+	BurstSeconds map[string]float64 `json:"burst_seconds"`
 	// BurstWrites are the sync writes (by controller and op) during the registry burst.
 	BurstWrites map[string]map[string]float64 `json:"burst_writes"`
 	// BurstQueue is what the sync engine's work queue did during the registry burst.
@@ -193,6 +196,28 @@ func (r *results) addLatency(phase string, reg, aloneBefore, aloneAfter, beside 
 	add("p90", rs.P90ms, fs.P90ms, bs.P90ms, "", 0)
 	add("p99", rs.P99ms, fs.P99ms, bs.P99ms, t[1], lim(t[1]))
 	add("max", rs.MaxMs, fs.MaxMs, bs.MaxMs, "", 0)
+}
+
+// addStages records the p50 of each stage of the registry's writes during the latency
+// samples (stageQuantile): where the time between a change seen and its copy written
+// goes, beyond the watch that both the registry and the floor wait for; and, beside the
+// write stage, the p50 of the floor's write requests during its samples, alone and
+// beside the registry.
+func (r *results) addStages(p50 map[string]float64, floorAlone, floorBeside []time.Duration) {
+	r.StagesP50ms = p50
+	for _, stage := range []string{"queue", "decide", "write"} {
+		v, ok := p50[stage]
+		if !ok {
+			continue
+		}
+		rw := row{Metric: "registry write stage p50: " + stage, Registry: v, Unit: "ms"}
+		if stage == "write" && len(floorAlone) > 0 && len(floorBeside) > 0 {
+			a, b := newStats(floorAlone).P50ms, newStats(floorBeside).P50ms
+			rw.Floor, rw.Ratio, rw.FloorBeside, rw.RatioBeside = a, ratio(v, a), b, ratio(v, b)
+			r.StagesP50ms["floor_write_alone"], r.StagesP50ms["floor_write_beside"] = a, b
+		}
+		r.Rows = append(r.Rows, rw)
+	}
 }
 
 // addBurst records the burst: the registry's, the floor's alone and the floor's beside

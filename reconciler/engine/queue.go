@@ -157,6 +157,7 @@ func (e *Engine) processNext(ctx context.Context) bool {
 	defer e.queue.Done(it)
 	var requeue time.Duration
 	var err error
+	ctx = withReconcileStart(ctx, e.opts.Clock.Now())
 	if it.back {
 		err = e.reconcileBack(ctx, it)
 	} else {

@@ -71,7 +71,9 @@ func (e *Engine) execute(ctx context.Context, it item, act planner.Action, entri
 			}
 			return err
 		}
+		sent := e.opts.Clock.Now()
 		created, err := ri.Create(ctx, act.Object, opts)
+		e.observeStages(ctx, it, sent, err)
 		if apierrors.IsAlreadyExists(err) {
 			// The local cache had not seen it yet (its event queues the copy again), or an
 			// object made here, which the local informers do not hold, is in the way.
@@ -84,7 +86,9 @@ func (e *Engine) execute(ctx context.Context, it item, act planner.Action, entri
 		e.written(it, act.Source, created)
 		statusErr = e.writeCopyStatus(ctx, it, ri, act, created)
 	case planner.ActionUpdate:
+		sent := e.opts.Clock.Now()
 		updated, err := ri.Update(ctx, act.Object, metav1.UpdateOptions{FieldManager: v1alpha1.FieldManager})
+		e.observeStages(ctx, it, sent, err)
 		if err != nil {
 			return e.writeFailed(ctx, it, act, entry(rule), ri, fmt.Errorf("updating %s: %w", it, err))
 		}
@@ -92,7 +96,9 @@ func (e *Engine) execute(ctx context.Context, it item, act planner.Action, entri
 		statusErr = e.writeCopyStatus(ctx, it, ri, act, updated)
 	case planner.ActionDelete:
 		uid := act.Object.GetUID()
+		sent := e.opts.Clock.Now()
 		err := ri.Delete(ctx, it.name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+		e.observeStages(ctx, it, sent, err)
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			return fmt.Errorf("deleting %s: %w", it, err)
 		}
@@ -127,6 +133,33 @@ func (e *Engine) execute(ctx context.Context, it item, act planner.Action, entri
 		r.mu.Unlock()
 	}
 	return statusErr
+}
+
+// reconcileStart is the context key of the time the current reconcile started.
+type reconcileStart struct{}
+
+// withReconcileStart records in ctx that a reconcile starts at t (processNext).
+func withReconcileStart(ctx context.Context, t time.Time) context.Context {
+	return context.WithValue(ctx, reconcileStart{}, t)
+}
+
+// observeStages records the stages of a write of it sent at sent: from the change seen
+// (the first event that queued it) to the start of the reconcile, from there to the
+// request, and the request itself. A failed write is not a write: not recorded.
+func (e *Engine) observeStages(ctx context.Context, it item, sent time.Time, err error) {
+	if err != nil {
+		return
+	}
+	now := e.opts.Clock.Now()
+	e.opts.Metrics.stages.WithLabelValues("write").Observe(now.Sub(sent).Seconds())
+	start, ok := ctx.Value(reconcileStart{}).(time.Time)
+	if !ok {
+		return
+	}
+	e.opts.Metrics.stages.WithLabelValues("decide").Observe(sent.Sub(start).Seconds())
+	if t, ok := e.seen.Load(it); ok {
+		e.opts.Metrics.stages.WithLabelValues("queue").Observe(start.Sub(t.(time.Time)).Seconds())
+	}
 }
 
 // writeCopyStatus writes the status of a copy just created or updated (stored, as the API
