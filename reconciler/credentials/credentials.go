@@ -60,6 +60,9 @@ const (
 	// EventReasonReaderRotated: the shared reader was recreated (a departed cluster held
 	// copies of its token).
 	EventReasonReaderRotated = "ReaderRotated"
+	// EventReasonBootstrapRoleFailed (Warning): the Role v1alpha1.BootstrapRoleName could
+	// not be written: new peers cannot get the credentials issued to them.
+	EventReasonBootstrapRoleFailed = "BootstrapRoleFailed"
 )
 
 // Peer is a peer that should have a reader identity.

@@ -141,6 +141,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	var firstErr error
 	if err := r.ensureBootstrapRole(ctx, BootstrapRules(append(append([]Peer(nil), plan.Keep...), plan.Create...))); err != nil {
 		log.Error(err, "the shared reader cannot get the credentials issued to new peers until the bootstrap Role is written")
+		r.event(own, corev1.EventTypeWarning, EventReasonBootstrapRoleFailed,
+			"the shared reader cannot get the credentials this cluster issues until the Role %s/%s is written (re-apply the RBAC with kubectl registry install): %v", r.Namespace, v1alpha1.BootstrapRoleName, err)
 		firstErr = err
 	}
 

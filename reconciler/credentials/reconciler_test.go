@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -253,8 +254,18 @@ func TestReconcileIssuesWhenTheBootstrapRoleFails(t *testing.T) {
 			return cl.Create(ctx, obj, opts...)
 		},
 	})
+	rec := record.NewFakeRecorder(10)
+	r.Recorder = rec
 	if _, err := r.Reconcile(ctx, reconcile.Request{}); err == nil || !strings.Contains(err.Error(), v1alpha1.BootstrapRoleName) {
 		t.Errorf("Reconcile = %v, want an error naming the bootstrap Role", err)
+	}
+	select {
+	case ev := <-rec.Events:
+		if !strings.HasPrefix(ev, corev1.EventTypeWarning+" "+EventReasonBootstrapRoleFailed) || !strings.Contains(ev, "kubectl registry install") {
+			t.Errorf("event %q, want a %s Warning saying what to do", ev, EventReasonBootstrapRoleFailed)
+		}
+	default:
+		t.Errorf("no %s event on the local Cluster", EventReasonBootstrapRoleFailed)
 	}
 	want := []string{v1alpha1.IssuedReaderSecretName(idA), v1alpha1.IssuedReaderSecretName(idB), "l"}
 	if diff := cmp.Diff(want, names(t, c, &corev1.SecretList{}, registryNS)); diff != "" {
