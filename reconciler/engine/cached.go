@@ -7,6 +7,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -23,6 +24,20 @@ type cachedObject struct {
 	// offsets of the first three.
 	data                  string
 	nsEnd, nameEnd, rvEnd uint32
+	// annotations are those of a watch's bookmark (an object without a name), which
+	// the informer reads through GetObjectMeta; nil for every other object, whose
+	// annotations are in its JSON.
+	annotations map[string]string
+}
+
+// GetObjectKind and DeepCopyObject make a cachedObject a runtime.Object, as the
+// informers' lists and watches return them (clusterClient). A cachedObject is never
+// changed once made: a copy shares its data.
+func (c *cachedObject) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+
+func (c *cachedObject) DeepCopyObject() runtime.Object {
+	out := *c
+	return &out
 }
 
 func (c *cachedObject) namespace() string       { return c.data[:c.nsEnd] }
@@ -42,45 +57,35 @@ func (c *cachedObject) item(gvk schema.GroupVersionKind) item {
 // a key (the name itself for a cluster-scoped object) for as long as the object exists,
 // and a substring would keep the version it was made from.
 func (c *cachedObject) GetObjectMeta() metav1.Object {
-	return &metav1.ObjectMeta{Namespace: strings.Clone(c.namespace()), Name: strings.Clone(c.name()), ResourceVersion: strings.Clone(c.resourceVersion())}
+	return &metav1.ObjectMeta{Namespace: strings.Clone(c.namespace()), Name: strings.Clone(c.name()), ResourceVersion: strings.Clone(c.resourceVersion()), Annotations: c.annotations}
 }
 
-// compactFor returns the transform of the informers of kind gvk: an unstructured object
-// becomes a cachedObject. What the cachedObject restores on decoding is left out of the
-// JSON: apiVersion and kind (when they are gvk's, as the dynamic client returns them),
-// and metadata's namespace, name and resourceVersion. The transform is idempotent, as
-// informers require.
-func compactFor(gvk schema.GroupVersionKind) toolscache.TransformFunc {
-	apiVersion, kind := gvk.GroupVersion().String(), gvk.Kind
-	return func(o any) (any, error) {
-		u, ok := o.(*unstructured.Unstructured)
-		if !ok {
-			return o, nil // a cachedObject already, or a tombstone the informer handles
-		}
-		ns, name, rv := u.GetNamespace(), u.GetName(), u.GetResourceVersion()
-		u.SetManagedFields(nil)
-		if u.GetAPIVersion() == apiVersion && u.GetKind() == kind {
-			delete(u.Object, "apiVersion")
-			delete(u.Object, "kind")
-		}
-		if md, ok := u.Object["metadata"].(map[string]any); ok {
-			delete(md, "namespace")
-			delete(md, "name")
-			delete(md, "resourceVersion")
-		}
-		raw, err := json.Marshal(u.Object)
-		if err != nil {
-			return nil, fmt.Errorf("caching %s %s/%s: %w", kind, ns, name, err)
-		}
-		var b strings.Builder
-		b.Grow(len(ns) + len(name) + len(rv) + len(raw))
-		b.WriteString(ns)
-		b.WriteString(name)
-		b.WriteString(rv)
-		b.Write(raw)
-		nsEnd := len(ns)
-		return &cachedObject{data: b.String(), nsEnd: uint32(nsEnd), nameEnd: uint32(nsEnd + len(name)), rvEnd: uint32(nsEnd + len(name) + len(rv))}, nil
+// compact returns the cachedObject of u, of kind gvk. What the cachedObject restores on
+// decoding is left out of the JSON: apiVersion and kind (when they are gvk's, as the
+// dynamic client returns them), and metadata's namespace, name and resourceVersion. u
+// is changed.
+func compact(u *unstructured.Unstructured, gvk schema.GroupVersionKind) (*cachedObject, error) {
+	ns, name, rv := u.GetNamespace(), u.GetName(), u.GetResourceVersion()
+	anns := u.GetAnnotations()
+	u.SetManagedFields(nil)
+	if u.GetAPIVersion() == gvk.GroupVersion().String() && u.GetKind() == gvk.Kind {
+		delete(u.Object, "apiVersion")
+		delete(u.Object, "kind")
 	}
+	if md, ok := u.Object["metadata"].(map[string]any); ok {
+		delete(md, "namespace")
+		delete(md, "name")
+		delete(md, "resourceVersion")
+	}
+	raw, err := json.Marshal(u.Object)
+	if err != nil {
+		return nil, fmt.Errorf("caching %s %s/%s: %w", gvk.Kind, ns, name, err)
+	}
+	c := newCachedObject(ns, name, rv, raw)
+	if name == "" {
+		c.annotations = anns // a bookmark (decodeCachedItem)
+	}
+	return c, nil
 }
 
 // object decodes the cached object of kind gvk: a new unstructured object each time,
@@ -95,7 +100,7 @@ func (c *cachedObject) object(gvk schema.GroupVersionKind) (*unstructured.Unstru
 	return u, nil
 }
 
-// restore puts back what compactFor left out of the JSON.
+// restore puts back what compact left out of the JSON.
 func (c *cachedObject) restore(u *unstructured.Unstructured, gvk schema.GroupVersionKind) {
 	if _, ok := u.Object["apiVersion"]; !ok {
 		u.SetAPIVersion(gvk.GroupVersion().String())

@@ -1,13 +1,18 @@
 package engine
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
@@ -37,58 +42,74 @@ func cachedTestObject() *unstructured.Unstructured {
 	}}
 }
 
-// TestCompactRoundTrip: what the informers keep decodes to the object as received, less
-// managedFields, with integers still int64 (the dynamic client's decoding), and the
-// transform is idempotent.
-func TestCompactRoundTrip(t *testing.T) {
-	in := cachedTestObject()
-	want := in.DeepCopy()
-	want.SetManagedFields(nil)
+// cacheWays are the two ways an object comes into the cache: compacted from the
+// unstructured object a dynamic client returns (compact), and read from the API server's
+// JSON (decodeCached, as clusterClient's informers do).
+var cacheWays = map[string]func(*unstructured.Unstructured, schema.GroupVersionKind) (*cachedObject, error){
+	"compact": compact,
+	"decodeCached": func(u *unstructured.Unstructured, gvk schema.GroupVersionKind) (*cachedObject, error) {
+		raw, err := u.MarshalJSON()
+		if err != nil {
+			return nil, err
+		}
+		return decodeCached(raw, gvk)
+	},
+}
 
-	compact := compactFor(deploymentGVK)
-	out, err := compact(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, ok := out.(*cachedObject)
-	if !ok {
-		t.Fatalf("compact returned %T, want *cachedObject", out)
-	}
-	if diff := cmp.Diff([]string{"shop", "web", "42"}, []string{c.namespace(), c.name(), c.resourceVersion()}); diff != "" {
-		t.Errorf("key and resourceVersion (-want +got):\n%s", diff)
-	}
-	got, err := c.object(deploymentGVK)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(want.Object, got.Object); diff != "" {
-		t.Errorf("decoded object (-want +got):\n%s", diff)
-	}
-	again, err := compact(c)
-	if err != nil || again != any(c) {
-		t.Errorf("compact of a cachedObject = %v, %v; want the same object", again, err)
-	}
-	// Each decode is the caller's own object.
-	got.SetName("changed")
-	if other, _ := c.object(deploymentGVK); other.GetName() != "web" {
-		t.Errorf("a decoded object shares state with the cache")
-	}
-	// The informer's store reads the key and the resourceVersion through meta.Accessor.
-	key, err := toolscache.MetaNamespaceKeyFunc(c)
-	if err != nil || key != "shop/web" {
-		t.Errorf("store key = %q, %v; want shop/web", key, err)
-	}
-	if diff := cmp.Diff(c, asCached(toolscache.DeletedFinalStateUnknown{Key: key, Obj: c}), cmp.AllowUnexported(cachedObject{})); diff != "" {
-		t.Errorf("asCached of a tombstone (-want +got):\n%s", diff)
+// TestCompactRoundTrip: what the informers keep decodes to the object as received, less
+// managedFields, with integers still int64 (the dynamic client's decoding), whichever
+// way it came into the cache.
+func TestCompactRoundTrip(t *testing.T) {
+	for way, cache := range cacheWays {
+		t.Run(way, func(t *testing.T) {
+			in := cachedTestObject()
+			want := in.DeepCopy()
+			want.SetManagedFields(nil)
+
+			c, err := cache(in, deploymentGVK)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff([]string{"shop", "web", "42"}, []string{c.namespace(), c.name(), c.resourceVersion()}); diff != "" {
+				t.Errorf("key and resourceVersion (-want +got):\n%s", diff)
+			}
+			got, err := c.object(deploymentGVK)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want.Object, got.Object); diff != "" {
+				t.Errorf("decoded object (-want +got):\n%s", diff)
+			}
+			if strings.Contains(c.data, "managedFields") || strings.Contains(c.data, `"apiVersion"`) || strings.Contains(c.data, `"resourceVersion"`) {
+				t.Errorf("the cache keeps what it restores or drops: %s", c.data)
+			}
+			// Each decode is the caller's own object.
+			got.SetName("changed")
+			if other, _ := c.object(deploymentGVK); other.GetName() != "web" {
+				t.Errorf("a decoded object shares state with the cache")
+			}
+			// The informer's store reads the key and the resourceVersion through meta.Accessor.
+			key, err := toolscache.MetaNamespaceKeyFunc(c)
+			if err != nil || key != "shop/web" {
+				t.Errorf("store key = %q, %v; want shop/web", key, err)
+			}
+			if diff := cmp.Diff(c, asCached(toolscache.DeletedFinalStateUnknown{Key: key, Obj: c}), cmp.AllowUnexported(cachedObject{})); diff != "" {
+				t.Errorf("asCached of a tombstone (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(c, c.DeepCopyObject(), cmp.AllowUnexported(cachedObject{})); diff != "" {
+				t.Errorf("DeepCopyObject (-want +got):\n%s", diff)
+			}
+		})
 	}
 	if asCached("something else") != nil {
 		t.Errorf("asCached of a string is not nil")
 	}
 }
 
-// TestCompactRoundTripShapes: what compactFor leaves out of the JSON comes back exactly:
+// TestCompactRoundTripShapes: what the cache leaves out of the JSON comes back exactly:
 // a cluster-scoped object has no namespace, an object of another apiVersion than the
-// informer's keeps its own, a minimal object stays minimal.
+// informer's keeps its own, a minimal object stays minimal, keys that JSON must escape
+// stay what they were.
 func TestCompactRoundTripShapes(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -105,22 +126,122 @@ func TestCompactRoundTripShapes(t *testing.T) {
 		{name: "numbers", obj: map[string]any{"apiVersion": "apps/v1", "kind": "Deployment",
 			"metadata": map[string]any{"name": "n", "generation": int64(9)},
 			"spec":     map[string]any{"big": int64(1) << 53, "neg": int64(-3), "f": 0.25, "list": []any{int64(1), "x", nil, true}}}},
+		{name: "keys to escape", obj: map[string]any{"apiVersion": "apps/v1", "kind": "Deployment",
+			"metadata":  map[string]any{"name": "n", "quo\"te": "a", "new\nline": map[string]any{}, "ünï": []any{}},
+			"tab\there": "x", "\\": "back", "<html>&": "esc"}},
+		{name: "escaped values", obj: map[string]any{"apiVersion": "apps/v1", "kind": "Deployment",
+			"metadata": map[string]any{"name": "n\"\u00e9", "namespace": "ns\\", "resourceVersion": "1\n",
+				"annotations": map[string]any{"a": "line\nbreak \"quoted\" \u2028"}}}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			in := &unstructured.Unstructured{Object: tc.obj}
-			want := in.DeepCopy()
-			out, err := compactFor(deploymentGVK)(in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := out.(*cachedObject).object(deploymentGVK)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(want.Object, got.Object); diff != "" {
-				t.Errorf("decoded object (-want +got):\n%s", diff)
-			}
-		})
+		for way, cache := range cacheWays {
+			t.Run(tc.name+"/"+way, func(t *testing.T) {
+				in := &unstructured.Unstructured{Object: tc.obj}
+				want := in.DeepCopy()
+				c, err := cache(in.DeepCopy(), deploymentGVK)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := c.object(deploymentGVK)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(want.Object, got.Object); diff != "" {
+					t.Errorf("decoded object (-want +got):\n%s", diff)
+				}
+			})
+		}
+	}
+}
+
+// TestDecodeCachedRefuses: what is not an object of the kind is refused, not cached: a
+// peer's API server is a stranger's, and what the cache keeps must decode later.
+func TestDecodeCachedRefuses(t *testing.T) {
+	for _, in := range []string{
+		``,
+		`[]`,
+		`"a string"`,
+		`{"metadata": "not an object"}`,
+		`{"metadata": {"name": 7}}`,
+		`{"metadata": {"name": "n", "resourceVersion": ["1"]}}`,
+		`{"metadata": {"name": "n"}, "spec": {"a": tru}}`,
+		`{"metadata": {"name": "n"}, "spec": {"a": 01}}`,
+		`{"metadata": {"name": "n"}, "spec": {"a": "\x"}}`,
+		`{"metadata": {"name": "n"}, "spec": {"a": 1}`,
+		`{"metadata": {"name": "n"}} trailing`,
+	} {
+		if c, err := decodeCached([]byte(in), deploymentGVK); err == nil {
+			t.Errorf("decodeCached(%s) = %+v, want an error", in, c)
+		}
+	}
+}
+
+// TestCachedCodec: the informers' client decodes objects, lists (with their list
+// metadata), a watch's bookmarks (with the annotation that ends a watch-list's initial
+// events) and Status bodies (errors), as the reflector and the REST client need them.
+func TestCachedCodec(t *testing.T) {
+	codec := cachedCodec{gvk: cmGVK}
+	obj, _, err := codec.Decode([]byte(`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","namespace":"ns","resourceVersion":"5","labels":{"x":"y"}},"data":{"k":"v"}}`), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, ok := obj.(*cachedObject)
+	if !ok {
+		t.Fatalf("an object decodes to %T", obj)
+	}
+	u, err := c.object(cmGVK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"kind": "ConfigMap", "apiVersion": "v1", "metadata": map[string]any{"name": "a", "namespace": "ns", "resourceVersion": "5", "labels": map[string]any{"x": "y"}}, "data": map[string]any{"k": "v"}}
+	if diff := cmp.Diff(want, u.Object); diff != "" {
+		t.Errorf("object (-want +got):\n%s", diff)
+	}
+
+	var l cachedList
+	if _, _, err := codec.Decode([]byte(`{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"9","continue":"c1","remainingItemCount":3},"items":[{"metadata":{"name":"a","namespace":"ns"}},{"metadata":{"name":"b","namespace":"ns"}}]}`), nil, &l); err != nil {
+		t.Fatal(err)
+	}
+	names := []string{}
+	for _, it := range l.Items {
+		names = append(names, it.namespace()+"/"+it.name())
+	}
+	if diff := cmp.Diff([]any{"9", "c1", int64(3), []string{"ns/a", "ns/b"}}, []any{l.ResourceVersion, l.Continue, *l.RemainingItemCount, names}); diff != "" {
+		t.Errorf("list (-want +got):\n%s", diff)
+	}
+	items, err := meta.ExtractListWithAlloc(&l)
+	if err != nil || len(items) != 2 {
+		t.Errorf("ExtractListWithAlloc = %d items, %v; want 2", len(items), err)
+	}
+
+	bm, _, err := codec.Decode([]byte(`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"resourceVersion":"12","annotations":{"k8s.io/initial-events-end":"true"}}}`), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !initialEventsEnd(bm) {
+		t.Error("a bookmark that ends the initial events does not say so")
+	}
+	if m, _ := meta.Accessor(bm); m.GetResourceVersion() != "12" {
+		t.Errorf("the bookmark's resourceVersion = %q, want 12", m.GetResourceVersion())
+	}
+	if initialEventsEnd(c) {
+		t.Error("an object says it ends the initial events")
+	}
+
+	st, _, err := codec.Decode([]byte(`{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old","reason":"Expired","code":410}`), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := apierrors.FromObject(st); !apierrors.IsResourceExpired(err) {
+		t.Errorf("a Status decodes to %T, the error %v; want the Expired error", st, err)
+	}
+	// A Status body decodes as a Status whatever it was decoded into: the REST client
+	// turns it into the API error.
+	out, _, err := codec.Decode([]byte(`{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","code":403,"reason":"Forbidden"}`), nil, &l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := apierrors.FromObject(out); !apierrors.IsForbidden(err) {
+		t.Errorf("a Status decoded into a list is %T, the error %v; want Forbidden", out, err)
 	}
 }
 
@@ -163,11 +284,11 @@ func TestMetadataOnlyMatchesAsTheObject(t *testing.T) {
 		}
 		hits := 0
 		for _, o := range objs {
-			out, err := compactFor(deploymentGVK)(o.DeepCopy())
+			out, err := compact(o.DeepCopy(), deploymentGVK)
 			if err != nil {
 				t.Fatal(err)
 			}
-			meta, err := out.(*cachedObject).metadataOnly(deploymentGVK)
+			meta, err := out.metadataOnly(deploymentGVK)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -206,7 +327,7 @@ func TestWatcherCountIsKeptUntilAnEvent(t *testing.T) {
 	add := func(name string) {
 		u := cachedTestObject()
 		u.SetName(name)
-		c, err := compactFor(deploymentGVK)(u)
+		c, err := compact(u, deploymentGVK)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -240,5 +361,132 @@ func TestWatcherCountIsKeptUntilAnEvent(t *testing.T) {
 	}
 	if _, kept := w.counts[matcherB]; kept {
 		t.Errorf("the stale count of another matcher is kept")
+	}
+}
+
+// FuzzDecodeCached: whatever decodeCached keeps decodes to what the API server's JSON
+// decodes to (less managedFields), and what it refuses utiljson refuses or is not an
+// object with a metadata object.
+func FuzzDecodeCached(f *testing.F) {
+	for _, s := range []string{
+		`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","namespace":"ns","resourceVersion":"3","managedFields":[{}],"labels":{"x":"y"}},"data":{"k":"v"}}`,
+		`{"kind":"Other","apiVersion":"v2","metadata":{"name":"a\"b"},"x":[1,2.5,null]}`,
+		`{"metadata":{"resourceVersion":"9","annotations":{"k8s.io/initial-events-end":"true"}}}`,
+		`{"metadata":{}}`, `{}`, `{"metadata":null}`, "{\"metadata\":{\"name\":\"\xff\"}}",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		want := map[string]any{}
+		if err := utiljson.Unmarshal(data, &want); err != nil {
+			if _, err := decodeCached(data, cmGVK); err == nil {
+				t.Fatalf("decodeCached(%q) kept what utiljson refuses", data)
+			}
+			return
+		}
+		c, err := decodeCached(data, cmGVK)
+		if err != nil {
+			return // not an object of the shape (a metadata object, string keys)
+		}
+		got, err := c.object(cmGVK)
+		if err != nil {
+			t.Fatalf("decodeCached(%q) kept what does not decode: %v", data, err)
+		}
+		if md, ok := want["metadata"].(map[string]any); ok {
+			delete(md, "managedFields")
+			for _, k := range []string{"name", "namespace", "resourceVersion"} {
+				if md[k] == "" {
+					delete(md, k) // restored only when set
+				}
+			}
+		}
+		for k, v := range map[string]string{"apiVersion": "v1", "kind": "ConfigMap"} {
+			if _, ok := want[k]; !ok {
+				want[k] = v // restored from the informer's kind
+			}
+		}
+		if diff := cmp.Diff(want, got.Object); diff != "" {
+			t.Fatalf("decodeCached(%q) (-utiljson +cached):\n%s", data, diff)
+		}
+	})
+}
+
+// BenchmarkCacheIn is what an object of the bench's shape costs coming into the cache
+// (as the dynamic client did it: decoded into an unstructured object and compacted; as
+// the informers do it: decodeCached), its watch event's envelope (the standard
+// serializer, eventCodec), and reading it out of the cache (object).
+func BenchmarkCacheIn(b *testing.B) {
+	data := []byte(`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"lat-000123","namespace":"bench","uid":"0f3c7a3e-5a8e-4c0a-9b0e-1b2c3d4e5f60","resourceVersion":"123456","creationTimestamp":"2026-11-26T09:00:00Z","labels":{"bench.kubectl-registry.io/sync":"true"},"managedFields":[{"manager":"registry-bench","operation":"Update","apiVersion":"v1","time":"2026-11-26T09:00:00Z","fieldsType":"FieldsV1","fieldsV1":{"f:data":{".":{},"f:payload":{},"f:v":{}},"f:metadata":{"f:labels":{".":{},"f:bench.kubectl-registry.io/sync":{}}}}}]},"data":{"payload":"bench","v":"1764147600000000000"}}`)
+	b.Run("unstructured+compact", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			o, _, err := unstructured.UnstructuredJSONScheme.Decode(data, nil, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := compact(o.(*unstructured.Unstructured), cmGVK); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("decodeCached", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := decodeCached(data, cmGVK); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	event := []byte(`{"type":"ADDED","object":` + string(data) + `}`)
+	for name, codec := range map[string]runtime.Decoder{"envelope/standard": eventSerializer, "envelope/eventCodec": eventCodec{}} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				var ev metav1.WatchEvent
+				if _, _, err := codec.Decode(event, nil, &ev); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+	c, err := decodeCached(data, cmGVK)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("object", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := c.object(cmGVK); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+
+}
+
+// TestEventCodec: a watch event's envelope decodes to its type and its object's bytes,
+// as the standard serializer decodes it, and a broken one is an error.
+func TestEventCodec(t *testing.T) {
+	for _, in := range []string{
+		`{"type":"ADDED","object":{"kind":"ConfigMap","metadata":{"name":"a"},"data":{"k":"v \"q\""}}}`,
+		`{"object":{"metadata":{"resourceVersion":"3"}},"type":"BOOKMARK","extra":[1,2]}`,
+		`{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","code":410}}`,
+	} {
+		var want, got metav1.WatchEvent
+		if _, _, err := eventSerializer.Decode([]byte(in), nil, &want); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := (eventCodec{}).Decode([]byte(in), nil, &got); err != nil {
+			t.Fatalf("%s: %v", in, err)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s (-standard +eventCodec):\n%s", in, diff)
+		}
+	}
+	for _, in := range []string{``, `[]`, `{"type":"ADDED","object":{"a":`, `{"type":"ADDED" "object":{}}`} {
+		var ev metav1.WatchEvent
+		if _, _, err := (eventCodec{}).Decode([]byte(in), nil, &ev); err == nil {
+			t.Errorf("%q decodes to %+v, want an error", in, ev)
+		}
 	}
 }

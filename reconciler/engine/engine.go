@@ -14,6 +14,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"sort"
 	"sync"
 	"time"
@@ -23,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -51,8 +53,13 @@ type Options struct {
 	Client client.Client
 	// Cache is the manager's cache, for the ResourceSyncRule informer.
 	Cache cache.Cache
-	// Dynamic writes and watches the copies in the local cluster.
+	// Dynamic writes the copies in the local cluster.
 	Dynamic dynamic.Interface
+	// Config and HTTPClient are the local cluster's REST config and HTTP client, which
+	// the informers list and watch with (clusterClient). Without a Config, Dynamic lists
+	// and watches too (the fakes of unit tests).
+	Config     *rest.Config
+	HTTPClient *http.Client
 	// Mapper resolves kinds in the local cluster.
 	Mapper meta.RESTMapper
 	Peers  *peers.Manager
@@ -76,6 +83,11 @@ type Options struct {
 	// and of scopes over the cap, the work queue's delays, the rules' last sync times.
 	// Nil means clock.RealClock{}; unit tests pass k8s.io/utils/clock/testing's FakeClock.
 	Clock clock.WithTickerAndDelayedExecution
+}
+
+// localClient is how the engine reaches the local cluster.
+func (e *Engine) localClient() clusterClient {
+	return clusterClient{dyn: e.opts.Dynamic, cfg: e.opts.Config, hc: e.opts.HTTPClient}
 }
 
 // item is one local object.

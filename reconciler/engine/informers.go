@@ -125,9 +125,9 @@ type handler func(s scope, oldObj, newObj *cachedObject)
 // ensure starts the informer of scope s with the label selector selector ("" for none)
 // and the cap limit on the objects it holds (0: none) if it is not running, replacing one
 // that runs with another selector or cap. mapper resolves the kind; client lists and
-// watches. A scope over the cap is not started again before its retry time, unless its
+// watches (clusterClient.source). A scope over the cap is not started again before its retry time, unless its
 // selector or cap changed.
-func (ws *watchers) ensure(ctx context.Context, s scope, selector string, limit int, client dynamic.Interface, mapper meta.RESTMapper, h handler) error {
+func (ws *watchers) ensure(ctx context.Context, s scope, selector string, limit int, client clusterClient, mapper meta.RESTMapper, h handler) error {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	if w, ok := ws.all[s]; ok {
@@ -144,9 +144,9 @@ func (ws *watchers) ensure(ctx context.Context, s scope, selector string, limit 
 	if err != nil {
 		return fmt.Errorf("kind %s is not served by cluster %s: %w", s.gvk, clusterName(s.cluster), err)
 	}
-	var ri dynamic.ResourceInterface = client.Resource(mapping.Resource)
-	if mapping.Scope.Name() == meta.RESTScopeNameNamespace && s.namespace != "" {
-		ri = client.Resource(mapping.Resource).Namespace(s.namespace)
+	src, err := client.source(s.gvk, mapping, s.namespace)
+	if err != nil {
+		return fmt.Errorf("watching %s: %w", s, err)
 	}
 	fieldSelector := ""
 	if s.name != "" {
@@ -160,7 +160,7 @@ func (ws *watchers) ensure(ctx context.Context, s scope, selector string, limit 
 	lw := &toolscache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			opts.LabelSelector, opts.FieldSelector = selector, fieldSelector
-			l, n, err := listCapped(ctx, opts, limit, ri.List)
+			l, n, err := listCapped(ctx, opts, limit, src.List)
 			if err != nil {
 				return nil, err
 			}
@@ -173,7 +173,7 @@ func (ws *watchers) ensure(ctx context.Context, s scope, selector string, limit 
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 			opts.LabelSelector, opts.FieldSelector = selector, fieldSelector
-			wi, err := ri.Watch(ctx, opts)
+			wi, err := src.Watch(ctx, opts)
 			if err != nil || limit <= 0 {
 				return wi, err
 			}
@@ -183,15 +183,12 @@ func (ws *watchers) ensure(ctx context.Context, s scope, selector string, limit 
 			return newCappedWatch(wi, &w.held, initial, limit, func(n int) { _ = ws.over(s, w, n) }, func() { ws.under(s, w) }), nil
 		},
 	}
-	// The client says whether it serves watch-lists (a fake one does not: then the list).
-	inf := toolscache.NewSharedIndexInformer(toolscache.ToListWatcherWithWatchListSemantics(lw, client), &unstructured.Unstructured{}, 0, toolscache.Indexers{})
+	// The source says whether it serves watch-lists (a fake dynamic client does not: then
+	// the list). Its objects are cachedObjects already.
+	inf := toolscache.NewSharedIndexInformer(toolscache.ToListWatcherWithWatchListSemantics(lw, src), &cachedObject{}, 0, toolscache.Indexers{})
 	w.informer = inf
 	// These fail only on an informer that has started, which this one has not; an error
-	// is returned all the same rather than running an informer without its transform or
-	// its handler.
-	if err := inf.SetTransform(compactFor(s.gvk)); err != nil {
-		return fmt.Errorf("watching %s: %w", s, err)
-	}
+	// is returned all the same rather than running an informer without its handler.
 	if err := inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *toolscache.Reflector, err error) {
 		w.setErr(err)
 	}); err != nil {
@@ -578,7 +575,7 @@ func (e *Engine) inTheWay(ctx context.Context, it item, ri dynamic.ResourceInter
 		return
 	}
 	s := keyScope(it.gvk, it.namespace, it.name)
-	if err := e.watchers.ensure(ctx, s, "", 0, e.opts.Dynamic, e.opts.Mapper, e.onEvent); err != nil {
+	if err := e.watchers.ensure(ctx, s, "", 0, e.localClient(), e.opts.Mapper, e.onEvent); err != nil {
 		e.log.Error(err, "watching an object in the way of a copy", "object", it.String())
 		return
 	}

@@ -161,7 +161,7 @@ func listed(t *testing.T, gvk schema.GroupVersionKind, objs ...*unstructured.Uns
 	t.Helper()
 	store := toolscache.NewStore(toolscache.MetaNamespaceKeyFunc)
 	for _, o := range objs {
-		c, err := compactFor(gvk)(o.DeepCopy())
+		c, err := compact(o.DeepCopy(), gvk)
 		if err != nil {
 			t.Fatal(err)
 		}

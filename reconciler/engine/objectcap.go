@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
@@ -101,7 +100,7 @@ func overLimit(n, limit int) bool {
 // listCapped lists through list, in pages, until it has every object or more than limit
 // (0: no cap, one list as asked). Over the cap it returns a nil list and how many objects
 // it saw: at most limit+overCapPageSize are held at once.
-func listCapped(ctx context.Context, opts metav1.ListOptions, limit int, list func(context.Context, metav1.ListOptions) (*unstructured.UnstructuredList, error)) (*unstructured.UnstructuredList, int, error) {
+func listCapped(ctx context.Context, opts metav1.ListOptions, limit int, list func(context.Context, metav1.ListOptions) (*cachedList, error)) (*cachedList, int, error) {
 	if limit <= 0 {
 		l, err := list(ctx, opts)
 		if err != nil {
@@ -112,7 +111,7 @@ func listCapped(ctx context.Context, opts metav1.ListOptions, limit int, list fu
 	// Pages are read from a consistent snapshot (resourceVersion unset): the watch cache
 	// may ignore the limit of a list at resourceVersion 0.
 	opts.ResourceVersion, opts.ResourceVersionMatch, opts.Continue = "", "", ""
-	var out *unstructured.UnstructuredList
+	var out *cachedList
 	for {
 		opts.Limit = int64(min(overCapPageSize, limit+1))
 		page, err := list(ctx, opts)
@@ -127,11 +126,11 @@ func listCapped(ctx context.Context, opts metav1.ListOptions, limit int, list fu
 		if overLimit(len(out.Items), limit) {
 			return nil, len(out.Items), nil
 		}
-		if page.GetContinue() == "" {
-			out.SetContinue("")
+		if page.Continue == "" {
+			out.Continue = ""
 			return out, len(out.Items), nil
 		}
-		opts.Continue = page.GetContinue()
+		opts.Continue = page.Continue
 	}
 }
 

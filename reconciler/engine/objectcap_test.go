@@ -84,7 +84,7 @@ type pagedLister struct {
 	calls []metav1.ListOptions
 }
 
-func (p *pagedLister) list(_ context.Context, opts metav1.ListOptions) (*unstructured.UnstructuredList, error) {
+func (p *pagedLister) list(_ context.Context, opts metav1.ListOptions) (*cachedList, error) {
 	p.calls = append(p.calls, opts)
 	start := 0
 	if opts.Continue != "" {
@@ -94,13 +94,16 @@ func (p *pagedLister) list(_ context.Context, opts metav1.ListOptions) (*unstruc
 	if opts.Limit > 0 {
 		end = min(p.n, start+int(opts.Limit))
 	}
-	l := &unstructured.UnstructuredList{}
-	l.SetResourceVersion("7")
+	l := &cachedList{ListMeta: metav1.ListMeta{ResourceVersion: "7"}}
 	for i := start; i < end; i++ {
-		l.Items = append(l.Items, *cmObj("ns", fmt.Sprintf("o-%d", i), nil))
+		c, err := compact(cmObj("ns", fmt.Sprintf("o-%d", i), nil), cmGVK)
+		if err != nil {
+			return nil, err
+		}
+		l.Items = append(l.Items, c)
 	}
 	if end < p.n {
-		l.SetContinue(fmt.Sprint(end))
+		l.Continue = fmt.Sprint(end)
 	}
 	return l, nil
 }
@@ -128,8 +131,8 @@ func TestListCapped(t *testing.T) {
 			if (l != nil) != tc.wantList || seen != tc.wantSeen || len(p.calls) != tc.wantCall {
 				t.Fatalf("list %v, seen %d after %d calls; want list %v, seen %d after %d calls", l != nil, seen, len(p.calls), tc.wantList, tc.wantSeen, tc.wantCall)
 			}
-			if l != nil && (len(l.Items) != tc.objects || l.GetContinue() != "") {
-				t.Errorf("the list has %d items, continue %q; want %d, none", len(l.Items), l.GetContinue(), tc.objects)
+			if l != nil && (len(l.Items) != tc.objects || l.Continue != "") {
+				t.Errorf("the list has %d items, continue %q; want %d, none", len(l.Items), l.Continue, tc.objects)
 			}
 			for _, c := range p.calls {
 				if c.LabelSelector != "a=b" {
@@ -268,7 +271,7 @@ func TestWatchersOverCap(t *testing.T) {
 	if obj != nil || synced || !errors.As(err, &tm) {
 		t.Errorf("lookup over the cap = %v, synced %v, %v; want not synced with the error", obj, synced, err)
 	}
-	if err := ws.ensure(context.Background(), s, "x", 20, nil, nil, nil); !errors.As(err, &tm) {
+	if err := ws.ensure(context.Background(), s, "x", 20, clusterClient{}, nil, nil); !errors.As(err, &tm) {
 		t.Errorf("ensure before the retry = %v, want the scope not started", err)
 	}
 	if got := ws.overCapScopes(); len(got) != 1 || got[0] != s {
@@ -345,7 +348,7 @@ func TestEnsureCapped(t *testing.T) {
 	count := func(m map[scope]int, s scope) int { mu.Lock(); defer mu.Unlock(); return m[s] }
 
 	many := scope{cluster: "first", gvk: cm, namespace: "many"}
-	if err := ws.ensure(ctx, many, "", 20, dyn, mapper, h); err != nil {
+	if err := ws.ensure(ctx, many, "", 20, clusterClient{dyn: dyn}, mapper, h); err != nil {
 		t.Fatal(err)
 	}
 	waitFor("the scope of 25 objects is over the cap", func() bool { return ws.overCapErr(many) != nil })
@@ -357,7 +360,7 @@ func TestEnsureCapped(t *testing.T) {
 	}
 
 	grow := scope{cluster: "first", gvk: cm, namespace: "grow"}
-	if err := ws.ensure(ctx, grow, "", 20, dyn, mapper, h); err != nil {
+	if err := ws.ensure(ctx, grow, "", 20, clusterClient{dyn: dyn}, mapper, h); err != nil {
 		t.Fatal(err)
 	}
 	if !ws.waitSynced(grow, 10*time.Second) {
@@ -383,13 +386,13 @@ func TestEnsureCapped(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := ws.ensure(ctx, grow, "", 20, dyn, mapper, h); err == nil {
+	if err := ws.ensure(ctx, grow, "", 20, clusterClient{dyn: dyn}, mapper, h); err == nil {
 		t.Fatal("ensure before the wait is over started the scope")
 	}
 	ws.mu.Lock()
 	ws.capped[grow].retry = time.Now()
 	ws.mu.Unlock()
-	if err := ws.ensure(ctx, grow, "", 20, dyn, mapper, h); err != nil {
+	if err := ws.ensure(ctx, grow, "", 20, clusterClient{dyn: dyn}, mapper, h); err != nil {
 		t.Fatal(err)
 	}
 	if !ws.waitSynced(grow, 10*time.Second) {

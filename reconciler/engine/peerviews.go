@@ -28,7 +28,7 @@ import (
 type peerMapper struct {
 	cfg    *rest.Config
 	mapper *restmapper.DeferredDiscoveryRESTMapper
-	client dynamic.Interface
+	client clusterClient
 }
 
 // peersFingerprint summarises what the rules depend on of the peers: who is Ready and
@@ -55,12 +55,11 @@ func (e *Engine) peersFingerprint(ctx context.Context) string {
 	return b.String()
 }
 
-// peerClients returns the dynamic client and mapper of a peer, rebuilt when its config
-// changes.
-func (e *Engine) peerClients(p peers.Peer) (dynamic.Interface, meta.RESTMapper, error) {
+// peerClients returns the client and mapper of a peer, rebuilt when its config changes.
+func (e *Engine) peerClients(p peers.Peer) (clusterClient, meta.RESTMapper, error) {
 	cfg := p.Config()
 	if cfg == nil {
-		return nil, nil, fmt.Errorf("peer %s is not connected", p.Name)
+		return clusterClient{}, nil, fmt.Errorf("peer %s is not connected", p.Name)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -71,17 +70,17 @@ func (e *Engine) peerClients(p peers.Peer) (dynamic.Interface, meta.RESTMapper, 
 	// refuses redirects.
 	hc := p.HTTPClient()
 	if hc == nil {
-		return nil, nil, fmt.Errorf("peer %s is not connected", p.Name)
+		return clusterClient{}, nil, fmt.Errorf("peer %s is not connected", p.Name)
 	}
 	dc, err := discovery.NewDiscoveryClientForConfigAndClient(cfg, hc)
 	if err != nil {
-		return nil, nil, err
+		return clusterClient{}, nil, err
 	}
 	dyn, err := dynamic.NewForConfigAndClient(cfg, hc)
 	if err != nil {
-		return nil, nil, err
+		return clusterClient{}, nil, err
 	}
-	pm := peerMapper{cfg: cfg, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc)), client: dyn}
+	pm := peerMapper{cfg: cfg, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc)), client: clusterClient{dyn: dyn, cfg: cfg, hc: hc}}
 	e.mappers[p.Name] = pm
 	// The connection changed: its informers are rebuilt.
 	e.watchers.retain(func(s scope) bool { return s.cluster != p.Name })
@@ -99,7 +98,7 @@ func (e *Engine) doRefresh(ctx context.Context) {
 	// needs the peer's copies of our objects in (syncStatusBack) keeps them.
 	type peerScope struct {
 		peer    types.UID
-		dyn     dynamic.Interface
+		client  clusterClient
 		mapper  meta.RESTMapper
 		keepOwn bool
 		// alts are the label alternatives of the rules reading the scope: its informer
@@ -109,11 +108,11 @@ func (e *Engine) doRefresh(ctx context.Context) {
 	peerScopes := map[scope]*peerScope{}
 	var peerOrder []scope // in the order the rules and peers ask for them
 	members := memberIDs(all)
-	wantPeer := func(s scope, p peers.Peer, dyn dynamic.Interface, mapper meta.RESTMapper, keepOwn bool, alts []labels.Selector) {
+	wantPeer := func(s scope, p peers.Peer, client clusterClient, mapper meta.RESTMapper, keepOwn bool, alts []labels.Selector) {
 		needed[s] = true
 		ps := peerScopes[s]
 		if ps == nil {
-			ps = &peerScope{peer: p.ClusterID, dyn: dyn, mapper: mapper}
+			ps = &peerScope{peer: p.ClusterID, client: client, mapper: mapper}
 			peerScopes[s] = ps
 			peerOrder = append(peerOrder, s)
 		}
@@ -146,7 +145,7 @@ func (e *Engine) doRefresh(ctx context.Context) {
 					continue
 				}
 				needed[s] = true
-				if err := e.watchers.ensure(ctx, s, e.localSelector(gvk), 0, e.opts.Dynamic, e.opts.Mapper, e.onEvent); err != nil {
+				if err := e.watchers.ensure(ctx, s, e.localSelector(gvk), 0, e.localClient(), e.opts.Mapper, e.onEvent); err != nil {
 					r.setErr(err)
 					failed = true
 				}
@@ -156,7 +155,7 @@ func (e *Engine) doRefresh(ctx context.Context) {
 			if !p.Ready || p.Config() == nil {
 				continue
 			}
-			dyn, mapper, err := e.peerClients(p)
+			pc, mapper, err := e.peerClients(p)
 			if err != nil {
 				failed = true
 				continue
@@ -167,7 +166,7 @@ func (e *Engine) doRefresh(ctx context.Context) {
 					failed = true
 					continue // reported in the rule's source status
 				}
-				wantPeer(s, p, dyn, mapper, false, r.compiled.LabelAlternatives())
+				wantPeer(s, p, pc, mapper, false, r.compiled.LabelAlternatives())
 				ruleScopes[r] = append(ruleScopes[r], s)
 			}
 			if r.rsr.Spec.SyncStatusBack {
@@ -184,7 +183,7 @@ func (e *Engine) doRefresh(ctx context.Context) {
 							continue
 						}
 						// Every label: the copies' labels are what the rule wrote there.
-						wantPeer(s, p, dyn, mapper, true, []labels.Selector{labels.Everything()})
+						wantPeer(s, p, pc, mapper, true, []labels.Selector{labels.Everything()})
 					}
 				}
 			}
@@ -194,7 +193,7 @@ func (e *Engine) doRefresh(ctx context.Context) {
 	for _, s := range peerOrder {
 		ps := peerScopes[s]
 		selectors[s] = sourceSelector(ps.alts)
-		err := e.watchers.ensure(ctx, s, joinSelectors(selectors[s], uselessCopies(e.opts.LocalID, ps.peer, members, ps.keepOwn)), e.opts.MaxPeerObjects, ps.dyn, ps.mapper, e.onEvent)
+		err := e.watchers.ensure(ctx, s, joinSelectors(selectors[s], uselessCopies(e.opts.LocalID, ps.peer, members, ps.keepOwn)), e.opts.MaxPeerObjects, ps.client, ps.mapper, e.onEvent)
 		var tooMany *TooManyObjectsError
 		switch {
 		case err == nil:

@@ -366,7 +366,7 @@ func TestOverCapRetryFollowsTheClock(t *testing.T) {
 	var got []step
 	for _, st := range want {
 		te.clock.Step(st.Advance)
-		err := ws.ensure(ctx, s, "", 20, te.dyn, te.e.opts.Mapper, func(scope, *cachedObject, *cachedObject) {})
+		err := ws.ensure(ctx, s, "", 20, clusterClient{dyn: te.dyn}, te.e.opts.Mapper, func(scope, *cachedObject, *cachedObject) {})
 		_, running := ws.get(s)
 		if running != (err == nil) {
 			t.Errorf("ensure = %v, but running = %v", err, running)

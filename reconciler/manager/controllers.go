@@ -236,6 +236,8 @@ func SetupRegistry(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		Client:         mgr.GetClient(),
 		Cache:          mgr.GetCache(),
 		Dynamic:        dyn,
+		Config:         mgr.GetConfig(),
+		HTTPClient:     mgr.GetHTTPClient(),
 		Mapper:         mgr.GetRESTMapper(),
 		Peers:          pm,
 		Workers:        ro.SyncWorkers,
