@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"net/http"
 	"strings"
 	"testing"
 
@@ -13,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
@@ -488,5 +491,53 @@ func TestEventCodec(t *testing.T) {
 		if _, _, err := (eventCodec{}).Decode([]byte(in), nil, &ev); err == nil {
 			t.Errorf("%q decodes to %+v, want an error", in, ev)
 		}
+	}
+}
+
+// TestClusterClientSource: the informers of a real cluster list and watch at the
+// resource's path with the cluster's own HTTP client (a peer's dials only what this
+// cluster allows: one is never made from the config), those of a fake one through its
+// dynamic client.
+func TestClusterClientSource(t *testing.T) {
+	cfg := &rest.Config{Host: "https://127.0.0.1:1"}
+	hc := &http.Client{}
+	deployments := &meta.RESTMapping{Resource: schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, Scope: meta.RESTScopeNamespace}
+	nodes := &meta.RESTMapping{Resource: schema.GroupVersionResource{Version: "v1", Resource: "nodes"}, Scope: meta.RESTScopeRoot}
+	for _, tc := range []struct {
+		name      string
+		client    clusterClient
+		mapping   *meta.RESTMapping
+		namespace string
+		wantPath  []string // a restSource's
+		wantDyn   bool
+		wantErr   bool
+	}{
+		{name: "namespaced", client: clusterClient{cfg: cfg, hc: hc}, mapping: deployments, namespace: "shop", wantPath: []string{"apis", "apps", "v1", "namespaces", "shop", "deployments"}},
+		{name: "all namespaces", client: clusterClient{cfg: cfg, hc: hc}, mapping: deployments, wantPath: []string{"apis", "apps", "v1", "deployments"}},
+		{name: "cluster-scoped ignores the namespace", client: clusterClient{cfg: cfg, hc: hc}, mapping: nodes, namespace: "shop", wantPath: []string{"api", "v1", "nodes"}},
+		{name: "a config without its HTTP client", client: clusterClient{cfg: cfg}, mapping: nodes, wantErr: true},
+		{name: "nothing", mapping: nodes, wantErr: true},
+		{name: "a fake cluster", client: clusterClient{dyn: dynamicfake.NewSimpleDynamicClient(runtime.NewScheme())}, mapping: deployments, namespace: "shop", wantDyn: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src, err := tc.client.source(deploymentGVK, tc.mapping, tc.namespace)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("source: %v, want an error %v", err, tc.wantErr)
+			}
+			switch s := src.(type) {
+			case *restSource:
+				if diff := cmp.Diff(tc.wantPath, s.path); diff != "" {
+					t.Errorf("path (-want +got):\n%s", diff)
+				}
+			case *dynamicSource:
+				if !tc.wantDyn {
+					t.Errorf("a dynamic source for a real cluster")
+				}
+			case nil:
+				if !tc.wantErr {
+					t.Error("no source")
+				}
+			}
+		})
 	}
 }

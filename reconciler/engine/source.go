@@ -36,8 +36,8 @@ import (
 // tests).
 
 // clusterClient is how the engine reaches one cluster: its dynamic client, and the REST
-// config and HTTP client the informers list and watch with (nil for a fake cluster: then
-// the dynamic client's objects are compacted, as before).
+// config and HTTP client the informers list and watch with (both nil for a fake cluster:
+// then the dynamic client lists and watches, and its objects are compacted).
 type clusterClient struct {
 	dyn dynamic.Interface
 	cfg *rest.Config
@@ -77,14 +77,12 @@ func (c clusterClient) source(gvk schema.GroupVersionKind, mapping *meta.RESTMap
 	if cfg.UserAgent == "" {
 		cfg.UserAgent = rest.DefaultKubernetesUserAgent()
 	}
-	hc := c.hc
-	if hc == nil {
-		var err error
-		if hc, err = rest.HTTPClientFor(cfg); err != nil {
-			return nil, fmt.Errorf("an HTTP client for %s: %w", cfg.Host, err)
-		}
+	if c.hc == nil {
+		// Never one made from the config: a peer's HTTP client is the one that dials only
+		// the addresses this cluster allows and refuses redirects (peers.Peer.HTTPClient).
+		return nil, fmt.Errorf("no HTTP client for %s", cfg.Host)
 	}
-	rc, err := rest.UnversionedRESTClientForConfigAndClient(cfg, hc)
+	rc, err := rest.UnversionedRESTClientForConfigAndClient(cfg, c.hc)
 	if err != nil {
 		return nil, fmt.Errorf("a REST client for %s: %w", cfg.Host, err)
 	}
