@@ -233,6 +233,9 @@ type Engine struct {
 
 	retryDelay time.Duration
 
+	// writes creates and updates copies in the local cluster (writeCopy); nil without
+	// Options.Config.
+	writes rest.Interface
 	// mappings are the local REST mappings of the kinds written (mapping).
 	mappingMu sync.Mutex
 	mappings  map[schema.GroupVersionKind]*meta.RESTMapping
@@ -290,6 +293,13 @@ func New(opts Options) (*Engine, error) {
 		mappers:  map[string]peerMapper{},
 		history:  map[item]writeRecord{},
 		contacts: newFirstContacts(),
+	}
+	if opts.Config != nil {
+		w, err := e.localClient().restClient(schema.GroupVersionKind{})
+		if err != nil {
+			return nil, fmt.Errorf("the local cluster's REST client: %w", err)
+		}
+		e.writes = w
 	}
 	e.watchers.retry = opts.OverCapRetry
 	e.watchers.clock = opts.Clock

@@ -68,6 +68,21 @@ func (c clusterClient) source(gvk schema.GroupVersionKind, mapping *meta.RESTMap
 		}
 		return &dynamicSource{ri: ri, gvk: gvk, noWatchList: watchlist.DoesClientNotSupportWatchListSemantics(c.dyn)}, nil
 	}
+	rc, err := c.restClient(gvk)
+	if err != nil {
+		return nil, err
+	}
+	return &restSource{client: rc, path: resourcePath(mapping, namespace)}, nil
+}
+
+// restClient returns a REST client of the cluster whose decoder is cachedCodec for kind
+// gvk (the zero kind keeps every object's apiVersion and kind in its JSON).
+func (c clusterClient) restClient(gvk schema.GroupVersionKind) (rest.Interface, error) {
+	if c.cfg == nil || c.hc == nil {
+		// Never an HTTP client made from the config: a peer's is the one that dials only
+		// the addresses this cluster allows and refuses redirects (peers.Peer.HTTPClient).
+		return nil, errors.New("no REST config and HTTP client for the cluster")
+	}
 	cfg := rest.CopyConfig(c.cfg)
 	cfg.ContentType = runtime.ContentTypeJSON
 	cfg.AcceptContentTypes = runtime.ContentTypeJSON
@@ -77,25 +92,25 @@ func (c clusterClient) source(gvk schema.GroupVersionKind, mapping *meta.RESTMap
 	if cfg.UserAgent == "" {
 		cfg.UserAgent = rest.DefaultKubernetesUserAgent()
 	}
-	if c.hc == nil {
-		// Never one made from the config: a peer's HTTP client is the one that dials only
-		// the addresses this cluster allows and refuses redirects (peers.Peer.HTTPClient).
-		return nil, fmt.Errorf("no HTTP client for %s", cfg.Host)
-	}
 	rc, err := rest.UnversionedRESTClientForConfigAndClient(cfg, c.hc)
 	if err != nil {
 		return nil, fmt.Errorf("a REST client for %s: %w", cfg.Host, err)
 	}
+	return rc, nil
+}
+
+// resourcePath is the path of the objects of a resource in namespace ("" for all
+// namespaces or a cluster-scoped kind).
+func resourcePath(mapping *meta.RESTMapping, namespace string) []string {
 	path := []string{"api"}
 	if g := mapping.Resource.Group; g != "" {
 		path = []string{"apis", g}
 	}
 	path = append(path, mapping.Resource.Version)
-	if namespace != "" {
+	if namespace != "" && mapping.Scope.Name() == meta.RESTScopeNameNamespace {
 		path = append(path, "namespaces", namespace)
 	}
-	path = append(path, mapping.Resource.Resource)
-	return &restSource{client: rc, path: path}, nil
+	return append(path, mapping.Resource.Resource)
 }
 
 // restSource lists and watches with a REST client whose decoder is cachedCodec.

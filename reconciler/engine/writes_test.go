@@ -2,15 +2,25 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
 	"math"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 )
 
 // TestObserveStages: a write's stages are the wait in the queue (from the change seen
@@ -38,5 +48,74 @@ func TestObserveStages(t *testing.T) {
 	want := map[string][2]float64{"queue": {1, 3}, "decide": {1, 2}, "write": {1, 4}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("stages (count, ms) (-want +got):\n%s", diff)
+	}
+}
+
+// TestWriteCopyThroughREST: with the local cluster's REST client, a copy is created with
+// a POST to its resource and updated with a PUT to its name, both with the registry's
+// field manager; the answer comes back as the object stored (less managedFields), and a
+// refusal as the API error the write's callers classify.
+func TestWriteCopyThroughREST(t *testing.T) {
+	type request struct{ Method, Path, FieldManager, Body string }
+	var got []request
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		got = append(got, request{r.Method, r.URL.Path, r.URL.Query().Get("fieldManager"), string(body)})
+		w.Header().Set("Content-Type", "application/json")
+		if r.Method == http.MethodPost && strings.Contains(string(body), `"taken"`) {
+			w.WriteHeader(http.StatusConflict)
+			_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"configmaps \"taken\" already exists","reason":"AlreadyExists","code":409}`))
+			return
+		}
+		var u map[string]any
+		_ = json.Unmarshal(body, &u)
+		u["metadata"].(map[string]any)["resourceVersion"] = "7"
+		u["metadata"].(map[string]any)["managedFields"] = []any{map[string]any{"manager": v1alpha1.FieldManager}}
+		u["data"].(map[string]any)["defaulted"] = "by the server"
+		out, _ := json.Marshal(u)
+		_, _ = w.Write(out)
+	}))
+	defer srv.Close()
+	te := newTestEngine(t)
+	cfg := &rest.Config{Host: srv.URL}
+	w, err := (clusterClient{cfg: cfg, hc: srv.Client()}).restClient(schema.GroupVersionKind{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	te.e.writes = w
+	it := item{gvk: cmGVK, namespace: "ns", name: "cm"}
+	ctx := context.Background()
+	stored, err := te.e.writeCopy(ctx, it, nil, copyOf("v1"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := copyOf("v1")
+	want.SetResourceVersion("7")
+	want.Object["data"].(map[string]any)["defaulted"] = "by the server"
+	if diff := cmp.Diff(want.Object, stored.Object); diff != "" {
+		t.Errorf("stored (-want +got):\n%s", diff)
+	}
+	if _, err := te.e.writeCopy(ctx, it, nil, copyOf("v2"), true); err != nil {
+		t.Fatal(err)
+	}
+	taken := copyOf("taken")
+	taken.Object["data"] = map[string]any{"k": "taken"}
+	if _, err := te.e.writeCopy(ctx, it, nil, taken, false); !apierrors.IsAlreadyExists(err) {
+		t.Errorf("a create refused as AlreadyExists returned %v", err)
+	}
+	var shape []request
+	for _, r := range got {
+		shape = append(shape, request{Method: r.Method, Path: r.Path, FieldManager: r.FieldManager})
+	}
+	wantShape := []request{
+		{Method: http.MethodPost, Path: "/api/v1/namespaces/ns/configmaps", FieldManager: v1alpha1.FieldManager},
+		{Method: http.MethodPut, Path: "/api/v1/namespaces/ns/configmaps/cm", FieldManager: v1alpha1.FieldManager},
+		{Method: http.MethodPost, Path: "/api/v1/namespaces/ns/configmaps", FieldManager: v1alpha1.FieldManager},
+	}
+	if diff := cmp.Diff(wantShape, shape); diff != "" {
+		t.Errorf("requests (-want +got):\n%s", diff)
+	}
+	if len(got) > 1 && !strings.Contains(got[1].Body, `"v2"`) {
+		t.Errorf("the update sent %s", got[1].Body)
 	}
 }
