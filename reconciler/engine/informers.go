@@ -125,8 +125,8 @@ type handler func(s scope, oldObj, newObj *cachedObject)
 // ensure starts the informer of scope s with the label selector selector ("" for none)
 // and the cap limit on the objects it holds (0: none) if it is not running, replacing one
 // that runs with another selector or cap. mapper resolves the kind; client lists and
-// watches (clusterClient.source). A scope over the cap is not started again before its retry time, unless its
-// selector or cap changed.
+// watches (clusterClient.source). A scope over the cap is not started again before its
+// retry time, unless its selector or cap changed.
 func (ws *watchers) ensure(ctx context.Context, s scope, selector string, limit int, client clusterClient, mapper meta.RESTMapper, h handler) error {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()

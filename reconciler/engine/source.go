@@ -55,15 +55,12 @@ type objectSource interface {
 // source returns the objectSource of the objects of kind gvk (resource mapping) in
 // namespace ("" for all namespaces or a cluster-scoped kind).
 func (c clusterClient) source(gvk schema.GroupVersionKind, mapping *meta.RESTMapping, namespace string) (objectSource, error) {
-	if mapping.Scope.Name() != meta.RESTScopeNameNamespace {
-		namespace = ""
-	}
 	if c.cfg == nil {
 		if c.dyn == nil {
 			return nil, errors.New("no client for the cluster")
 		}
 		var ri dynamic.ResourceInterface = c.dyn.Resource(mapping.Resource)
-		if namespace != "" {
+		if namespace != "" && mapping.Scope.Name() == meta.RESTScopeNameNamespace {
 			ri = c.dyn.Resource(mapping.Resource).Namespace(namespace)
 		}
 		return &dynamicSource{ri: ri, gvk: gvk, noWatchList: watchlist.DoesClientNotSupportWatchListSemantics(c.dyn)}, nil
