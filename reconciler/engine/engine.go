@@ -223,9 +223,10 @@ type Engine struct {
 	// clusters caches the Clusters' content for templates (clusterObject).
 	clusterMu sync.Mutex
 	clusters  map[string]clusterContent
-	// ownWrites holds, per copy, the resourceVersion of the engine's last write when the
-	// cluster stored it as written, until the local cache has it: a create is not made
-	// twice meanwhile.
+	// ownWrites holds, per copy, the resourceVersion of the engine's last write (of a
+	// copy whose status is not synced), until the local cache has it: a create is not
+	// made twice meanwhile, and the write's own event is not looked at again when the
+	// cluster stored it as written.
 	ownWrites sync.Map // item -> ownWrite
 	// full holds the queued items that something other than a change of the local object
 	// queued (add, a retry): their reconcile is never skipped as the echo of a write.

@@ -22,6 +22,9 @@ type ownWrite struct {
 	// write's own event must be looked at in full (a delete at the origin right after the
 	// write, seen while the local cache still lacked the copy, decided nothing).
 	decidedBefore bool
+	// changed is set when the cluster stored the write changed (an admission webhook,
+	// defaulting): its event is looked at in full, for Settle to hold the copy.
+	changed bool
 }
 
 // reconciled is what a reconcile that finds the local copy at observedRV does with the
@@ -36,10 +39,11 @@ type ownWrite struct {
 // (while the write's reconcile ran, the queue held it to be looked at again). A reconcile
 // that runs while the cache lacks the write decided on the copy as it was before (a
 // delete at the origin right after the write decides nothing while the copy seems
-// absent), so the write's event is then looked at in full.
+// absent), so the write's event is then looked at in full. So is the event of a write
+// the cluster changed on the way: the next decision asks to write again, and Settle holds.
 func (w ownWrite) reconciled(observedRV string, full bool) (next *ownWrite, skip bool) {
 	if observedRV == w.resourceVersion {
-		return nil, !full && !w.decidedBefore
+		return nil, !full && !w.decidedBefore && !w.changed
 	}
 	marked := w
 	marked.decidedBefore = true

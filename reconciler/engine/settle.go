@@ -59,8 +59,12 @@ func (e *Engine) written(it item, src *planner.Candidate, stored *unstructured.U
 	if len(changed) > 0 {
 		e.opts.Metrics.changedOnWrite.WithLabelValues(src.Rule).Inc()
 		e.log.Info("the cluster changed a copy on write", "object", it.String(), "rule", src.Rule, "changed", changed)
-	} else if stored != nil && !src.SyncStatus {
-		e.ownWrites.Store(it, ownWrite{resourceVersion: stored.GetResourceVersion(), at: e.opts.Clock.Now()})
+	}
+	if stored != nil && !src.SyncStatus {
+		// Kept whether or not the cluster changed the write: a create is not made twice
+		// while the local cache lacks it (a rule that changes meanwhile asks to write
+		// again, and the create found the copy already there).
+		e.ownWrites.Store(it, ownWrite{resourceVersion: stored.GetResourceVersion(), at: e.opts.Clock.Now(), changed: len(changed) > 0})
 	}
 	d := planner.Digest(src.Object, src.SyncStatus)
 	now := e.opts.Clock.Now()
