@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	jsoniter "github.com/json-iterator/go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -118,8 +119,15 @@ func (c *cachedObject) restore(u *unstructured.Unstructured, gvk schema.GroupVer
 	}
 }
 
+// cachedJSON decodes parts of cached objects into structs (metadataOnly): faster than
+// encoding/json, and case-sensitive, as the decoding of the whole object into a map is (a
+// "Metadata" key is not metadata).
+var cachedJSON = jsoniter.Config{CaseSensitive: true}.Froze()
+
 // metadataOnly decodes only what matching by name, namespace, labels and annotations reads
-// (plus apiVersion and kind): far cheaper than object for counting matches over a cache.
+// (plus apiVersion and kind, and a top-level string type, which tells a membership Secret:
+// planner.MembershipObject): far cheaper than object for counting matches over a cache
+// and for mapping a peer's event to local objects.
 func (c *cachedObject) metadataOnly(gvk schema.GroupVersionKind) (*unstructured.Unstructured, error) {
 	var m struct {
 		APIVersion *string `json:"apiVersion"`
@@ -128,8 +136,9 @@ func (c *cachedObject) metadataOnly(gvk schema.GroupVersionKind) (*unstructured.
 			Labels      map[string]string `json:"labels"`
 			Annotations map[string]string `json:"annotations"`
 		} `json:"metadata"`
+		Type jsoniter.RawMessage `json:"type"`
 	}
-	if err := json.Unmarshal(c.json(), &m); err != nil {
+	if err := cachedJSON.Unmarshal(c.json(), &m); err != nil {
 		return nil, fmt.Errorf("decoding the cached %s %s/%s: %w", gvk.Kind, c.namespace(), c.name(), err)
 	}
 	u := &unstructured.Unstructured{Object: map[string]any{}}
@@ -138,6 +147,10 @@ func (c *cachedObject) metadataOnly(gvk schema.GroupVersionKind) (*unstructured.
 	}
 	if m.Kind != nil {
 		u.Object["kind"] = *m.Kind
+	}
+	var typ string
+	if len(m.Type) > 0 && m.Type[0] == '"' && cachedJSON.Unmarshal(m.Type, &typ) == nil {
+		u.Object["type"] = typ
 	}
 	if m.Metadata.Labels != nil {
 		u.SetLabels(m.Metadata.Labels)

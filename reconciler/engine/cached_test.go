@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -539,5 +540,70 @@ func TestClusterClientSource(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestMetadataOnlyMapsEventsAsTheObject: a peer's event is mapped to local objects from
+// the metadata-only decoding when no rule of its kind matches by content (onEvent): the
+// targets (planner.TargetOf, with rewrites of name and namespace) and whether the object
+// is a membership object (a Secret's type) are what the whole object gives. Raw JSON from
+// a stranger's API server: a "type" that is not a string, and keys that differ from
+// metadata only in case, do not change the answer.
+func TestMetadataOnlyMapsEventsAsTheObject(t *testing.T) {
+	secretGVK := schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
+	raws := map[string]string{
+		"opaque Secret":              `{"apiVersion":"v1","kind":"Secret","metadata":{"namespace":"shop","name":"db","labels":{"app":"web"}},"type":"Opaque","data":{"k":"dg=="}}`,
+		"membership Secret":          `{"apiVersion":"v1","kind":"Secret","metadata":{"namespace":"shop","name":"db","labels":{"app":"web"}},"type":"` + string(v1alpha1.SecretTypeClusterRegistry) + `"}`,
+		"Secret without a type":      `{"apiVersion":"v1","kind":"Secret","metadata":{"namespace":"shop","name":"db","labels":{"app":"web"}}}`,
+		"a type that is an object":   `{"apiVersion":"v1","kind":"Secret","metadata":{"namespace":"shop","name":"db","labels":{"app":"web"}},"type":{"x":1}}`,
+		"a copy of this cluster":     `{"apiVersion":"v1","kind":"Secret","metadata":{"namespace":"shop","name":"db","labels":{"app":"web"},"annotations":{"` + v1alpha1.OwnershipAnnotation + `":"uid-local"}},"type":"Opaque"}`,
+		"Metadata in another case":   `{"apiVersion":"v1","kind":"Secret","metadata":{"namespace":"shop","name":"db","labels":{"app":"web"}},"Metadata":{"labels":{"app":"db"}},"Type":"` + string(v1alpha1.SecretTypeClusterRegistry) + `"}`,
+		"labels of another app":      `{"apiVersion":"v1","kind":"Secret","metadata":{"namespace":"shop","name":"db","labels":{"app":"db"}},"type":"Opaque"}`,
+		"another namespace and name": `{"apiVersion":"v1","kind":"Secret","metadata":{"namespace":"other","name":"api","labels":{"app":"web"}},"type":"Opaque"}`,
+	}
+	specs := map[string]v1alpha1.SyncRule{
+		"everything":        {},
+		"by labels":         {Matches: []v1alpha1.SyncRuleMatch{{Labels: []metav1.LabelSelector{{MatchLabels: map[string]string{"app": "web"}}}}}},
+		"renamed and moved": {Matches: []v1alpha1.SyncRuleMatch{{Namespaces: []string{"shop"}}}, Mutations: v1alpha1.Mutations{Name: &v1alpha1.NameMutations{AddSuffix: "-copy"}, Namespace: &v1alpha1.NameMutations{AddPrefix: "moved-"}}},
+	}
+	for name, sr := range specs {
+		rsr := &v1alpha1.ResourceSyncRule{ObjectMeta: metav1.ObjectMeta{Name: "r"},
+			Spec: v1alpha1.ResourceSyncRuleSpec{GVK: v1alpha1.GroupVersionKind{Version: "v1", Kind: "Secret"}, Rules: []v1alpha1.SyncRule{sr}}}
+		r, err := planner.CompileRule(rsr)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if r.ReadsContent() {
+			t.Fatalf("%s: ReadsContent is true for a rule without content selectors", name)
+		}
+		targets := 0
+		for what, raw := range raws {
+			c, err := decodeCached([]byte(raw), secretGVK)
+			if err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+			whole, err := c.object(secretGVK)
+			if err != nil {
+				t.Fatal(err)
+			}
+			meta, err := c.metadataOnly(secretGVK)
+			if err != nil {
+				t.Fatalf("%s: metadataOnly: %v", what, err)
+			}
+			if w, m := planner.MembershipObject(whole), planner.MembershipObject(meta); w != m {
+				t.Errorf("%s: MembershipObject of the whole object %v, of its metadata %v", what, w, m)
+			}
+			wt, wok := planner.TargetOf(r, "uid-local", whole)
+			mt, mok := planner.TargetOf(r, "uid-local", meta)
+			if diff := cmp.Diff(fmt.Sprint(wt, wok), fmt.Sprint(mt, mok)); diff != "" {
+				t.Errorf("%s, rule %s: the target (-whole +metadata only):\n%s", what, name, diff)
+			}
+			if wok {
+				targets++
+			}
+		}
+		if targets == 0 || targets == len(raws) {
+			t.Errorf("rule %s: %d of %d objects have a target: the table does not tell them apart", name, targets, len(raws))
+		}
 	}
 }

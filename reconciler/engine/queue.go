@@ -92,15 +92,26 @@ func (e *Engine) onEvent(s scope, oldC, newC *cachedObject) {
 		}
 		return
 	}
-	e.onPeerEvent(s, e.decode(s, oldC), e.decode(s, newC), now)
+	rules := e.snapshot()
+	content := false
+	for _, r := range rules {
+		content = content || (r.compiled != nil && r.compiled.GVK == s.gvk && r.compiled.ReadsContent())
+	}
+	e.onPeerEvent(s, rules, e.decode(s, oldC, content), e.decode(s, newC, content), now)
 }
 
-// decode returns the object of an informer's cachedObject (nil for nil).
-func (e *Engine) decode(s scope, c *cachedObject) *unstructured.Unstructured {
+// decode returns the object of an informer's cachedObject (nil for nil): in full when a
+// rule matches its kind by content, else only what mapping a peer's event to local
+// objects reads (metadataOnly), a fraction of the cost.
+func (e *Engine) decode(s scope, c *cachedObject, content bool) *unstructured.Unstructured {
 	if c == nil {
 		return nil
 	}
-	u, err := c.object(s.gvk)
+	decode := c.metadataOnly
+	if content {
+		decode = c.object
+	}
+	u, err := decode(s.gvk)
 	if err != nil {
 		e.log.Error(err, "reading a cached object", "scope", s.String())
 		return nil
@@ -108,9 +119,12 @@ func (e *Engine) decode(s scope, c *cachedObject) *unstructured.Unstructured {
 	return u
 }
 
-// onPeerEvent maps a change of a peer's object to the local objects it may affect.
-func (e *Engine) onPeerEvent(s scope, oldObj, newObj *unstructured.Unstructured, now time.Time) {
-	for _, r := range e.snapshot() {
+// onPeerEvent maps a change of a peer's object to the local objects the rules may
+// affect. It reads the objects' kind, namespace, name, labels and annotations, a Secret's
+// type (MembershipObject), and their content only when a rule of their kind matches by
+// content (Rule.ReadsContent).
+func (e *Engine) onPeerEvent(s scope, rules []*ruleEntry, oldObj, newObj *unstructured.Unstructured, now time.Time) {
+	for _, r := range rules {
 		if r.compiled == nil {
 			continue
 		}
