@@ -299,6 +299,19 @@ func (ws *watchers) get(s scope) (*watcher, bool) {
 // informer has synced and none holds it: then it matches no rule that reads these scopes.
 // synced is false when no informer covers the key or one has not synced.
 func (ws *watchers) lookup(cluster string, gvk schema.GroupVersionKind, namespace, name string) (obj *unstructured.Unstructured, synced bool, err error) {
+	c, synced, err := ws.lookupCached(cluster, gvk, namespace, name)
+	if c == nil || err != nil {
+		return nil, synced, err
+	}
+	if obj, err = c.object(gvk); err != nil {
+		return nil, false, err
+	}
+	return obj, true, nil
+}
+
+// lookupCached is lookup without decoding the object found: the informer's cachedObject,
+// which its caller must not change.
+func (ws *watchers) lookupCached(cluster string, gvk schema.GroupVersionKind, namespace, name string) (obj *cachedObject, synced bool, err error) {
 	key := name
 	if namespace != "" {
 		key = namespace + "/" + name
@@ -335,11 +348,7 @@ func (ws *watchers) lookup(cluster string, gvk schema.GroupVersionKind, namespac
 		if !exists {
 			continue
 		}
-		obj, err := asCached(item).object(gvk)
-		if err != nil {
-			return nil, false, err
-		}
-		return obj, true, nil
+		return asCached(item), true, nil
 	}
 	if !covered || !allSynced {
 		return nil, false, lastErr

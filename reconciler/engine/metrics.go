@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"math"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -52,8 +53,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Namespace: "kubectl_registry", Subsystem: "sync", Name: "stage_seconds",
 			Help: "The stages of each write of a copy: queue (from the change seen to the start of its reconcile), decide (from there to the write request) and write (the request to the local API server).",
 			// 0.1 ms to about 3 s: the stages of a write on a fast path are fractions of a
-			// millisecond, which latency_seconds's buckets do not tell apart.
-			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+			// millisecond, which latency_seconds's buckets do not tell apart. Each bucket is
+			// √2 times the last: a quantile read off them (interpolated within a bucket) is
+			// within a fifth of the true one, close enough to compare a write with the
+			// floor's (with doubling buckets, a 3.5 ms median could read 4.4 ms).
+			Buckets: prometheus.ExponentialBuckets(0.0001, math.Sqrt2, 31),
 		}, []string{"stage"}),
 		held: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "kubectl_registry", Subsystem: "sync", Name: "held_total",

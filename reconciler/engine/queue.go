@@ -200,7 +200,7 @@ func (e *Engine) processNext(ctx context.Context) bool {
 // reconcile brings one local object to what the rules ask for.
 func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) {
 	_, full := e.full.LoadAndDelete(it)
-	observed, synced, err := e.watchers.lookup("", it.gvk, it.namespace, it.name)
+	cached, synced, err := e.watchers.lookupCached("", it.gvk, it.namespace, it.name)
 	if err != nil {
 		return 0, err
 	}
@@ -210,23 +210,31 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 		}
 		return time.Second, nil
 	}
-	e.settledKey(it, observed)
 	if w, pending := e.ownWrites.Load(it); pending {
+		// Told before the copy is decoded: the event of the engine's own write, the most
+		// common reconcile of a copy, costs a lookup.
 		ow := w.(ownWrite)
 		observedRV := ""
-		if observed != nil {
-			observedRV = observed.GetResourceVersion()
+		if cached != nil {
+			observedRV = cached.resourceVersion()
 		}
 		switch next, skip := ow.reconciled(observedRV, full); {
 		case next == nil:
 			e.ownWrites.CompareAndDelete(it, ow)
-			if skip {
+			if _, keyWatched := e.watchers.get(keyScope(it.gvk, it.namespace, it.name)); skip && !keyWatched {
 				return 0, nil
 			}
 		case *next != ow:
 			e.ownWrites.CompareAndSwap(it, ow, *next) // not if the copy's delete dropped it meanwhile
 		}
 	}
+	var observed *unstructured.Unstructured
+	if cached != nil {
+		if observed, err = cached.object(it.gvk); err != nil {
+			return 0, err
+		}
+	}
+	e.settledKey(it, observed)
 	membership := observed != nil && planner.MembershipObject(observed)
 	if observed != nil && observed.GetDeletionTimestamp() != nil && observed.GetAnnotations()[v1alpha1.OwnershipAnnotation] != "" {
 		// A copy being deleted (to be recreated, or with its namespace): nothing is written
