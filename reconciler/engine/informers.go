@@ -637,10 +637,15 @@ func (e *Engine) settledKey(it item, observed *unstructured.Unstructured) {
 	if observed != nil && !hasCopyLabel(observed) {
 		return
 	}
-	s := keyScope(it.gvk, it.namespace, it.name)
-	if _, ok := e.watchers.get(s); ok {
-		e.watchers.stop(s)
+	if e.keyWatched(it) {
+		e.watchers.stop(keyScope(it.gvk, it.namespace, it.name))
 	}
+}
+
+// keyWatched reports whether the key of it is watched by name (inTheWay).
+func (e *Engine) keyWatched(it item) bool {
+	_, ok := e.watchers.get(keyScope(it.gvk, it.namespace, it.name))
+	return ok
 }
 
 // watchNote says how a rule's watches are narrowed, for the rule's WatchesNarrowed

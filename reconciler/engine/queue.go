@@ -221,8 +221,8 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 		switch next, skip := ow.reconciled(observedRV, full); {
 		case next == nil:
 			e.ownWrites.CompareAndDelete(it, ow)
-			if _, keyWatched := e.watchers.get(keyScope(it.gvk, it.namespace, it.name)); skip && !keyWatched {
-				return 0, nil
+			if skip && !e.keyWatched(it) {
+				return 0, nil // else on, for settledKey to stop the watch of the key
 			}
 		case *next != ow:
 			e.ownWrites.CompareAndSwap(it, ow, *next) // not if the copy's delete dropped it meanwhile
