@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-registry/kubectl-registry/manifests"
@@ -306,15 +307,19 @@ func (g *group) bumpCanary(t *testing.T, on string, n int) {
 	t.Helper()
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: v1alpha1.DefaultNamespace, Name: canaryName}}
 	s.StringData = map[string]string{"stage": fmt.Sprint(n)}
-	err := g.cls[on].Get(context.Background(), client.ObjectKeyFromObject(s), s)
-	switch {
-	case apierrors.IsNotFound(err):
-		s.StringData = map[string]string{"stage": fmt.Sprint(n)}
-		err = g.cls[on].Create(context.Background(), s)
-	case err == nil:
-		s.StringData = map[string]string{"stage": fmt.Sprint(n)}
-		err = g.cls[on].Update(context.Background(), s)
-	}
+	// The controllers may be running and write the canary: retry on conflict.
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		err := g.cls[on].Get(context.Background(), client.ObjectKeyFromObject(s), s)
+		switch {
+		case apierrors.IsNotFound(err):
+			s.StringData = map[string]string{"stage": fmt.Sprint(n)}
+			err = g.cls[on].Create(context.Background(), s)
+		case err == nil:
+			s.StringData = map[string]string{"stage": fmt.Sprint(n)}
+			err = g.cls[on].Update(context.Background(), s)
+		}
+		return err
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

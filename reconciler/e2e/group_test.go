@@ -266,15 +266,14 @@ func TestGroup(t *testing.T) {
 		})
 		// The user copies c's new Secret to a (what join does); a reconnects without a
 		// restart and relays the newer token to b, which cannot read c either.
-		var onA corev1.Secret
-		if err := a.Get(context.Background(), client.ObjectKey{Namespace: v1alpha1.DefaultNamespace, Name: "c"}, &onA); err != nil {
-			t.Fatal(err)
-		}
-		onA.Data = fresh.Data
-		for k, v := range fresh.Annotations {
-			onA.Annotations[k] = v
-		}
-		if err := a.Update(context.Background(), &onA); err != nil {
+		// a's controller writes this Secret too: harness.Update retries on conflict.
+		onA := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: v1alpha1.DefaultNamespace, Name: "c"}}
+		if err := harness.Update(context.Background(), a, onA, func() {
+			onA.Data = fresh.Data
+			for k, v := range fresh.Annotations {
+				onA.Annotations[k] = v
+			}
+		}); err != nil {
 			t.Fatal(err)
 		}
 		harness.Eventually(t, 60*time.Second, "the group recovers", func() error {

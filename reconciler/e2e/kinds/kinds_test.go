@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -657,15 +658,19 @@ func gizmoPhase(c string) string {
 
 // setGizmoPhase writes status.phase on the Gizmo of cl through the status subresource.
 func setGizmoPhase(ctx context.Context, cl client.Client, phase string) error {
-	u, err := get(ctx, cl, "gizmo")
+	// A copy's status is written by the registry's controller too: retry on conflict.
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		u, err := get(ctx, cl, "gizmo")
+		if err != nil {
+			return err
+		}
+		if err := unstructured.SetNestedField(u.Object, phase, "status", "phase"); err != nil {
+			return err
+		}
+		return cl.Status().Update(ctx, u)
+	})
 	if err != nil {
-		return err
-	}
-	if err := unstructured.SetNestedField(u.Object, phase, "status", "phase"); err != nil {
-		return err
-	}
-	if err := cl.Status().Update(ctx, u); err != nil {
-		return fmt.Errorf("updating the status of Gizmo %s: %w", u.GetName(), err)
+		return fmt.Errorf("updating the status of Gizmo gizmo: %w", err)
 	}
 	return nil
 }

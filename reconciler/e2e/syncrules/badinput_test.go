@@ -141,12 +141,8 @@ spec:
 		}
 	}
 	// The controllers are still up and syncing: a change to the fine object arrives.
-	var fine corev1.ConfigMap
-	if err := first.Get(ctx, client.ObjectKey{Namespace: badInputNS, Name: "fine"}, &fine); err != nil {
-		t.Fatal(err)
-	}
-	fine.Data["k"] = "changed"
-	if err := first.Update(ctx, &fine); err != nil {
+	fine := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: badInputNS, Name: "fine"}}
+	if err := harness.Update(ctx, first, fine, func() { fine.Data["k"] = "changed" }); err != nil {
 		t.Fatal(err)
 	}
 	harness.Eventually(t, 30*time.Second, "the change reaches second", func() error {

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -276,12 +277,8 @@ spec:
 		if err := first.Delete(context.Background(), configMap("burst-000", nil)); err != nil {
 			t.Fatal(err)
 		}
-		var cm corev1.ConfigMap
-		if err := first.Get(context.Background(), client.ObjectKey{Namespace: testNS, Name: "burst-001"}, &cm); err != nil {
-			t.Fatal(err)
-		}
-		cm.Labels = map[string]string{"skip": "yes"}
-		if err := first.Update(context.Background(), &cm); err != nil {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: "burst-001"}}
+		if err := harness.Update(context.Background(), first, cm, func() { cm.Labels = map[string]string{"skip": "yes"} }); err != nil {
 			t.Fatal(err)
 		}
 		harness.Eventually(t, 30*time.Second, "copies of burst-000 and burst-001 are gone", func() error {
@@ -405,9 +402,20 @@ spec:
 			onSecond, err = get(second)
 			return err
 		})
-		// A controller on second reports on its copy.
-		onSecond.Object["status"] = map[string]any{"phase": "Running", "observedGeneration": onSecond.GetGeneration()}
-		if err := second.Status().Update(context.Background(), onSecond); err != nil {
+		// A controller on second reports on its copy; the registry's controller on second
+		// writes the copy too, so a conflict is read again and retried.
+		if err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+			cur, err := get(second)
+			if err != nil {
+				return err
+			}
+			cur.Object["status"] = map[string]any{"phase": "Running", "observedGeneration": cur.GetGeneration()}
+			if err := second.Status().Update(context.Background(), cur); err != nil {
+				return err
+			}
+			onSecond = cur
+			return nil
+		}); err != nil {
 			t.Fatal(err)
 		}
 		harness.Eventually(t, 30*time.Second, "the status reaches the original on first", func() error {

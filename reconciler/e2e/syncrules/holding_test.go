@@ -173,12 +173,9 @@ spec:
 			t.Errorf("hpa-web on second has %d replicas: the HPA's value was not kept", *d.Spec.Replicas)
 		}
 		// The rest of the copy still follows the origin.
-		var orig appsv1.Deployment
-		if err := first.Get(ctx, client.ObjectKey{Namespace: holdNS, Name: "hpa-web"}, &orig); err != nil {
-			t.Fatal(err)
-		}
-		orig.Spec.Template.Spec.Containers[0].Image = "registry.example/app:v2"
-		if err := first.Update(ctx, &orig); err != nil {
+		// The Deployment controller writes the origin's status: retry on conflict.
+		orig := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: holdNS, Name: "hpa-web"}}
+		if err := harness.Update(ctx, first, orig, func() { orig.Spec.Template.Spec.Containers[0].Image = "registry.example/app:v2" }); err != nil {
 			t.Fatal(err)
 		}
 		harness.Eventually(t, 30*time.Second, "the new image on second, the HPA's replicas kept", func() error {
@@ -235,12 +232,9 @@ spec:
 			firstUID = string(j.UID)
 			return nil
 		})
-		var orig batchv1.Job
-		if err := first.Get(ctx, client.ObjectKey{Namespace: holdNS, Name: "migrate"}, &orig); err != nil {
-			t.Fatal(err)
-		}
-		orig.Annotations["image"] = "registry.example/migrate:v2"
-		if err := first.Update(ctx, &orig); err != nil {
+		// The Job controller writes the origin's status: retry on conflict.
+		orig := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: holdNS, Name: "migrate"}}
+		if err := harness.Update(ctx, first, orig, func() { orig.Annotations["image"] = "registry.example/migrate:v2" }); err != nil {
 			t.Fatal(err)
 		}
 		harness.Eventually(t, 30*time.Second, "hold-job reports ImmutableField on second", func() error {
@@ -267,12 +261,9 @@ spec:
 			t.Errorf("the immutable copy was tried %v more times in 10 s, want 0", r-r0)
 		}
 
-		var r v1alpha1.ResourceSyncRule
-		if err := first.Get(ctx, client.ObjectKey{Name: "hold-job"}, &r); err != nil {
-			t.Fatal(err)
-		}
-		r.Spec.OnImmutableChange = v1alpha1.ImmutableChangeRecreate
-		if err := first.Update(ctx, &r); err != nil {
+		// first's controller writes the rule's status: retry on conflict.
+		r := &v1alpha1.ResourceSyncRule{ObjectMeta: metav1.ObjectMeta{Name: "hold-job"}}
+		if err := harness.Update(ctx, first, r, func() { r.Spec.OnImmutableChange = v1alpha1.ImmutableChangeRecreate }); err != nil {
 			t.Fatal(err)
 		}
 		harness.Eventually(t, 60*time.Second, "the Job recreated on second with the new template", func() error {
@@ -352,19 +343,13 @@ spec:
 		}
 		// CreateOnly: an update at the origin and a local edit are left alone, and so is a
 		// delete at the origin.
-		if err := second.Get(ctx, client.ObjectKey{Namespace: holdNS, Name: "create-me"}, &cm); err != nil {
+		// second's controller wrote this copy: retry on conflict.
+		local := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: holdNS, Name: "create-me"}}
+		if err := harness.Update(ctx, second, local, func() { local.Data["v"] = "local" }); err != nil {
 			t.Fatal(err)
 		}
-		cm.Data["v"] = "local"
-		if err := second.Update(ctx, &cm); err != nil {
-			t.Fatal(err)
-		}
-		var o corev1.ConfigMap
-		if err := first.Get(ctx, client.ObjectKey{Namespace: holdNS, Name: "create-me"}, &o); err != nil {
-			t.Fatal(err)
-		}
-		o.Data["v"] = "2"
-		if err := first.Update(ctx, &o); err != nil {
+		o := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: holdNS, Name: "create-me"}}
+		if err := harness.Update(ctx, first, o, func() { o.Data["v"] = "2" }); err != nil {
 			t.Fatal(err)
 		}
 		stays(t, 10*time.Second, "create-me on second keeps its local value", func() error {

@@ -319,27 +319,28 @@ func loosenOverrides(t *testing.T, cl client.Client) {
 	set := func(maxItems any) {
 		crd := &unstructured.Unstructured{}
 		crd.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
-		if err := cl.Get(ctx, client.ObjectKey{Name: "resourcesyncrules.clusterregistry.k8s.cisco.com"}, crd); err != nil {
-			t.Fatal(err)
-		}
-		versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
-		for i := range versions {
-			v := versions[i].(map[string]any)
-			schema, _, _ := unstructured.NestedMap(v, "schema", "openAPIV3Schema")
-			if maxItems == nil {
-				unstructured.RemoveNestedField(schema, append(path, "maxItems")...)
-			} else if err := unstructured.SetNestedField(schema, maxItems, append(path, "maxItems")...); err != nil {
+		crd.SetName("resourcesyncrules.clusterregistry.k8s.cisco.com")
+		// The API server writes the CRD's status (its conditions) too: harness.Update
+		// retries on conflict.
+		if err := harness.Update(ctx, cl, crd, func() {
+			versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+			for i := range versions {
+				v := versions[i].(map[string]any)
+				schema, _, _ := unstructured.NestedMap(v, "schema", "openAPIV3Schema")
+				if maxItems == nil {
+					unstructured.RemoveNestedField(schema, append(path, "maxItems")...)
+				} else if err := unstructured.SetNestedField(schema, maxItems, append(path, "maxItems")...); err != nil {
+					t.Fatal(err)
+				}
+				if err := unstructured.SetNestedMap(v, schema, "schema", "openAPIV3Schema"); err != nil {
+					t.Fatal(err)
+				}
+				versions[i] = v
+			}
+			if err := unstructured.SetNestedSlice(crd.Object, versions, "spec", "versions"); err != nil {
 				t.Fatal(err)
 			}
-			if err := unstructured.SetNestedMap(v, schema, "schema", "openAPIV3Schema"); err != nil {
-				t.Fatal(err)
-			}
-			versions[i] = v
-		}
-		if err := unstructured.SetNestedSlice(crd.Object, versions, "spec", "versions"); err != nil {
-			t.Fatal(err)
-		}
-		if err := cl.Update(ctx, crd); err != nil {
+		}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -133,14 +133,13 @@ func TestSeedScenarios(t *testing.T) {
 		})
 
 		// Modified on a non-origin cluster, including added keys: restored exactly.
-		s, err := secret(second, "test-secret")
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.Data = map[string][]byte{"injected": []byte("x")}
-		s.Labels["added-locally"] = "yes"
-		s.Annotations["added-locally"] = "yes"
-		if err := second.Update(context.Background(), s); err != nil {
+		// second's controller writes this copy too: harness.Update retries on conflict.
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "test-secret"}}
+		if err := harness.Update(context.Background(), second, s, func() {
+			s.Data = map[string][]byte{"injected": []byte("x")}
+			s.Labels["added-locally"] = "yes"
+			s.Annotations["added-locally"] = "yes"
+		}); err != nil {
 			t.Fatal(err)
 		}
 		harness.Eventually(t, 30*time.Second, "the modified copy on second is restored", func() error {

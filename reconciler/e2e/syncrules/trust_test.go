@@ -272,10 +272,9 @@ spec:
 		}
 		original := onFirst.DeepCopy()
 		defer func() {
-			var cur corev1.Secret
-			if err := first.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "third"}, &cur); err == nil {
-				cur.Data = original.Data
-				_ = first.Update(context.Background(), &cur)
+			cur := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "third"}}
+			if err := harness.Update(context.Background(), first, cur, func() { cur.Data = original.Data }); err != nil {
+				t.Errorf("restoring first's Secret of third: %v", err)
 			}
 		}()
 		forge := func(server string, ca []byte, exp time.Time) {
@@ -284,12 +283,8 @@ spec:
 			if err != nil {
 				t.Fatal(err)
 			}
-			var cur corev1.Secret
-			if err := first.Get(ctx, client.ObjectKey{Namespace: ns, Name: "third"}, &cur); err != nil {
-				t.Fatal(err)
-			}
-			cur.Data = map[string][]byte{v1alpha1.KubeconfigKey: kc}
-			if err := first.Update(ctx, &cur); err != nil {
+			cur := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "third"}}
+			if err := harness.Update(ctx, first, cur, func() { cur.Data = map[string][]byte{v1alpha1.KubeconfigKey: kc} }); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -342,20 +337,20 @@ spec:
 		}
 		original := own.DeepCopy()
 		defer func() {
-			var cur v1alpha1.Cluster
-			if err := first.Get(context.Background(), client.ObjectKey{Name: "first"}, &cur); err == nil {
-				cur.Annotations = original.Annotations
-				_ = first.Update(context.Background(), &cur)
+			cur := &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "first"}}
+			if err := harness.Update(context.Background(), first, cur, func() { cur.Annotations = original.Annotations }); err != nil {
+				t.Errorf("restoring first's own Cluster: %v", err)
 			}
 			ctls["first"] = harness.Serve(top, bed.Cluster("first"))
 			harness.Eventually(top, 60*time.Second, "first's controller is back", func() error { return harness.LocalReady(first, "first") })
 		}()
-		if own.Annotations == nil {
-			own.Annotations = map[string]string{}
-		}
-		own.Annotations[v1alpha1.JoinedAtAnnotation] = "9999-01-01T00:00:00Z"
-		own.Annotations[v1alpha1.LeftClustersAnnotation] = string(thirdID) + "@9999-01-01T00:00:00Z"
-		if err := first.Update(ctx, &own); err != nil {
+		if err := harness.Update(ctx, first, &own, func() {
+			if own.Annotations == nil {
+				own.Annotations = map[string]string{}
+			}
+			own.Annotations[v1alpha1.JoinedAtAnnotation] = "9999-01-01T00:00:00Z"
+			own.Annotations[v1alpha1.LeftClustersAnnotation] = string(thirdID) + "@9999-01-01T00:00:00Z"
+		}); err != nil {
 			t.Fatal(err)
 		}
 		waitRefused(t, second, ctls["second"], "the departure dated ahead is refused", "departure of "+string(thirdID)+" at 9999-01-01T00:00:00Z is ahead")
@@ -372,19 +367,18 @@ spec:
 	t.Run("a disabled member's objects do not arrive through others", func(t *testing.T) {
 		setDisabled := func(v bool) {
 			t.Helper()
-			var c v1alpha1.Cluster
-			if err := second.Get(ctx, client.ObjectKey{Name: "third"}, &c); err != nil {
-				t.Fatal(err)
-			}
-			if c.Annotations == nil {
-				c.Annotations = map[string]string{}
-			}
-			if v {
-				c.Annotations[v1alpha1.ClusterDisabledAnnotation] = "true"
-			} else {
-				delete(c.Annotations, v1alpha1.ClusterDisabledAnnotation)
-			}
-			if err := second.Update(ctx, &c); err != nil {
+			// second's controller writes this Cluster too (its status): retry on conflict.
+			c := &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "third"}}
+			if err := harness.Update(ctx, second, c, func() {
+				if c.Annotations == nil {
+					c.Annotations = map[string]string{}
+				}
+				if v {
+					c.Annotations[v1alpha1.ClusterDisabledAnnotation] = "true"
+				} else {
+					delete(c.Annotations, v1alpha1.ClusterDisabledAnnotation)
+				}
+			}); err != nil {
 				t.Fatal(err)
 			}
 		}
