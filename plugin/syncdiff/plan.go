@@ -104,7 +104,7 @@ type target struct {
 // ruleSet returns the rules the controller of the local cluster runs: its
 // ResourceSyncRules with the previewed ones replacing or joining them, and the built-in
 // rule. Invalid rules are left out, as the engine leaves them out, with a warning.
-func (p *differ) ruleSet(res *result) []planner.Rule {
+func (p *differ) ruleSet(ctx context.Context, res *result) []planner.Rule {
 	byName := map[string]*v1alpha1.ResourceSyncRule{}
 	for i := range p.local.Rules {
 		byName[p.local.Rules[i].Name] = &p.local.Rules[i]
@@ -132,7 +132,8 @@ func (p *differ) ruleSet(res *result) []planner.Rule {
 			res.Notes = append(res.Notes, fmt.Sprintf("cluster %s: rule %s is invalid and is not run: %v", p.local.Name(), n, err))
 			continue
 		}
-		if ref := p.local.policy(p.namespace).RuleAllowed(rsr, compiled); ref != nil {
+		policy, _ := p.local.policy(ctx, p.namespace) // RuleAllowed reads no namespace label
+		if ref := policy.RuleAllowed(rsr, compiled); ref != nil {
 			res.Notes = append(res.Notes, fmt.Sprintf("cluster %s: rule %s does not run here (%s): %s", p.local.Name(), n, ref.Reason, ref.Message))
 		}
 		out = append(out, planner.Rule{Spec: rsr, Compiled: compiled})
@@ -199,7 +200,7 @@ var rsrGVK = v1alpha1.GroupVersion.WithKind("ResourceSyncRule")
 // shows its effect on every member, as the controllers reach it.
 func (p *differ) plan(ctx context.Context) result {
 	var res result
-	ruleSet := p.ruleSet(&res)
+	ruleSet := p.ruleSet(ctx, &res)
 	sources := p.sources(ctx, &res)
 	var localCluster map[string]any
 	if c := p.local.localCluster(); c != nil {
@@ -380,7 +381,12 @@ func (p *differ) items(ctx context.Context, res *result, ruleSet []planner.Rule,
 		if observed != nil && planner.MembershipObject(observed) {
 			continue // the membership sync's, never the engine's
 		}
-		g := planner.Gather(p.local.ID, localCluster, p.local.policy(p.namespace), ruleSet, sources, t.gvk, t.key, observed)
+		policy, err := p.local.policy(ctx, p.namespace)
+		if err != nil {
+			fail("", t, fmt.Sprintf("cannot list the Namespaces of cluster %s, whose Pod Security labels the policy reads: %v", p.local.Name(), err))
+			continue
+		}
+		g := planner.Gather(p.local.ID, localCluster, policy, ruleSet, sources, t.gvk, t.key, observed)
 		failed := false
 		failing := make([]string, 0, len(g.Failures))
 		for rule := range g.Failures {

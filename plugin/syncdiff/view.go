@@ -110,13 +110,28 @@ func (v *view) lookup(ctx context.Context, gvk schema.GroupVersionKind, namespac
 	return o, true
 }
 
-// localCluster returns the cluster's own Cluster CR, the one whose clusterID is its ID.
+// namespaceGVK is the kind whose Pod Security labels the policy reads.
+var namespaceGVK = schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}
+
 // policy returns the cluster's consent to what rules write, as its controller computes
-// it (registry namespace ns).
-func (v *view) policy(ns string) planner.Policy {
-	return planner.PolicyOf(v.Policies, v.Clusters, ns, v.ID)
+// it (registry namespace ns), with its namespaces' Pod Security labels. When the
+// namespaces cannot be listed, the policy without them is returned with the error.
+func (v *view) policy(ctx context.Context, ns string) (planner.Policy, error) {
+	p := planner.PolicyOf(v.Policies, v.Clusters, ns, v.ID)
+	r := v.objects(ctx, namespaceGVK, "")
+	if r.err != nil {
+		return p, r.err
+	}
+	levels := map[string]string{}
+	for i := range r.objs {
+		if l, ok := r.objs[i].GetLabels()[planner.EnforceLevelLabel]; ok {
+			levels[r.objs[i].GetName()] = l
+		}
+	}
+	return p.WithNamespaceLevels(levels), nil
 }
 
+// localCluster returns the cluster's own Cluster CR, the one whose clusterID is its ID.
 func (v *view) localCluster() *v1alpha1.Cluster {
 	for i := range v.Clusters {
 		if v.Clusters[i].Spec.ClusterID == v.ID {

@@ -387,6 +387,10 @@ func (e *Engine) Start(ctx context.Context) error {
 			return fmt.Errorf("watching %T: %w", w.obj, err)
 		}
 	}
+	// And after a change of a namespace's Pod Security label (policy.go).
+	if err := e.watchNamespaceLevels(ctx); err != nil {
+		return err
+	}
 	peerEvents := make(chan event.GenericEvent, 256)
 	e.opts.Peers.Subscribe(peerEvents)
 

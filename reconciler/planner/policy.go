@@ -51,6 +51,9 @@ type Policy struct {
 	// quarantined are the clusters whose objects no copy is made of, whoever offers
 	// them: disabled here, or departed.
 	quarantined map[types.UID]bool
+	// nsLevels are the namespaces' pod-security.kubernetes.io/enforce labels
+	// (WithNamespaceLevels, podsecurity.go).
+	nsLevels map[string]string
 }
 
 // Quarantine returns p with the objects of clusters ids refused as sources, whichever
@@ -266,6 +269,14 @@ func (p Policy) CheckCopy(source, copy *unstructured.Unstructured, origin string
 			return &Refusal{Reason: v1alpha1.ReasonNotAllowed, Message: fmt.Sprintf(
 				"%s: its origin %s is not in this cluster's SyncPolicy spec.fromClusters", what, origin)}
 		}
+	}
+	// The registry's namespaces, and pod templates judged by the Pod Security Standards
+	// (podsecurity.go).
+	if ref := p.checkRegistryNamespaces(gk, copy, what); ref != nil {
+		return ref
+	}
+	if ref := p.checkPodSecurity(gk, copy, what); ref != nil {
+		return ref
 	}
 	power, system := PowerKind(gk), systemNamespace(ns)
 	if !power && !system {

@@ -52,13 +52,25 @@ type SyncPolicySpec struct {
 	// DenyRewrites refuses rules that rewrite the name or namespace of copies.
 	// +optional
 	DenyRewrites bool `json:"denyRewrites,omitempty"`
+	// PodSecurity is the Pod Security Standards level that the pod templates of copies
+	// (Pods, PodTemplates, ReplicationControllers, ReplicaSets, Deployments,
+	// StatefulSets, DaemonSets, Jobs, CronJobs) must meet here. The level a copy is held
+	// to is the strictest of the namespace's own pod-security.kubernetes.io/enforce
+	// label and the levels of this cluster's SyncPolicies; baseline when no SyncPolicy
+	// sets one. privileged is the explicit local grant that lets privileged templates in
+	// (a CNI DaemonSet, say), in every namespace whose label is not stricter.
+	// +optional
+	// +kubebuilder:validation:Enum=privileged;baseline;restricted
+	PodSecurity string `json:"podSecurity,omitempty"`
 }
 
 // SyncPolicy is a cluster-local policy of what rules may write into this cluster (an
 // addition to the seed API). It is never synced: each cluster's admins decide for their
 // own cluster, and keep it in Git like any other manifest. Without any SyncPolicy a
 // cluster accepts the default: every kind but those that grant power, in every namespace
-// but the system ones, never token-bearing Secrets or the registry's own objects.
+// but the system ones, pod templates that meet the baseline Pod Security Standard, never
+// token-bearing Secrets or the registry's own objects, and nothing in the registry's
+// namespaces but Secrets in the registry namespace.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:path=syncpolicies,scope=Cluster,categories=clusterregistry
@@ -94,4 +106,8 @@ const (
 	// ReasonCopyRefused: a copy that is never written, whatever the policy (a
 	// token-bearing Secret, a type change, an object of the registry).
 	ReasonCopyRefused = "CopyRefused"
+	// ReasonPodSecurity: a copy whose pod template does not meet the Pod Security
+	// Standards level that applies here (SyncPolicySpec.PodSecurity), or cannot be read
+	// as a pod template; the message names each failed check.
+	ReasonPodSecurity = "PodSecurity"
 )
