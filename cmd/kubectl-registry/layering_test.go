@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -115,7 +116,9 @@ func cliPackage(path string) bool {
 // test-only packages, and only tests and the tools that run the bed import the test bed;
 // nothing but the test-only packages links the testing package, so neither the product
 // (the binary, the plugin and the controller) nor the bench and the demo do; sync-diff
-// runs the planner, not the controller runtime. Only non-test imports count: go list's
+// runs the planner, not the controller runtime; the planners link apimachinery and our
+// API only (checkPlannerDeps); no verb of the plugin imports another (checkVerbsApart).
+// Only non-test imports count: go list's
 // Imports and Deps leave out those of _test.go files.
 func TestLayering(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
@@ -164,8 +167,129 @@ func TestLayering(t *testing.T) {
 			// rules) and kubeconfig of the reconciler: none of our controllers, informers,
 			// work queues or peer connections.
 			if under(d, "reconciler") && !under(d, "reconciler/api") && !under(d, "reconciler/planner") &&
-				d != module+"/reconciler/rules" && d != module+"/reconciler/kubeconfig" && d != module+"/reconciler/buildinfo" {
+				d != module+"/reconciler/rules" && !under(d, "reconciler/kubeconfig") && d != module+"/reconciler/buildinfo" {
 				t.Errorf("sync-diff links the controller runtime package %s: it must run the planner only", d)
+			}
+		}
+	}
+	checkPlannerDeps(t)
+	checkVerbsApart(t, pkgs)
+}
+
+// controllerMachinery are the packages of a running controller: its runtime, informers,
+// caches, work queues and leader election. A planner links none of them.
+var controllerMachinery = []string{
+	"sigs.k8s.io/controller-runtime",
+	"k8s.io/client-go/tools/cache",
+	"k8s.io/client-go/util/workqueue",
+	"k8s.io/client-go/tools/leaderelection",
+	"k8s.io/client-go/informers",
+}
+
+// plannerAllowed is everything the pure planners (reconciler/planner/...) may link
+// besides the standard library, as `go list -deps ./reconciler/planner/...` printed it
+// when this list was written: apimachinery and the API types with what they need, the
+// Pod Security Standards, our API, rules and the kubeconfig document checks. A new
+// dependency of the planner fails the test: link it only if it is as light as these,
+// and add it here with the reason.
+var plannerAllowed = []string{
+	// The Kubernetes API machinery and types, and what they link.
+	"k8s.io/apimachinery",
+	"k8s.io/api",
+	"k8s.io/utils",
+	"k8s.io/klog/v2",               // apimachinery's logging
+	"github.com/go-logr/logr",      // klog's
+	"k8s.io/kube-openapi/pkg/util", // apimachinery's
+	"sigs.k8s.io/json",             // apimachinery's JSON
+	"sigs.k8s.io/yaml",             // apimachinery's YAML
+	"go.yaml.in/yaml",              // sigs.k8s.io/yaml's
+	"sigs.k8s.io/structured-merge-diff",
+	"sigs.k8s.io/randfill",
+	"gopkg.in/inf.v0",           // resource.Quantity
+	"github.com/fxamacker/cbor", // apimachinery's CBOR
+	"github.com/x448/float16",   // cbor's
+	"github.com/json-iterator/go",
+	"github.com/modern-go", // json-iterator's
+	"github.com/gogo/protobuf",
+	"google.golang.org/protobuf",
+	"golang.org/x/net",  // apimachinery's util/net
+	"golang.org/x/text", // x/net's idna
+	// The Pod Security Standards a SyncPolicy holds copies' pod templates to.
+	"k8s.io/pod-security-admission",
+	"k8s.io/component-base/version", // pod-security-admission's (its version only)
+	// rules: JSONPath of the API's field paths.
+	"k8s.io/client-go/util/jsonpath",
+	"k8s.io/client-go/third_party/forked/golang/template",
+	// kubeconfig/document: the kubeconfig types and codec, no client.
+	"k8s.io/client-go/tools/clientcmd/api",
+	// Ours.
+	module + "/reconciler/api",
+	module + "/reconciler/rules",
+	module + "/reconciler/planner",
+	module + "/reconciler/kubeconfig/document",
+}
+
+// within reports whether path is prefix or a package below it.
+func within(path, prefix string) bool {
+	return path == prefix || strings.HasPrefix(path, prefix+"/")
+}
+
+// standard reports whether path is of the standard library (its first element has no
+// dot; the vendored golang.org/x packages of the standard library start with vendor/).
+func standard(path string) bool {
+	first, _, _ := strings.Cut(path, "/")
+	return !strings.Contains(first, ".")
+}
+
+// checkPlannerDeps: the pure planners, reconciler/planner and every package under it,
+// link no controller machinery and nothing beyond plannerAllowed, so sync-diff and
+// tests run them without a controller.
+func checkPlannerDeps(t *testing.T) {
+	t.Helper()
+	pkgs := listPackages(t, module+"/reconciler/planner/...")
+	if len(pkgs) < 2 {
+		t.Fatalf("go list %s/reconciler/planner/... found %d packages: expected planner and planner/members", module, len(pkgs))
+	}
+	for _, p := range pkgs {
+		for _, d := range p.Deps {
+			if slices.ContainsFunc(controllerMachinery, func(m string) bool { return within(d, m) }) {
+				t.Errorf("the planner %s links %s, of a running controller", p.ImportPath, d)
+				continue
+			}
+			if !standard(d) && !slices.ContainsFunc(plannerAllowed, func(a string) bool { return within(d, a) }) {
+				t.Errorf("the planner %s links %s, which is not in plannerAllowed", p.ImportPath, d)
+			}
+		}
+	}
+}
+
+// verb returns the verb of a plugin package ("syncdiff" for plugin/syncdiff and the
+// packages under it), or "" for the plugin's root, its shared packages
+// (plugin/internal/...) and anything outside the plugin.
+func verb(path string) string {
+	rel, ok := strings.CutPrefix(path, module+"/plugin/")
+	if !ok {
+		return ""
+	}
+	v, _, _ := strings.Cut(rel, "/")
+	if v == "internal" {
+		return ""
+	}
+	return v
+}
+
+// checkVerbsApart: no verb imports another; what two verbs share lives in
+// plugin/internal/..., and only the plugin's root imports the verbs.
+func checkVerbsApart(t *testing.T, pkgs []goPackage) {
+	t.Helper()
+	for _, p := range pkgs {
+		from := verb(p.ImportPath)
+		if from == "" {
+			continue
+		}
+		for _, imp := range p.Imports {
+			if to := verb(imp); to != "" && to != from {
+				t.Errorf("the verb package %s imports the verb package %s: move what they share to plugin/internal", p.ImportPath, imp)
 			}
 		}
 	}

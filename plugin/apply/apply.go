@@ -15,23 +15,17 @@ import (
 	"k8s.io/kubectl/pkg/util/templates"
 
 	"github.com/spf13/cobra"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/cli-runtime/pkg/resource"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-registry/kubectl-registry/manifests"
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube"
-	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/serverapply"
 )
-
-// ContextTimeout bounds the work on one context.
-const ContextTimeout = 30 * time.Second
 
 const (
 	applyLong = `
@@ -94,7 +88,7 @@ type Options struct {
 func NewOptions(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *Options {
 	return &Options{
 		DryRun:    cmdutil.DryRunNone,
-		Timeout:   ContextTimeout,
+		Timeout:   serverapply.ContextTimeout,
 		Factory:   kube.NewFactory(restClientGetter),
 		IOStreams: streams,
 	}
@@ -197,7 +191,7 @@ func (o *Options) Run(ctx context.Context) error {
 	for i, t := range o.targets {
 		r := all[i]
 		for _, res := range r.results {
-			if _, err := fmt.Fprintf(o.Out, "%s: %s %s%s\n", t.Name, ObjectRef(res.Object), res.Outcome, suffix); err != nil {
+			if _, err := fmt.Fprintf(o.Out, "%s: %s %s%s\n", t.Name, serverapply.ObjectRef(res.Object), res.Outcome, suffix); err != nil {
 				return err
 			}
 		}
@@ -225,10 +219,10 @@ func (o *Options) applyTo(ctx context.Context, t kube.Target) contextResult {
 		return r
 	}
 	for _, obj := range o.objects {
-		outcome, _, err := Object(ctx, c, obj, o.DryRun == cmdutil.DryRunServer)
+		outcome, _, err := serverapply.Object(ctx, c, obj, o.DryRun == cmdutil.DryRunServer)
 		if err != nil {
-			r.errs = append(r.errs, Explain(err, obj, t))
-			if !isAPIStatus(err) && !meta.IsNoMatchError(err) {
+			r.errs = append(r.errs, serverapply.Explain(err, obj, t))
+			if !serverapply.IsAPIStatus(err) && !meta.IsNoMatchError(err) {
 				break // unreachable: the other objects would fail the same way
 			}
 			continue
@@ -236,47 +230,4 @@ func (o *Options) applyTo(ctx context.Context, t kube.Target) contextResult {
 		r.results = append(r.results, manifests.Result{Object: obj, Outcome: outcome})
 	}
 	return r
-}
-
-// Object server-side applies obj with the plugin's field manager and reports the
-// outcome: manifests.ApplyObject with v1alpha1.FieldManager.
-func Object(ctx context.Context, c client.Client, obj *unstructured.Unstructured, dryRun bool) (manifests.Outcome, *unstructured.Unstructured, error) {
-	return manifests.ApplyObject(ctx, c, v1alpha1.FieldManager, obj, dryRun)
-}
-
-// ObjectRef names obj as kubectl's name printer does: "kind.group/name".
-func ObjectRef(obj *unstructured.Unstructured) string {
-	var b strings.Builder
-	p := &printers.NamePrinter{}
-	if err := p.PrintObj(obj, &b); err != nil {
-		return strings.ToLower(obj.GetKind()) + "/" + obj.GetName()
-	}
-	return strings.TrimSpace(b.String())
-}
-
-// Explain wraps an error of applying obj to t with what the user needs to act on it.
-func Explain(err error, obj *unstructured.Unstructured, t kube.Target) error {
-	ref := ObjectRef(obj)
-	if ns := obj.GetNamespace(); ns != "" {
-		ref += " in namespace " + ns
-	}
-	switch {
-	case meta.IsNoMatchError(err):
-		hint := ""
-		if obj.GroupVersionKind().Group == v1alpha1.GroupVersion.Group {
-			hint = "; is the registry installed? run: kubectl registry install --context " + t.Name
-		}
-		return fmt.Errorf("applying %s: the API server at %s does not serve kind %s%s: %w", ref, t.Config.Host, obj.GroupVersionKind(), hint, err)
-	case isAPIStatus(err):
-		return fmt.Errorf("applying %s: %w", ref, err)
-	case errors.Is(err, context.DeadlineExceeded):
-		return fmt.Errorf("applying %s: no answer from the API server at %s: %w", ref, t.Config.Host, err)
-	default:
-		return fmt.Errorf("cannot reach the API server at %s: %w", t.Config.Host, err)
-	}
-}
-
-func isAPIStatus(err error) bool {
-	var status apierrors.APIStatus
-	return errors.As(err, &status)
 }

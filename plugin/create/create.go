@@ -22,9 +22,9 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
-	"github.com/kubectl-registry/kubectl-registry/plugin/apply"
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube"
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/serverapply"
 )
 
 const (
@@ -151,15 +151,15 @@ func (o *common) run(ctx context.Context, obj *unstructured.Unstructured) error 
 		return err
 	}
 	t := targets[0]
-	ctx, cancel := context.WithTimeout(ctx, apply.ContextTimeout)
+	ctx, cancel := context.WithTimeout(ctx, serverapply.ContextTimeout)
 	defer cancel()
-	c, err := o.Factory.Client(t, kube.ClientOptions{Verb: "create", Timeout: apply.ContextTimeout, Warnings: o.ErrOut})
+	c, err := o.Factory.Client(t, kube.ClientOptions{Verb: "create", Timeout: serverapply.ContextTimeout, Warnings: o.ErrOut})
 	if err != nil {
 		return err
 	}
-	outcome, live, err := apply.Object(ctx, c, obj, o.DryRun == cmdutil.DryRunServer)
+	outcome, live, err := serverapply.Object(ctx, c, obj, o.DryRun == cmdutil.DryRunServer)
 	if err != nil {
-		return apply.Explain(err, obj, t)
+		return serverapply.Explain(err, obj, t)
 	}
 	op := string(outcome)
 	if o.DryRun == cmdutil.DryRunServer {

@@ -31,9 +31,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubectl-registry/kubectl-registry/manifests"
-	"github.com/kubectl-registry/kubectl-registry/plugin/apply"
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube"
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/serverapply"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 )
 
@@ -133,7 +133,7 @@ type Options struct {
 // NewOptions returns Options with the defaults of the flags.
 func NewOptions(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *Options {
 	return &Options{
-		Timeout:   apply.ContextTimeout,
+		Timeout:   serverapply.ContextTimeout,
 		Factory:   kube.NewFactory(restClientGetter),
 		IOStreams: streams,
 	}
@@ -227,7 +227,7 @@ func (o *Options) Run(ctx context.Context) error {
 	}
 	body, err := yaml.Marshal(live.Object)
 	if err != nil {
-		return fmt.Errorf("writing %s as YAML: %w", apply.ObjectRef(live), err)
+		return fmt.Errorf("writing %s as YAML: %w", serverapply.ObjectRef(live), err)
 	}
 	original := append([]byte(o.header()), body...)
 
@@ -410,7 +410,7 @@ func (o *Options) applyAll(ctx context.Context, obj *unstructured.Unstructured, 
 	}
 	wg.Wait()
 
-	ref := apply.ObjectRef(obj)
+	ref := serverapply.ObjectRef(obj)
 	var failed []*cmdutil.ContextError
 	var names []string
 	for i, t := range o.targets {
@@ -443,9 +443,9 @@ func (o *Options) applyTo(ctx context.Context, t kube.Target, obj *unstructured.
 	if err != nil {
 		return result{err: err}
 	}
-	outcome, live, err := apply.Object(ctx, c, obj, false)
+	outcome, live, err := serverapply.Object(ctx, c, obj, false)
 	if err != nil {
-		return result{err: apply.Explain(err, obj, t)}
+		return result{err: serverapply.Explain(err, obj, t)}
 	}
 	patch := map[string]any{}
 	for _, p := range removed {
@@ -464,7 +464,7 @@ func (o *Options) applyTo(ctx context.Context, t kube.Target, obj *unstructured.
 	}
 	before := live.GetResourceVersion()
 	if err := c.Patch(ctx, live, client.RawPatch(types.MergePatchType, data), client.FieldOwner(v1alpha1.FieldManager)); err != nil {
-		return result{err: apply.Explain(err, obj, t)}
+		return result{err: serverapply.Explain(err, obj, t)}
 	}
 	if outcome == manifests.Unchanged && live.GetResourceVersion() != before {
 		outcome = manifests.Configured
