@@ -176,7 +176,15 @@ func (o *Options) AddFlags(cmd *cobra.Command) {
 	fs.IntVar(&r.MaxPeerObjects, "max-peer-objects", r.MaxPeerObjects,
 		"Most objects one peer may offer to one watch of the rules (a kind, in one namespace a rule reads or in all of them, under the rules' label selector). A peer offering more is not watched there, nothing of it is kept in memory, the rules reading it report TooManyObjects, and the copies already made from it are kept; it is tried again after --max-peer-objects-retry.")
 	fs.DurationVar(&r.OverCapRetry, "max-peer-objects-retry", r.OverCapRetry,
-		"How long a watch refused by --max-peer-objects waits before it is tried again; doubles while the peer stays over the cap, up to 8 times this.")
+		"How long a watch refused by --max-peer-objects, --max-peer-response-bytes or --max-peer-object-bytes, or a peer refused by --max-peer-membership-objects, waits before it is tried again; doubles while the peer stays over, up to 8 times this.")
+	fs.Int64Var(&r.MaxPeerResponseBytes, "max-peer-response-bytes", r.MaxPeerResponseBytes,
+		"Most bytes of one response of a peer's API server (a page of a list, discovery; not a watch stream). Reading stops there: the rules' watch that asked reports ResponseTooLarge and keeps its copies; any other request refuses the peer (its Cluster is MembershipRefused).")
+	fs.Int64Var(&r.MaxPeerObjectBytes, "max-peer-object-bytes", r.MaxPeerObjectBytes,
+		"Most bytes of one object from a peer: one event of a watch stream, one element of a list. An API server stores objects of about 1.5 MiB at most. Reading stops there, reported as --max-peer-response-bytes is.")
+	fs.IntVar(&r.MaxPeerMembershipObjects, "max-peer-membership-objects", r.MaxPeerMembershipObjects,
+		"Most Clusters (and Secrets of the registry namespace, and ClusterFeatures) one peer may offer. A peer offering more is refused: its membership and relays are ignored, it counts as not Ready (its copies are kept) and its Cluster says MembershipRefused; it is tried again after --max-peer-objects-retry.")
+	fs.IntVar(&r.MaxRules, "max-rules", r.MaxRules,
+		"Most ResourceSyncRules this cluster runs, the first by name; the others do not run and say so (Ready False, TooManyRules). The built-in rule always runs.")
 	fs.DurationVar(&m.GracefulShutdownTimeout, "graceful-shutdown-timeout", manager.DefaultGracefulShutdownTimeout,
 		"How long the controller gets to stop after SIGTERM.")
 	fs.IntVar(&o.Memory.GCPercent, "gc-percent", o.Memory.GCPercent,

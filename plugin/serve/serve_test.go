@@ -46,6 +46,7 @@ func TestFlags(t *testing.T) {
 			TokenLifetime: 24 * time.Hour, PeerHealthInterval: 5 * time.Second, PeerFailureThreshold: 3,
 			HeartbeatPeriod: 5 * time.Minute, MetadataPeriod: 5 * time.Minute, SyncWorkers: 8,
 			MaxPeerObjects: 20000, OverCapRetry: time.Minute,
+			MaxPeerResponseBytes: 64 << 20, MaxPeerObjectBytes: 3 << 20, MaxPeerMembershipObjects: 1000, MaxRules: 500,
 		},
 	}
 	tests := []struct {
@@ -66,6 +67,7 @@ func TestFlags(t *testing.T) {
 				"--reader-token-lifetime=1h", "--peer-health-interval=1s", "--peer-failure-threshold=5",
 				"--heartbeat-period=1m", "--metadata-refresh-period=2m",
 				"--max-peer-objects=50", "--max-peer-objects-retry=5s",
+				"--max-peer-response-bytes=1048576", "--max-peer-object-bytes=65536", "--max-peer-membership-objects=10", "--max-rules=7",
 			},
 			want: func(o *manager.Options) {
 				o.Namespace, o.ClusterName = "registry", "east"
@@ -78,6 +80,7 @@ func TestFlags(t *testing.T) {
 					TokenLifetime: time.Hour, PeerHealthInterval: time.Second, PeerFailureThreshold: 5,
 					HeartbeatPeriod: time.Minute, MetadataPeriod: 2 * time.Minute, SyncWorkers: 8,
 					MaxPeerObjects: 50, OverCapRetry: 5 * time.Second,
+					MaxPeerResponseBytes: 1 << 20, MaxPeerObjectBytes: 64 << 10, MaxPeerMembershipObjects: 10, MaxRules: 7,
 				}
 			},
 		},

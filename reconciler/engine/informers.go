@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/peers"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/rules"
 )
 
@@ -153,6 +154,14 @@ func (ws *watchers) ensure(ctx context.Context, s scope, selector string, limit 
 		fieldSelector = fields.OneTermEqualSelector("metadata.name", s.name).String()
 	}
 	w := &watcher{selector: selector, limit: limit}
+	// A peer's answers are read through byte limits (peers.LimitTransport): a response or
+	// an object over them refuses the scope like the cap on objects (tooLarge).
+	limited := func(ctx context.Context) context.Context {
+		if s.cluster == "" {
+			return ctx
+		}
+		return peers.WithRefusalHook(ctx, func(err *peers.TooLargeError) { _ = ws.tooLarge(s, w, err) })
+	}
 	// Capped, the objects are counted as they arrive, before the informer queues them: the
 	// initial ones (a watch-list stream, or the pages of a list when the API server does
 	// not stream them) and those the watches add or delete afterwards. One past the cap,
@@ -160,7 +169,7 @@ func (ws *watchers) ensure(ctx context.Context, s scope, selector string, limit 
 	lw := &toolscache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			opts.LabelSelector, opts.FieldSelector = selector, fieldSelector
-			l, n, err := listCapped(ctx, opts, limit, src.List)
+			l, n, err := listCapped(limited(ctx), opts, limit, src.List)
 			if err != nil {
 				return nil, err
 			}
@@ -173,7 +182,7 @@ func (ws *watchers) ensure(ctx context.Context, s scope, selector string, limit 
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 			opts.LabelSelector, opts.FieldSelector = selector, fieldSelector
-			wi, err := src.Watch(ctx, opts)
+			wi, err := src.Watch(limited(ctx), opts)
 			if err != nil || limit <= 0 {
 				return wi, err
 			}
@@ -222,10 +231,21 @@ func (ws *watchers) ensure(ctx context.Context, s scope, selector string, limit 
 // cap, and records the scope as over the cap until it is tried again (backing off while
 // it stays over). It returns the error that says so.
 func (ws *watchers) over(s scope, w *watcher, seen int) error {
+	return ws.refuse(s, w, seen, nil)
+}
+
+// tooLarge stops the informer w of scope s, whose peer answered over a byte limit, and
+// records the scope as over the cap, as over does.
+func (ws *watchers) tooLarge(s scope, w *watcher, tl *peers.TooLargeError) error {
+	return ws.refuse(s, w, 0, tl)
+}
+
+// refuse is over (tl nil) and tooLarge.
+func (ws *watchers) refuse(s scope, w *watcher, seen int, tl *peers.TooLargeError) error {
 	ws.mu.Lock()
 	if ws.all[s] != w {
 		ws.mu.Unlock()
-		return &TooManyObjectsError{Peer: s.cluster, Kind: s.gvk.Kind, Namespace: s.namespace, Seen: seen, Limit: w.limit}
+		return &TooManyObjectsError{Peer: s.cluster, Kind: s.gvk.Kind, Namespace: s.namespace, Seen: seen, Limit: w.limit, TooLarge: tl}
 	}
 	w.cancel()
 	delete(ws.all, s)
@@ -234,7 +254,7 @@ func (ws *watchers) over(s scope, w *watcher, seen int) error {
 	if prev != nil {
 		prevDelay = prev.delay
 	}
-	c := &overCap{selector: w.selector, limit: w.limit, seen: seen, delay: nextOverCapDelay(prevDelay, ws.retry)}
+	c := &overCap{selector: w.selector, limit: w.limit, seen: seen, tooLarge: tl, delay: nextOverCapDelay(prevDelay, ws.retry)}
 	c.retry = ws.clock.Now().Add(c.delay)
 	ws.capped[s] = c
 	onOver := ws.onOver

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/peers"
 )
 
 // A member is a stranger: it may offer any number of objects to a rule. The watch of one
@@ -55,12 +56,31 @@ type TooManyObjectsError struct {
 	Limit int
 	// Retry is how long the scope waits, from the refusal, before it is tried again.
 	Retry time.Duration
+	// TooLarge is set when the scope was refused not for its count but because the peer
+	// answered it over a byte limit (peers.LimitTransport): a response over
+	// --max-peer-response-bytes, or an object or watch event over
+	// --max-peer-object-bytes. Seen is then 0.
+	TooLarge *peers.TooLargeError
+}
+
+// Reason is the rule condition reason of the refusal: TooManyObjects, or
+// ResponseTooLarge for a scope refused over a byte limit.
+func (e *TooManyObjectsError) Reason() string {
+	if e.TooLarge != nil {
+		return v1alpha1.ReasonResponseTooLarge
+	}
+	return v1alpha1.ReasonTooManyObjects
 }
 
 func (e *TooManyObjectsError) Error() string {
 	where := "in all namespaces"
 	if e.Namespace != "" {
 		where = "in namespace " + e.Namespace
+	}
+	if e.TooLarge != nil {
+		return fmt.Sprintf("peer %s answered the watch of kind %s %s over a byte limit (%s): "+
+			"it is not watched and the copies already made from %s are kept as they are; tried again every %s",
+			e.Peer, e.Kind, where, e.TooLarge.Error(), e.Peer, e.Retry.Round(time.Second))
 	}
 	return fmt.Sprintf("peer %s offers more than %d objects of kind %s %s (at least %d seen; the cap is %d per watch, --max-peer-objects on this cluster): "+
 		"they are not watched and the copies already made from %s are kept as they are; tried again every %s",
@@ -74,13 +94,15 @@ type overCap struct {
 	selector string
 	seen     int
 	limit    int
+	// tooLarge is set when the scope was refused over a byte limit.
+	tooLarge *peers.TooLargeError
 	// retry is when the scope is tried again; delay the last wait, for the backoff.
 	retry time.Time
 	delay time.Duration
 }
 
 func (c *overCap) err(s scope) *TooManyObjectsError {
-	return &TooManyObjectsError{Peer: s.cluster, Kind: s.gvk.Kind, Namespace: s.namespace, Seen: c.seen, Limit: c.limit, Retry: c.delay}
+	return &TooManyObjectsError{Peer: s.cluster, Kind: s.gvk.Kind, Namespace: s.namespace, Seen: c.seen, Limit: c.limit, Retry: c.delay, TooLarge: c.tooLarge}
 }
 
 // nextOverCapDelay is the wait before a scope refused again is tried: base the first
@@ -237,7 +259,11 @@ func initialEventsEnd(o any) bool {
 // derived again once its wait is over.
 func (e *Engine) overCap(s scope, err *TooManyObjectsError, first bool) {
 	e.opts.Clock.AfterFunc(err.Retry, e.triggerRefresh)
-	e.log.Info("a peer offers more objects than the cap: not watched, its copies are kept", "scope", s.String(), "seen", err.Seen, "cap", err.Limit, "retryIn", err.Retry.String())
+	if err.TooLarge != nil {
+		e.log.Info("a peer answered over a byte limit: not watched, its copies are kept", "scope", s.String(), "refused", err.TooLarge.What, "limit", err.TooLarge.Limit, "retryIn", err.Retry.String())
+	} else {
+		e.log.Info("a peer offers more objects than the cap: not watched, its copies are kept", "scope", s.String(), "seen", err.Seen, "cap", err.Limit, "retryIn", err.Retry.String())
+	}
 	if !first || e.opts.Recorder == nil {
 		return
 	}
@@ -246,7 +272,7 @@ func (e *Engine) overCap(s scope, err *TooManyObjectsError, first bool) {
 		reads := slices.Contains(r.peerScopes, s)
 		r.mu.Unlock()
 		if reads && !r.builtin {
-			e.opts.Recorder.Eventf(r.rsr, corev1.EventTypeWarning, v1alpha1.ReasonTooManyObjects, "%s", err.Error())
+			e.opts.Recorder.Eventf(r.rsr, corev1.EventTypeWarning, err.Reason(), "%s", err.Error())
 		}
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+
+	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig/document"
 )
 
 // ErrAddressRefused is returned (wrapped) when a peer's API server address is one this
@@ -63,11 +65,11 @@ func (p AddressPolicy) CheckHost(host string) error {
 		if p.AllowLoopback {
 			return nil
 		}
-		return fmt.Errorf("%w: %s names this machine", ErrAddressRefused, quote(host))
+		return fmt.Errorf("%w: %s names this machine", ErrAddressRefused, document.Quote(host))
 	case !strings.Contains(h, "."):
-		return fmt.Errorf("%w: %s is a single-label name, which resolves to an in-cluster service or a search domain", ErrAddressRefused, quote(host))
+		return fmt.Errorf("%w: %s is a single-label name, which resolves to an in-cluster service or a search domain", ErrAddressRefused, document.Quote(host))
 	case strings.HasSuffix(h, ".svc") || strings.Contains(h, ".svc.") || strings.HasSuffix(h, ".cluster.local"):
-		return fmt.Errorf("%w: %s is an in-cluster service name", ErrAddressRefused, quote(host))
+		return fmt.Errorf("%w: %s is an in-cluster service name", ErrAddressRefused, document.Quote(host))
 	}
 	return nil
 }

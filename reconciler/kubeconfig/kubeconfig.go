@@ -1,21 +1,17 @@
 package kubeconfig
 
 import (
-	"crypto/tls"
-	"crypto/x509"
-	"errors"
-	"fmt"
-	"slices"
 	"time"
 
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig/document"
 )
 
 // MaxSize is the largest kubeconfig Parse accepts, in bytes. A reader kubeconfig is a
 // few kilobytes; the bound keeps a planted Secret from costing memory and CPU.
-const MaxSize = 64 << 10
+const MaxSize = document.MaxSize
 
 // Client settings of the rest.Config that Parse returns.
 const (
@@ -34,52 +30,24 @@ const (
 	UserAgent = "kubectl-registry"
 )
 
-// Reader is the content of a reader kubeconfig.
-type Reader struct {
-	// ClusterName names the cluster, the user and the context of the kubeconfig.
-	ClusterName string
-	// Server is the https URL of the API server.
-	Server string
-	// CAData holds the PEM certificate authorities that verify the server; empty means
-	// the system roots.
-	CAData []byte
-	// Token is the bearer token of the reader ServiceAccount.
-	Token string
-}
+// Reader is the content of a reader kubeconfig (document.Reader).
+type Reader = document.Reader
+
+// InvalidError reports a kubeconfig that Parse refuses (document.InvalidError). Callers
+// map it to the Cluster state InvalidAuthInfo with errors.As. Its message never quotes
+// credential data.
+type InvalidError = document.InvalidError
 
 // Render writes r as a kubeconfig with one cluster, one user and one context, all named
-// r.ClusterName, and the context current. Everything is inline. Equal input gives
-// byte-identical output, so a caller can compare before it writes a Secret.
-func Render(r Reader) ([]byte, error) {
-	if r.ClusterName == "" {
-		return nil, errors.New("render kubeconfig: cluster name is empty")
-	}
-	if _, reason := checkServerURL(r.Server); reason != "" {
-		return nil, fmt.Errorf("render kubeconfig: server: %s", reason)
-	}
-	if reason := checkCA(r.CAData); reason != "" {
-		return nil, fmt.Errorf("render kubeconfig: CA data: %s", reason)
-	}
-	if r.Token == "" {
-		return nil, errors.New("render kubeconfig: token is empty")
-	}
-	if reason := checkToken(r.Token); reason != "" {
-		return nil, fmt.Errorf("render kubeconfig: token: %s", reason)
-	}
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters[r.ClusterName] = &clientcmdapi.Cluster{
-		Server:                   r.Server,
-		CertificateAuthorityData: slices.Clone(r.CAData),
-	}
-	cfg.AuthInfos[r.ClusterName] = &clientcmdapi.AuthInfo{Token: r.Token}
-	cfg.Contexts[r.ClusterName] = &clientcmdapi.Context{Cluster: r.ClusterName, AuthInfo: r.ClusterName}
-	cfg.CurrentContext = r.ClusterName
-	out, err := clientcmd.Write(*cfg)
-	if err != nil {
-		return nil, fmt.Errorf("render kubeconfig: %w", err)
-	}
-	return out, nil
-}
+// r.ClusterName, and the context current (document.Render).
+func Render(r Reader) ([]byte, error) { return document.Render(r) }
+
+// Read returns what a reader kubeconfig holds (document.Read).
+func Read(data []byte) (r Reader, ok bool) { return document.Read(data) }
+
+// TokenTimes reads the expiry and issue times a bearer token states about itself,
+// unverified (document.TokenTimes).
+func TokenTimes(token string) (exp, iat time.Time, ok bool) { return document.TokenTimes(token) }
 
 // Parse reads an untrusted kubeconfig and returns a rest.Config for its current
 // context (or its only context when none is current) that uses inline data only. A
@@ -91,79 +59,20 @@ func Render(r Reader) ([]byte, error) {
 // Its Proxy is nil, so the proxy environment of our own process (HTTPS_PROXY,
 // NO_PROXY) applies, as for any client-go client; the kubeconfig cannot change it.
 func Parse(data []byte) (*rest.Config, error) {
-	if len(data) == 0 {
-		return nil, invalid("", "empty")
-	}
-	if len(data) > MaxSize {
-		return nil, invalid("", "%d bytes, more than the limit of %d", len(data), MaxSize)
-	}
-	cfg, err := clientcmd.Load(data)
-	if err != nil {
-		return nil, decodeError(err)
-	}
-
-	ctxName, err := currentContext(cfg)
+	c, err := document.Load(data)
 	if err != nil {
 		return nil, err
 	}
-	kctx := cfg.Contexts[ctxName]
-	if kctx == nil {
-		return nil, invalid(contextField(ctxName), "empty")
-	}
-	if kctx.Cluster == "" {
-		return nil, invalid(contextField(ctxName), "names no cluster")
-	}
-	cluster := cfg.Clusters[kctx.Cluster]
-	if cluster == nil {
-		return nil, invalid(contextField(ctxName), "cluster %s not found", quote(kctx.Cluster))
-	}
-	if kctx.AuthInfo == "" {
-		return nil, invalid(contextField(ctxName), "names no user")
-	}
-	user := cfg.AuthInfos[kctx.AuthInfo]
-	if user == nil {
-		return nil, invalid(contextField(ctxName), "user %s not found", quote(kctx.AuthInfo))
-	}
-
-	// The entries in use first, so their problems are the ones reported.
-	if err := checkCluster(kctx.Cluster, cluster); err != nil {
-		return nil, err
-	}
-	if err := checkUser(kctx.AuthInfo, user); err != nil {
-		return nil, err
-	}
-	if _, reason := checkServerURL(cluster.Server); reason != "" {
-		return nil, invalid(clusterField(kctx.Cluster)+": server", "%s", reason)
-	}
-	if err := checkCredential(kctx.AuthInfo, user); err != nil {
-		return nil, err
-	}
-	// Then every other entry: nothing dangerous may hide in an unused cluster or user.
-	for _, name := range sortedKeys(cfg.Clusters) {
-		if c := cfg.Clusters[name]; c != nil && name != kctx.Cluster {
-			if err := checkCluster(name, c); err != nil {
-				return nil, err
-			}
-		}
-	}
-	for _, name := range sortedKeys(cfg.AuthInfos) {
-		if a := cfg.AuthInfos[name]; a != nil && name != kctx.AuthInfo {
-			if err := checkUser(name, a); err != nil {
-				return nil, err
-			}
-		}
-	}
-
 	return &rest.Config{
-		Host:        cluster.Server,
-		BearerToken: user.Token,
+		Host:        c.Server,
+		BearerToken: c.Token,
 		TLSClientConfig: rest.TLSClientConfig{
-			ServerName: cluster.TLSServerName,
-			CAData:     cluster.CertificateAuthorityData,
-			CertData:   user.ClientCertificateData,
-			KeyData:    user.ClientKeyData,
+			ServerName: c.TLSServerName,
+			CAData:     c.CAData,
+			CertData:   c.CertData,
+			KeyData:    c.KeyData,
 		},
-		DisableCompression: cluster.DisableCompression,
+		DisableCompression: c.DisableCompression,
 		UserAgent:          UserAgent,
 		QPS:                QPS,
 		Burst:              Burst,
@@ -171,124 +80,19 @@ func Parse(data []byte) (*rest.Config, error) {
 	}, nil
 }
 
-// currentContext returns the name of the context to use.
-func currentContext(cfg *clientcmdapi.Config) (string, error) {
-	if cfg.CurrentContext != "" {
-		if _, ok := cfg.Contexts[cfg.CurrentContext]; !ok {
-			return "", invalid("current-context", "context %s not found", quote(cfg.CurrentContext))
-		}
-		return cfg.CurrentContext, nil
-	}
-	switch len(cfg.Contexts) {
-	case 1:
-		for name := range cfg.Contexts {
-			return name, nil
-		}
-	case 0:
-		return "", invalid("current-context", "not set, and there are no contexts")
-	}
-	return "", invalid("current-context", "not set, and there are %d contexts (need exactly one)", len(cfg.Contexts))
+// ErrNoEndpoint is returned (wrapped) by ServerFor when no endpoint serves the network
+// (document.ErrNoEndpoint).
+var ErrNoEndpoint = document.ErrNoEndpoint
+
+// NormalizeServer turns an API server address into an https URL
+// (document.NormalizeServer).
+func NormalizeServer(addr string) (string, error) { return document.NormalizeServer(addr) }
+
+// ServerFor picks the API server endpoint that clients on network should use
+// (document.ServerFor).
+func ServerFor(endpoints []v1alpha1.KubernetesAPIEndpoint, network string) (server string, caBundle []byte, err error) {
+	return document.ServerFor(endpoints, network)
 }
 
-// checkCluster rejects the cluster fields that read files, use a proxy or turn TLS
-// verification off.
-func checkCluster(name string, c *clientcmdapi.Cluster) error {
-	f := clusterField(name)
-	switch {
-	case c.CertificateAuthority != "":
-		return invalid(f+": certificate-authority", "file paths are not allowed, use certificate-authority-data")
-	case c.InsecureSkipTLSVerify:
-		return invalid(f+": insecure-skip-tls-verify", "TLS verification must not be turned off")
-	case c.ProxyURL != "":
-		return invalid(f+": proxy-url", "proxies are not allowed")
-	}
-	if reason := checkCA(c.CertificateAuthorityData); reason != "" {
-		return invalid(f+": certificate-authority-data", "%s", reason)
-	}
-	return nil
-}
-
-// checkUser rejects the user fields that run programs, read files, use basic auth or
-// impersonate.
-func checkUser(name string, a *clientcmdapi.AuthInfo) error {
-	f := userField(name)
-	switch {
-	case a.Exec != nil:
-		return invalid(f+": exec", "exec credential plugins are not allowed (they run a program)")
-	case a.AuthProvider != nil:
-		return invalid(f+": auth-provider", "auth provider plugins are not allowed")
-	case a.TokenFile != "":
-		return invalid(f+": tokenFile", "file paths are not allowed, use token")
-	case a.ClientCertificate != "":
-		return invalid(f+": client-certificate", "file paths are not allowed, use client-certificate-data")
-	case a.ClientKey != "":
-		return invalid(f+": client-key", "file paths are not allowed, use client-key-data")
-	case a.Username != "" || a.Password != "":
-		return invalid(f+": username/password", "basic authentication is not allowed")
-	case a.Impersonate != "":
-		return invalid(f+": as", "impersonation is not allowed")
-	case a.ImpersonateUID != "":
-		return invalid(f+": as-uid", "impersonation is not allowed")
-	case len(a.ImpersonateGroups) > 0:
-		return invalid(f+": as-groups", "impersonation is not allowed")
-	case len(a.ImpersonateUserExtra) > 0:
-		return invalid(f+": as-user-extra", "impersonation is not allowed")
-	}
-	return nil
-}
-
-// checkCredential requires a usable inline credential: a token, or a client
-// certificate and its key.
-func checkCredential(name string, a *clientcmdapi.AuthInfo) error {
-	f := userField(name)
-	hasCert, hasKey := len(a.ClientCertificateData) > 0, len(a.ClientKeyData) > 0
-	switch {
-	case hasCert && !hasKey:
-		return invalid(f+": client-key-data", "missing (client-certificate-data is set)")
-	case hasKey && !hasCert:
-		return invalid(f+": client-certificate-data", "missing (client-key-data is set)")
-	case !hasCert && a.Token == "":
-		return invalid(f, "no credential: need token, or client-certificate-data and client-key-data")
-	}
-	if a.Token != "" {
-		if reason := checkToken(a.Token); reason != "" {
-			return invalid(f+": token", "%s", reason)
-		}
-	}
-	if hasCert {
-		if _, err := tls.X509KeyPair(a.ClientCertificateData, a.ClientKeyData); err != nil {
-			return invalid(f+": client-certificate-data/client-key-data", "%s", safeCryptoError(err))
-		}
-	}
-	return nil
-}
-
-// checkToken accepts what can be sent in an Authorization header: visible ASCII.
-func checkToken(token string) string {
-	for i := 0; i < len(token); i++ {
-		if c := token[i]; c < 0x21 || c > 0x7e {
-			return "contains white space or characters other than printable ASCII"
-		}
-	}
-	return ""
-}
-
-// checkCA accepts empty data (system roots) or PEM data with at least one certificate.
-func checkCA(data []byte) string {
-	if len(data) == 0 {
-		return ""
-	}
-	if !x509.NewCertPool().AppendCertsFromPEM(data) {
-		return "holds no PEM certificate"
-	}
-	return ""
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
+// IsLoopback reports whether server names this machine (document.IsLoopback).
+func IsLoopback(server string) bool { return document.IsLoopback(server) }

@@ -61,6 +61,15 @@ type RegistryOptions struct {
 	MaxPeerObjects int
 	// OverCapRetry is the first wait before a watch over the cap is tried again.
 	OverCapRetry time.Duration
+	// MaxPeerResponseBytes and MaxPeerObjectBytes bound one response and one object (a
+	// watch event, an element of a list) of a peer (peers.Limits).
+	MaxPeerResponseBytes int64
+	MaxPeerObjectBytes   int64
+	// MaxPeerMembershipObjects caps the Clusters, Secrets and ClusterFeatures one peer's
+	// membership cache holds (peers.Options).
+	MaxPeerMembershipObjects int
+	// MaxRules caps the ResourceSyncRules the engine runs (engine.Options).
+	MaxRules int
 }
 
 // DefaultRegistryOptions returns the defaults of the registry's reconcilers.
@@ -74,6 +83,11 @@ func DefaultRegistryOptions() RegistryOptions {
 		SyncWorkers:          engine.DefaultWorkers,
 		MaxPeerObjects:       engine.DefaultMaxPeerObjects,
 		OverCapRetry:         engine.DefaultOverCapRetry,
+
+		MaxPeerResponseBytes:     peers.DefaultMaxResponseBytes,
+		MaxPeerObjectBytes:       peers.DefaultMaxObjectBytes,
+		MaxPeerMembershipObjects: peers.DefaultMaxMembershipObjects,
+		MaxRules:                 engine.DefaultMaxRules,
 	}
 }
 
@@ -96,6 +110,15 @@ func (o RegistryOptions) validate() error {
 	}
 	if o.OverCapRetry < time.Second {
 		errs = append(errs, fmt.Errorf("the retry period of a watch over the cap (--max-peer-objects-retry) must be at least 1s, got %s", o.OverCapRetry))
+	}
+	if o.MaxPeerObjectBytes < 64<<10 || o.MaxPeerResponseBytes < o.MaxPeerObjectBytes {
+		errs = append(errs, fmt.Errorf("the limit on one object of a peer (--max-peer-object-bytes) must be at least 64 KiB and at most the limit on one response (--max-peer-response-bytes), got %d and %d", o.MaxPeerObjectBytes, o.MaxPeerResponseBytes))
+	}
+	if o.MaxPeerMembershipObjects < 1 {
+		errs = append(errs, fmt.Errorf("the cap on a peer's membership objects (--max-peer-membership-objects) must be at least 1, got %d", o.MaxPeerMembershipObjects))
+	}
+	if o.MaxRules < 1 {
+		errs = append(errs, fmt.Errorf("the cap on the rules this cluster runs (--max-rules) must be at least 1, got %d", o.MaxRules))
 	}
 	if o.HeartbeatPeriod < time.Second || o.MetadataPeriod < time.Second {
 		errs = append(errs, errors.New("the heartbeat and metadata periods must be at least 1s"))
@@ -180,6 +203,10 @@ func SetupRegistry(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		Addresses:        kubeconfig.AddressPolicy{AllowLoopback: ro.AllowLoopbackPeers},
 		FailureThreshold: ro.PeerFailureThreshold,
 		Registerer:       metrics.Registry,
+		Limits:           peers.Limits{MaxResponseBytes: ro.MaxPeerResponseBytes, MaxObjectBytes: ro.MaxPeerObjectBytes},
+		// A refused peer is read again as a watch over the cap is.
+		MaxMembershipObjects: ro.MaxPeerMembershipObjects,
+		RefusalRetry:         ro.OverCapRetry,
 	})
 	if err != nil {
 		return err
@@ -243,6 +270,7 @@ func SetupRegistry(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		Workers:        ro.SyncWorkers,
 		MaxPeerObjects: ro.MaxPeerObjects,
 		OverCapRetry:   ro.OverCapRetry,
+		MaxRules:       ro.MaxRules,
 		Recorder:       recorder,
 		Metrics:        engine.NewMetrics(metrics.Registry),
 	})

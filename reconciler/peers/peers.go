@@ -69,6 +69,15 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// Addresses decides which API server addresses of peers are dialled.
 	Addresses kubeconfig.AddressPolicy
+	// Limits bound the bytes of every answer of a peer (limits.go).
+	Limits Limits
+	// MaxMembershipObjects caps the Clusters, Secrets and ClusterFeatures one peer's
+	// cache holds; 0 means DefaultMaxMembershipObjects.
+	MaxMembershipObjects int
+	// RefusalRetry is the first wait before a peer refused (MembershipRefused) is read
+	// again, doubling up to 8 times it while it stays refused; 0 means
+	// DefaultRefusalRetry.
+	RefusalRetry time.Duration
 }
 
 func (o *Options) defaults() {
@@ -81,6 +90,13 @@ func (o *Options) defaults() {
 	if o.MaxBackoff <= 0 {
 		o.MaxBackoff = DefaultMaxBackoff
 	}
+	if o.MaxMembershipObjects <= 0 {
+		o.MaxMembershipObjects = DefaultMaxMembershipObjects
+	}
+	if o.RefusalRetry <= 0 {
+		o.RefusalRetry = DefaultRefusalRetry
+	}
+	o.Limits = o.Limits.withDefaults()
 }
 
 // MessageBootstrap is the message of a Ready peer read with its bootstrap credential.
@@ -377,10 +393,15 @@ type conn struct {
 	mu    sync.Mutex
 	peer  Peer
 	fails int
+	// refusal is why the peer's answers were refused (membershipcap.go), until it is read
+	// again; refused is signalled, and stopCache stops the cache, when it is set.
+	refusal   string
+	refused   chan struct{}
+	stopCache context.CancelFunc
 }
 
 func newConn(m *Manager, name string, id types.UID, fp string, bootstrap bool) *conn {
-	return &conn{m: m, fingerprint: fp, done: make(chan struct{}),
+	return &conn{m: m, fingerprint: fp, done: make(chan struct{}), refused: make(chan struct{}, 1),
 		peer: Peer{Name: name, ClusterID: id, Reason: v1alpha1.ReasonClusterNotConnected, Message: "connecting", Bootstrap: bootstrap}}
 }
 
@@ -447,6 +468,15 @@ func (c *conn) run(ctx context.Context, cfg *rest.Config) {
 		})
 		return
 	}
+	// Every answer of the peer is read through the byte limits. A refusal of a request
+	// that says nothing of its own (the health check, the membership cache, discovery)
+	// refuses the peer's membership; the engine's watches report their own.
+	// The lists of the membership cache are cut at MaxMembershipObjects items.
+	refuse := func(e *TooLargeError) { c.refuse(e.Error()) }
+	limits := opts.Limits
+	limits.MaxListItems = opts.MaxMembershipObjects
+	requests = Limited(requests, limits, refuse)
+	watches = Limited(watches, limits, refuse)
 	direct, err := client.New(cfg, client.Options{Scheme: opts.Scheme, HTTPClient: requests})
 	if err != nil {
 		c.set(func(p *Peer) {
@@ -473,6 +503,47 @@ func (c *conn) run(ctx context.Context, cfg *rest.Config) {
 	// Watches are long requests: no client-side timeout on the cache's connection.
 	watchCfg := rest.CopyConfig(cfg)
 	watchCfg.Timeout = 0
+	var delay time.Duration
+	for c.serve(ctx, direct, watchCfg, watches) {
+		// Refused (refuse): the cache is stopped and the peer is not Ready until it is
+		// read again, backing off while it stays refused.
+		delay = nextRefusalDelay(delay, opts.RefusalRetry)
+		c.m.log.Info("a peer's answers were refused: its membership is not read", "cluster", c.snapshot().Name, "retryIn", delay.String())
+		if !sleep(ctx, delay) {
+			return
+		}
+		c.mu.Lock()
+		c.refusal = ""
+		c.mu.Unlock()
+		select {
+		case <-c.refused:
+		default:
+		}
+	}
+}
+
+// serve starts the peer's cache, waits for it to sync and checks the peer's health until
+// ctx is done or the peer's answers are refused (refuse): then the cache is stopped and
+// serve returns true.
+func (c *conn) serve(ctx context.Context, direct client.Reader, watchCfg *rest.Config, watches *http.Client) bool {
+	opts := c.m.opts
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	c.mu.Lock()
+	if c.refusal != "" {
+		c.mu.Unlock()
+		return true
+	}
+	c.stopCache = stop
+	c.mu.Unlock()
+	refused := func() bool {
+		select {
+		case <-c.refused:
+			return true
+		default:
+			return false
+		}
+	}
 	secrets := cache.Config{}
 	kinds := []client.Object{&v1alpha1.Cluster{}, &corev1.Secret{}, &v1alpha1.ClusterFeature{}}
 	if c.snapshot().Bootstrap {
@@ -481,7 +552,10 @@ func (c *conn) run(ctx context.Context, cfg *rest.Config) {
 		secrets.FieldSelector = fields.OneTermEqualSelector("metadata.name", v1alpha1.IssuedReaderSecretName(opts.LocalID))
 		kinds = kinds[:2]
 	}
-	cch, err := cache.New(watchCfg, cache.Options{
+	// JSON, never protobuf: the limits count a JSON list's items as they are read.
+	cacheCfg := rest.CopyConfig(watchCfg)
+	cacheCfg.ContentType = runtime.ContentTypeJSON
+	cch, err := cache.New(cacheCfg, cache.Options{
 		HTTPClient: watches,
 		Scheme:     opts.Scheme,
 		ByObject: map[client.Object]cache.ByObject{
@@ -491,10 +565,12 @@ func (c *conn) run(ctx context.Context, cfg *rest.Config) {
 		// A kind not watched above is an error, not a new informer: one the credential
 		// may not read would wait for a sync that never comes.
 		ReaderFailOnMissingInformer: true,
+		// Each informer holds at most MaxMembershipObjects objects (membershipCap).
+		NewInformer: c.newInformer,
 	})
 	if err != nil {
 		c.set(func(p *Peer) { p.Message = fmt.Sprintf("building the cache: %v", err) })
-		return
+		return false
 	}
 	name := c.snapshot().Name
 	notify := func() { c.m.notify(name) }
@@ -502,7 +578,7 @@ func (c *conn) run(ctx context.Context, cfg *rest.Config) {
 		inf, err := cch.GetInformer(ctx, obj)
 		if err != nil {
 			c.set(func(p *Peer) { p.Message = fmt.Sprintf("watching the peer: %v", err) })
-			return
+			return false
 		}
 		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 			AddFunc:    func(any) { notify() },
@@ -510,18 +586,25 @@ func (c *conn) run(ctx context.Context, cfg *rest.Config) {
 			DeleteFunc: func(any) { notify() },
 		}); err != nil {
 			c.set(func(p *Peer) { p.Message = fmt.Sprintf("watching the peer: %v", err) })
-			return
+			return false
 		}
 	}
 	go func() { _ = cch.Start(ctx) }()
 	syncCtx, cancel := context.WithTimeout(ctx, cacheSyncTimeout)
 	synced := cch.WaitForCacheSync(syncCtx)
 	cancel()
+	if refused() {
+		return true
+	}
 	if ctx.Err() != nil {
-		return
+		return false
 	}
 	if synced {
-		c.set(func(p *Peer) { p.Synced, p.reader, p.config, p.http = true, cch, watchCfg, watches })
+		c.set(func(p *Peer) {
+			if c.refusal == "" {
+				p.Synced, p.reader, p.config, p.http = true, cch, watchCfg, watches
+			}
+		})
 	}
 
 	ticker := time.NewTicker(opts.HealthInterval)
@@ -529,7 +612,9 @@ func (c *conn) run(ctx context.Context, cfg *rest.Config) {
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return refused()
+		case <-c.refused:
+			return true
 		case <-ticker.C:
 		}
 		_ = c.check(ctx, direct)
@@ -538,11 +623,15 @@ func (c *conn) run(ctx context.Context, cfg *rest.Config) {
 			synced = cch.WaitForCacheSync(sctx)
 			cancel()
 			if synced {
-				c.set(func(p *Peer) { p.Synced, p.reader, p.config, p.http = true, cch, watchCfg, watches })
+				c.set(func(p *Peer) {
+					if c.refusal == "" {
+						p.Synced, p.reader, p.config, p.http = true, cch, watchCfg, watches
+					}
+				})
 			}
 		}
 		if c.terminal() {
-			return
+			return false
 		}
 	}
 }
@@ -579,6 +668,9 @@ func (c *conn) check(ctx context.Context, r client.Reader) error {
 		c.fails = 0
 		c.mu.Unlock()
 		c.set(func(p *Peer) {
+			if c.refusal != "" {
+				return // refused until it is read again (refuse)
+			}
 			p.State, p.Ready, p.Reason, p.Message = v1alpha1.ClusterStateReady, true, v1alpha1.ReasonClusterReachable, "the peer answers"
 			if p.Bootstrap {
 				p.Message = MessageBootstrap
@@ -603,6 +695,9 @@ func (c *conn) check(ctx context.Context, r client.Reader) error {
 	}
 	msg := fmt.Sprintf("%d consecutive failed checks: %s", fails, class)
 	c.set(func(p *Peer) {
+		if c.refusal != "" {
+			return
+		}
 		if fails >= threshold || p.State == "" {
 			// Before the first success there is no Ready state to protect.
 			if fails >= threshold {

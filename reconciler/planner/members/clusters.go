@@ -8,20 +8,19 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 )
 
 type write struct {
 	op   Op
-	obj  client.Object
-	base client.Object // for OpUpdate: the local object as read
+	obj  Object
+	base Object // for OpUpdate: the local object as read
 }
 
 // copyMeta returns the labels and annotations a copy of src describing x carries, keeping
 // the local decisions of the existing object (nil when there is none).
-func copyMeta(src client.Object, existing map[string]string, x types.UID) (map[string]string, map[string]string) {
+func copyMeta(src Object, existing map[string]string, x types.UID) (map[string]string, map[string]string) {
 	labels := maps.Clone(src.GetLabels())
 	if labels == nil {
 		labels = map[string]string{}

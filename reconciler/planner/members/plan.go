@@ -8,8 +8,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 )
@@ -74,15 +75,24 @@ const (
 	OpDelete Op = "delete"
 )
 
+// Object is a membership object (a Cluster or a Secret): the method set of
+// controller-runtime's client.Object, written with apimachinery's interfaces so that the
+// planner links no controller runtime. A client.Object is an Object and the other way
+// round.
+type Object interface {
+	metav1.Object
+	runtime.Object
+}
+
 // Write is one write of the plan. Object carries the resourceVersion of the local
 // object it updates.
 type Write struct {
 	Op     Op
-	Object client.Object
+	Object Object
 	// Base is, for OpUpdate, the local object as it was read. The update is a merge
 	// patch from Base to Object: it changes only the fields the membership changed, so
 	// it does not lose a race with a concurrent write of other fields (the status).
-	Base      client.Object
+	Base      Object
 	From      string
 	Describes types.UID
 	// Verify is set on a write that did not come from the cluster it describes (a relayed
@@ -96,7 +106,7 @@ type Write struct {
 }
 
 // KindOf is the kind of a membership object (a Cluster or a Secret), for messages.
-func KindOf(o client.Object) string {
+func KindOf(o Object) string {
 	switch o.(type) {
 	case *v1alpha1.Cluster:
 		return "Cluster"

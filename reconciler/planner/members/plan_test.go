@@ -17,7 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/conversion"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
@@ -56,7 +55,7 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // at is the RFC 3339 time h hours after t0, as bootstrap writes it.
 func at(h int) string { return t0.Add(time.Duration(h) * time.Hour).Format(time.RFC3339) }
 
-type mod func(client.Object)
+type mod func(Object)
 
 // cl is the Cluster CR named name describing id, as the cluster itself publishes it.
 func cl(name string, id types.UID, mods ...mod) *v1alpha1.Cluster {
@@ -92,7 +91,7 @@ func sec(name string, h int, mods ...mod) *corev1.Secret {
 }
 
 func annotate(k, v string) mod {
-	return func(o client.Object) {
+	return func(o Object) {
 		a := o.GetAnnotations()
 		if a == nil {
 			a = map[string]string{}
@@ -103,7 +102,7 @@ func annotate(k, v string) mod {
 }
 
 func unannotate(k string) mod {
-	return func(o client.Object) {
+	return func(o Object) {
 		a := o.GetAnnotations()
 		delete(a, k)
 		o.SetAnnotations(a)
@@ -111,7 +110,7 @@ func unannotate(k string) mod {
 }
 
 func label(k, v string) mod {
-	return func(o client.Object) {
+	return func(o Object) {
 		l := o.GetLabels()
 		if l == nil {
 			l = map[string]string{}
@@ -123,35 +122,35 @@ func label(k, v string) mod {
 
 // mark adds the ownership annotation and label of id: the object is a copy.
 func mark(id types.UID) mod {
-	return func(o client.Object) {
+	return func(o Object) {
 		annotate(ownershipKey, string(id))(o)
 		label(v1alpha1.OwnershipLabel, string(id))(o)
 	}
 }
 
-func rv(v string) mod     { return func(o client.Object) { o.SetResourceVersion(v) } }
-func uid(u types.UID) mod { return func(o client.Object) { o.SetUID(u) } }
+func rv(v string) mod     { return func(o Object) { o.SetResourceVersion(v) } }
+func uid(u types.UID) mod { return func(o Object) { o.SetUID(u) } }
 
 func server(addr string) mod {
-	return func(o client.Object) {
+	return func(o Object) {
 		o.(*v1alpha1.Cluster).Spec.KubernetesAPIEndpoints[0].ServerAddress = addr
 	}
 }
 
 func secretRef(name, namespace string) mod {
-	return func(o client.Object) {
+	return func(o Object) {
 		o.(*v1alpha1.Cluster).Spec.AuthInfo.SecretRef = v1alpha1.NamespacedName{Name: name, Namespace: namespace}
 	}
 }
 
 func stype(t corev1.SecretType) mod {
-	return func(o client.Object) { o.(*corev1.Secret).Type = t }
+	return func(o Object) { o.(*corev1.Secret).Type = t }
 }
 
 // token gives the reader Secret another token, marked note, with the same server,
 // CA and expiry.
 func token(note string) mod {
-	return func(o client.Object) {
+	return func(o Object) {
 		s := o.(*corev1.Secret)
 		r, ok := kubeconfig.Read(s.Data[kubeconfigKey])
 		if !ok {
@@ -164,7 +163,7 @@ func token(note string) mod {
 
 // noExpiry gives the reader Secret a token that states no expiry (not a JWT).
 func noExpiry() mod {
-	return func(o client.Object) {
+	return func(o Object) {
 		s := o.(*corev1.Secret)
 		r, _ := kubeconfig.Read(s.Data[kubeconfigKey])
 		data, err := kubeconfig.Render(kubeconfig.Reader{ClusterName: s.Name, Server: r.Server, CAData: r.CAData, Token: "opaque-token-of-" + s.Name})
@@ -177,7 +176,7 @@ func noExpiry() mod {
 
 // readerServer gives the reader Secret another API server address (and CA).
 func readerServer(server string, ca []byte) mod {
-	return func(o client.Object) {
+	return func(o Object) {
 		s := o.(*corev1.Secret)
 		r, _ := kubeconfig.Read(s.Data[kubeconfigKey])
 		exp, _, _ := kubeconfig.TokenTimes(r.Token)
@@ -203,11 +202,11 @@ func fakeJWT(exp, iat time.Time, note string) string {
 }
 
 func withStatus(state v1alpha1.ClusterState) mod {
-	return func(o client.Object) { o.(*v1alpha1.Cluster).Status.State = state }
+	return func(o Object) { o.(*v1alpha1.Cluster).Status.State = state }
 }
 
 // split sorts objects into Cluster CRs and Secrets, copying them.
-func split(objs []client.Object) ([]v1alpha1.Cluster, []corev1.Secret) {
+func split(objs []Object) ([]v1alpha1.Cluster, []corev1.Secret) {
 	var cs []v1alpha1.Cluster
 	var ss []corev1.Secret
 	for _, o := range objs {
@@ -224,7 +223,7 @@ func split(objs []client.Object) ([]v1alpha1.Cluster, []corev1.Secret) {
 }
 
 // peer is the view of a Ready peer holding objs.
-func peer(name string, id types.UID, objs ...client.Object) View {
+func peer(name string, id types.UID, objs ...Object) View {
 	v := View{Name: name, ClusterID: id}
 	v.Clusters, v.Secrets = split(objs)
 	return v
@@ -232,17 +231,17 @@ func peer(name string, id types.UID, objs ...client.Object) View {
 
 // own is what cluster name (ID id) publishes about itself: its Cluster CR and its reader
 // Secret, without ownership marks.
-func own(name string, id types.UID) []client.Object {
-	return []client.Object{cl(name, id), sec(name, defaultExpiryAt)}
+func own(name string, id types.UID) []Object {
+	return []Object{cl(name, id), sec(name, defaultExpiryAt)}
 }
 
 // copies is what a member holds about cluster name (ID id) after syncing it: marked copies.
-func copies(name string, id types.UID) []client.Object {
-	return []client.Object{cl(name, id, mark(id)), sec(name, defaultExpiryAt, mark(id))}
+func copies(name string, id types.UID) []Object {
+	return []Object{cl(name, id, mark(id)), sec(name, defaultExpiryAt, mark(id))}
 }
 
-func objs(groups ...[]client.Object) []client.Object {
-	var out []client.Object
+func objs(groups ...[]Object) []Object {
+	var out []Object
 	for _, g := range groups {
 		out = append(out, g...)
 	}
@@ -251,7 +250,7 @@ func objs(groups ...[]client.Object) []client.Object {
 
 // input is the local cluster "l" holding its own Cluster and Secret plus local, seeing
 // peers, with unreachable known but not Ready.
-func input(local []client.Object, peers []View, unreachable ...types.UID) Input {
+func input(local []Object, peers []View, unreachable ...types.UID) Input {
 	in := Input{LocalID: idL, LocalName: "l", Namespace: ns, Peers: peers, Unreachable: unreachable}
 	in.Local.Clusters, in.Local.Secrets = split(objs(own("l", idL), local))
 	return in
@@ -320,7 +319,7 @@ func apply(in Input, res Result) Input {
 			}
 			continue
 		}
-		obj := w.Object.DeepCopyObject().(client.Object)
+		obj := w.Object.DeepCopyObject().(Object)
 		switch w.Op {
 		case OpCreate, OpReplace:
 			obj.SetUID(types.UID("uid-" + strconv.Itoa(next)))
@@ -432,7 +431,7 @@ func planCases() []planCase {
 		{
 			name: "an unknown cluster is learnt from the first peer by name",
 			in: input(steadyLocal, []View{
-				peer("x", idX, objs(own("x", idX), []client.Object{cl("b", idB, mark(idB), server("https://from-x")), sec("b", 7, mark(idB))})...),
+				peer("x", idX, objs(own("x", idX), []Object{cl("b", idB, mark(idB), server("https://from-x")), sec("b", 7, mark(idB))})...),
 				steadyA.with(cl("b", idB, mark(idB)), sec("b", 5, mark(idB))),
 			}),
 			want: []string{
@@ -487,14 +486,14 @@ func planCases() []planCase {
 		{
 			name: "a relay's different copy of a Ready peer is ignored",
 			in: input(steadyLocal, []View{
-				peer("a", idA, objs(own("a", idA), []client.Object{cl("x", idX, mark(idX), server("https://stale")), sec("x", 99, mark(idX))})...),
+				peer("a", idA, objs(own("a", idA), []Object{cl("x", idX, mark(idX), server("https://stale")), sec("x", 99, mark(idX))})...),
 				steadyX,
 			}),
 		},
 		{
 			name: "a Ready peer that does not publish itself is not replaced by a relay's copy",
 			in: input(steadyLocal, []View{
-				peer("a", idA, objs(own("a", idA), []client.Object{cl("x", idX, mark(idX), server("https://stale")), sec("x", 99, mark(idX))})...),
+				peer("a", idA, objs(own("a", idA), []Object{cl("x", idX, mark(idX), server("https://stale")), sec("x", 99, mark(idX))})...),
 				peer("x", idX),
 			}),
 		},
@@ -502,7 +501,7 @@ func planCases() []planCase {
 			name: "a Ready peer's own copy wins over another cluster's CR of the same name on a relay",
 			in: input(steadyLocal, []View{
 				// a holds a Cluster "x" describing y (a name clash); x itself renewed its token.
-				peer("a", idA, objs(own("a", idA), []client.Object{cl("x", idY, mark(idY)), sec("x", 99, mark(idY))})...),
+				peer("a", idA, objs(own("a", idA), []Object{cl("x", idY, mark(idY)), sec("x", 99, mark(idY))})...),
 				peer("x", idX, cl("x", idX), sec("x", 20)),
 			}),
 			want: []string{"update Secret cluster-registry/x from=x describes=uid-x"},
@@ -533,7 +532,7 @@ func planCases() []planCase {
 		},
 		{
 			name: "a second local Cluster CR (another name, local ID) is never overwritten",
-			in: input(objs(steadyLocal, []client.Object{cl("l2", idL)}), []View{
+			in: input(objs(steadyLocal, []Object{cl("l2", idL)}), []View{
 				steadyA.with(cl("l2", idY, mark(idY))),
 				steadyX,
 			}),
@@ -550,7 +549,7 @@ func planCases() []planCase {
 		},
 		{
 			name: "the local cluster's own reader Secret is not adopted through a hand-made Cluster",
-			in: input(objs(steadyLocal, []client.Object{cl("b", idB, secretRef("l", ns))}), []View{
+			in: input(objs(steadyLocal, []Object{cl("b", idB, secretRef("l", ns))}), []View{
 				steadyA.with(cl("b", idB, mark(idB), secretRef("l", ns)), sec("l", 99, mark(idB))),
 				steadyX,
 			}),
@@ -570,29 +569,29 @@ func planCases() []planCase {
 		},
 		{
 			name:      "a hand-made Cluster of another cluster ID is a conflict and its Secret is not touched",
-			in:        input(objs(copies("a", idA), []client.Object{cl("x", idY), sec("x", defaultExpiryAt)}), []View{steadyA, steadyX}),
+			in:        input(objs(copies("a", idA), []Object{cl("x", idY), sec("x", defaultExpiryAt)}), []View{steadyA, steadyX}),
 			conflicts: []string{"Cluster x was created locally for cluster uid-y; a peer has it for cluster uid-x: not overwritten"},
 		},
 		{
 			name:      "a copy marked for another cluster is a conflict",
-			in:        input(objs(copies("a", idA), []client.Object{cl("x", idY, mark(idY)), sec("x", defaultExpiryAt, mark(idY))}), []View{steadyA, steadyX}),
+			in:        input(objs(copies("a", idA), []Object{cl("x", idY, mark(idY)), sec("x", defaultExpiryAt, mark(idY))}), []View{steadyA, steadyX}),
 			conflicts: []string{"Cluster x is a copy of cluster uid-y's; a peer has it for cluster uid-x: not overwritten"},
 		},
 		{
 			name: "a copy whose clusterID was edited locally is restored from its origin",
-			in:   input(objs(copies("a", idA), []client.Object{cl("x", idY, mark(idX)), sec("x", defaultExpiryAt, mark(idX))}), []View{steadyA, steadyX}),
+			in:   input(objs(copies("a", idA), []Object{cl("x", idY, mark(idX)), sec("x", defaultExpiryAt, mark(idX))}), []View{steadyA, steadyX}),
 			want: []string{"update Cluster x from=x describes=uid-x"},
 		},
 
 		// 6. Secrets.
 		{
 			name: "an unmarked Secret referenced by the local Cluster of that cluster is adopted",
-			in:   input(objs(copies("a", idA), []client.Object{cl("x", idX, mark(idX)), sec("x", defaultExpiryAt)}), []View{steadyA, steadyX}),
+			in:   input(objs(copies("a", idA), []Object{cl("x", idX, mark(idX)), sec("x", defaultExpiryAt)}), []View{steadyA, steadyX}),
 			want: []string{"update Secret cluster-registry/x from=x describes=uid-x"},
 		},
 		{
 			name: "an unmarked unrelated Secret of the same name is a conflict",
-			in: input(objs(copies("a", idA), copies("x", idX), []client.Object{sec("b", 3)}), []View{
+			in: input(objs(copies("a", idA), copies("x", idX), []Object{sec("b", 3)}), []View{
 				steadyA.with(copies("b", idB)...),
 				steadyX,
 			}),
@@ -604,7 +603,7 @@ func planCases() []planCase {
 		},
 		{
 			name: "an unmarked Secret referenced only by another cluster's local Cluster is a conflict",
-			in: input(objs(steadyLocal, []client.Object{cl("y", idY, secretRef("b", ns)), sec("b", 3)}), []View{
+			in: input(objs(steadyLocal, []Object{cl("y", idY, secretRef("b", ns)), sec("b", 3)}), []View{
 				steadyA.with(cl("b", idB, mark(idB), secretRef("", "")), copies("b", idB)[1]),
 				steadyX,
 				peer("y", idY, cl("y", idY, secretRef("b", ns))),
@@ -614,7 +613,7 @@ func planCases() []planCase {
 		},
 		{
 			name: "an unmarked Secret referenced by another cluster's local Cluster is not adopted for a learnt one",
-			in: input(objs(steadyLocal, []client.Object{cl("y", idY, secretRef("b", ns)), sec("b", 3)}), []View{
+			in: input(objs(steadyLocal, []Object{cl("y", idY, secretRef("b", ns)), sec("b", 3)}), []View{
 				steadyA.with(copies("b", idB)...),
 				steadyX,
 			}),
@@ -626,17 +625,17 @@ func planCases() []planCase {
 		},
 		{
 			name:      "a Secret marked for another cluster is a conflict",
-			in:        input(objs(copies("a", idA), []client.Object{cl("x", idX, mark(idX)), sec("x", defaultExpiryAt, mark(idY))}), []View{steadyA, steadyX}),
+			in:        input(objs(copies("a", idA), []Object{cl("x", idX, mark(idX)), sec("x", defaultExpiryAt, mark(idY))}), []View{steadyA, steadyX}),
 			conflicts: []string{"Secret cluster-registry/x is a copy of cluster uid-y's; not overwritten by cluster uid-x's"},
 		},
 		{
 			name: "a Secret whose type changed is replaced",
-			in:   input(objs(copies("a", idA), []client.Object{cl("x", idX, mark(idX)), sec("x", defaultExpiryAt, mark(idX), stype(opaqueSecret), uid("old-uid"), rv("7"))}), []View{steadyA, steadyX}),
+			in:   input(objs(copies("a", idA), []Object{cl("x", idX, mark(idX)), sec("x", defaultExpiryAt, mark(idX), stype(opaqueSecret), uid("old-uid"), rv("7"))}), []View{steadyA, steadyX}),
 			want: []string{"replace Secret cluster-registry/x from=x describes=uid-x"},
 		},
 		{
 			name: "a Secret whose data changed is updated",
-			in:   input(objs(copies("a", idA), []client.Object{cl("x", idX, mark(idX)), sec("x", defaultExpiryAt, mark(idX), token("edited"))}), []View{steadyA, steadyX}),
+			in:   input(objs(copies("a", idA), []Object{cl("x", idX, mark(idX)), sec("x", defaultExpiryAt, mark(idX), token("edited"))}), []View{steadyA, steadyX}),
 			want: []string{"update Secret cluster-registry/x from=x describes=uid-x"},
 		},
 
@@ -644,32 +643,32 @@ func planCases() []planCase {
 		{
 			name: "an unreachable cluster's Cluster is left as it is and a later token is relayed",
 			in: input(steadyLocal, []View{
-				peer("a", idA, objs(own("a", idA), []client.Object{cl("x", idX, mark(idX), server("https://x-moved")), sec("x", 20, mark(idX))})...),
+				peer("a", idA, objs(own("a", idA), []Object{cl("x", idX, mark(idX), server("https://x-moved")), sec("x", 20, mark(idX))})...),
 			}, idX),
 			want: []string{"update Secret cluster-registry/x from=a describes=uid-x"},
 		},
 		{
 			name: "an unreachable cluster's token expiring at the same time is not relayed",
 			in: input(steadyLocal, []View{
-				peer("a", idA, objs(own("a", idA), []client.Object{cl("x", idX, mark(idX), server("https://x-moved")), sec("x", defaultExpiryAt, mark(idX), token("other"))})...),
+				peer("a", idA, objs(own("a", idA), []Object{cl("x", idX, mark(idX), server("https://x-moved")), sec("x", defaultExpiryAt, mark(idX), token("other"))})...),
 			}, idX),
 		},
 		{
 			name: "an unreachable cluster's earlier token is not relayed",
 			in: input(steadyLocal, []View{
-				peer("a", idA, objs(own("a", idA), []client.Object{cl("x", idX, mark(idX)), sec("x", 5, mark(idX))})...),
+				peer("a", idA, objs(own("a", idA), []Object{cl("x", idX, mark(idX)), sec("x", 5, mark(idX))})...),
 			}, idX),
 		},
 		{
 			name: "a relayed token without an expiry is not relayed",
 			in: input(steadyLocal, []View{
-				peer("a", idA, objs(own("a", idA), []client.Object{cl("x", idX, mark(idX)), sec("x", 50, mark(idX), noExpiry())})...),
+				peer("a", idA, objs(own("a", idA), []Object{cl("x", idX, mark(idX)), sec("x", 50, mark(idX), noExpiry())})...),
 			}, idX),
 			conflicts: []string{"reader Secret x for cluster uid-x relayed by peer a refused: its token states no expiry"},
 		},
 		{
 			name: "a relayed token with an expiry replaces a local copy without one",
-			in: input(objs(copies("a", idA), []client.Object{cl("x", idX, mark(idX)), sec("x", 0, mark(idX), noExpiry())}), []View{
+			in: input(objs(copies("a", idA), []Object{cl("x", idX, mark(idX)), sec("x", 0, mark(idX), noExpiry())}), []View{
 				peer("a", idA, objs(own("a", idA), copies("x", idX))...),
 			}, idX),
 			want: []string{"update Secret cluster-registry/x from=a describes=uid-x"},
@@ -677,8 +676,8 @@ func planCases() []planCase {
 		{
 			name: "the latest token among several relays is relayed",
 			in: input(steadyLocal, []View{
-				peer("a", idA, objs(own("a", idA), []client.Object{cl("x", idX, mark(idX)), sec("x", 5, mark(idX))})...),
-				peer("c", idC, objs(own("c", idC), []client.Object{cl("x", idX, mark(idX)), sec("x", 30, mark(idX))})...),
+				peer("a", idA, objs(own("a", idA), []Object{cl("x", idX, mark(idX)), sec("x", 5, mark(idX))})...),
+				peer("c", idC, objs(own("c", idC), []Object{cl("x", idX, mark(idX)), sec("x", 30, mark(idX))})...),
 			}, idX),
 			want: []string{
 				"create Cluster c from=c describes=uid-c",
@@ -689,41 +688,41 @@ func planCases() []planCase {
 		{
 			name: "relays holding tokens of the same times, neither senior: the lowest cluster ID is relayed",
 			in: input(objs(steadyLocal, copies("c", idC)), []View{
-				peer("c", idC, objs(own("c", idC), []client.Object{cl("x", idX, mark(idX)), sec("x", 30, mark(idX), token("from c"))})...),
-				peer("a", idA, objs(own("a", idA), []client.Object{cl("x", idX, mark(idX)), sec("x", 30, mark(idX), token("from a"))})...),
+				peer("c", idC, objs(own("c", idC), []Object{cl("x", idX, mark(idX)), sec("x", 30, mark(idX), token("from c"))})...),
+				peer("a", idA, objs(own("a", idA), []Object{cl("x", idX, mark(idX)), sec("x", 30, mark(idX), token("from a"))})...),
 			}, idX),
 			want: []string{"update Secret cluster-registry/x from=a describes=uid-x"},
 		},
 		{
 			name: "a known cluster that is neither Ready nor unreachable is only relayed",
 			in: input(steadyLocal, []View{
-				peer("a", idA, objs(own("a", idA), []client.Object{cl("x", idX, mark(idX), server("https://x-moved")), sec("x", 20, mark(idX))})...),
+				peer("a", idA, objs(own("a", idA), []Object{cl("x", idX, mark(idX), server("https://x-moved")), sec("x", 20, mark(idX))})...),
 			}),
 			want: []string{"update Secret cluster-registry/x from=a describes=uid-x"},
 		},
 		{
 			name: "an unreachable cluster's hand-made Cluster is left as it is and an earlier token is not relayed",
 			in: input(objs(copies("a", idA), own("x", idX)), []View{
-				peer("a", idA, objs(own("a", idA), []client.Object{cl("x", idX, mark(idX), server("https://x-moved")), sec("x", 5, mark(idX))})...),
+				peer("a", idA, objs(own("a", idA), []Object{cl("x", idX, mark(idX), server("https://x-moved")), sec("x", 5, mark(idX))})...),
 			}, idX),
 		},
 		{
 			name: "an unreachable cluster's hand-made Secret is adopted with a later token",
 			in: input(objs(copies("a", idA), own("x", idX)), []View{
-				peer("a", idA, objs(own("a", idA), []client.Object{cl("x", idX, mark(idX), server("https://x-moved")), sec("x", 20, mark(idX))})...),
+				peer("a", idA, objs(own("a", idA), []Object{cl("x", idX, mark(idX), server("https://x-moved")), sec("x", 20, mark(idX))})...),
 			}, idX),
 			want: []string{"update Secret cluster-registry/x from=a describes=uid-x"},
 		},
 		{
 			name: "an unreachable cluster with no local Cluster is not created from a relay",
 			in: input(copies("a", idA), []View{
-				peer("a", idA, objs(own("a", idA), []client.Object{cl("x", idX, mark(idX))})...),
+				peer("a", idA, objs(own("a", idA), []Object{cl("x", idX, mark(idX))})...),
 			}, idX),
 		},
 		{
 			name: "a relay's copy of an unreachable cluster still conflicts with an unmarked Cluster of another ID",
-			in: input(objs(copies("a", idA), []client.Object{cl("x", idY), sec("x", 1)}), []View{
-				peer("a", idA, objs(own("a", idA), []client.Object{cl("x", idX, mark(idX)), sec("x", 20, mark(idX))})...),
+			in: input(objs(copies("a", idA), []Object{cl("x", idY), sec("x", 1)}), []View{
+				peer("a", idA, objs(own("a", idA), []Object{cl("x", idX, mark(idX)), sec("x", 20, mark(idX))})...),
 			}, idX),
 			conflicts: []string{"Cluster x was created locally for cluster uid-y; a peer has it for cluster uid-x: not overwritten"},
 		},
@@ -731,7 +730,7 @@ func planCases() []planCase {
 		// 8. Local decisions.
 		{
 			name: "local decisions are kept and other local edits are undone",
-			in: input(objs(copies("a", idA), []client.Object{
+			in: input(objs(copies("a", idA), []Object{
 				cl("x", idX, mark(idX), annotate(disabledKey, "true"), annotate(lastAppliedKey, "{}"), annotate("note", "mine"), label("mine", "yes")),
 				sec("x", defaultExpiryAt, mark(idX), annotate(lastAppliedKey, "{}"), label("mine", "yes")),
 			}), []View{steadyA, steadyX}),
@@ -742,7 +741,7 @@ func planCases() []planCase {
 		},
 		{
 			name: "local decisions alone cause no write",
-			in: input(objs(copies("a", idA), []client.Object{
+			in: input(objs(copies("a", idA), []Object{
 				cl("x", idX, mark(idX), annotate(disabledKey, "true"), annotate(lastAppliedKey, "{}")),
 				sec("x", defaultExpiryAt, mark(idX), annotate(lastAppliedKey, "{}")),
 			}), []View{steadyA, steadyX}),
@@ -767,7 +766,7 @@ func planCases() []planCase {
 		},
 		{
 			name: "the local copy's status is not a difference",
-			in:   input(objs(copies("a", idA), []client.Object{cl("x", idX, mark(idX), withStatus(v1alpha1.ClusterStateReady)), sec("x", defaultExpiryAt, mark(idX))}), []View{steadyA, steadyX}),
+			in:   input(objs(copies("a", idA), []Object{cl("x", idX, mark(idX), withStatus(v1alpha1.ClusterStateReady)), sec("x", defaultExpiryAt, mark(idX))}), []View{steadyA, steadyX}),
 		},
 
 		// 9. Secret references.
@@ -832,7 +831,7 @@ func planCases() []planCase {
 		{
 			name: "a departure on a peer's Cluster deletes the departed cluster's copies and is recorded locally",
 			in: dinput(steadyLocal, []View{
-				peer("a", idA, objs([]client.Object{cl("a", idA, left(idX, 1)), sec("a", defaultExpiryAt)}, copies("x", idX))...),
+				peer("a", idA, objs([]Object{cl("a", idA, left(idX, 1)), sec("a", defaultExpiryAt)}, copies("x", idX))...),
 				steadyX,
 			}),
 			want: []string{
@@ -848,7 +847,7 @@ func planCases() []planCase {
 		},
 		{
 			name: "a departed cluster's leftover Secret copy is deleted",
-			in:   dinput(objs(copies("a", idA), []client.Object{sec("x", defaultExpiryAt, mark(idX))}), []View{steadyA}).withOwn(left(idX, 1)),
+			in:   dinput(objs(copies("a", idA), []Object{sec("x", defaultExpiryAt, mark(idX))}), []View{steadyA}).withOwn(left(idX, 1)),
 			want: []string{"delete Secret cluster-registry/x from= describes=uid-x"},
 		},
 		{
@@ -865,7 +864,7 @@ func planCases() []planCase {
 		},
 		{
 			name: "a join before the departure does not cancel it",
-			in: dinput(objs(copies("a", idA), []client.Object{cl("x", idX, mark(idX), annotate(v1alpha1.JoinedAtAnnotation, at(1))), sec("x", defaultExpiryAt, mark(idX))}), []View{
+			in: dinput(objs(copies("a", idA), []Object{cl("x", idX, mark(idX), annotate(v1alpha1.JoinedAtAnnotation, at(1))), sec("x", defaultExpiryAt, mark(idX))}), []View{
 				steadyA,
 			}).withOwn(left(idX, 2)),
 			want: []string{
@@ -876,7 +875,7 @@ func planCases() []planCase {
 		{
 			name: "the later of two departures of the same cluster is kept",
 			in: dinput(steadyLocal, []View{
-				peer("a", idA, objs([]client.Object{cl("a", idA, left(idX, 3)), sec("a", defaultExpiryAt)}, copies("x", idX))...),
+				peer("a", idA, objs([]Object{cl("a", idA, left(idX, 3)), sec("a", defaultExpiryAt)}, copies("x", idX))...),
 			}).withOwn(left(idX, 1)),
 			want: []string{
 				"update Cluster l from= describes=uid-l",
@@ -887,8 +886,8 @@ func planCases() []planCase {
 		},
 		{
 			name: "the local cluster that left forgets the group and learns nothing",
-			in: dinput(objs(steadyLocal, []client.Object{cl("b", idB, mark(idB))}), []View{
-				peer("a", idA, objs([]client.Object{cl("a", idA, left(idL, 1)), sec("a", defaultExpiryAt)}, copies("x", idX), copies("y", idY))...),
+			in: dinput(objs(steadyLocal, []Object{cl("b", idB, mark(idB))}), []View{
+				peer("a", idA, objs([]Object{cl("a", idA, left(idL, 1)), sec("a", defaultExpiryAt)}, copies("x", idX), copies("y", idY))...),
 				steadyX,
 			}),
 			want: []string{
@@ -902,7 +901,7 @@ func planCases() []planCase {
 		},
 		{
 			name: "a hand-made copy of a departed cluster is deleted; other local Secrets are kept",
-			in:   dinput([]client.Object{cl("x", idX), sec("x", defaultExpiryAt), sec("mine", defaultExpiryAt, stype(opaqueSecret)), sec("other", defaultExpiryAt, mark(idA))}, nil).withOwn(left(idX, 1)),
+			in:   dinput([]Object{cl("x", idX), sec("x", defaultExpiryAt), sec("mine", defaultExpiryAt, stype(opaqueSecret)), sec("other", defaultExpiryAt, mark(idA))}, nil).withOwn(left(idX, 1)),
 			want: []string{
 				"delete Cluster x from= describes=uid-x",
 				"delete Secret cluster-registry/x from= describes=uid-x",
@@ -910,18 +909,18 @@ func planCases() []planCase {
 		},
 		{
 			name: "the local reader Secret is kept even when a departed cluster's Cluster references it",
-			in:   dinput([]client.Object{cl("x", idX, secretRef("l", ns))}, nil).withOwn(left(idX, 1)),
+			in:   dinput([]Object{cl("x", idX, secretRef("l", ns))}, nil).withOwn(left(idX, 1)),
 			want: []string{"delete Cluster x from= describes=uid-x"},
 		},
 		{
 			name: "a Secret that is another cluster's copy is kept when a departed cluster's Cluster references it",
-			in:   dinput([]client.Object{cl("x", idX, secretRef("a", ns)), sec("a", defaultExpiryAt, mark(idA))}, nil).withOwn(left(idX, 1)),
+			in:   dinput([]Object{cl("x", idX, secretRef("a", ns)), sec("a", defaultExpiryAt, mark(idA))}, nil).withOwn(left(idX, 1)),
 			want: []string{"delete Cluster x from= describes=uid-x"},
 		},
 		{
 			name: "an unreadable departure entry is reported and ignored",
 			in: dinput(steadyLocal, []View{
-				peer("a", idA, objs([]client.Object{cl("a", idA, annotate(v1alpha1.LeftClustersAnnotation, "garbage, uid-x@yesterday")), sec("a", defaultExpiryAt)}, copies("x", idX))...),
+				peer("a", idA, objs([]Object{cl("a", idA, annotate(v1alpha1.LeftClustersAnnotation, "garbage, uid-x@yesterday")), sec("a", defaultExpiryAt)}, copies("x", idX))...),
 				steadyX,
 			}),
 			want:      []string{"update Cluster a from=a describes=uid-a"},
@@ -931,7 +930,7 @@ func planCases() []planCase {
 }
 
 // dinput is input with a UID on every local object, as the API server gives them.
-func dinput(local []client.Object, peers []View, unreachable ...types.UID) Input {
+func dinput(local []Object, peers []View, unreachable ...types.UID) Input {
 	in := input(local, peers, unreachable...)
 	for i := range in.Local.Clusters {
 		in.Local.Clusters[i].UID = types.UID("uid-cluster-" + in.Local.Clusters[i].Name)
@@ -962,7 +961,7 @@ func (in Input) withOwn(mods ...mod) Input {
 }
 
 // with returns the view holding also objs.
-func (v View) with(objs ...client.Object) View {
+func (v View) with(objs ...Object) View {
 	cs, ss := split(objs)
 	v.Clusters = append(clone(v.Clusters), cs...)
 	v.Secrets = append(clone(v.Secrets), ss...)
@@ -1136,7 +1135,7 @@ type meta struct {
 	Labels, Annotations              map[string]string
 }
 
-func metaOf(o client.Object) meta {
+func metaOf(o Object) meta {
 	return meta{
 		Namespace: o.GetNamespace(), Name: o.GetName(), ResourceVersion: o.GetResourceVersion(), UID: o.GetUID(),
 		Labels: o.GetLabels(), Annotations: o.GetAnnotations(),
@@ -1148,7 +1147,7 @@ func TestPlanWrittenObjects(t *testing.T) {
 		srcCluster := cl("b", idB, mark(idB), annotate("note", "from b"), annotate(disabledKey, "true"), annotate(lastAppliedKey, "{b}"),
 			rv("55"), uid("uid-on-a"), withStatus(v1alpha1.ClusterStateReady))
 		srcSecret := sec("b", 5, mark(idB), annotate(lastAppliedKey, "{b}"), rv("56"), uid("secret-uid-on-a"))
-		in := input(copies("a", idA), []View{peer("a", idA, objs(own("a", idA), []client.Object{srcCluster, srcSecret})...)})
+		in := input(copies("a", idA), []View{peer("a", idA, objs(own("a", idA), []Object{srcCluster, srcSecret})...)})
 		res := Plan(in)
 
 		c := onlyWrite(t, res, "Cluster", "b").Object.(*v1alpha1.Cluster)
@@ -1205,7 +1204,7 @@ func TestPlanWrittenObjects(t *testing.T) {
 	})
 
 	t.Run("updated copies keep the local object and its local decisions", func(t *testing.T) {
-		local := []client.Object{
+		local := []Object{
 			cl("x", idX, mark(idX), rv("41"), uid("local-cluster-uid"), withStatus(v1alpha1.ClusterStateReady),
 				annotate(disabledKey, "true"), annotate(lastAppliedKey, "{local}"), annotate("note", "local edit"), label("mine", "yes")),
 			sec("x", defaultExpiryAt, mark(idX), rv("42"), uid("local-secret-uid"),
@@ -1264,7 +1263,7 @@ func TestPlanWrittenObjects(t *testing.T) {
 	})
 
 	t.Run("an adopted hand-made Cluster gets the ownership marks", func(t *testing.T) {
-		in := input(objs(copies("a", idA), []client.Object{cl("x", idX, rv("9")), sec("x", defaultExpiryAt, rv("10"))}),
+		in := input(objs(copies("a", idA), []Object{cl("x", idX, rv("9")), sec("x", defaultExpiryAt, rv("10"))}),
 			[]View{peer("a", idA, own("a", idA)...), peer("x", idX, own("x", idX)...)})
 		res := Plan(in)
 		c := onlyWrite(t, res, "Cluster", "x").Object.(*v1alpha1.Cluster)
@@ -1283,7 +1282,7 @@ func TestPlanWrittenObjects(t *testing.T) {
 	})
 
 	t.Run("a replaced Secret carries the old UID and the new type", func(t *testing.T) {
-		in := input(objs(copies("a", idA), []client.Object{
+		in := input(objs(copies("a", idA), []Object{
 			cl("x", idX, mark(idX)),
 			sec("x", defaultExpiryAt, mark(idX), stype(opaqueSecret), uid("old-uid"), rv("7"), annotate(lastAppliedKey, "{local}")),
 		}), []View{peer("a", idA, own("a", idA)...), peer("x", idX, cl("x", idX), sec("x", 20))})
@@ -1311,8 +1310,8 @@ func TestPlanWrittenObjects(t *testing.T) {
 
 	t.Run("a relayed token updates the Secret only", func(t *testing.T) {
 		relayed := sec("x", 20, mark(idX))
-		in := input(objs(copies("a", idA), []client.Object{cl("x", idX, mark(idX)), sec("x", defaultExpiryAt, mark(idX), rv("3"))}), []View{
-			peer("a", idA, objs(own("a", idA), []client.Object{cl("x", idX, mark(idX), server("https://x-moved")), relayed})...),
+		in := input(objs(copies("a", idA), []Object{cl("x", idX, mark(idX)), sec("x", defaultExpiryAt, mark(idX), rv("3"))}), []View{
+			peer("a", idA, objs(own("a", idA), []Object{cl("x", idX, mark(idX), server("https://x-moved")), relayed})...),
 		}, idX)
 		res := Plan(in)
 		if diff := cmp.Diff([]string{"update Secret cluster-registry/x from=a describes=uid-x"}, summary(res)); diff != "" {
@@ -1335,7 +1334,7 @@ func TestHandCopyIsAdopted(t *testing.T) {
 	origin := cl("x", idX, mark(idY), annotate(disabledKey, "true"), annotate(lastAppliedKey, "{}"))
 	secret := sec("x", defaultExpiryAt, mark(idY))
 	c, s := HandCopy(origin, secret, otherNamespace)
-	for _, o := range []client.Object{c, s} {
+	for _, o := range []Object{c, s} {
 		for _, k := range []string{ownershipKey, disabledKey, lastAppliedKey} {
 			if _, ok := o.GetAnnotations()[k]; ok {
 				t.Errorf("%s %s carries %s", KindOf(o), o.GetName(), k)
@@ -1355,7 +1354,7 @@ func TestHandCopyIsAdopted(t *testing.T) {
 	s.Namespace = ns
 	steadyA := peer("a", idA, objs(own("a", idA), copies("x", idX))...)
 	steadyX := peer("x", idX, objs(own("x", idX), copies("a", idA))...)
-	in := input(objs(copies("a", idA), []client.Object{c, s}), []View{steadyA, steadyX})
+	in := input(objs(copies("a", idA), []Object{c, s}), []View{steadyA, steadyX})
 	res := Plan(in)
 	want := []string{"update Cluster x from=x describes=uid-x", "update Secret cluster-registry/x from=x describes=uid-x"}
 	if diff := cmp.Diff(want, summary(res)); diff != "" {

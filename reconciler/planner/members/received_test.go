@@ -7,7 +7,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 )
@@ -24,7 +23,7 @@ func issued(forID types.UID, note string, mods ...mod) *corev1.Secret {
 
 // sealedData makes a Secret's data the sealed credential named note.
 func sealedData(note string) mod {
-	return func(o client.Object) {
+	return func(o Object) {
 		o.(*corev1.Secret).Data = map[string][]byte{v1alpha1.SealedKubeconfigKey: []byte("sealed " + note)}
 	}
 }
@@ -60,55 +59,55 @@ func TestPlanReceived(t *testing.T) {
 	}{
 		{
 			name: "the credential x issued to l is kept as l's copy",
-			in:   input(copies("x", idX), []View{peer("x", idX, objs(own("x", idX), []client.Object{issued(idL, "for-l")})...)}),
+			in:   input(copies("x", idX), []View{peer("x", idX, objs(own("x", idX), []Object{issued(idL, "for-l")})...)}),
 			want: []string{"create Secret " + ns + "/" + recv + " from=x describes=uid-x"},
 			note: "for-l",
 		},
 		{
 			name: "read with the bootstrap credential, x's credential for l is kept too",
-			in:   input(copies("x", idX), []View{bootstrap(peer("x", idX, []client.Object{issued(idL, "for-l")}...))}),
+			in:   input(copies("x", idX), []View{bootstrap(peer("x", idX, []Object{issued(idL, "for-l")}...))}),
 			want: []string{"create Secret " + ns + "/" + recv + " from=x describes=uid-x"},
 			note: "for-l",
 		},
 		{
 			name: "a credential x issued to another member is not taken",
-			in:   input(copies("x", idX), []View{peer("x", idX, objs(own("x", idX), []client.Object{issued(idA, "for-a")})...)}),
+			in:   input(copies("x", idX), []View{peer("x", idX, objs(own("x", idX), []Object{issued(idA, "for-a")})...)}),
 		},
 		{
 			name: "a credential for l relayed by another member is not taken",
 			in: input(objs(copies("x", idX), copies("a", idA)), []View{
-				peer("a", idA, objs(own("a", idA), copies("x", idX), []client.Object{issued(idL, "relayed", mark(idX))})...),
+				peer("a", idA, objs(own("a", idA), copies("x", idX), []Object{issued(idL, "relayed", mark(idX))})...),
 			}),
 		},
 		{
 			name: "a credential of a cluster not known yet waits for its Cluster",
-			in:   input(nil, []View{peer("x", idX, objs(own("x", idX), []client.Object{issued(idL, "for-l")})...)}),
+			in:   input(nil, []View{peer("x", idX, objs(own("x", idX), []Object{issued(idL, "for-l")})...)}),
 		},
 		{
 			name: "a credential in clear is not kept: this cluster's readers could read it",
-			in: input(copies("x", idX), []View{peer("x", idX, objs(own("x", idX), []client.Object{issued(idL, "clear", unannotate(v1alpha1.SealedToAnnotation),
-				readerServer("https://x.example:6443", nil), token("clear"), func(o client.Object) { delete(o.(*corev1.Secret).Data, v1alpha1.SealedKubeconfigKey) })})...)}),
+			in: input(copies("x", idX), []View{peer("x", idX, objs(own("x", idX), []Object{issued(idL, "clear", unannotate(v1alpha1.SealedToAnnotation),
+				readerServer("https://x.example:6443", nil), token("clear"), func(o Object) { delete(o.(*corev1.Secret).Data, v1alpha1.SealedKubeconfigKey) })})...)}),
 			conflicts: []string{"it is not sealed to this cluster's key"},
 		},
 		{
 			name: "an unchanged credential is not written",
-			in:   input(objs(copies("x", idX), []client.Object{received("for-l")}), []View{peer("x", idX, objs(own("x", idX), []client.Object{issued(idL, "for-l")})...)}),
+			in:   input(objs(copies("x", idX), []Object{received("for-l")}), []View{peer("x", idX, objs(own("x", idX), []Object{issued(idL, "for-l")})...)}),
 		},
 		{
 			name: "a renewed credential updates l's copy",
-			in:   input(objs(copies("x", idX), []client.Object{received("old")}), []View{peer("x", idX, objs(own("x", idX), []client.Object{issued(idL, "new")})...)}),
+			in:   input(objs(copies("x", idX), []Object{received("old")}), []View{peer("x", idX, objs(own("x", idX), []Object{issued(idL, "new")})...)}),
 			want: []string{"update Secret " + ns + "/" + recv + " from=x describes=uid-x"},
 			note: "new",
 		},
 		{
 			name:      "a local Secret of that name made by hand is not overwritten",
-			in:        input(objs(copies("x", idX), []client.Object{sec(recv, defaultExpiryAt)}), []View{peer("x", idX, objs(own("x", idX), []client.Object{issued(idL, "for-l")})...)}),
+			in:        input(objs(copies("x", idX), []Object{sec(recv, defaultExpiryAt)}), []View{peer("x", idX, objs(own("x", idX), []Object{issued(idL, "for-l")})...)}),
 			conflicts: []string{"is not a copy of cluster uid-x's"},
 		},
 		{
 			name: "the credential of a cluster that left is deleted with its other copies",
 			in: func() Input {
-				in := input(objs(copies("x", idX), []client.Object{received("for-l")}), []View{peer("x", idX, objs(own("x", idX), []client.Object{issued(idL, "for-l")})...)})
+				in := input(objs(copies("x", idX), []Object{received("for-l")}), []View{peer("x", idX, objs(own("x", idX), []Object{issued(idL, "for-l")})...)})
 				in.Local.Clusters[0].Annotations = map[string]string{v1alpha1.LeftClustersAnnotation: string(idX) + "@" + at(-1)}
 				in.Now = t0
 				return in
@@ -156,10 +155,10 @@ func TestPlanReceived(t *testing.T) {
 // opens it only to connect.
 func TestPlanReceivedSealed(t *testing.T) {
 	recv := v1alpha1.ReceivedReaderSecretName(idX)
-	sealedIssued := issued(idL, "for-l", annotate(v1alpha1.SealedToAnnotation, "fp"), func(o client.Object) {
+	sealedIssued := issued(idL, "for-l", annotate(v1alpha1.SealedToAnnotation, "fp"), func(o Object) {
 		o.(*corev1.Secret).Data = map[string][]byte{v1alpha1.SealedKubeconfigKey: []byte("sealed bytes")}
 	})
-	res := Plan(input(copies("x", idX), []View{peer("x", idX, objs(own("x", idX), []client.Object{sealedIssued})...)}))
+	res := Plan(input(copies("x", idX), []View{peer("x", idX, objs(own("x", idX), []Object{sealedIssued})...)}))
 	var written *corev1.Secret
 	for _, w := range res.Writes {
 		if w.Object.GetName() == recv {
@@ -177,10 +176,10 @@ func TestPlanReceivedSealed(t *testing.T) {
 	}
 
 	// An empty sealed value is no credential: it is not written.
-	empty := issued(idL, "for-l", func(o client.Object) {
+	empty := issued(idL, "for-l", func(o Object) {
 		o.(*corev1.Secret).Data = map[string][]byte{v1alpha1.SealedKubeconfigKey: nil}
 	})
-	res = Plan(input(copies("x", idX), []View{peer("x", idX, objs(own("x", idX), []client.Object{empty})...)}))
+	res = Plan(input(copies("x", idX), []View{peer("x", idX, objs(own("x", idX), []Object{empty})...)}))
 	for _, s := range summary(res) {
 		if strings.Contains(s, recv) {
 			t.Errorf("an empty credential was written: %s", s)
@@ -211,7 +210,7 @@ func TestPlanBootstrapView(t *testing.T) {
 
 	// y relays a newer token of x: taken while x is read with its bootstrap credential
 	// only, not while x answers with a view of its own.
-	newer := []client.Object{cl("x", idX, mark(idX)), sec("x", defaultExpiryAt+1, mark(idX))}
+	newer := []Object{cl("x", idX, mark(idX)), sec("x", defaultExpiryAt+1, mark(idX))}
 	y := peer("y", idY, objs(own("y", idY), newer)...)
 	local := objs(copies("x", idX), copies("y", idY))
 	for _, tt := range []struct {

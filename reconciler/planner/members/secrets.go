@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
-	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig/document"
 )
 
 // refSecret returns the Secret of view that c references in the registry namespace ns, or
@@ -63,11 +63,11 @@ func issuedNanos(s *corev1.Secret) int {
 
 // tokenTimes returns what the token of a reader Secret states of its expiry and issue.
 func tokenTimes(s *corev1.Secret) (exp, iat time.Time) {
-	r, ok := kubeconfig.Read(s.Data[v1alpha1.KubeconfigKey])
+	r, ok := document.Read(s.Data[v1alpha1.KubeconfigKey])
 	if !ok {
 		return time.Time{}, time.Time{}
 	}
-	exp, iat, _ = kubeconfig.TokenTimes(r.Token)
+	exp, iat, _ = document.TokenTimes(r.Token)
 	return exp, iat
 }
 
@@ -76,11 +76,11 @@ func tokenTimes(s *corev1.Secret) (exp, iat time.Time) {
 // token must state an expiry no further ahead than MaxTokenLifetime; a renewal (renewal)
 // must state one, or it cannot be newer.
 func checkRelay(s *corev1.Secret, now time.Time, renewal bool) string {
-	r, ok := kubeconfig.Read(s.Data[v1alpha1.KubeconfigKey])
+	r, ok := document.Read(s.Data[v1alpha1.KubeconfigKey])
 	if !ok {
 		return "its kubeconfig is not one the controller accepts"
 	}
-	exp, _, ok := kubeconfig.TokenTimes(r.Token)
+	exp, _, ok := document.TokenTimes(r.Token)
 	switch {
 	case !ok && renewal:
 		return "its token states no expiry"
@@ -100,21 +100,21 @@ func checkRelay(s *corev1.Secret, now time.Time, renewal bool) string {
 // rendered into a kubeconfig for the pinned ones (named name). problem says why src
 // cannot be used at all.
 func pinned(existing, src *corev1.Secret, name string) (_ *corev1.Secret, problem string) {
-	got, ok := kubeconfig.Read(src.Data[v1alpha1.KubeconfigKey])
+	got, ok := document.Read(src.Data[v1alpha1.KubeconfigKey])
 	if !ok {
 		return src, "its kubeconfig is not one the controller accepts"
 	}
 	if existing == nil {
 		return src, ""
 	}
-	pin, ok := kubeconfig.Read(existing.Data[v1alpha1.KubeconfigKey])
+	pin, ok := document.Read(existing.Data[v1alpha1.KubeconfigKey])
 	if !ok || got.Server == pin.Server && bytes.Equal(got.CAData, pin.CAData) {
 		return src, "" // nothing usable is pinned, or the same server and CA
 	}
 	if got.Token == "" {
 		return src, "it names another API server or CA than the pinned ones and holds no token to use with them"
 	}
-	data, err := kubeconfig.Render(kubeconfig.Reader{ClusterName: name, Server: pin.Server, CAData: pin.CAData, Token: got.Token})
+	data, err := document.Render(document.Reader{ClusterName: name, Server: pin.Server, CAData: pin.CAData, Token: got.Token})
 	if err != nil {
 		return src, fmt.Sprintf("rendering its token for the pinned server: %v", err)
 	}

@@ -16,7 +16,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
@@ -39,7 +38,7 @@ func testCA(t *testing.T) []byte {
 
 // created sets the creation time of a local object h hours after t0.
 func created(h int) mod {
-	return func(o client.Object) { o.SetCreationTimestamp(metav1.NewTime(t0.Add(time.Duration(h) * time.Hour))) }
+	return func(o Object) { o.SetCreationTimestamp(metav1.NewTime(t0.Add(time.Duration(h) * time.Hour))) }
 }
 
 // TestPlanTrust: what a member offers about another member is checked against what this
@@ -62,36 +61,36 @@ func TestPlanTrust(t *testing.T) {
 		{
 			name: "a relayed newer token for the pinned server is written once verified",
 			in: input(steadyLocal, []View{
-				peer("a", idA, objs(own("a", idA), []client.Object{cl("x", idX, mark(idX)), sec("x", 30, mark(idX))})...),
+				peer("a", idA, objs(own("a", idA), []Object{cl("x", idX, mark(idX)), sec("x", 30, mark(idX))})...),
 			}, idX),
 			want: []write{{"update Secret cluster-registry/x from=a describes=uid-x", true}},
 		},
 		{
 			name: "a relay naming another server brings only its token, for the pinned server (the forged relay)",
 			in: input(steadyLocal, []View{
-				peer("a", idA, objs(own("a", idA), []client.Object{cl("x", idX, mark(idX)), sec("x", 30, mark(idX), readerServer("https://attacker.example:6443", nil))})...),
+				peer("a", idA, objs(own("a", idA), []Object{cl("x", idX, mark(idX)), sec("x", 30, mark(idX), readerServer("https://attacker.example:6443", nil))})...),
 			}, idX),
 			want: []write{{"update Secret cluster-registry/x from=a describes=uid-x", true}},
 		},
 		{
 			name: "a relay naming another CA brings only its token, for the pinned CA",
 			in: input(steadyLocal, []View{
-				peer("a", idA, objs(own("a", idA), []client.Object{cl("x", idX, mark(idX)), sec("x", 30, mark(idX), readerServer("https://x.example:6443", ca))})...),
+				peer("a", idA, objs(own("a", idA), []Object{cl("x", idX, mark(idX)), sec("x", 30, mark(idX), readerServer("https://x.example:6443", ca))})...),
 			}, idX),
 			want: []write{{"update Secret cluster-registry/x from=a describes=uid-x", true}},
 		},
 		{
 			name: "a relayed token dated 9999 is refused",
 			in: input(steadyLocal, []View{
-				peer("a", idA, objs(own("a", idA), []client.Object{cl("x", idX, mark(idX)), sec("x", 10000, mark(idX))})...),
+				peer("a", idA, objs(own("a", idA), []Object{cl("x", idX, mark(idX)), sec("x", 10000, mark(idX))})...),
 			}, idX),
 			refused: []string{"relayed by peer a refused: its token claims to expire at"},
 		},
 		{
 			name: "a refused relay does not hide a good one",
 			in: input(steadyLocal, []View{
-				peer("a", idA, objs(own("a", idA), []client.Object{cl("x", idX, mark(idX)), sec("x", 10000, mark(idX))})...),
-				peer("c", idC, objs(own("c", idC), []client.Object{cl("x", idX, mark(idX)), sec("x", 30, mark(idX))})...),
+				peer("a", idA, objs(own("a", idA), []Object{cl("x", idX, mark(idX)), sec("x", 10000, mark(idX))})...),
+				peer("c", idC, objs(own("c", idC), []Object{cl("x", idX, mark(idX)), sec("x", 30, mark(idX))})...),
 			}, idX),
 			want: []write{
 				{"create Cluster c from=c describes=uid-c", false},
@@ -103,8 +102,8 @@ func TestPlanTrust(t *testing.T) {
 		{
 			name: "a relay whose token did not authenticate is skipped for the next best",
 			in: input(objs(steadyLocal, copies("c", idC)), []View{
-				peer("a", idA, objs(own("a", idA), []client.Object{cl("x", idX, mark(idX)), sec("x", 40, mark(idX), token("forged"))})...),
-				peer("c", idC, objs(own("c", idC), []client.Object{cl("x", idX, mark(idX)), sec("x", 30, mark(idX))})...),
+				peer("a", idA, objs(own("a", idA), []Object{cl("x", idX, mark(idX)), sec("x", 40, mark(idX), token("forged"))})...),
+				peer("c", idC, objs(own("c", idC), []Object{cl("x", idX, mark(idX)), sec("x", 30, mark(idX))})...),
 			}, idX),
 			bad:  []string{"a/x/"},
 			want: []write{{"update Secret cluster-registry/x from=c describes=uid-x", true}},
@@ -120,11 +119,11 @@ func TestPlanTrust(t *testing.T) {
 		{
 			name: "a new member is learnt from the senior peer, whatever the names",
 			in: input(objs(
-				[]client.Object{cl("a", idA, mark(idA), created(5)), sec("a", defaultExpiryAt, mark(idA))},
-				[]client.Object{cl("z", idB, mark(idB), created(1)), sec("z", defaultExpiryAt, mark(idB))},
+				[]Object{cl("a", idA, mark(idA), created(5)), sec("a", defaultExpiryAt, mark(idA))},
+				[]Object{cl("z", idB, mark(idB), created(1)), sec("z", defaultExpiryAt, mark(idB))},
 			), []View{
-				peer("a", idA, objs(own("a", idA), []client.Object{cl("y", idY, mark(idY)), sec("y", 30, mark(idY), token("from a"))})...),
-				peer("z", idB, objs(own("z", idB), []client.Object{cl("y", idY, mark(idY)), sec("y", 30, mark(idY), token("from z"))})...),
+				peer("a", idA, objs(own("a", idA), []Object{cl("y", idY, mark(idY)), sec("y", 30, mark(idY), token("from a"))})...),
+				peer("z", idB, objs(own("z", idB), []Object{cl("y", idY, mark(idY)), sec("y", 30, mark(idY), token("from z"))})...),
 			}),
 			want: []write{
 				{"create Cluster y from=z describes=uid-y", true},
@@ -133,8 +132,8 @@ func TestPlanTrust(t *testing.T) {
 		},
 		{
 			name: "a disabled member is quarantined: no relay of it is taken",
-			in: input(objs(copies("a", idA), []client.Object{cl("x", idX, mark(idX), annotate(disabledKey, "true")), sec("x", defaultExpiryAt, mark(idX))}), []View{
-				peer("a", idA, objs(own("a", idA), []client.Object{cl("x", idX, mark(idX)), sec("x", 30, mark(idX))})...),
+			in: input(objs(copies("a", idA), []Object{cl("x", idX, mark(idX), annotate(disabledKey, "true")), sec("x", defaultExpiryAt, mark(idX))}), []View{
+				peer("a", idA, objs(own("a", idA), []Object{cl("x", idX, mark(idX)), sec("x", 30, mark(idX))})...),
 			}),
 		},
 		{
@@ -149,7 +148,7 @@ func TestPlanTrust(t *testing.T) {
 		{
 			name: "a departure recorded on a peer's copy of a third member is not that member's record",
 			in: input(steadyLocal, []View{
-				peer("a", idA, objs(own("a", idA), []client.Object{cl("c", idC, mark(idC), annotate(v1alpha1.LeftClustersAnnotation, string(idX)+"@"+at(10))), sec("c", defaultExpiryAt, mark(idC))})...),
+				peer("a", idA, objs(own("a", idA), []Object{cl("c", idC, mark(idC), annotate(v1alpha1.LeftClustersAnnotation, string(idX)+"@"+at(10))), sec("c", defaultExpiryAt, mark(idC))})...),
 				peer("x", idX, own("x", idX)...),
 			}),
 			want: []write{{"create Cluster c from=a describes=uid-c", true}, {"create Secret cluster-registry/c from=a describes=uid-c", true}},

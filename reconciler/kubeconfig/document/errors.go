@@ -1,4 +1,4 @@
-package kubeconfig
+package document
 
 import (
 	"fmt"
@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// InvalidError reports a kubeconfig that Parse refuses. Callers map it to the Cluster
+// InvalidError reports a kubeconfig that Load (and kubeconfig.Parse) refuses. Callers map it to the Cluster
 // state InvalidAuthInfo with errors.As. Its message never quotes credential data.
 type InvalidError struct {
 	// Field locates the problem, e.g. `user "reader": exec`. It is empty when the
@@ -44,6 +44,9 @@ func quote(name string) string {
 	}
 	return strconv.Quote(name)
 }
+
+// Quote is quote for the other parts of package kubeconfig (its address checks).
+func Quote(name string) string { return quote(name) }
 
 func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
 

@@ -1,4 +1,4 @@
-package kubeconfig
+package document
 
 import (
 	"encoding/base64"
@@ -42,11 +42,11 @@ func TokenTimes(token string) (exp, iat time.Time, ok bool) {
 }
 
 // Read returns what a reader kubeconfig holds (its current context), or ok false when
-// Parse refuses it. ClusterName is left empty.
+// Load refuses it. ClusterName is left empty.
 func Read(data []byte) (r Reader, ok bool) {
-	cfg, err := Parse(data)
+	c, err := Load(data)
 	if err != nil {
 		return Reader{}, false
 	}
-	return Reader{Server: cfg.Host, CAData: cfg.CAData, Token: cfg.BearerToken}, true
+	return Reader{Server: c.Server, CAData: c.CAData, Token: c.Token}, true
 }
