@@ -78,6 +78,10 @@ type Options struct {
 	// OverCapRetry is the first wait before a scope over the cap is tried again (backing
 	// off while it stays over); zero means DefaultOverCapRetry.
 	OverCapRetry time.Duration
+	// MaxRules caps the ResourceSyncRules the engine runs, the first by name; the others
+	// do not run and say so (rulecap.go). The built-in rule always runs. Zero means
+	// DefaultMaxRules.
+	MaxRules int
 	// Clock is the time of the engine's decisions: the settle windows and holds, the waits
 	// for first contacts and for the views before a create, the backoffs of the refresh
 	// and of scopes over the cap, the work queue's delays, the rules' last sync times.
@@ -279,6 +283,9 @@ func New(opts Options) (*Engine, error) {
 	if opts.OverCapRetry <= 0 {
 		opts.OverCapRetry = DefaultOverCapRetry
 	}
+	if opts.MaxRules <= 0 {
+		opts.MaxRules = DefaultMaxRules
+	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
@@ -464,13 +471,19 @@ func (e *Engine) ruleChanged(o any) {
 		return
 	}
 	e.mu.Unlock()
-	compiled, err := planner.CompileRule(rsr)
-	entry := newEntry(rsr, compiled, err, false)
+	entry := e.cappedEntry(rsr)
+	if entry == nil {
+		compiled, err := planner.CompileRule(rsr)
+		entry = newEntry(rsr, compiled, err, false)
+	}
 	e.mu.Lock()
 	if old, ok := e.rules[rsr.Name]; ok && !old.builtin {
 		entry.conflicts, entry.failures, entry.synced, entry.held, entry.drift, entry.lastSync, entry.watch, entry.peerScopes = old.conflicts, old.failures, old.synced, old.held, old.drift, old.lastSync, old.watch, old.peerScopes
 	}
 	e.rules[rsr.Name] = entry
+	if !isCapped(entry) {
+		e.capRules()
+	}
 	e.mu.Unlock()
 	e.triggerRefresh()
 }
@@ -482,6 +495,7 @@ func (e *Engine) ruleDeleted(ctx context.Context, rsr *v1alpha1.ResourceSyncRule
 	if r, ok := e.rules[rsr.Name]; ok && !r.builtin {
 		delete(e.rules, rsr.Name)
 		e.opts.Metrics.heldObjects.DeleteLabelValues(rsr.Name)
+		e.capRules()
 	}
 	e.mu.Unlock()
 	if rsr.Spec.DeletionPolicy == v1alpha1.DeletionPolicyDelete {
