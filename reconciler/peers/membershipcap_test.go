@@ -64,3 +64,24 @@ func TestMembershipRefused(t *testing.T) {
 		t.Errorf("after its health checks, the refused peer is %+v", p)
 	}
 }
+
+// TestAuthenticateBounded: the check of a relayed reader Secret reads the server it names
+// (a member's) through the byte limits: a 300 MB kube-system namespace is refused after
+// about the 3 MiB object limit.
+func TestAuthenticateBounded(t *testing.T) {
+	srv := hostilepeer.New("uid-hostile")
+	srv.HugeNamespaceBytes = 300 << 20
+	defer srv.Close()
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	kc, err := kubeconfig.Render(kubeconfig.Reader{ClusterName: "hostile", Server: srv.URL, CAData: ca, Token: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = Authenticate(context.Background(), kc, kubeconfig.AddressPolicy{AllowLoopback: true}, "uid-hostile")
+	if !IsTooLarge(err) {
+		t.Fatalf("authenticating against a 300 MB namespace: %v", err)
+	}
+	if w := srv.MaxWritten.Load(); w > 32<<20 {
+		t.Errorf("the server wrote %d MiB to the request", w>>20)
+	}
+}

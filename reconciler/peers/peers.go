@@ -350,6 +350,8 @@ func Authenticate(ctx context.Context, data []byte, addresses kubeconfig.Address
 	if err != nil {
 		return err
 	}
+	// The answer is read through the default byte limits: the server is a member's.
+	requests = Limited(requests, Limits{}, nil)
 	// A typed client: one request, no discovery.
 	c, err := corev1client.NewForConfigAndClient(cfg, requests)
 	if err != nil {

@@ -36,8 +36,12 @@ type Server struct {
 	BigIn          string
 	// Clusters is how many Clusters the lists of Clusters hold.
 	Clusters int
-	// Written counts the bytes of every response written.
-	Written atomic.Int64
+	// HugeNamespaceBytes, if set, is the size of an annotation of the kube-system
+	// namespace it answers (every client's health check reads it).
+	HugeNamespaceBytes int64
+	// Written counts the bytes of every response written; MaxWritten is the most
+	// written to one response (what the sockets buffer on loopback, a few MiB, included).
+	Written, MaxWritten atomic.Int64
 }
 
 // New starts a TLS server answering as cluster uid (loopback; its CA is the server's
@@ -50,20 +54,27 @@ func New(uid types.UID) *Server {
 
 // countingWriter counts what is written to the response.
 type countingWriter struct {
-	w http.ResponseWriter
-	n *atomic.Int64
+	w    http.ResponseWriter
+	n    *atomic.Int64
+	this *int64
 }
 
 func (c countingWriter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
 	c.n.Add(int64(n))
+	*c.this += int64(n)
 	return n, err
 }
 
 const group = "clusterregistry.k8s.cisco.com"
 
 func (s *Server) serve(rw http.ResponseWriter, r *http.Request) {
-	w := countingWriter{w: rw, n: &s.Written}
+	var this int64
+	defer func() {
+		for m := s.MaxWritten.Load(); this > m && !s.MaxWritten.CompareAndSwap(m, this); m = s.MaxWritten.Load() {
+		}
+	}()
+	w := countingWriter{w: rw, n: &s.Written, this: &this}
 	q := r.URL.Query()
 	watch := q.Get("watch") == "true" || q.Get("watch") == "1"
 	json := func(body string) {
@@ -72,6 +83,11 @@ func (s *Server) serve(rw http.ResponseWriter, r *http.Request) {
 	}
 	p := r.URL.Path
 	switch {
+	case p == "/api/v1/namespaces/kube-system" && s.HugeNamespaceBytes > 0:
+		json(fmt.Sprintf(`{"kind":"Namespace","apiVersion":"v1","metadata":{"name":"kube-system","uid":%q,"annotations":{"a":"`, s.UID))
+		if _, err := io.Copy(w, io.LimitReader(filler{}, s.HugeNamespaceBytes)); err == nil {
+			_, _ = io.WriteString(w, `"}}}`)
+		}
 	case p == "/api/v1/namespaces/kube-system":
 		json(fmt.Sprintf(`{"kind":"Namespace","apiVersion":"v1","metadata":{"name":"kube-system","uid":%q}}`, s.UID))
 	case p == "/api":
