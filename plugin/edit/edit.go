@@ -195,6 +195,7 @@ func (o *Options) Validate() error {
 	t := strings.ToLower(o.Type)
 	switch {
 	case clusterTypes[t]:
+		//lint:ignore ST1005 the message begins with the kind's name, which keeps its case
 		errs = append(errs, errors.New("Clusters cannot be edited: they are owned by the controllers (each controller writes its own cluster's Cluster, and \"kubectl registry join\" copies them); use \"kubectl registry join\" or \"kubectl registry leave\" to change the group"))
 	case kinds[t] == "":
 		errs = append(errs, fmt.Errorf("unknown TYPE %q: edit takes rsr (resourcesyncrule) or cf (clusterfeature)", o.Type))

@@ -313,6 +313,7 @@ func notReady(c *v1alpha1.Cluster) error {
 		return errors.New("it has no Ready condition yet")
 	}
 	if cond.Status != corev1.ConditionTrue {
+		//lint:ignore ST1005 the message begins with the condition's name, which keeps its case
 		return fmt.Errorf("Ready=%s, %s: %s", cond.Status, cond.Reason, cond.Message)
 	}
 	return nil

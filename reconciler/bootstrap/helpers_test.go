@@ -17,7 +17,6 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -381,16 +380,6 @@ func (e *env) secretNames() []string {
 		names = append(names, s.Namespace+"/"+s.Name)
 	}
 	return names
-}
-
-// notFound reports whether key/obj is absent.
-func (e *env) notFound(key client.ObjectKey, obj client.Object) bool {
-	e.t.Helper()
-	err := e.c.Get(e.ctx, key, obj)
-	if err != nil && !apierrors.IsNotFound(err) {
-		e.t.Fatal(err)
-	}
-	return apierrors.IsNotFound(err)
 }
 
 // readerConfig is what a reader kubeconfig says.

@@ -144,9 +144,11 @@ func (r *Reconciler) ensureKey(ctx context.Context) (*seal.Key, error) {
 	var s corev1.Secret
 	err := reader.Get(ctx, ref, &s)
 	if apierrors.IsNotFound(err) {
-		key, err := seal.GenerateKey()
-		if err != nil {
-			return nil, err
+		// genErr, not err: the err of this function must carry the outcome of the re-read
+		// below to the check after this block.
+		key, genErr := seal.GenerateKey()
+		if genErr != nil {
+			return nil, genErr
 		}
 		s = corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{

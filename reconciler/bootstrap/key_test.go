@@ -209,3 +209,34 @@ func TestKeyCondition(t *testing.T) {
 		})
 	}
 }
+
+// TestReconcileKeyMadeMeanwhile: when another replica creates the key Secret between
+// this one's read and its create, this one reads that key and uses it, not an error.
+func TestReconcileKeyMadeMeanwhile(t *testing.T) {
+	e := newEnv(t, func(_ *env, o *Options) { o.LocalServer = localServer })
+	e.r.Keys = &Keys{}
+	other, err := seal.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raced := false
+	e.writeHook = func(verb string, obj client.Object) error {
+		if verb != "create" || obj.GetName() != v1alpha1.ReaderKeySecretName || raced {
+			return nil
+		}
+		raced = true
+		s := obj.(*corev1.Secret).DeepCopy()
+		s.Data = map[string][]byte{v1alpha1.PrivateKeyKey: other.Bytes()}
+		if err := e.c.Create(e.ctx, s); err != nil {
+			t.Fatalf("the other replica's create: %v", err)
+		}
+		return apierrors.NewAlreadyExists(schema.GroupResource{Resource: "secrets"}, obj.GetName())
+	}
+	e.mustReconcile()
+	if !raced {
+		t.Fatal("the key Secret was not created: the race was not exercised")
+	}
+	if got := e.r.Keys.Get(); got == nil || got.PublicKey() != other.PublicKey() {
+		t.Errorf("the controller uses another key than the one the other replica made")
+	}
+}

@@ -24,6 +24,7 @@ func Detect(nodes []corev1.Node, serverVersion string) v1alpha1.ClusterMetadata 
 	for i := range nodes {
 		node := &nodes[i]
 		kubelets = append(kubelets, node.Status.NodeInfo.KubeletVersion)
+		//lint:ignore SA1019 the API's kubeProxyVersions (the seed's) reports it while nodes still do
 		proxies = append(proxies, node.Status.NodeInfo.KubeProxyVersion)
 		regions = append(regions, nodeRegion(node))
 		zones = append(zones, nodeZone(node))

@@ -144,7 +144,8 @@ func SetupRegistry(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("building a clientset: %w", err)
 	}
-	recorder := mgr.GetEventRecorderFor("kubectl-registry") //nolint:staticcheck // core events: the RBAC grants both APIs
+	//lint:ignore SA1019 core events (the events.k8s.io recorder has another interface); the RBAC grants both APIs
+	recorder := mgr.GetEventRecorderFor("kubectl-registry")
 
 	keys := &bootstrap.Keys{}
 	boot := &bootstrap.Reconciler{

@@ -99,8 +99,9 @@ func TestPrivateKeyRoundTrip(t *testing.T) {
 
 func TestFingerprint(t *testing.T) {
 	a, b := mustKey(t), mustKey(t)
-	if Fingerprint(a.PublicKey()) != Fingerprint(a.PublicKey()) || len(Fingerprint(a.PublicKey())) != 16 {
-		t.Errorf("fingerprint %q is not stable or not 16 digits", Fingerprint(a.PublicKey()))
+	fp, again := Fingerprint(a.PublicKey()), Fingerprint(a.PublicKey())
+	if fp != again || len(fp) != 16 {
+		t.Errorf("fingerprint %q (then %q) is not stable or not 16 digits", fp, again)
 	}
 	if Fingerprint(a.PublicKey()) == Fingerprint(b.PublicKey()) {
 		t.Error("two keys share a fingerprint")

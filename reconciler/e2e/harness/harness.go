@@ -359,7 +359,7 @@ func LocalReady(cl client.Client, name string) error {
 		return err
 	}
 	if c.Status.Type != v1alpha1.ClusterTypeLocal || c.Status.State != v1alpha1.ClusterStateReady {
-		return fmt.Errorf("Cluster %s: type %q state %q", name, c.Status.Type, c.Status.State)
+		return fmt.Errorf("the Cluster %s: type %q state %q", name, c.Status.Type, c.Status.State)
 	}
 	var s corev1.Secret
 	return cl.Get(context.Background(), client.ObjectKey{Namespace: v1alpha1.DefaultNamespace, Name: name}, &s)
