@@ -439,3 +439,11 @@ func logTail(path string) string {
 	}
 	return fmt.Sprintf("\n--- end of %s ---\n%s", filepath.Base(path), strings.TrimSpace(string(buf)))
 }
+
+// ServingCertFiles returns the files of the API server's serving certificate and key
+// (signed by the CA of CAData): a test's fake server presents them to stand in for the
+// API server, behind the proxy's address (Cut, then listen there).
+func (c *Cluster) ServingCertFiles() (cert, key string) {
+	dir := filepath.Join(c.dir, "apiserver")
+	return filepath.Join(dir, "apiserver.crt"), filepath.Join(dir, "apiserver.key")
+}

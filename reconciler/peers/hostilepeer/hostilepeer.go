@@ -36,6 +36,8 @@ type Server struct {
 	BigIn          string
 	// Clusters is how many Clusters the lists of Clusters hold.
 	Clusters int
+	// Namespace is the namespace of the ConfigMaps it serves ("hostile" when empty).
+	Namespace string
 	// HugeNamespaceBytes, if set, is the size of an annotation of the kube-system
 	// namespace it answers (every client's health check reads it).
 	HugeNamespaceBytes int64
@@ -51,6 +53,9 @@ func New(uid types.UID) *Server {
 	s.Server = httptest.NewTLSServer(http.HandlerFunc(s.serve))
 	return s
 }
+
+// Handler returns the server's handler, to serve its answers behind another listener.
+func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serve) }
 
 // countingWriter counts what is written to the response.
 type countingWriter struct {
@@ -150,11 +155,15 @@ func (s *Server) idleWatch(rw http.ResponseWriter, r *http.Request) {
 
 // configMaps serves the ConfigMaps: the large one where BigIn says.
 func (s *Server) configMaps(rw http.ResponseWriter, w io.Writer, r *http.Request, watch bool) {
+	ns := s.Namespace
+	if ns == "" {
+		ns = "hostile"
+	}
 	small := func(name string) string {
-		return `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"` + name + `","namespace":"hostile","resourceVersion":"2"},"data":{"a":"b"}}`
+		return `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"` + name + `","namespace":"` + ns + `","resourceVersion":"2"},"data":{"a":"b"}}`
 	}
 	big := func() error {
-		if _, err := io.WriteString(w, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"huge","namespace":"hostile","resourceVersion":"2"},"data":{"a":"`); err != nil {
+		if _, err := io.WriteString(w, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"huge","namespace":"`+ns+`","resourceVersion":"2"},"data":{"a":"`); err != nil {
 			return err
 		}
 		if _, err := io.Copy(w, io.LimitReader(filler{}, s.BigObjectBytes)); err != nil {
