@@ -1,6 +1,7 @@
 package peers
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -277,6 +278,20 @@ type jsonScanner struct {
 // scan reads b, returning the index in b at which a value went over the limit, or -1.
 func (s *jsonScanner) scan(b []byte) int {
 	for i := 0; i < len(b); i++ {
+		if s.inStr && s.depth != 1 {
+			// Most of an object is strings: skip to the end of this one at once.
+			start := i
+			i = s.skipString(b, i)
+			if s.depth >= s.level {
+				before := s.n
+				if s.n += int64(i - start); s.n > s.limit {
+					return start + int(s.limit-before)
+				}
+			}
+			if i >= len(b) {
+				return -1
+			}
+		}
 		c := b[i]
 		if s.depth >= s.level {
 			s.n++
@@ -339,6 +354,40 @@ func (s *jsonScanner) scan(b []byte) int {
 		}
 	}
 	return -1
+}
+
+// skipString reads the string b[i:] is in (its opening quote read) up to its closing
+// quote, and returns the index of that quote (the string ends there), or len(b) when the
+// string goes on past b.
+func (s *jsonScanner) skipString(b []byte, i int) int {
+	for i < len(b) {
+		if s.escape {
+			s.escape = false
+			i++
+			continue
+		}
+		j := bytes.IndexByte(b[i:], '"')
+		if j < 0 {
+			s.escape = backslashesBefore(b, len(b), i)%2 == 1
+			return len(b)
+		}
+		q := i + j
+		if backslashesBefore(b, q, i)%2 == 1 {
+			i = q + 1 // an escaped quote
+			continue
+		}
+		return q
+	}
+	return i
+}
+
+// backslashesBefore counts the backslashes right before b[end], not before b[start].
+func backslashesBefore(b []byte, end, start int) int {
+	n := 0
+	for p := end - 1; p >= start && b[p] == '\\'; p-- {
+		n++
+	}
+	return n
 }
 
 // protoFrames reads the 4-byte big-endian length prefixes of a protobuf watch stream and

@@ -132,14 +132,19 @@ func TestLimitedBodyObjectInList(t *testing.T) {
 		{"one large item", `{"kind":"List","items":[` + small + `,{"data":{"k":"` + strings.Repeat("z", 200) + `"}}]}`, true},
 		{"a large scalar item", `{"items":["` + strings.Repeat("z", 200) + `"]}`, true},
 		{"an escaped quote does not end the string", `{"items":[{"k":"\"` + strings.Repeat(`\"`, 100) + `"}]}`, true},
+		{"escaped backslashes end the string", `{"items":[{"k":"\\\\"},{"k":"` + strings.Repeat(`\\`, 20) + `"}` + strings.Repeat(`,{"a":"b"}`, 20) + `]}`, false},
+		{"a quote after escaped backslashes ends the string, one escaped does not", `{"items":[{"k":"\\\"` + strings.Repeat("x", 120) + `"}]}`, true},
 		{"the whole list over the object limit, each item under it", `{"items":[` + strings.Repeat(small+",", 20) + small + `]}`, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b := newLimitedBody(io.NopCloser(strings.NewReader(tc.body)), "/p", false, "application/json", l, nil)
-			_, err := io.ReadAll(b)
-			var tl *TooLargeError
-			if tc.refused != errors.As(err, &tl) {
-				t.Fatalf("refused %v, want %v (err %v)", err != nil, tc.refused, err)
+			// Whole, and one byte at a time (strings and escapes split across reads).
+			for _, r := range []io.Reader{strings.NewReader(tc.body), &oneByte{r: strings.NewReader(tc.body)}} {
+				b := newLimitedBody(io.NopCloser(r), "/p", false, "application/json", l, nil)
+				_, err := io.ReadAll(b)
+				var tl *TooLargeError
+				if tc.refused != errors.As(err, &tl) {
+					t.Fatalf("refused %v, want %v (err %v)", err != nil, tc.refused, err)
+				}
 			}
 		})
 	}
@@ -247,5 +252,29 @@ func TestLimitTransport(t *testing.T) {
 	ctx := WithRefusalHook(context.Background(), func(e *TooLargeError) { ctxHook = e })
 	if err := get(ctx, "?watch=true"); !IsTooLarge(err) || ctxHook == nil || ctxHook.What != TooLargeObject || transportHook != 1 {
 		t.Fatalf("a large watch event: %v, context hook %v, transport hook called %d times", err, ctxHook, transportHook)
+	}
+}
+
+// BenchmarkLimitedBodyWatch: the cost of the limits on a watch stream of small objects,
+// per byte (b.SetBytes), against reading it without them.
+func BenchmarkLimitedBodyWatch(b *testing.B) {
+	ev := `{"type":"ADDED","object":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"n","namespace":"ns","labels":{"a":"b"},"annotations":{"k":"v \"q\""}},"data":{"k":"` + strings.Repeat("v", 600) + `"}}}` + "\n"
+	stream := []byte(strings.Repeat(ev, 1000))
+	buf := make([]byte, 32<<10)
+	for _, limited := range []bool{false, true} {
+		b.Run(fmt.Sprintf("limited=%v", limited), func(b *testing.B) {
+			b.SetBytes(int64(len(stream)))
+			for range b.N {
+				var r io.Reader = bytes.NewReader(stream)
+				if limited {
+					r = newLimitedBody(io.NopCloser(r), "/p", true, "application/json", Limits{}.withDefaults(), nil)
+				}
+				for {
+					if _, err := r.Read(buf); err != nil {
+						break
+					}
+				}
+			}
+		})
 	}
 }
