@@ -180,6 +180,13 @@ func (p *differ) sources(ctx context.Context, res *result) []planner.Source {
 	return out
 }
 
+func joinKey(k types.NamespacedName) string {
+	if k.Namespace == "" {
+		return k.Name
+	}
+	return k.String()
+}
+
 func orAll(nss []string) []string {
 	if len(nss) == 0 {
 		return []string{""}
@@ -212,15 +219,17 @@ func (p *differ) plan(ctx context.Context) result {
 	ruleItems := p.items(ctx, &first, ruleSet, sources, localCluster, func(gvk schema.GroupVersionKind) bool { return gvk == rsrGVK })
 	ruleSet = p.withRuleCopies(ruleSet, ruleItems, &res)
 	res.Items = p.items(ctx, &res, ruleSet, sources, localCluster, nil)
-	res.Items = append(res.Items, p.deletedRuleItems(ctx, &res, ruleSet)...)
+	res.Items = append(res.Items, p.deletedRuleItems(ctx, &res, ruleSet, sources, localCluster)...)
 	return res
 }
 
 // deletedRuleItems are the copies the controller deletes for rules being deleted (or
 // previewed as deleted with --deleting) whose deletionPolicy is Delete: every local
-// object the rule wrote (labelled with its name and marked with an origin), as the
-// engine's finalizer deletes them. Copies of a rule with deletionPolicy Retain stay.
-func (p *differ) deletedRuleItems(ctx context.Context, res *result, ruleSet []planner.Rule) []Item {
+// object the rule wrote (labelled with its name and marked with an origin) that no other
+// rule asks for (planner.KeepOnRuleDelete), as the engine's finalizer deletes them; a
+// copy another rule asks for is that rule's update in the plan. Copies of a rule with
+// deletionPolicy Retain stay.
+func (p *differ) deletedRuleItems(ctx context.Context, res *result, ruleSet []planner.Rule, sources []planner.Source, localCluster map[string]any) []Item {
 	var out []Item
 	for _, r := range ruleSet {
 		if r.Spec.DeletionTimestamp == nil || r.Spec.Name == v1alpha1.CoreRuleName {
@@ -242,6 +251,19 @@ func (p *differ) deletedRuleItems(ctx context.Context, res *result, ruleSet []pl
 					continue
 				}
 				t := target{gvk, types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}}
+				policy, err := p.local.policy(ctx, p.namespace)
+				if err != nil {
+					res.Warnings = append(res.Warnings, fmt.Sprintf("cluster %s: rule %s: %v", p.local.Name(), r.Spec.Name, err))
+					continue
+				}
+				g := planner.Gather(p.local.ID, localCluster, policy, ruleSet, sources, gvk, t.key, o)
+				switch keep, wait := planner.KeepOnRuleDelete(o, g); {
+				case keep:
+					continue // another rule takes it over: its update is in the plan
+				case wait:
+					res.Warnings = append(res.Warnings, fmt.Sprintf("cluster %s: rule %s is deleted with deletionPolicy Delete, but whether another rule keeps %s %s cannot be told: its origin is not read", p.local.Name(), r.Spec.Name, gvk.Kind, joinKey(t.key)))
+					continue
+				}
 				it := p.item(r.Spec.Name, string(planner.ActionDelete), t, fmt.Sprintf("rule %s is deleted with deletionPolicy Delete", r.Spec.Name))
 				it.live = o
 				it.Origin = types.UID(o.GetAnnotations()[v1alpha1.OwnershipAnnotation])

@@ -127,7 +127,10 @@ type ruleEntry struct {
 	drift map[item]string
 	// held are the copies not rewritten because something changes them after each
 	// write, with the reason.
-	held     map[item]string
+	held map[item]string
+	// overlaps are the objects the rule matches that another rule, which takes
+	// precedence, writes, with the reason (planner.RuleWhy).
+	overlaps map[item]string
 	lastSync time.Time
 	// watch says how the rule's watches are narrowed, and peerScopes are the peers'
 	// scopes it reads its sources from (set by doRefresh).
@@ -166,6 +169,7 @@ func (r *ruleEntry) forget(it item) {
 	delete(r.synced, it)
 	delete(r.held, it)
 	delete(r.drift, it)
+	delete(r.overlaps, it)
 }
 
 func (r *ruleEntry) record(it item, synced bool, conflict string, fail failure) {
@@ -328,7 +332,7 @@ func newEntry(rsr *v1alpha1.ResourceSyncRule, compiled *rules.Rule, err error, b
 		}
 	}
 	return &ruleEntry{rsr: rsr, compiled: compiled, err: err, builtin: builtin, namespaces: namespaces,
-		conflicts: map[item]string{}, failures: map[item]failure{}, synced: map[item]bool{}, held: map[item]string{}, drift: map[item]string{}}
+		conflicts: map[item]string{}, failures: map[item]failure{}, synced: map[item]bool{}, held: map[item]string{}, drift: map[item]string{}, overlaps: map[item]string{}}
 }
 
 // Start runs the engine until ctx is done.
@@ -479,6 +483,7 @@ func (e *Engine) ruleChanged(o any) {
 	e.mu.Lock()
 	if old, ok := e.rules[rsr.Name]; ok && !old.builtin {
 		entry.conflicts, entry.failures, entry.synced, entry.held, entry.drift, entry.lastSync, entry.watch, entry.peerScopes = old.conflicts, old.failures, old.synced, old.held, old.drift, old.lastSync, old.watch, old.peerScopes
+		entry.overlaps = old.overlaps
 	}
 	e.rules[rsr.Name] = entry
 	if !isCapped(entry) {
@@ -502,8 +507,20 @@ func (e *Engine) ruleDeleted(ctx context.Context, rsr *v1alpha1.ResourceSyncRule
 		// Seen going away before its finalizer was in place: apply the policy anyway.
 		if compiled, err := rules.Compile(rsr); err == nil {
 			go func() {
-				if err := e.deleteRuleCopies(ctx, rsr.Name, compiled.TargetGVKs); err != nil {
-					e.log.Error(err, "deleting the copies of a deleted rule", "rule", rsr.Name)
+				since := e.opts.Clock.Now()
+				for {
+					pending, err := e.deleteRuleCopies(ctx, rsr.Name, compiled.TargetGVKs, since)
+					if err != nil {
+						e.log.Error(err, "deleting the copies of a deleted rule", "rule", rsr.Name)
+					}
+					if err != nil || !pending {
+						return
+					}
+					select {
+					case <-ctx.Done():
+						return
+					case <-e.opts.Clock.After(time.Second):
+					}
 				}
 			}()
 		}

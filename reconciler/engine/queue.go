@@ -241,56 +241,11 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 		// to it; it is looked at again once it is gone.
 		return 2 * time.Second, nil
 	}
-	target := types.NamespacedName{Namespace: it.namespace, Name: it.name}
-	var entries []*ruleEntry
-	var ruleSet []planner.Rule
-	for _, r := range e.snapshot() {
-		if r.compiled == nil || r.rsr.DeletionTimestamp != nil || !planner.ContainsGVK(r.compiled.TargetGVKs, it.gvk) {
-			continue
-		}
-		entries = append(entries, r)
-		ruleSet = append(ruleSet, planner.Rule{Spec: r.rsr, Compiled: r.compiled})
-	}
-	// The peers' ClusterFeatures are listed only for rules that select sources by them.
-	needFeatures := false
-	for _, r := range ruleSet {
-		needFeatures = needFeatures || r.Compiled.NeedsFeatures()
-	}
-	var sources []planner.Source
-	failingViews := map[types.UID]bool{} // readable sources whose view fails to sync
-	overCapViews := map[types.UID]bool{} // sources whose view is over the cap on objects
-	// Peers in their first contact, and the readable peers, for the wait before a create.
-	firstContact, readable := map[types.UID]bool{}, map[types.UID]bool{}
-	now := e.opts.Clock.Now()
-	for _, p := range e.opts.Peers.List() {
-		name, id := p.Name, p.ClusterID
-		firstContact[id] = e.contacts.seen(id, now, createWait)
-		readable[id] = p.Ready && p.Config() != nil
-		var features []v1alpha1.ClusterFeature
-		if needFeatures {
-			features = peerFeatures(ctx, p)
-		}
-		sources = append(sources, planner.Source{
-			Name: p.Name, ClusterID: p.ClusterID, Readable: readable[id],
-			Features: features, Cluster: e.peerCluster(ctx, p.Name),
-			Lookup: func(gvk schema.GroupVersionKind, ns, n string) (*unstructured.Unstructured, bool) {
-				obj, synced, err := e.watchers.lookup(name, gvk, ns, n)
-				if !synced && (err != nil || !e.watchers.covers(name, gvk, ns)) {
-					failingViews[id] = true // failing, or never started (the peer does not serve the kind)
-				}
-				var tooMany *TooManyObjectsError
-				if !synced && errors.As(err, &tooMany) {
-					overCapViews[id] = true
-				}
-				return obj, synced
-			},
-		})
-	}
-	policy, err := e.policy(ctx)
+	gd, err := e.gather(ctx, it, observed)
 	if err != nil {
 		return 0, err
 	}
-	g := planner.Gather(e.opts.LocalID, e.localCluster(ctx), policy, ruleSet, sources, it.gvk, target, observed)
+	g, entries := gd.Gathered, gd.entries
 	// The objects a rule failed to mutate (a template error or limit) are reported on the
 	// rule after the action is recorded, which would clear them; not retried: a change of
 	// the object or the rule brings them back.
@@ -326,8 +281,8 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 	if act.Type == planner.ActionCreate || planner.TakesOver(act, observed) {
 		// The origin this copy starts from (or changes to) is chosen for good: wait for the
 		// views that may still offer one with a lower cluster ID.
-		if unseen := unseenSources(g.Unsynced, failingViews, firstContact, readable); e.waitForViews(it, unseen, nil) {
-			return waitRetry(unseen, readable), nil
+		if unseen := unseenSources(g.Unsynced, gd.failingViews, gd.firstContact, gd.readable); e.waitForViews(it, unseen, nil) {
+			return waitRetry(unseen, gd.readable), nil
 		}
 	}
 	if act.Type == planner.ActionCreate {
@@ -373,6 +328,9 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 		syncedBy = act.Source.Rule
 	}
 	recordFailures(syncedBy)
+	if err == nil {
+		recordOverlaps(it, act, g.Candidates, entries)
+	}
 	if err == nil && act.Type == planner.ActionNone && observed != nil {
 		// A copy whose origin is readable but not synced yet (a peer reconnected, a new
 		// process or leader): whether the origin still has the object is not known. Look
@@ -380,7 +338,7 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 		// the origin's informer, once synced, only enqueues the objects it still has.
 		// A view over the cap is not waited for: the copy is kept as it is, and looked at
 		// again when the view syncs under the cap (underCap).
-		if origin := types.UID(observed.GetAnnotations()[v1alpha1.OwnershipAnnotation]); origin != "" && g.Unsynced[origin] && !overCapViews[origin] {
+		if origin := types.UID(observed.GetAnnotations()[v1alpha1.OwnershipAnnotation]); origin != "" && g.Unsynced[origin] && !gd.overCapViews[origin] {
 			return unsyncedRetry, nil
 		}
 	}
@@ -400,4 +358,72 @@ func (e *Engine) waitForViews(it item, unsynced, failing map[types.UID]bool) boo
 		}
 	}
 	return false
+}
+
+// gathered is planner.Gather's answer for one local object, with the rules that cover
+// its kind and what the engine knows of the sources' views.
+type gathered struct {
+	planner.Gathered
+	// entries are the rules that may write the object (not being deleted).
+	entries []*ruleEntry
+	// failingViews are the readable sources whose view fails to sync; overCapViews the
+	// sources whose view is over the cap on objects.
+	failingViews, overCapViews map[types.UID]bool
+	// firstContact are the peers in their first contact, readable the readable ones: for
+	// the wait before a create.
+	firstContact, readable map[types.UID]bool
+}
+
+// gather runs planner.Gather for the local object it, observed (nil when absent), with
+// the engine's rules, peers' views and this cluster's policy: the one way the engine
+// asks what the sources want of a local object (reconcile, and the deletion policy of a
+// rule, which deletes only copies no other rule asks for).
+func (e *Engine) gather(ctx context.Context, it item, observed *unstructured.Unstructured) (gathered, error) {
+	gd := gathered{failingViews: map[types.UID]bool{}, overCapViews: map[types.UID]bool{}, firstContact: map[types.UID]bool{}, readable: map[types.UID]bool{}}
+	var ruleSet []planner.Rule
+	for _, r := range e.snapshot() {
+		if r.compiled == nil || r.rsr.DeletionTimestamp != nil || !planner.ContainsGVK(r.compiled.TargetGVKs, it.gvk) {
+			continue
+		}
+		gd.entries = append(gd.entries, r)
+		ruleSet = append(ruleSet, planner.Rule{Spec: r.rsr, Compiled: r.compiled})
+	}
+	// The peers' ClusterFeatures are listed only for rules that select sources by them.
+	needFeatures := false
+	for _, r := range ruleSet {
+		needFeatures = needFeatures || r.Compiled.NeedsFeatures()
+	}
+	var sources []planner.Source
+	now := e.opts.Clock.Now()
+	for _, p := range e.opts.Peers.List() {
+		name, id := p.Name, p.ClusterID
+		gd.firstContact[id] = e.contacts.seen(id, now, createWait)
+		gd.readable[id] = p.Ready && p.Config() != nil
+		var features []v1alpha1.ClusterFeature
+		if needFeatures {
+			features = peerFeatures(ctx, p)
+		}
+		sources = append(sources, planner.Source{
+			Name: p.Name, ClusterID: p.ClusterID, Readable: gd.readable[id],
+			Features: features, Cluster: e.peerCluster(ctx, p.Name),
+			Lookup: func(gvk schema.GroupVersionKind, ns, n string) (*unstructured.Unstructured, bool) {
+				obj, synced, err := e.watchers.lookup(name, gvk, ns, n)
+				if !synced && (err != nil || !e.watchers.covers(name, gvk, ns)) {
+					gd.failingViews[id] = true // failing, or never started (the peer does not serve the kind)
+				}
+				var tooMany *TooManyObjectsError
+				if !synced && errors.As(err, &tooMany) {
+					gd.overCapViews[id] = true
+				}
+				return obj, synced
+			},
+		})
+	}
+	policy, err := e.policy(ctx)
+	if err != nil {
+		return gd, err
+	}
+	target := types.NamespacedName{Namespace: it.namespace, Name: it.name}
+	gd.Gathered = planner.Gather(e.opts.LocalID, e.localCluster(ctx), policy, ruleSet, sources, it.gvk, target, observed)
+	return gd, nil
 }

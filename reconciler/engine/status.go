@@ -70,7 +70,8 @@ func (e *Engine) status(ctx context.Context, r *ruleEntry) v1alpha1.ResourceSync
 
 	st.Sources = nil
 	failing := 0
-	var tooMany []string // the sources over the cap on objects
+	var tooMany []string // the sources over the cap on objects or the byte limits
+	tooManyReason := v1alpha1.ReasonTooManyObjects
 	if r.compiled != nil {
 		all := e.opts.Peers.List()
 		members := memberIDs(all)
@@ -94,6 +95,9 @@ func (e *Engine) status(ctx context.Context, r *ruleEntry) v1alpha1.ResourceSync
 					src.State, src.Message = v1alpha1.SourceFailing, err.Error()
 					var over *TooManyObjectsError
 					if errors.As(err, &over) {
+						if over.TooLarge != nil {
+							tooManyReason = over.Reason()
+						}
 						tooMany = append(tooMany, err.Error())
 					} else {
 						failing++
@@ -129,6 +133,8 @@ func (e *Engine) status(ctx context.Context, r *ruleEntry) v1alpha1.ResourceSync
 	drift := summarizeReasons(r.drift, 5)
 	nHeld := len(r.held)
 	held := summarizeReasons(r.held, 5)
+	nOverlaps := len(r.overlaps)
+	overlaps := summarizeReasons(r.overlaps, 5)
 	if !r.lastSync.IsZero() {
 		t := metav1.NewTime(r.lastSync.Truncate(time.Second))
 		st.LastSyncTime = &t
@@ -148,6 +154,8 @@ func (e *Engine) status(ctx context.Context, r *ruleEntry) v1alpha1.ResourceSync
 	}
 	var invalid *rules.InvalidRuleError
 	switch rerr := r.getErr(); {
+	case rerr != nil && isCapped(r):
+		set(v1alpha1.RuleConditionReady, false, v1alpha1.ReasonTooManyRules, rerr.Error())
 	case rerr != nil && asInvalid(rerr, &invalid):
 		set(v1alpha1.RuleConditionReady, false, v1alpha1.ReasonInvalidRule, rerr.Error())
 	case rerr != nil:
@@ -157,10 +165,17 @@ func (e *Engine) status(ctx context.Context, r *ruleEntry) v1alpha1.ResourceSync
 	default:
 		set(v1alpha1.RuleConditionReady, true, v1alpha1.ReasonSynced, fmt.Sprintf("%d objects synced", st.SyncedObjects))
 	}
-	if st.Conflicts > 0 {
+	overlapMsg := ""
+	if nOverlaps > 0 {
+		overlapMsg = fmt.Sprintf("%d objects this rule matches are written by another rule, which takes precedence: %s", nOverlaps, overlaps)
+	}
+	switch {
+	case st.Conflicts > 0:
 		set(v1alpha1.RuleConditionConflict, true, v1alpha1.ReasonObjectConflict,
-			fmt.Sprintf("%d local objects without the ownership mark are in the way and were not touched: %s", st.Conflicts, conflicts))
-	} else {
+			joinMsg(fmt.Sprintf("%d local objects without the ownership mark are in the way and were not touched: %s", st.Conflicts, conflicts), overlapMsg))
+	case nOverlaps > 0:
+		set(v1alpha1.RuleConditionConflict, true, v1alpha1.ReasonRuleOverlap, overlapMsg)
+	default:
 		set(v1alpha1.RuleConditionConflict, false, v1alpha1.ReasonNoConflicts, "")
 	}
 	heldMsg := ""
@@ -175,7 +190,7 @@ func (e *Engine) status(ctx context.Context, r *ruleEntry) v1alpha1.ResourceSync
 	}
 	switch {
 	case len(tooMany) > 0:
-		set(v1alpha1.RuleConditionDegraded, true, v1alpha1.ReasonTooManyObjects, joinMsg(joinMsg(strings.Join(tooMany, "; "), failuresMsg), heldMsg))
+		set(v1alpha1.RuleConditionDegraded, true, tooManyReason, joinMsg(joinMsg(strings.Join(tooMany, "; "), failuresMsg), heldMsg))
 	case nFailures > 0:
 		set(v1alpha1.RuleConditionDegraded, true, failureReason(failureReasons), joinMsg(fmt.Sprintf("%d objects fail to sync: %s", nFailures, failures), heldMsg))
 	case failing > 0:
@@ -298,8 +313,12 @@ func (e *Engine) finalize(ctx context.Context, r *ruleEntry) error {
 		return nil
 	}
 	if r.compiled != nil {
-		if err := e.deleteRuleCopies(ctx, cur.Name, r.compiled.TargetGVKs); err != nil {
+		pending, err := e.deleteRuleCopies(ctx, cur.Name, r.compiled.TargetGVKs, cur.DeletionTimestamp.Time)
+		if err != nil {
 			return err
+		}
+		if pending {
+			return nil // the finalizer stays until another rule's views tell (handOverWait)
 		}
 	}
 	before := cur.DeepCopy()
@@ -307,38 +326,62 @@ func (e *Engine) finalize(ctx context.Context, r *ruleEntry) error {
 	return e.opts.Client.Patch(ctx, &cur, client.MergeFrom(before), client.FieldOwner(v1alpha1.FieldManager))
 }
 
+// handOverWait bounds how long the deletion policy of a rule waits for the views that
+// tell whether another rule still asks for one of its copies.
+const handOverWait = time.Minute
+
 // deleteRuleCopies deletes the copies the rule wrote (labelled with its name and marked
-// with an origin: never an object made here).
-func (e *Engine) deleteRuleCopies(ctx context.Context, rule string, gvks []schema.GroupVersionKind) error {
+// with an origin: never an object made here) that no other rule asks for
+// (planner.KeepOnRuleDelete): a copy another rule asks for is left to it, so a rule that
+// took copies over (or a hostile member's rule deleted with deletionPolicy Delete) never
+// deletes what another rule keeps. pending is true when some copies wait, since the rule's
+// deletion at since, for the views that tell.
+func (e *Engine) deleteRuleCopies(ctx context.Context, rule string, gvks []schema.GroupVersionKind, since time.Time) (pending bool, err error) {
 	sel := labels.SelectorFromSet(labels.Set{v1alpha1.RuleLabel: rule}).String()
 	for _, gvk := range gvks {
-		if err := e.deleteCopies(ctx, gvk, sel); err != nil {
-			return err
+		p, err := e.deleteCopies(ctx, gvk, sel, since)
+		if err != nil {
+			return false, err
 		}
+		pending = pending || p
 	}
-	return nil
+	return pending, nil
 }
 
-func (e *Engine) deleteCopies(ctx context.Context, gvk schema.GroupVersionKind, selector string) error {
+func (e *Engine) deleteCopies(ctx context.Context, gvk schema.GroupVersionKind, selector string, since time.Time) (pending bool, err error) {
 	m, err := e.opts.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if err != nil {
-		return nil // the kind is gone: so are its copies
+		return false, nil // the kind is gone: so are its copies
 	}
 	list, err := e.opts.Dynamic.Resource(m.Resource).List(ctx, metav1.ListOptions{LabelSelector: selector})
 	if err != nil {
-		return fmt.Errorf("listing the copies of %s: %w", gvk.Kind, err)
+		return false, fmt.Errorf("listing the copies of %s: %w", gvk.Kind, err)
 	}
-	for _, o := range list.Items {
+	for i := range list.Items {
+		o := &list.Items[i]
 		if o.GetAnnotations()[v1alpha1.OwnershipAnnotation] == "" {
 			continue // never delete what was made here
+		}
+		it := item{gvk: gvk, namespace: o.GetNamespace(), name: o.GetName()}
+		gd, err := e.gather(ctx, it, o)
+		if err != nil {
+			return false, err
+		}
+		switch keep, wait := planner.KeepOnRuleDelete(o, gd.Gathered); {
+		case keep:
+			e.add(it, e.opts.Clock.Now()) // the rule that asks for it takes it over
+			continue
+		case wait && e.opts.Clock.Since(since) < handOverWait:
+			pending = true
+			continue
 		}
 		ri := e.opts.Dynamic.Resource(m.Resource).Namespace(o.GetNamespace())
 		uid := o.GetUID()
 		if err := ri.Delete(ctx, o.GetName(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("deleting %s %s/%s: %w", gvk.Kind, o.GetNamespace(), o.GetName(), err)
+			return false, fmt.Errorf("deleting %s %s/%s: %w", gvk.Kind, o.GetNamespace(), o.GetName(), err)
 		}
 	}
-	return nil
+	return pending, nil
 }
 
 // summarizeReasons lists the first objects of m, by name, each with its reason.

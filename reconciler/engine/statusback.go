@@ -14,12 +14,16 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/planner"
 )
 
 // reconcileBack brings the status of a local original from its copies on the peers (rules
-// with syncStatusBack): the copy of the first peer by name that has one. It writes only
-// the local original: its status, and the annotations recording which generations the
-// status corresponds to.
+// with syncStatusBack): the copy of the Ready peer with the lowest cluster ID that has
+// one. It writes only the local original: its status, and the annotations recording
+// which generations the status corresponds to. The peer's copy passes the checks a copy
+// passes (backCheck): a rule the policy refuses brings nothing back, nor does a
+// quarantined peer, and the original with the peer's status must be a copy this
+// cluster's policy would accept from that peer.
 func (e *Engine) reconcileBack(ctx context.Context, it item) error {
 	ri, err := e.resource(it.gvk, it.namespace)
 	if err != nil {
@@ -35,13 +39,21 @@ func (e *Engine) reconcileBack(ctx context.Context, it item) error {
 	if orig.GetAnnotations()[v1alpha1.OwnershipAnnotation] != "" {
 		return nil // a copy itself: its status is its own cluster's
 	}
+	policy, err := e.policy(ctx)
+	if err != nil {
+		return err
+	}
 	key := types.NamespacedName{Namespace: it.namespace, Name: it.name}
 	peerList := e.opts.Peers.List()
-	sort.Slice(peerList, func(i, j int) bool { return peerList[i].Name < peerList[j].Name })
+	sort.Slice(peerList, func(i, j int) bool { return peerList[i].ClusterID < peerList[j].ClusterID })
 	var copyObj *unstructured.Unstructured
+	var from *ruleEntry
 	for _, r := range e.snapshot() {
-		if r.compiled == nil || !r.rsr.Spec.SyncStatusBack || r.compiled.GVK != it.gvk {
+		if r.compiled == nil || !r.rsr.Spec.SyncStatusBack || r.compiled.GVK != it.gvk || r.rsr.DeletionTimestamp != nil {
 			continue
+		}
+		if policy.RuleAllowed(r.rsr, r.compiled) != nil {
+			continue // inert here, as for its copies
 		}
 		mut, ok := r.compiled.Match(orig)
 		if !ok {
@@ -53,14 +65,19 @@ func (e *Engine) reconcileBack(ctx context.Context, it item) error {
 		}
 		tgvk := mut.TargetGVK(it.gvk)
 		for _, p := range peerList {
-			if !p.Ready {
+			if !p.Ready || p.Bootstrap || policy.Quarantined(p.ClusterID) {
 				continue
 			}
 			c, synced, _ := e.watchers.lookup(p.Name, tgvk, tk.Namespace, tk.Name)
-			if synced && c != nil && types.UID(c.GetAnnotations()[v1alpha1.OwnershipAnnotation]) == e.opts.LocalID {
-				copyObj = c
-				break
+			if !synced || c == nil || types.UID(c.GetAnnotations()[v1alpha1.OwnershipAnnotation]) != e.opts.LocalID {
+				continue
 			}
+			if ref := backCheck(policy, orig, c, p.Name); ref != nil {
+				e.refused(it, r, *ref)
+				continue
+			}
+			copyObj, from = c, r
+			break
 		}
 		if copyObj != nil {
 			break
@@ -69,6 +86,7 @@ func (e *Engine) reconcileBack(ctx context.Context, it item) error {
 	if copyObj == nil {
 		return nil
 	}
+	from.record(it, false, "", failure{}) // forgets a refusal of an earlier look
 	status, hasStatus := copyObj.Object["status"]
 	if !hasStatus {
 		return nil
@@ -105,4 +123,21 @@ func (e *Engine) reconcileBack(ctx context.Context, it item) error {
 	}
 	e.log.Info("status synced back", "object", it.String(), "copyGeneration", wantAnn[v1alpha1.CopyGenerationAnnotation])
 	return nil
+}
+
+// backCheck checks the status a peer's copy brings back to the local original orig as a
+// copy is checked (planner.Policy.CheckCopy): the original with the peer's status is the
+// "copy", from the peer named peer, with its size checked. A status that is not an
+// object is refused.
+func backCheck(policy planner.Policy, orig, peerCopy *unstructured.Unstructured, peer string) *planner.Refusal {
+	status, ok := peerCopy.Object["status"]
+	if !ok {
+		return nil
+	}
+	if _, isMap := status.(map[string]any); !isMap {
+		return &planner.Refusal{Reason: v1alpha1.ReasonCopyRefused, Message: fmt.Sprintf("%s %s: the status %s offers is not an object", orig.GetKind(), orig.GetName(), peer)}
+	}
+	back := orig.DeepCopy()
+	back.Object["status"] = status
+	return policy.CheckCopy(orig, back, peer, true)
 }

@@ -81,6 +81,7 @@ func Gather(localID types.UID, localCluster map[string]any, policy Policy, ruleS
 			continue // inert here: its copies are neither written nor deleted
 		}
 		covering = append(covering, r.Spec.Name)
+		ruleOrigin := RuleOrigin(r.Spec, localID)
 		if m := r.Spec.Spec.SyncMode; m != "" && m != v1alpha1.SyncModeEnforce {
 			out.Modes[r.Spec.Name] = m
 		}
@@ -135,6 +136,18 @@ func Gather(localID types.UID, localCluster map[string]any, policy Policy, ruleS
 					}
 					continue
 				}
+				originName, member := names[origin]
+				if !member {
+					originName, member = policy.MemberName(origin)
+				}
+				if !member && origin != localID {
+					// The annotation is a string the peer writes: an origin is a member this
+					// cluster knows by ID, or the object is refused.
+					out.Refusals[r.Spec.Name] = append(out.Refusals[r.Spec.Name], Refusal{Reason: v1alpha1.ReasonUnknownOrigin, Message: fmt.Sprintf(
+						"%s %s offered by %s: its ownership annotation names cluster %s, which is not a member of this cluster's group: refused",
+						r.Compiled.GVK.Kind, joinKey(srcKey.Namespace, srcKey.Name), p.Name, quoteShort(string(origin)))})
+					continue
+				}
 				if origin == localID {
 					continue // a peer's copy of an object of ours
 				}
@@ -149,10 +162,6 @@ func Gather(localID types.UID, localCluster map[string]any, policy Policy, ruleS
 					}
 					continue
 				}
-				originName := names[origin]
-				if originName == "" {
-					originName = string(origin)
-				}
 				if ref := policy.CheckCopy(obj, desired, originName, len(mut.Overrides) > 0); ref != nil {
 					out.Refusals[r.Spec.Name] = append(out.Refusals[r.Spec.Name], *ref)
 					continue
@@ -165,7 +174,7 @@ func Gather(localID types.UID, localCluster map[string]any, policy Policy, ruleS
 					a[v1alpha1.SourceGenerationAnnotation] = strconv.FormatInt(obj.GetGeneration(), 10)
 					desired.SetAnnotations(a)
 				}
-				cands = append(cands, Candidate{Rule: r.Spec.Name, Peer: p.Name, PeerID: p.ClusterID, Origin: origin, Object: desired, SyncStatus: mut.SyncStatus, Kept: kept})
+				cands = append(cands, Candidate{Rule: r.Spec.Name, RuleOrigin: ruleOrigin, Peer: p.Name, PeerID: p.ClusterID, Origin: origin, Object: desired, SyncStatus: mut.SyncStatus, Kept: kept})
 			}
 		}
 	}
@@ -193,6 +202,27 @@ func Gather(localID types.UID, localCluster map[string]any, policy Policy, ruleS
 	return out
 }
 
+// RuleOrigin returns the cluster a rule was made on, as this cluster (localID) knows it:
+// the ownership mark of its copy here, empty for a rule made here. The mark of a copy is
+// written by this cluster's controller from the member the rule was read from, never by
+// a peer.
+func RuleOrigin(rsr *v1alpha1.ResourceSyncRule, localID types.UID) types.UID {
+	o := types.UID(rsr.Annotations[v1alpha1.OwnershipAnnotation])
+	if o == localID {
+		return ""
+	}
+	return o
+}
+
+// quoteShort quotes a string a peer wrote, cut to a length a message can hold.
+func quoteShort(s string) string {
+	const max = 64
+	if len(s) > max {
+		return strconv.Quote(s[:max]) + "..."
+	}
+	return strconv.Quote(s)
+}
+
 func contains(list []string, s string) bool {
 	for _, x := range list {
 		if s != "" && x == s {
@@ -206,4 +236,20 @@ func contains(list []string, s string) bool {
 // the key g was gathered for: what Decide decides from.
 func (g Gathered) Input(localID types.UID, observed *unstructured.Unstructured) Input {
 	return Input{LocalID: localID, Observed: observed, Candidates: g.Candidates, OriginGone: g.OriginGone, Modes: g.Modes}
+}
+
+// KeepOnRuleDelete says what the deletion policy (Delete) of a rule being deleted does
+// with a copy it wrote, observed, given what the other rules ask for it (g, gathered
+// without the deleted rule): keep is true when another rule still asks for the copy from
+// its own origin (that rule takes it over: it is updated, never deleted and made again);
+// wait is true when that cannot be told yet, because the view of the copy's origin has
+// not synced. A rule deletes only the copies no other rule asks for.
+func KeepOnRuleDelete(observed *unstructured.Unstructured, g Gathered) (keep, wait bool) {
+	mark := types.UID(observed.GetAnnotations()[v1alpha1.OwnershipAnnotation])
+	for _, c := range g.Candidates {
+		if c.Origin == mark {
+			return true, false
+		}
+	}
+	return false, g.Unsynced[mark]
 }

@@ -99,12 +99,17 @@ func TestGatherQuarantined(t *testing.T) {
 		Lookup: func(schema.GroupVersionKind, string, string) (*unstructured.Unstructured, bool) {
 			return cm(blocked), true
 		}}
+	// The blocked cluster is a member this cluster knows (it has its Cluster) but does
+	// not read: its objects may arrive through the relay.
+	blockedCluster := v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "blocked"}, Spec: v1alpha1.ClusterSpec{ClusterID: blocked}}
 	for _, tc := range []struct {
-		name      string
-		policy    Policy
-		wantCands int
+		name        string
+		policy      Policy
+		wantCands   int
+		wantRefused []string
 	}{
-		{name: "not quarantined: the relay's copy is a candidate", policy: Policy{}, wantCands: 1},
+		{name: "not quarantined: the relay's copy is a candidate", policy: PolicyOf(nil, []v1alpha1.Cluster{blockedCluster}, v1alpha1.DefaultNamespace, local), wantCands: 1},
+		{name: "not a member known here: refused, whatever the relay says", policy: Policy{}, wantCands: 0, wantRefused: []string{v1alpha1.ReasonUnknownOrigin}},
 		{name: "quarantined: no candidate", policy: Policy{}.Quarantine(blocked), wantCands: 0},
 		{name: "disabled here", policy: PolicyOf(nil, []v1alpha1.Cluster{{
 			ObjectMeta: metav1.ObjectMeta{Name: "blocked", Annotations: map[string]string{v1alpha1.ClusterDisabledAnnotation: "true"}},
@@ -114,13 +119,20 @@ func TestGatherQuarantined(t *testing.T) {
 			Spec:       v1alpha1.ClusterSpec{ClusterID: local}}}, v1alpha1.DefaultNamespace, local), wantCands: 0},
 		{name: "departures recorded on another Cluster are not this cluster's", policy: PolicyOf(nil, []v1alpha1.Cluster{{
 			ObjectMeta: metav1.ObjectMeta{Name: "other", Annotations: map[string]string{v1alpha1.LeftClustersAnnotation: string(blocked) + "@2026-01-01T00:00:00Z"}},
-			Spec:       v1alpha1.ClusterSpec{ClusterID: relay}}}, v1alpha1.DefaultNamespace, local), wantCands: 1},
+			Spec:       v1alpha1.ClusterSpec{ClusterID: relay}}, blockedCluster}, v1alpha1.DefaultNamespace, local), wantCands: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			observed := cm(blocked)
 			g := Gather(local, nil, tc.policy, []Rule{{Spec: rsr, Compiled: compiled}}, []Source{src}, gvk, target, observed)
 			if len(g.Candidates) != tc.wantCands {
 				t.Errorf("%d candidates, want %d", len(g.Candidates), tc.wantCands)
+			}
+			var refused []string
+			for _, r := range g.Refusals["cms"] {
+				refused = append(refused, r.Reason)
+			}
+			if diff := cmp.Diff(tc.wantRefused, refused); diff != "" {
+				t.Errorf("refusals (-want +got):\n%s", diff)
 			}
 			if len(g.OriginGone) != 0 {
 				t.Errorf("OriginGone %v: a quarantined cluster's copies are kept", g.OriginGone)

@@ -21,6 +21,9 @@ import (
 type Candidate struct {
 	// Rule is the name of the ResourceSyncRule that produced it.
 	Rule string
+	// RuleOrigin is the cluster the rule was made on: the ownership mark of this
+	// cluster's copy of it, empty for a rule made here (see RuleRank).
+	RuleOrigin types.UID
 	// Peer and PeerID name the source peer.
 	Peer   string
 	PeerID types.UID
@@ -100,13 +103,40 @@ type Action struct {
 //     compared as strings: names are local (a Cluster CR may be renamed), IDs are not;
 //  2. for the same origin, a copy read from the origin itself before one read through
 //     another member (a hop);
-//  3. then the rule name, then the source peer's cluster ID, then its name, so that
-//     the answer never depends on the order of the input.
+//  3. which rule writes it, by who made the rule (RuleRank): a rule made here, then a
+//     rule made on the object's origin, then a rule made on a third member; among rules
+//     of the same rank the lower cluster ID the rule was made on, then the rule name;
+//  4. then the source peer's cluster ID, then its name, so that the answer never
+//     depends on the order of the input.
 //
 // A new copy follows the first candidate (Choose). An existing copy keeps following its
-// own origin while that origin still offers the object (see Decide): the order decides
-// only which origin a copy starts from, or takes over from when its origin is seen to
-// no longer have the object. So a copy never flaps between origins.
+// own origin while that origin still offers the object, and keeps the rule that wrote it
+// while that rule still asks for it and no rule of a better rank does (see Decide): the
+// order decides only which origin and rule a copy starts from, or takes over from when
+// its origin is seen to no longer have the object. So a copy never flaps, and a member's
+// rule that matches another member's objects never takes their copies over from the
+// rule that writes them: one rule writes each copy, chosen by who owns the object.
+
+// Rule ranks (RuleRank): who made the rule a candidate comes from.
+const (
+	// RankLocal: the rule was made in this cluster, by its own admins.
+	RankLocal = 0
+	// RankOrigin: the rule was made on the cluster the object comes from.
+	RankOrigin = 1
+	// RankThird: the rule was made on another member.
+	RankThird = 2
+)
+
+// RuleRank says who made the candidate's rule: RankLocal, RankOrigin or RankThird.
+func (c Candidate) RuleRank() int {
+	switch c.RuleOrigin {
+	case "":
+		return RankLocal
+	case c.Origin:
+		return RankOrigin
+	}
+	return RankThird
+}
 
 // Less reports whether candidate a is chosen before b (the order above).
 func Less(a, b Candidate) bool {
@@ -116,6 +146,12 @@ func Less(a, b Candidate) bool {
 	ad, bd := a.PeerID == a.Origin, b.PeerID == b.Origin
 	if ad != bd {
 		return ad
+	}
+	if ar, br := a.RuleRank(), b.RuleRank(); ar != br {
+		return ar < br
+	}
+	if a.RuleOrigin != b.RuleOrigin {
+		return a.RuleOrigin < b.RuleOrigin
 	}
 	if a.Rule != b.Rule {
 		return a.Rule < b.Rule
@@ -150,6 +186,8 @@ func Choose(cands []Candidate) *Candidate {
 //   - a copy follows its own origin's candidate when there is one; a copy of another
 //     origin than the chosen candidate's is taken over only once its origin is seen to
 //     no longer have the object;
+//   - a copy keeps the rule that wrote it while that rule still asks for it and no rule
+//     of a better rank (made here, or on the object's origin) does (keepRule);
 //   - a copy that differs from the candidate is updated (exact restore of the mutated
 //     source; finalizers and ownerReferences stay as the local cluster set them);
 //   - a copy with no candidate is deleted only with the positive observation that its
@@ -195,6 +233,9 @@ func decide(in Input) Action {
 			best = c
 		}
 	}
+	if mark != "" && mark != in.LocalID {
+		best = keepRule(in.Candidates, best, obs.GetLabels()[v1alpha1.RuleLabel])
+	}
 	switch {
 	case mark == "":
 		return Action{Type: ActionConflict, Object: obs, Source: best, Reason: "a local object without the ownership mark is in the way"}
@@ -210,6 +251,25 @@ func decide(in Input) Action {
 		return Action{Type: ActionNone, Source: best}
 	}
 	return Action{Type: ActionUpdate, Object: Merge(desired, obs, best.SyncStatus), Source: best}
+}
+
+// keepRule returns the candidate of the rule that wrote the copy (named by its rule
+// label) when that rule still asks for it from best's origin, through the same kind of
+// read, with the same rank as best: a copy keeps its rule among equals. Otherwise best.
+func keepRule(cands []Candidate, best *Candidate, wrote string) *Candidate {
+	if wrote == "" || wrote == best.Rule {
+		return best
+	}
+	var same []Candidate
+	for _, c := range cands {
+		if c.Rule == wrote && c.Origin == best.Origin && (c.PeerID == c.Origin) == (best.PeerID == best.Origin) && c.RuleRank() == best.RuleRank() {
+			same = append(same, c)
+		}
+	}
+	if c := Choose(same); c != nil {
+		return c
+	}
+	return best
 }
 
 // Rule returns the rule the action is for: its source's, or for an action without a
@@ -597,6 +657,31 @@ func TakesOver(act Action, observed *unstructured.Unstructured) bool {
 	return types.UID(observed.GetAnnotations()[v1alpha1.OwnershipAnnotation]) != act.Source.Origin
 }
 
+// RuleWhy says why the copy is written by chosen's rule and not by other's (a rule that
+// matches the same object from the same origin): what a losing rule's status and
+// sync-diff report.
+func RuleWhy(chosen, other Candidate) string {
+	made := func(c Candidate) string {
+		switch c.RuleRank() {
+		case RankLocal:
+			return "made in this cluster"
+		case RankOrigin:
+			return "made on the object's origin " + string(c.Origin)
+		}
+		return "made on cluster " + string(c.RuleOrigin)
+	}
+	switch {
+	case other.RuleRank() != chosen.RuleRank():
+		return fmt.Sprintf("rule %s (%s) writes it before rule %s (%s): a rule made here, then one made on the object's origin, comes before a third member's",
+			chosen.Rule, made(chosen), other.Rule, made(other))
+	case Less(other, chosen):
+		return fmt.Sprintf("the copy keeps rule %s, which wrote it; rule %s (%s) matches it too", chosen.Rule, other.Rule, made(other))
+	case other.RuleOrigin != chosen.RuleOrigin:
+		return fmt.Sprintf("rule %s (%s) writes it: its cluster ID sorts before that of cluster %s, where rule %s was made", chosen.Rule, made(chosen), other.RuleOrigin, other.Rule)
+	}
+	return fmt.Sprintf("rule %s sorts before rule %s", chosen.Rule, other.Rule)
+}
+
 // Passed is a candidate the copy does not follow, and why.
 type Passed struct {
 	Candidate
@@ -650,7 +735,7 @@ func Explain(in Input, act Action) (why string, passed []Passed) {
 		case chosen.PeerID == chosen.Origin && c.PeerID != c.Origin:
 			reason = fmt.Sprintf("a copy of origin %s read through %s: the origin itself is read", c.Origin, c.Peer)
 		case c.Rule != chosen.Rule:
-			reason = fmt.Sprintf("rule %s sorts before rule %s", chosen.Rule, c.Rule)
+			reason = RuleWhy(*chosen, c)
 		default:
 			reason = fmt.Sprintf("read through %s, whose cluster ID sorts after %s's", c.Peer, chosen.Peer)
 		}

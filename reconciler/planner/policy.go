@@ -54,6 +54,16 @@ type Policy struct {
 	// nsLevels are the namespaces' pod-security.kubernetes.io/enforce labels
 	// (WithNamespaceLevels, podsecurity.go).
 	nsLevels map[string]string
+	// members are the clusters this cluster knows, by ID, with their Cluster's name
+	// here: an object's origin must be one of them (or a source of Gather).
+	members map[types.UID]string
+}
+
+// MemberName returns the name of the Cluster of member id here, and whether id is a
+// member this policy knows (PolicyOf: a Cluster of this cluster has that clusterID).
+func (p Policy) MemberName(id types.UID) (string, bool) {
+	n, ok := p.members[id]
+	return n, ok && id != ""
 }
 
 // Quarantine returns p with the objects of clusters ids refused as sources, whichever
@@ -91,7 +101,8 @@ func NewPolicy(specs []v1alpha1.SyncPolicySpec, registryNamespace string, cluste
 // PolicyOf returns the policy of a cluster from its SyncPolicies and its Clusters (whose
 // names and reader Secrets, in the registry namespace, are the registry's; the disabled
 // ones, and the departures the cluster's own Cluster (clusterID localID) records, are
-// quarantined): what the controller and sync-diff both read.
+// quarantined; their IDs are the members an origin must be one of): what the controller
+// and sync-diff both read.
 func PolicyOf(policies []v1alpha1.SyncPolicy, clusters []v1alpha1.Cluster, registryNamespace string, localID types.UID) Policy {
 	specs := make([]v1alpha1.SyncPolicySpec, 0, len(policies))
 	for _, p := range policies {
@@ -105,7 +116,11 @@ func PolicyOf(policies []v1alpha1.SyncPolicy, clusters []v1alpha1.Cluster, regis
 		}
 	}
 	var quarantined []types.UID
+	known := make(map[types.UID]string, len(clusters))
 	for _, c := range clusters {
+		if c.Spec.ClusterID != "" {
+			known[c.Spec.ClusterID] = c.Name
+		}
 		if c.Annotations[v1alpha1.ClusterDisabledAnnotation] == "true" && c.Spec.ClusterID != localID {
 			quarantined = append(quarantined, c.Spec.ClusterID)
 		}
@@ -119,7 +134,9 @@ func PolicyOf(policies []v1alpha1.SyncPolicy, clusters []v1alpha1.Cluster, regis
 			}
 		}
 	}
-	return NewPolicy(specs, registryNamespace, names).Quarantine(quarantined...)
+	p := NewPolicy(specs, registryNamespace, names).Quarantine(quarantined...)
+	p.members = known
+	return p
 }
 
 // systemNamespace reports whether ns is one of the cluster's own namespaces, where rules
@@ -166,6 +183,12 @@ func (p Policy) RuleAllowed(rsr *v1alpha1.ResourceSyncRule, compiled *rules.Rule
 	for _, gvk := range append([]schema.GroupVersionKind{compiled.GVK}, compiled.TargetGVKs...) {
 		if registryOwned(gvk.GroupKind()) {
 			return &Refusal{Reason: v1alpha1.ReasonCopyRefused, Message: fmt.Sprintf("%s is the registry's own kind: rules never sync it", gvk.Kind)}
+		}
+		if gvk.GroupKind() == (schema.GroupKind{Group: v1alpha1.GroupVersion.Group, Kind: "ResourceSyncRule"}) {
+			// Only the built-in rule copies rules, unchanged: a rule copied by another rule
+			// (renamed, with overrides) would carry its source's origin, and rank as a
+			// rule made there (RuleRank).
+			return &Refusal{Reason: v1alpha1.ReasonCopyRefused, Message: "ResourceSyncRules travel only by the built-in rule, unchanged: no other rule syncs them"}
 		}
 	}
 	for _, s := range p.specs {

@@ -343,6 +343,14 @@ const (
 	// watch (serve's --max-peer-objects); they are not watched, and the copies already
 	// made from that peer are kept as they are.
 	ReasonTooManyObjects = "TooManyObjects"
+	// ReasonUnknownOrigin: a peer offers an object whose ownership annotation names a
+	// cluster that is not a member this cluster knows by ID; it is refused (an origin is
+	// a member or nothing, never a string an object carries).
+	ReasonUnknownOrigin = "UnknownOrigin"
+	// ReasonRuleOverlap (Conflict condition): another rule that takes precedence writes
+	// some objects this rule matches (a rule made here, or on the object's origin, before
+	// a third member's; an existing copy keeps the rule that wrote it among equals).
+	ReasonRuleOverlap = "OverlapsAnotherRule"
 )
 
 // ResourceSyncRuleStatus is the observed state of a ResourceSyncRule (an addition to

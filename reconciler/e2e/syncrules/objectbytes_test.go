@@ -140,7 +140,7 @@ spec:
 			return err
 		}
 		c := meta.FindStatusCondition(r.Status.Conditions, v1alpha1.RuleConditionDegraded)
-		if c == nil || c.Status != metav1.ConditionTrue || (c.Reason != v1alpha1.ReasonTooManyObjects && c.Reason != v1alpha1.ReasonResponseTooLarge) {
+		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonResponseTooLarge {
 			return fmt.Errorf("Degraded: %+v", c)
 		}
 		for _, want := range []string{"peer first", "over a byte limit", "larger than 3 MiB", "are kept"} {

@@ -69,11 +69,11 @@ func TestTooManyRules(t *testing.T) {
 			}
 			past := r.Name >= ruleName(maxRules)
 			switch {
-			case past && (c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, v1alpha1.ReasonTooManyRules)):
+			case past && (c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonTooManyRules || !strings.Contains(c.Message, v1alpha1.ReasonTooManyRules)):
 				return fmt.Errorf("rule %s, past the cap: Ready %s %s %q", r.Name, c.Status, c.Reason, c.Message)
 			case past:
 				capped++
-			case strings.Contains(c.Message, v1alpha1.ReasonTooManyRules):
+			case c.Reason == v1alpha1.ReasonTooManyRules || strings.Contains(c.Message, v1alpha1.ReasonTooManyRules):
 				return fmt.Errorf("rule %s, under the cap, says %q", r.Name, c.Message)
 			default:
 				running++
