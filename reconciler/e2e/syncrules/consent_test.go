@@ -10,7 +10,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
@@ -31,7 +34,10 @@ const consentNS = "consent"
 //     writes them), and deleting it with deletionPolicy Delete deletes none of them;
 //   - a rule deleted with deletionPolicy Delete deletes no copy another rule still asks
 //     for (here a ReportOnly rule, which never relabels the copy, so that the deletion
-//     policy's own check is what keeps it).
+//     policy's own check is what keeps it);
+//   - status flowing back (syncStatusBack) passes the policy a copy passes: a member
+//     outside first's fromClusters, first among its peers by name, never writes the
+//     original's status.
 func TestHostileRuleOwnership(t *testing.T) {
 	testbed.SkipIfNoAssets(t)
 	names := []string{"first", "second", "third"}
@@ -229,6 +235,85 @@ spec:
 				return fmt.Errorf("the copy was deleted and made again (uid %s, was %s)", cm.UID, uid)
 			}
 			return nil
+		})
+	})
+
+	t.Run("a hostile member's status on its copy does not flow back past the policy", func(t *testing.T) {
+		// second is the hostile member here: it sorts first by name among first's peers,
+		// and first's SyncPolicy admits only third. The status first's original takes is
+		// third's, never the one second writes on its copy.
+		testCRDs(t, cl)
+		policy := &v1alpha1.SyncPolicy{ObjectMeta: metav1.ObjectMeta{Name: "only-third"}, Spec: v1alpha1.SyncPolicySpec{FromClusters: []string{"third"}}}
+		if err := first.Create(ctx, policy); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = first.Delete(ctx, policy) })
+		applyRule(t, first, `
+apiVersion: clusterregistry.k8s.cisco.com/v1alpha1
+kind: ResourceSyncRule
+metadata: {name: consent-status}
+spec:
+  groupVersionKind: {group: example.com, version: v1, kind: Widget}
+  createNamespaces: true
+  syncStatusBack: true
+  rules:
+  - match: [{namespaces: [consent-status]}]
+`)
+		t.Cleanup(func() { deleteRule(first, "consent-status") })
+		if err := first.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "consent-status"}}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		gvk := schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}
+		get := func(c client.Client) (*unstructured.Unstructured, error) {
+			u := &unstructured.Unstructured{}
+			u.SetGroupVersionKind(gvk)
+			return u, c.Get(ctx, client.ObjectKey{Namespace: "consent-status", Name: "w"}, u)
+		}
+		w := &unstructured.Unstructured{}
+		w.SetGroupVersionKind(gvk)
+		w.SetNamespace("consent-status")
+		w.SetName("w")
+		w.Object["spec"] = map[string]any{"size": int64(1)}
+		if err := first.Create(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+		for peer, phase := range map[string]string{"second": "Forged", "third": "Running"} {
+			c := cl[peer]
+			harness.Eventually(t, 60*time.Second, "the copy on "+peer, func() error { _, err := get(c); return err })
+			// The registry's controller writes the copy too: a conflict is read again.
+			if err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+				cur, err := get(c)
+				if err != nil {
+					return err
+				}
+				cur.Object["status"] = map[string]any{"phase": phase}
+				return c.Status().Update(ctx, cur)
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		phase := func() (string, error) {
+			o, err := get(first)
+			if err != nil {
+				return "", err
+			}
+			st, _ := o.Object["status"].(map[string]any)
+			p, _ := st["phase"].(string)
+			return p, nil
+		}
+		harness.Eventually(t, 60*time.Second, "third's status reaches the original on first", func() error {
+			p, err := phase()
+			if err == nil && p != "Running" {
+				err = fmt.Errorf("the original's status phase is %q", p)
+			}
+			return err
+		})
+		stays(t, 5*time.Second, "second's forged status never reaches the original", func() error {
+			p, err := phase()
+			if err == nil && p != "Running" {
+				err = fmt.Errorf("the original's status phase is %q", p)
+			}
+			return err
 		})
 	})
 }

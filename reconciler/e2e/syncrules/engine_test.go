@@ -62,6 +62,28 @@ func grantRead(t *testing.T, cls map[string]client.Client, group string, resourc
 	}
 }
 
+// testCRDs creates the test CRDs Widget and Gadget (testdata/crds) on every cluster and
+// lets peers read, and the controllers write, them.
+func testCRDs(t *testing.T, cls map[string]client.Client) {
+	t.Helper()
+	for _, c := range cls {
+		for _, f := range []string{"widgets.example.com.yaml", "gadgets.example.com.yaml"} {
+			data, err := os.ReadFile(filepath.Join("..", "..", "..", "testdata", "crds", f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var crd apiextensionsv1.CustomResourceDefinition
+			if err := yaml.Unmarshal(data, &crd); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Create(context.Background(), &crd); err != nil && !apierrors.IsAlreadyExists(err) {
+				t.Fatal(err)
+			}
+		}
+	}
+	grantRead(t, cls, "example.com", "widgets", "gadgets")
+}
+
 func configMap(name string, data map[string]string) *corev1.ConfigMap {
 	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: name}, Data: data}
 }
@@ -295,22 +317,7 @@ spec:
 	})
 
 	t.Run("a custom resource syncs with a GVK rewrite and a template override", func(t *testing.T) {
-		for _, c := range cl {
-			for _, f := range []string{"widgets.example.com.yaml", "gadgets.example.com.yaml"} {
-				data, err := os.ReadFile(filepath.Join("..", "..", "..", "testdata", "crds", f))
-				if err != nil {
-					t.Fatal(err)
-				}
-				var crd apiextensionsv1.CustomResourceDefinition
-				if err := yaml.Unmarshal(data, &crd); err != nil {
-					t.Fatal(err)
-				}
-				if err := c.Create(context.Background(), &crd); err != nil && !apierrors.IsAlreadyExists(err) {
-					t.Fatal(err)
-				}
-			}
-		}
-		grantRead(t, cl, "example.com", "widgets", "gadgets")
+		testCRDs(t, cl)
 		applyRule(t, first, `
 apiVersion: clusterregistry.k8s.cisco.com/v1alpha1
 kind: ResourceSyncRule
