@@ -3,6 +3,7 @@ package planner
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -152,14 +153,26 @@ func TestOriginIsAMember(t *testing.T) {
 	}
 }
 
+// arrived returns r as if its object reached this cluster at t.
+func arrived(r Rule, t time.Time) Rule {
+	rsr := r.Spec.DeepCopy()
+	rsr.CreationTimestamp = metav1.NewTime(t)
+	return Rule{Spec: rsr, Compiled: r.Compiled}
+}
+
 // TestOneRulePerCopy: when rules made on different members match the same object, one
 // writes the copy, chosen by who made it (here, then the object's origin, then a third
-// member), never by its name; an existing copy keeps the rule that wrote it among rules
-// of the same rank, so a member's rule named to sort first takes nothing over.
+// member), never by its name; among third members' rules the one that reached this
+// cluster first, whatever the ID of the member it was made on; an existing copy keeps the
+// rule that wrote it among rules of the same rank, so a member's rule named to sort
+// first takes nothing over.
 func TestOneRulePerCopy(t *testing.T) {
 	target := types.NamespacedName{Namespace: "ns", Name: "cm"}
-	honest := consentRule(t, "sync-cms", cHonest)
-	hijack := consentRule(t, "0-hijack", cEvil)
+	t0 := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
+	honest := arrived(consentRule(t, "sync-cms", cHonest), t0)
+	// The hostile member (the lowest ID of all) makes its rule after the honest one.
+	hijack := arrived(consentRule(t, "0-hijack", cEvil), t0.Add(time.Minute))
+	hijackAsOld := arrived(hijack, t0)
 	originRule := consentRule(t, "z-origin", cOrigin)
 	localRule := consentRule(t, "zz-local", "")
 	objs := map[types.UID]*unstructured.Unstructured{cOrigin: consentCM(nil, "real")}
@@ -179,8 +192,9 @@ func TestOneRulePerCopy(t *testing.T) {
 		wantType ActionType
 		wantRule string
 	}{
-		{name: "a new copy: the third members' rules by the ID of the member each was made on", rules: []Rule{honest, hijack}, wantType: ActionCreate, wantRule: "0-hijack"},
-		{name: "an existing copy keeps its rule when a third member's rule that sorts first appears", rules: []Rule{honest, hijack}, observed: copyBy(honest), wantType: ActionNone, wantRule: "sync-cms"},
+		{name: "a new copy: the third member's rule that reached this cluster first, whatever the IDs", rules: []Rule{honest, hijack}, wantType: ActionCreate, wantRule: "sync-cms"},
+		{name: "a new copy: third members' rules of the same time by the ID of the member each was made on", rules: []Rule{honest, hijackAsOld}, wantType: ActionCreate, wantRule: "0-hijack"},
+		{name: "an existing copy keeps its rule when a third member's rule that sorts first appears", rules: []Rule{honest, hijackAsOld}, observed: copyBy(honest), wantType: ActionNone, wantRule: "sync-cms"},
 		{name: "the origin's own rule before a third member's", rules: []Rule{honest, hijack, originRule}, wantType: ActionCreate, wantRule: "z-origin"},
 		{name: "the origin's own rule takes a copy over from a third member's", rules: []Rule{honest, originRule}, observed: copyBy(honest), wantType: ActionUpdate, wantRule: "z-origin"},
 		{name: "a rule made here before every member's", rules: []Rule{honest, hijack, originRule, localRule}, wantType: ActionCreate, wantRule: "zz-local"},

@@ -81,7 +81,7 @@ func Gather(localID types.UID, localCluster map[string]any, policy Policy, ruleS
 			continue // inert here: its copies are neither written nor deleted
 		}
 		covering = append(covering, r.Spec.Name)
-		ruleOrigin := RuleOrigin(r.Spec, localID)
+		ruleOrigin, ruleSince := RuleOrigin(r.Spec, localID), r.Spec.CreationTimestamp.Time
 		if m := r.Spec.Spec.SyncMode; m != "" && m != v1alpha1.SyncModeEnforce {
 			out.Modes[r.Spec.Name] = m
 		}
@@ -174,7 +174,7 @@ func Gather(localID types.UID, localCluster map[string]any, policy Policy, ruleS
 					a[v1alpha1.SourceGenerationAnnotation] = strconv.FormatInt(obj.GetGeneration(), 10)
 					desired.SetAnnotations(a)
 				}
-				cands = append(cands, Candidate{Rule: r.Spec.Name, RuleOrigin: ruleOrigin, Peer: p.Name, PeerID: p.ClusterID, Origin: origin, Object: desired, SyncStatus: mut.SyncStatus, Kept: kept})
+				cands = append(cands, Candidate{Rule: r.Spec.Name, RuleOrigin: ruleOrigin, RuleSince: ruleSince, Peer: p.Name, PeerID: p.ClusterID, Origin: origin, Object: desired, SyncStatus: mut.SyncStatus, Kept: kept})
 			}
 		}
 	}

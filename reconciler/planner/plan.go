@@ -24,6 +24,9 @@ type Candidate struct {
 	// RuleOrigin is the cluster the rule was made on: the ownership mark of this
 	// cluster's copy of it, empty for a rule made here (see RuleRank).
 	RuleOrigin types.UID
+	// RuleSince is when the rule reached this cluster: the creation time of this
+	// cluster's object of it, which this cluster's API server sets and no member writes.
+	RuleSince time.Time
 	// Peer and PeerID name the source peer.
 	Peer   string
 	PeerID types.UID
@@ -104,8 +107,10 @@ type Action struct {
 //  2. for the same origin, a copy read from the origin itself before one read through
 //     another member (a hop);
 //  3. which rule writes it, by who made the rule (RuleRank): a rule made here, then a
-//     rule made on the object's origin, then a rule made on a third member; among rules
-//     of the same rank the lower cluster ID the rule was made on, then the rule name;
+//     rule made on the object's origin, then a rule made on a third member; among third
+//     members' rules the one that reached this cluster first (RuleSince), so that a
+//     member's rule made after another member's takes none of its objects, new or old;
+//     then the lower cluster ID the rule was made on, then the rule name;
 //  4. then the source peer's cluster ID, then its name, so that the answer never
 //     depends on the order of the input.
 //
@@ -147,8 +152,12 @@ func Less(a, b Candidate) bool {
 	if ad != bd {
 		return ad
 	}
-	if ar, br := a.RuleRank(), b.RuleRank(); ar != br {
+	ar, br := a.RuleRank(), b.RuleRank()
+	if ar != br {
 		return ar < br
+	}
+	if ar == RankThird && !a.RuleSince.Equal(b.RuleSince) {
+		return a.RuleSince.Before(b.RuleSince)
 	}
 	if a.RuleOrigin != b.RuleOrigin {
 		return a.RuleOrigin < b.RuleOrigin
@@ -676,6 +685,9 @@ func RuleWhy(chosen, other Candidate) string {
 			chosen.Rule, made(chosen), other.Rule, made(other))
 	case Less(other, chosen):
 		return fmt.Sprintf("the copy keeps rule %s, which wrote it; rule %s (%s) matches it too", chosen.Rule, other.Rule, made(other))
+	case chosen.RuleRank() == RankThird && !chosen.RuleSince.Equal(other.RuleSince):
+		return fmt.Sprintf("rule %s (%s) reached this cluster before rule %s (%s): among other members' rules the first writes it",
+			chosen.Rule, made(chosen), other.Rule, made(other))
 	case other.RuleOrigin != chosen.RuleOrigin:
 		return fmt.Sprintf("rule %s (%s) writes it: its cluster ID sorts before that of cluster %s, where rule %s was made", chosen.Rule, made(chosen), other.RuleOrigin, other.Rule)
 	}
