@@ -126,6 +126,7 @@ func (p *differ) membership(ctx context.Context, namespace string, scheme *runti
 		return res
 	}
 	plan := members.Plan(in)
+	p.afterMembership = clustersAfter(p.local.Clusters, plan.Writes)
 	touched := map[objKey]bool{}
 	for _, w := range plan.Writes {
 		it, err := p.membershipWrite(ctx, w, scheme)
@@ -212,4 +213,27 @@ func (p *differ) membershipWrite(ctx context.Context, w members.Write, scheme *r
 		it.Origin = types.UID(u.GetAnnotations()[v1alpha1.OwnershipAnnotation])
 	}
 	return it, nil
+}
+
+// clustersAfter returns the Clusters once the membership writes are made: a Cluster
+// created, updated or replaced by a write is the written one, a deleted one is gone.
+func clustersAfter(clusters []v1alpha1.Cluster, writes []members.Write) []v1alpha1.Cluster {
+	out := append([]v1alpha1.Cluster{}, clusters...)
+	for _, w := range writes {
+		c, ok := w.Object.(*v1alpha1.Cluster)
+		if !ok {
+			continue
+		}
+		i := slices.IndexFunc(out, func(o v1alpha1.Cluster) bool { return o.Name == c.Name })
+		switch {
+		case w.Op == members.OpDelete && i >= 0:
+			out = slices.Delete(out, i, i+1)
+		case w.Op == members.OpDelete:
+		case i >= 0:
+			out[i] = *c.DeepCopy()
+		default:
+			out = append(out, *c.DeepCopy())
+		}
+	}
+	return out
 }

@@ -86,6 +86,25 @@ type differ struct {
 	namespace string
 	// deleting are the rules previewed as deleted (--deleting).
 	deleting []string
+	// afterMembership are the local Clusters once the membership sync has made its
+	// writes (set by membership, with --membership): the rules are planned on them, as
+	// the controller's rules run once its membership sync has written them. Nil: the
+	// local cluster's Clusters as they are.
+	afterMembership []v1alpha1.Cluster
+}
+
+// clusters are the local Clusters the rules are planned with: after the membership
+// writes with --membership, else as they are.
+func (p *differ) clusters() []v1alpha1.Cluster {
+	if p.afterMembership != nil {
+		return p.afterMembership
+	}
+	return p.local.Clusters
+}
+
+// policy is this cluster's policy for the rules (the view's, over p.clusters()).
+func (p *differ) policy(ctx context.Context) (planner.Policy, error) {
+	return p.local.policy(ctx, p.namespace, p.clusters())
 }
 
 // result is the plan of one cluster. Warnings say the plan may be incomplete (a peer or
@@ -132,7 +151,7 @@ func (p *differ) ruleSet(ctx context.Context, res *result) []planner.Rule {
 			res.Notes = append(res.Notes, fmt.Sprintf("cluster %s: rule %s is invalid and is not run: %v", p.local.Name(), n, err))
 			continue
 		}
-		policy, _ := p.local.policy(ctx, p.namespace) // RuleAllowed reads no namespace label
+		policy, _ := p.policy(ctx) // RuleAllowed reads no namespace label
 		if ref := policy.RuleAllowed(rsr, compiled); ref != nil {
 			res.Notes = append(res.Notes, fmt.Sprintf("cluster %s: rule %s does not run here (%s): %s", p.local.Name(), n, ref.Reason, ref.Message))
 		}
@@ -145,8 +164,9 @@ func (p *differ) ruleSet(ctx context.Context, res *result) []planner.Rule {
 // own, but disabled ones, each read through the context that maps to its cluster ID.
 func (p *differ) sources(ctx context.Context, res *result) []planner.Source {
 	var out []planner.Source
-	for i := range p.local.Clusters {
-		c := &p.local.Clusters[i]
+	clusters := p.clusters()
+	for i := range clusters {
+		c := &clusters[i]
 		if c.Spec.ClusterID == p.local.ID || c.Annotations[v1alpha1.ClusterDisabledAnnotation] == "true" {
 			continue
 		}
@@ -251,7 +271,7 @@ func (p *differ) deletedRuleItems(ctx context.Context, res *result, ruleSet []pl
 					continue
 				}
 				t := target{gvk, types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}}
-				policy, err := p.local.policy(ctx, p.namespace)
+				policy, err := p.policy(ctx)
 				if err != nil {
 					res.Warnings = append(res.Warnings, fmt.Sprintf("cluster %s: rule %s: %v", p.local.Name(), r.Spec.Name, err))
 					continue
@@ -403,7 +423,7 @@ func (p *differ) items(ctx context.Context, res *result, ruleSet []planner.Rule,
 		if observed != nil && planner.MembershipObject(observed) {
 			continue // the membership sync's, never the engine's
 		}
-		policy, err := p.local.policy(ctx, p.namespace)
+		policy, err := p.policy(ctx)
 		if err != nil {
 			fail("", t, fmt.Sprintf("cannot list the Namespaces of cluster %s, whose Pod Security labels the policy reads: %v", p.local.Name(), err))
 			continue

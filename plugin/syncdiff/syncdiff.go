@@ -365,10 +365,11 @@ func (o *Options) Run(ctx context.Context) error {
 	for i, v := range diffed {
 		wg.Go(func() {
 			p := &differ{local: v, byID: byID, preview: o.preview, unreadable: unreadable, namespace: o.Namespace, deleting: o.Deleting}
-			results[i] = p.plan(ctx)
 			if o.Membership {
+				// First: the rules are planned on the Clusters the membership sync leaves.
 				members[i] = p.membership(ctx, o.Namespace, o.scheme)
 			}
+			results[i] = p.plan(ctx)
 		})
 	}
 	wg.Wait()

@@ -116,8 +116,8 @@ var namespaceGVK = schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}
 // policy returns the cluster's consent to what rules write, as its controller computes
 // it (registry namespace ns), with its namespaces' Pod Security labels. When the
 // namespaces cannot be listed, the policy without them is returned with the error.
-func (v *view) policy(ctx context.Context, ns string) (planner.Policy, error) {
-	p := planner.PolicyOf(v.Policies, v.Clusters, ns, v.ID)
+func (v *view) policy(ctx context.Context, ns string, clusters []v1alpha1.Cluster) (planner.Policy, error) {
+	p := planner.PolicyOf(v.Policies, clusters, ns, v.ID)
 	r := v.objects(ctx, namespaceGVK, "")
 	if r.err != nil {
 		return p, r.err
