@@ -3,6 +3,7 @@ package syncrules
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -58,16 +59,30 @@ func TestTooManyRules(t *testing.T) {
 		if err := second.List(ctx, &l); err != nil {
 			return err
 		}
-		capped, running := 0, 0
+		// The cap takes the first rules by name among all of second's rules: the tests
+		// before this one leave rules on the shared bed, and those count too.
+		var all []string
+		for _, r := range l.Items {
+			if r.Name != v1alpha1.CoreRuleName {
+				all = append(all, r.Name)
+			}
+		}
+		sort.Strings(all)
+		runs := map[string]bool{}
+		for _, n := range all[:min(maxRules, len(all))] {
+			runs[n] = true
+		}
+		capped, running, mine := 0, 0, 0
 		for _, r := range l.Items {
 			if !strings.HasPrefix(r.Name, "many-") {
 				continue
 			}
+			mine++
 			c := meta.FindStatusCondition(r.Status.Conditions, v1alpha1.RuleConditionReady)
 			if c == nil {
 				return fmt.Errorf("rule %s has no Ready condition yet", r.Name)
 			}
-			past := r.Name >= ruleName(maxRules)
+			past := !runs[r.Name]
 			switch {
 			case past && (c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonTooManyRules || !strings.Contains(c.Message, v1alpha1.ReasonTooManyRules)):
 				return fmt.Errorf("rule %s, past the cap: Ready %s %s %q", r.Name, c.Status, c.Reason, c.Message)
@@ -79,8 +94,8 @@ func TestTooManyRules(t *testing.T) {
 				running++
 			}
 		}
-		if capped != nRules-maxRules || running != maxRules {
-			return fmt.Errorf("%d rules capped, %d running; want %d, %d", capped, running, nRules-maxRules, maxRules)
+		if mine != nRules || capped < nRules-maxRules || capped+running != nRules {
+			return fmt.Errorf("%d of %d rules here, %d capped, %d running; want all, at least %d capped", mine, nRules, capped, running, nRules-maxRules)
 		}
 		return nil
 	})

@@ -184,6 +184,15 @@ func (s *Server) configMaps(rw http.ResponseWriter, w io.Writer, r *http.Request
 		_, _ = io.WriteString(w, `]}`)
 		return
 	}
+	if s.BigIn == InList && s.BigObjectBytes > 0 && r.URL.Query().Get("sendInitialEvents") != "true" {
+		// A watch resumed from a resourceVersion (a client that listed before the server
+		// turned hostile) is answered as expired, 410 Gone, as an API server answers one
+		// too old: the client lists again, and gets the large object.
+		rw.Header().Set("Content-Type", "application/json")
+		rw.WriteHeader(http.StatusOK)
+		_, _ = io.WriteString(w, `{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version","reason":"Expired","code":410}}`+"\n")
+		return
+	}
 	if s.BigIn != InWatch || s.BigObjectBytes == 0 {
 		s.idleWatch(rw, r)
 		return
