@@ -18,8 +18,8 @@ import (
 )
 
 // reconcileBack brings the status of a local original from its copies on the peers (rules
-// with syncStatusBack): the copy of the Ready peer with the lowest cluster ID that has
-// one. It writes only the local original: its status, and the annotations recording
+// with syncStatusBack): the copy with a status of the Ready peer with the lowest cluster
+// ID that has one. It writes only the local original: its status, and the annotations recording
 // which generations the status corresponds to. The peer's copy passes the checks a copy
 // passes (backCheck): a rule the policy refuses brings nothing back, nor does a
 // quarantined peer, and the original with the peer's status must be a copy this
@@ -71,6 +71,9 @@ func (e *Engine) reconcileBack(ctx context.Context, it item) error {
 			c, synced, _ := e.watchers.lookup(p.Name, tgvk, tk.Namespace, tk.Name)
 			if !synced || c == nil || types.UID(c.GetAnnotations()[v1alpha1.OwnershipAnnotation]) != e.opts.LocalID {
 				continue
+			}
+			if _, has := c.Object["status"]; !has {
+				continue // no status to bring back: another peer's copy may have one
 			}
 			if ref := backCheck(policy, orig, c, p.Name); ref != nil {
 				e.refused(it, r, *ref)
