@@ -191,14 +191,20 @@ func (g *group) prepare(ctx context.Context) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	step("[%s] granting peers ConfigMap read and creating namespaces %s, %s, %s on every cluster", g.label, nsRegistry, nsFloor, nsAlone)
+	step("[%s] granting peers ConfigMap read, members ConfigMap write, and creating namespaces %s, %s, %s on every cluster", g.label, nsRegistry, nsFloor, nsAlone)
 	for _, n := range g.names {
-		cr := &rbacv1.ClusterRole{
+		// Peers read ConfigMaps; the members' identities, which the controllers write
+		// copies as, write them: the ClusterRoles a platform team adds.
+		for _, cr := range []*rbacv1.ClusterRole{{
 			ObjectMeta: metav1.ObjectMeta{Name: "registry-reader-configmaps", Labels: map[string]string{v1alpha1.ReaderAggregatedLabel: "true"}},
 			Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}}},
-		}
-		if _, err := g.cs[n].RbacV1().ClusterRoles().Create(ctx, cr, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("%s: %w", n, err)
+		}, {
+			ObjectMeta: metav1.ObjectMeta{Name: "registry-members-configmaps", Labels: map[string]string{v1alpha1.ControllerAggregatedLabel: "true"}},
+			Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}}},
+		}} {
+			if _, err := g.cs[n].RbacV1().ClusterRoles().Create(ctx, cr, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("%s: %w", n, err)
+			}
 		}
 		for _, ns := range []string{nsRegistry, nsFloor, nsAlone} {
 			if _, err := g.cs[n].CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -209,6 +215,8 @@ func (g *group) prepare(ctx context.Context) error {
 			if err := aggregateClusterRoles(ctx, g.cs[n]); err != nil {
 				return fmt.Errorf("%s: %w", n, err)
 			}
+		} else if err := waitAggregated(ctx, g.cs[n], v1alpha1.ControllerAggregatedRoleName, "configmaps"); err != nil {
+			return fmt.Errorf("%s: %w", n, err)
 		}
 	}
 	return nil
@@ -434,6 +442,28 @@ func aggregateClusterRoles(ctx context.Context, cs kubernetes.Interface) error {
 		}
 	}
 	return nil
+}
+
+// waitAggregated waits until kube-controller-manager has aggregated a rule for resource
+// into the ClusterRole role, so that no measurement starts with writes RBAC refuses.
+func waitAggregated(ctx context.Context, cs kubernetes.Interface, role, resource string) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		agg, err := cs.RbacV1().ClusterRoles().Get(ctx, role, metav1.GetOptions{})
+		if err == nil {
+			for _, r := range agg.Rules {
+				if slices.Contains(r.Resources, resource) {
+					return nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("ClusterRole %s does not aggregate %s: %w (last error: %v)", role, resource, ctx.Err(), err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // procMiB reads the fields keys (like "VmHWM") of a process's /proc status, in MiB, in

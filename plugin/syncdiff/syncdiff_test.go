@@ -13,8 +13,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -70,40 +68,6 @@ func runSyncDiff(t *testing.T, args ...string) (stdout, stderr string, code int)
 	return cmd.Exit(t, append([]string{"sync-diff", "--kubeconfig", bed.KubeconfigPath}, args...)...)
 }
 
-// grantRead lets peers read (and the controller write) the resources on every cluster,
-// as reconciler/e2e/syncrules does.
-func grantRead(t *testing.T, cls map[string]client.Client, group string, resources ...string) {
-	t.Helper()
-	for name, cl := range cls {
-		for label, verbs := range map[string][]string{
-			v1alpha1.ReaderAggregatedLabel:     {"get", "list", "watch"},
-			v1alpha1.ControllerAggregatedLabel: {"get", "list", "watch", "create", "update", "patch", "delete"},
-		} {
-			role := &rbacv1.ClusterRole{
-				ObjectMeta: metav1.ObjectMeta{Name: "e2e-" + strings.Join(resources, "-") + "-" + strings.Split(label, "/")[1], Labels: map[string]string{label: "true"}},
-				Rules:      []rbacv1.PolicyRule{{APIGroups: []string{group}, Resources: resources, Verbs: verbs}},
-			}
-			if err := cl.Create(context.Background(), role); err != nil && !apierrors.IsAlreadyExists(err) {
-				t.Fatalf("%s: %v", name, err)
-			}
-		}
-		harness.Eventually(t, 30*time.Second, "aggregation on "+name, func() error {
-			var agg rbacv1.ClusterRole
-			if err := cl.Get(context.Background(), client.ObjectKey{Name: v1alpha1.ReaderAggregatedRoleName}, &agg); err != nil {
-				return err
-			}
-			for _, r := range agg.Rules {
-				for _, res := range r.Resources {
-					if res == resources[0] {
-						return nil
-					}
-				}
-			}
-			return fmt.Errorf("the reader role has no rule for %s yet", resources[0])
-		})
-	}
-}
-
 func writeFile(t *testing.T, name, content string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), name)
@@ -143,7 +107,7 @@ func copies(t *testing.T, cls map[string]client.Client) []string {
 func TestSyncDiff(t *testing.T) {
 	testbed.SkipIfNoAssets(t)
 	cls := harness.FormGroup(t, bed, "a", "b", "c")
-	grantRead(t, cls, "", "configmaps")
+	harness.Grant(t, cls, "", "configmaps")
 	ctx := context.Background()
 	for _, cl := range cls {
 		if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testNS}}); err != nil {

@@ -468,7 +468,7 @@ func withoutIDs(t *testing.T, s string, names ...string) string {
 func TestHandEditedCopyIsAnUpdate(t *testing.T) {
 	testbed.SkipIfNoAssets(t)
 	g := startGroup(t, "a", "b", "c")
-	grantRead(t, g.cls, "", "configmaps")
+	harness.Grant(t, g.cls, "", "configmaps")
 	scopes := []scope{{schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, editNS}}
 	ctx := context.Background()
 	for _, cl := range g.cls {

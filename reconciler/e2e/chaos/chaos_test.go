@@ -15,8 +15,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -279,36 +277,11 @@ func (g *group) whole() error {
 	return nil
 }
 
-// grantConfigMaps lets peers read ConfigMaps and the controllers write them, the seed's
+// grantConfigMaps lets peers read ConfigMaps and the members write them, the seed's
 // way: ClusterRoles with the aggregation labels.
 func (g *group) grantConfigMaps(t *testing.T) {
 	t.Helper()
-	for name, cl := range g.admin {
-		for label, verbs := range map[string][]string{
-			v1alpha1.ReaderAggregatedLabel:     {"get", "list", "watch"},
-			v1alpha1.ControllerAggregatedLabel: {"get", "list", "watch", "create", "update", "patch", "delete"},
-		} {
-			role := &rbacv1.ClusterRole{
-				ObjectMeta: metav1.ObjectMeta{Name: "chaos-configmaps-" + strings.Split(label, "/")[1], Labels: map[string]string{label: "true"}},
-				Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: verbs}},
-			}
-			if err := cl.Create(t.Context(), role); err != nil && !apierrors.IsAlreadyExists(err) {
-				t.Fatalf("%s: %v", name, err)
-			}
-		}
-		harness.Eventually(t, 30*time.Second, "aggregation on "+name, func() error {
-			var agg rbacv1.ClusterRole
-			if err := cl.Get(t.Context(), client.ObjectKey{Name: v1alpha1.ReaderAggregatedRoleName}, &agg); err != nil {
-				return err
-			}
-			for _, r := range agg.Rules {
-				if slices.Contains(r.Resources, "configmaps") {
-					return nil
-				}
-			}
-			return errors.New("the reader role has no rule for configmaps yet")
-		})
-	}
+	harness.Grant(t, g.admin, "", "configmaps")
 }
 
 // run runs one scenario in namespace chaos-<name>: a rule on the origin syncs it to the

@@ -397,10 +397,25 @@ func setUp(t *testing.T, cls map[string]client.Client, ks []kindCase) {
 				r.Verbs = verbs
 				role.Rules = append(role.Rules, r)
 			}
+			if label == v1alpha1.ControllerAggregatedLabel {
+				// The members' identities write the copies' status too, and the namespaces
+				// of rules with createNamespaces (harness.Grant).
+				for _, r := range rules {
+					status := rbacv1.PolicyRule{APIGroups: r.APIGroups, Verbs: []string{"get", "update", "patch"}}
+					for _, res := range r.Resources {
+						status.Resources = append(status.Resources, res+"/status")
+					}
+					role.Rules = append(role.Rules, status)
+				}
+				role.Rules = append(role.Rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch", "create"}})
+			}
 			if err := cl.Create(ctx, role); err != nil {
 				t.Fatalf("%s: creating ClusterRole %s: %v", name, role.Name, err)
 			}
 		}
+		harness.Eventually(t, 30*time.Second, "the members' role aggregates the battery's kinds on "+name, func() error {
+			return harness.Aggregated(cl, v1alpha1.ControllerAggregatedRoleName, "kinds.example.com", "gizmos")
+		})
 		harness.Eventually(t, 30*time.Second, "the reader role aggregates the battery's kinds on "+name, func() error {
 			var agg rbacv1.ClusterRole
 			if err := cl.Get(ctx, client.ObjectKey{Name: v1alpha1.ReaderAggregatedRoleName}, &agg); err != nil {

@@ -226,7 +226,7 @@ func TestAdmissionLoop(t *testing.T) {
 	names := []string{"first", "second", "third"}
 	cl, metricsURL := harness.FormGroupWithMetrics(t, bed, names...)
 	first, second, third := cl["first"], cl["second"], cl["third"]
-	grantRead(t, cl, "", "configmaps")
+	harness.Grant(t, cl, "", "configmaps")
 	for _, n := range names {
 		if err := cl[n].Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: admissionNS}}); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)

@@ -29,7 +29,7 @@ func TestRulesThatFailAtRuntime(t *testing.T) {
 	names := []string{"first", "second", "third"}
 	cl, metricsURL := harness.FormGroupWithMetrics(t, bed, names...)
 	first, second := cl["first"], cl["second"]
-	grantRead(t, cl, "", "configmaps")
+	harness.Grant(t, cl, "", "configmaps")
 	ctx := context.Background()
 	for _, n := range names {
 		if err := cl[n].Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: badInputNS}}); err != nil && !apierrors.IsAlreadyExists(err) {

@@ -29,7 +29,7 @@ func TestDeleteRightAfterCreate(t *testing.T) {
 	// while the last run's namespace is still terminating.
 	ns := fmt.Sprintf("churn-%d", time.Now().UnixMilli()%1000000)
 	cl, metrics := harness.FormGroupWithMetrics(t, bed, "first", "second", "third")
-	grantRead(t, cl, "", "configmaps")
+	harness.Grant(t, cl, "", "configmaps")
 	first := cl["first"]
 	firstDirect, err := client.New(bed.Cluster("first").DirectConfig(), client.Options{Scheme: first.Scheme()})
 	if err != nil {

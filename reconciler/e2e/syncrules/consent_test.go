@@ -44,7 +44,7 @@ func TestHostileRuleOwnership(t *testing.T) {
 	cl, _ := harness.FormGroupControllers(t, bed, nil, names...)
 	first, second, third := cl["first"], cl["second"], cl["third"]
 	ctx := context.Background()
-	grantRead(t, cl, "", "configmaps")
+	harness.Grant(t, cl, "", "configmaps")
 	for _, n := range names {
 		if err := cl[n].Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: consentNS}}); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,41 +25,6 @@ import (
 )
 
 const testNS = "sync-test"
-
-// grantRead lets peers read (and the controller write) the resources on every cluster,
-// the seed's "RBAC considerations" way: ClusterRoles with the aggregation labels.
-func grantRead(t *testing.T, cls map[string]client.Client, group string, resources ...string) {
-	t.Helper()
-	for name, cl := range cls {
-		for label, verbs := range map[string][]string{
-			v1alpha1.ReaderAggregatedLabel:     {"get", "list", "watch"},
-			v1alpha1.ControllerAggregatedLabel: {"get", "list", "watch", "create", "update", "patch", "delete"},
-		} {
-			role := &rbacv1.ClusterRole{
-				ObjectMeta: metav1.ObjectMeta{Name: "e2e-" + strings.Join(resources, "-") + "-" + strings.Split(label, "/")[1], Labels: map[string]string{label: "true"}},
-				Rules:      []rbacv1.PolicyRule{{APIGroups: []string{group}, Resources: resources, Verbs: verbs}},
-			}
-			if err := cl.Create(context.Background(), role); err != nil && !apierrors.IsAlreadyExists(err) {
-				t.Fatalf("%s: %v", name, err)
-			}
-		}
-		cl := cl
-		harness.Eventually(t, 30*time.Second, "aggregation on "+name, func() error {
-			var agg rbacv1.ClusterRole
-			if err := cl.Get(context.Background(), client.ObjectKey{Name: v1alpha1.ReaderAggregatedRoleName}, &agg); err != nil {
-				return err
-			}
-			for _, r := range agg.Rules {
-				for _, res := range r.Resources {
-					if res == resources[0] {
-						return nil
-					}
-				}
-			}
-			return fmt.Errorf("the reader role has no rule for %s yet", resources[0])
-		})
-	}
-}
 
 // testCRDs creates the test CRDs Widget and Gadget (testdata/crds) on every cluster and
 // lets peers read, and the controllers write, them.
@@ -81,7 +45,7 @@ func testCRDs(t *testing.T, cls map[string]client.Client) {
 			}
 		}
 	}
-	grantRead(t, cls, "example.com", "widgets", "gadgets")
+	harness.Grant(t, cls, "example.com", "widgets", "gadgets")
 }
 
 func configMap(name string, data map[string]string) *corev1.ConfigMap {
@@ -122,7 +86,7 @@ func TestEngine(t *testing.T) {
 	testbed.SkipIfNoAssets(t)
 	cl := harness.FormGroup(t, bed, "first", "second", "third")
 	first, second, third := cl["first"], cl["second"], cl["third"]
-	grantRead(t, cl, "", "configmaps")
+	harness.Grant(t, cl, "", "configmaps")
 
 	// A ConfigMap made by hand on second, in the way of a copy.
 	if err := second.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testNS}}); err != nil {
@@ -657,7 +621,9 @@ spec:
 		if err := first.Delete(context.Background(), r); err != nil {
 			t.Fatal(err)
 		}
-		harness.Eventually(t, 60*time.Second, "the rule and its copies are gone everywhere but the original stays", func() error {
+		// A member whose view of a source is not synced yet waits up to handOverWait (a
+		// minute) before it deletes a copy no other rule asks for: the bound plus margin.
+		harness.Eventually(t, 90*time.Second, "the rule and its copies are gone everywhere but the original stays", func() error {
 			for name, c := range map[string]client.Client{"second": second, "third": third} {
 				if _, err := rule(c, "configmaps-delete"); !apierrors.IsNotFound(err) {
 					return fmt.Errorf("rule on %s: %v", name, err)

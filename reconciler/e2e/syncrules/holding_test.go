@@ -73,9 +73,9 @@ func TestHolding(t *testing.T) {
 	cl, metricsURL := harness.FormGroupWithMetrics(t, bed, names...)
 	first, second := cl["first"], cl["second"]
 	ctx := context.Background()
-	grantRead(t, cl, "apps", "deployments")
-	grantRead(t, cl, "batch", "jobs")
-	grantRead(t, cl, "", "configmaps")
+	harness.Grant(t, cl, "apps", "deployments")
+	harness.Grant(t, cl, "batch", "jobs")
+	harness.Grant(t, cl, "", "configmaps")
 	for _, n := range names {
 		if err := cl[n].Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: holdNS}}); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)

@@ -57,10 +57,10 @@ func TestHostileMember(t *testing.T) {
 	ctx := context.Background()
 	// Every grant a team might add for some rule: peers read, and the controllers write,
 	// Secrets, ConfigMaps, ClusterRoleBindings and webhook configurations everywhere.
-	grantRead(t, cl, "", "secrets")
-	grantRead(t, cl, "", "configmaps")
-	grantRead(t, cl, "rbac.authorization.k8s.io", "clusterrolebindings")
-	grantRead(t, cl, "admissionregistration.k8s.io", "mutatingwebhookconfigurations")
+	harness.Grant(t, cl, "", "secrets")
+	harness.Grant(t, cl, "", "configmaps")
+	harness.Grant(t, cl, "rbac.authorization.k8s.io", "clusterrolebindings")
+	harness.Grant(t, cl, "admissionregistration.k8s.io", "mutatingwebhookconfigurations")
 	for _, n := range names {
 		for _, ns := range []string{hostileNS, "hostile-system"} {
 			if err := cl[n].Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {

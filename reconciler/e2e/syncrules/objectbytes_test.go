@@ -42,7 +42,7 @@ func TestHostileObjectBytes(t *testing.T) {
 	}, names...)
 	first, second := cl["first"], cl["second"]
 	ctx := context.Background()
-	grantRead(t, cl, "", "configmaps")
+	harness.Grant(t, cl, "", "configmaps")
 	for _, n := range names {
 		if err := cl[n].Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: bytesNS}}); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)

@@ -68,7 +68,7 @@ func TestDeterministicOrigin(t *testing.T) {
 	testbed.SkipIfNoAssets(t)
 	names := []string{"first", "second", "third"}
 	cl, ctls := harness.FormGroupControllers(t, bed, nil, names...)
-	grantRead(t, cl, "", "configmaps")
+	harness.Grant(t, cl, "", "configmaps")
 	ids := clusterIDs(t, names...)
 	byID := append([]string(nil), names...)
 	sort.Slice(byID, func(i, j int) bool { return ids[byID[i]] < ids[byID[j]] })

@@ -33,7 +33,7 @@ func TestHostilePodTemplates(t *testing.T) {
 	cl := harness.FormGroup(t, bed, names...)
 	first := cl["first"]
 	ctx := context.Background()
-	grantRead(t, cl, "apps", "deployments")
+	harness.Grant(t, cl, "apps", "deployments")
 	for _, n := range names {
 		if err := cl[n].Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: podSecurityNS}}); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)

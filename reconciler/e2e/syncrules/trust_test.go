@@ -117,7 +117,7 @@ func TestHostileMembership(t *testing.T) {
 	cl, ctls := harness.FormGroupControllers(t, bed, nil, names...)
 	first, second, third := cl["first"], cl["second"], cl["third"]
 	ctx := context.Background()
-	grantRead(t, cl, "", "configmaps")
+	harness.Grant(t, cl, "", "configmaps")
 	for _, n := range names {
 		if err := cl[n].Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: trustNS}}); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
