@@ -46,8 +46,15 @@ build: ## Build bin/kubectl-registry (static, version stamped) and bin/kubectl_c
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(BIN)/kubectl_complete-registry ./cmd/kubectl_complete-registry
 
 .PHONY: generate
-generate: ## Regenerate deepcopy code and CRD manifests with the pinned controller-gen
+generate: ## Regenerate deepcopy code and CRD manifests with the pinned controller-gen, then the chart and kustomize base
 	$(CONTROLLER_GEN) object paths=./reconciler/api/... crd output:crd:artifacts:config=manifests/crds
+	$(MAKE) charts
+
+# The Helm chart and the kustomize base are generated from the manifests `install` embeds
+# (manifests/*.yaml, crds/, monitoring/); TestGeneratedFilesAreCurrent fails when they are stale.
+.PHONY: charts
+charts: ## Regenerate the Helm chart (manifests/helm) and kustomize base (manifests/kustomize) from the manifests
+	$(GO) run ./manifests/gen
 
 # Release packaging: `make dist` cross-builds these platforms into $(DIST); archive URIs in
 # the krew manifest are $(DIST_BASE_URL)/<archive> (the GitHub release of the tag).
