@@ -1,0 +1,85 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/kubectl-registry/kubectl-registry/manifests"
+)
+
+// installDoc is the document that shows the kustomize overlay TestKustomizeOverlay builds.
+const installDoc = "../../docs/install.md"
+
+// kustomizeBuild builds the kustomization in dir as kubectl kustomize does.
+func kustomizeBuild(t *testing.T, dir string) []*unstructured.Unstructured {
+	t.Helper()
+	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
+	rm, err := k.Run(filesys.MakeFsOnDisk(), dir)
+	if err != nil {
+		t.Fatalf("kustomize build %s: %v", dir, err)
+	}
+	data, err := rm.AsYaml()
+	if err != nil {
+		t.Fatalf("kustomize build %s: %v", dir, err)
+	}
+	objs, err := manifests.Decode(data)
+	if err != nil {
+		t.Fatalf("decoding kustomize build %s: %v", dir, err)
+	}
+	return objs
+}
+
+// TestKustomizeBaseEqualsInstall builds the base and compares it with what install
+// applies with its defaults.
+func TestKustomizeBaseEqualsInstall(t *testing.T) {
+	compareObjects(t, "kustomize build manifests/kustomize", installDryRun(t), kustomizeBuild(t, filepath.Join(manifestsDir, kustomizeDir)))
+}
+
+// overlayBlock finds the overlay of the docs: the yaml block that is a Kustomization.
+var overlayBlock = regexp.MustCompile("(?s)```yaml\n(apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n.*?)```")
+
+// remoteBase matches the remote bases of the docs' overlay.
+var remoteBase = regexp.MustCompile(`https://github.com/kubectl-registry/kubectl-registry//manifests/([a-z]+)\?ref=\S+`)
+
+// TestKustomizeOverlay builds the overlay docs/install.md shows, with its remote bases
+// replaced by the committed ones, and compares it with install given the same settings
+// as flags.
+func TestKustomizeOverlay(t *testing.T) {
+	doc, err := os.ReadFile(installDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := overlayBlock.FindSubmatch(doc)
+	if m == nil {
+		t.Fatalf("%s shows no Kustomization in a yaml block", installDoc)
+	}
+	abs, err := filepath.Abs(manifestsDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// kustomize takes a base by a relative path only.
+	dir := t.TempDir()
+	rel, err := filepath.Rel(dir, abs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	overlay := remoteBase.ReplaceAllStringFunc(string(m[1]), func(url string) string {
+		return filepath.ToSlash(filepath.Join(rel, remoteBase.FindStringSubmatch(url)[1]))
+	})
+	if !strings.Contains(overlay, filepath.ToSlash(rel)) {
+		t.Fatalf("the overlay of %s uses no remote base of this repository:\n%s", installDoc, m[1])
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(overlay), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := installDryRun(t, "--cluster-name", "east", "--api-server-endpoint", "https://east.example.com:6443",
+		"--image", "registry.example.com/team/kubectl-registry:v0.1.0", "--replicas", "2", "--monitoring")
+	compareObjects(t, "the overlay of docs/install.md", want, kustomizeBuild(t, dir))
+}
