@@ -67,7 +67,9 @@ IMAGE          ?=
 IMAGE_ARCH     ?= amd64
 
 .PHONY: dist
-dist: ## Cross-build release archives, checksums.txt and the krew manifest into dist/
+dist: ## Cross-build release archives, the Helm chart, the kustomize base, checksums.txt and the krew manifest into dist/
+	@# The published chart and base must be what the manifests generate (make charts).
+	$(GO) test -count=1 -run '^TestGeneratedFilesAreCurrent$$' ./manifests/gen
 	rm -rf $(DIST)
 	for p in $(DIST_PLATFORMS); do \
 		os=$${p%/*}; arch=$${p#*/}; ext=; [ "$$os" = windows ] && ext=.exe; \
@@ -78,7 +80,8 @@ dist: ## Cross-build release archives, checksums.txt and the krew manifest into 
 			-o $(DIST)/bin/$${os}_$${arch}/kubectl_complete-registry$$ext ./cmd/kubectl_complete-registry; \
 	done
 	$(GO) run ./cmd/registry-dist package --version '$(VERSION)' --bin-dir $(DIST)/bin --out $(DIST) \
-		--license LICENSE --template .krew.yaml --base-url '$(DIST_BASE_URL)' --platforms '$(DIST_PLATFORMS)'
+		--license LICENSE --template .krew.yaml --base-url '$(DIST_BASE_URL)' --platforms '$(DIST_PLATFORMS)' \
+		--chart manifests/helm/kubectl-registry --kustomize manifests/kustomize --monitoring manifests/monitoring
 
 .PHONY: image
 image: ## Controller image tarball dist/kubectl-registry-image.tar without Docker (docker load -i it)
