@@ -97,7 +97,7 @@ monitoring:
 
 # Render the registry namespace (the release namespace), labelled, as install creates it.
 # Set it to false when something else creates the namespace, e.g. helm install
-# --create-namespace without --take-ownership, or Flux's install.createNamespace.
+# --create-namespace, Argo CD's CreateNamespace=true or Flux's install.createNamespace.
 createNamespace: true
 `
 

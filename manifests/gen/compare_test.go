@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"io"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
@@ -15,19 +18,22 @@ import (
 	"github.com/kubectl-registry/kubectl-registry/plugin"
 )
 
+// newRegistryCmd returns the root command of "kubectl registry", writing to out and errOut.
+func newRegistryCmd(out, errOut io.Writer) *cobra.Command {
+	return plugin.NewCmdRegistry(genericiooptions.IOStreams{In: strings.NewReader(""), Out: out, ErrOut: errOut})
+}
+
 // installDryRun runs "kubectl registry install --dry-run=client -o yaml" with args, as a
 // user does, and returns the objects it prints.
 func installDryRun(t *testing.T, args ...string) []*unstructured.Unstructured {
 	t.Helper()
-	streams, _, out, errOut := genericiooptions.NewTestIOStreams()
-	cmd := plugin.NewCmdRegistry(streams)
-	cmd.SetArgs(append([]string{"install", "--dry-run=client", "-o", "yaml"}, args...))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := cmd.ExecuteContext(ctx); err != nil {
+	out, errOut, err := runRegistry(ctx, append([]string{"install", "--dry-run=client", "-o", "yaml"}, args...)...)
+	if err != nil {
 		t.Fatalf("kubectl registry install %v: %v\n%s", args, err, errOut)
 	}
-	objs, err := manifests.Decode(out.Bytes())
+	objs, err := manifests.Decode([]byte(out))
 	if err != nil {
 		t.Fatalf("decoding the output of install %v: %v", args, err)
 	}
