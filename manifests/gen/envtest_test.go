@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"helm.sh/helm/v3/pkg/action"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -22,26 +23,35 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/e2e/harness"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/testbed"
 )
 
-// TestChartInstallsAGroupMember installs the chart with Helm's library on one test API
-// server, as docs/install.md says (kubectl create namespace cluster-registry; helm install
-// --namespace cluster-registry --take-ownership), and `kubectl registry install` on
-// another; runs
-// each cluster's controller with the arguments of the Deployment its installer made, as
-// the ServiceAccount that Deployment runs as (envtest runs no pods: the controller is a
-// process holding the token a pod of the Deployment would, so the RBAC each installer
-// made is what it has); joins the two with `kubectl registry join` and waits until each
-// sees both Ready.
-func TestChartInstallsAGroupMember(t *testing.T) {
+// TestMain quiets controller-runtime's process-wide logger, which the test bed's clients
+// log through (unset, it prints a warning with a stack trace), as testbed.Main does. The
+// bed itself is started by the one test that needs it, so the others run without it.
+func TestMain(m *testing.M) {
+	ctrllog.SetLogger(logr.Discard())
+	os.Exit(m.Run())
+}
+
+// TestInstallPathsFormAGroup installs the registry three ways on three test API servers,
+// as docs/install.md says: the chart with Helm's library (kubectl create namespace
+// cluster-registry; helm install --namespace cluster-registry --take-ownership),
+// `kubectl registry install`, and an overlay of the kustomize base with the test bed's
+// kubectl (kubectl apply --server-side -k). It runs each cluster's controller with the
+// arguments of the Deployment its installer made, as the ServiceAccount that Deployment
+// runs as (envtest runs no pods: the controller is a process holding the token a pod of
+// the Deployment would, so the RBAC each installer made is what it has), joins the
+// clusters with `kubectl registry join` and waits until each sees all three Ready.
+func TestInstallPathsFormAGroup(t *testing.T) {
 	testbed.SkipIfNoAssets(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	bed, err := testbed.Start(ctx, testbed.Options{Names: []string{"by-helm", "by-install"}})
+	bed, err := testbed.Start(ctx, testbed.Options{Names: []string{"by-helm", "by-install", "by-kustomize"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +60,7 @@ func TestChartInstallsAGroupMember(t *testing.T) {
 			t.Errorf("stopping the test bed: %v", err)
 		}
 	})
-	byHelm, byInstall := bed.Cluster("by-helm"), bed.Cluster("by-install")
+	byHelm, byInstall, byKustomize := bed.Cluster("by-helm"), bed.Cluster("by-install"), bed.Cluster("by-kustomize")
 
 	helmClient, err := byHelm.Client()
 	if err != nil {
@@ -67,9 +77,10 @@ func TestChartInstallsAGroupMember(t *testing.T) {
 		"--cluster-name", byInstall.Name, "--api-server-endpoint", byInstall.Host()); err != nil {
 		t.Fatalf("kubectl registry install: %v\n%s", err, stderr)
 	}
+	applyKustomize(ctx, t, bed.KubeconfigPath, byKustomize)
 
 	clients := map[string]client.Client{}
-	for _, c := range []*testbed.Cluster{byHelm, byInstall} {
+	for _, c := range []*testbed.Cluster{byHelm, byInstall, byKustomize} {
 		cl, err := c.Client()
 		if err != nil {
 			t.Fatal(err)
@@ -81,13 +92,15 @@ func TestChartInstallsAGroupMember(t *testing.T) {
 		harness.Eventually(t, 90*time.Second, name+" bootstraps", func() error { return harness.LocalReady(cl, name) })
 	}
 
-	if stdout, stderr, err := runRegistry(ctx, "join", "--kubeconfig", bed.KubeconfigPath, "--context", byHelm.Name,
-		"--peer-context", byInstall.Name, "--allow-loopback", "--wait", "--timeout", "2m"); err != nil {
-		t.Fatalf("kubectl registry join: %v\nstdout: %s\nstderr: %s", err, stdout, stderr)
+	for _, peer := range []*testbed.Cluster{byInstall, byKustomize} {
+		if stdout, stderr, err := runRegistry(ctx, "join", "--kubeconfig", bed.KubeconfigPath, "--context", byHelm.Name,
+			"--peer-context", peer.Name, "--allow-loopback", "--wait", "--timeout", "2m"); err != nil {
+			t.Fatalf("kubectl registry join %s: %v\nstdout: %s\nstderr: %s", peer.Name, err, stdout, stderr)
+		}
 	}
 	harness.Eventually(t, 90*time.Second, "the group forms", func() error {
 		for name, cl := range clients {
-			if err := harness.Members(cl, name, byHelm.Name, byInstall.Name); err != nil {
+			if err := harness.Members(cl, name, byHelm.Name, byInstall.Name, byKustomize.Name); err != nil {
 				return err
 			}
 		}
@@ -125,6 +138,34 @@ func helmInstall(ctx context.Context, t *testing.T, kubeconfig, context string, 
 	}
 	if rel.Info.Status != "deployed" {
 		t.Fatalf("helm install: release %s is %s", rel.Name, rel.Info.Status)
+	}
+}
+
+// applyKustomize applies an overlay of the kustomize base that names cluster c and
+// advertises its address, as docs/install.md shows, with the test bed's kubectl.
+func applyKustomize(ctx context.Context, t *testing.T, kubeconfig string, c *testbed.Cluster) {
+	t.Helper()
+	assets, _ := testbed.Assets()
+	dir := writeOverlay(t, fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+- https://github.com/kubectl-registry/kubectl-registry//manifests/kustomize?ref=v0.1.0
+patches:
+- target:
+    kind: Deployment
+    name: cluster-registry-controller
+  patch: |-
+    - op: add
+      path: /spec/template/spec/containers/0/args/3
+      value: --cluster-name=%s
+    - op: add
+      path: /spec/template/spec/containers/0/args/4
+      value: --api-server-endpoint=%s
+`, c.Name, c.Host()))
+	cmd := exec.CommandContext(ctx, filepath.Join(assets, "kubectl"), "apply", "--server-side", "-k", dir,
+		"--kubeconfig", kubeconfig, "--context", c.Name)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("kubectl apply --server-side -k: %v\n%s", err, out)
 	}
 }
 

@@ -60,6 +60,17 @@ func TestKustomizeOverlay(t *testing.T) {
 	if m == nil {
 		t.Fatalf("%s shows no Kustomization in a yaml block", installDoc)
 	}
+	dir := writeOverlay(t, string(m[1]))
+	want := installDryRun(t, "--cluster-name", "east", "--api-server-endpoint", "https://east.example.com:6443",
+		"--image", "registry.example.com/team/kubectl-registry:v0.1.0", "--replicas", "2", "--monitoring")
+	compareObjects(t, "the overlay of docs/install.md", want, kustomizeBuild(t, dir))
+}
+
+// writeOverlay writes kustomization (a kustomization.yaml whose bases are remote bases of
+// this repository) into a new directory, the remote bases replaced by the committed ones,
+// and returns the directory.
+func writeOverlay(t *testing.T, kustomization string) string {
+	t.Helper()
 	abs, err := filepath.Abs(manifestsDir)
 	if err != nil {
 		t.Fatal(err)
@@ -70,16 +81,14 @@ func TestKustomizeOverlay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	overlay := remoteBase.ReplaceAllStringFunc(string(m[1]), func(url string) string {
+	overlay := remoteBase.ReplaceAllStringFunc(kustomization, func(url string) string {
 		return filepath.ToSlash(filepath.Join(rel, remoteBase.FindStringSubmatch(url)[1]))
 	})
 	if !strings.Contains(overlay, filepath.ToSlash(rel)) {
-		t.Fatalf("the overlay of %s uses no remote base of this repository:\n%s", installDoc, m[1])
+		t.Fatalf("the overlay uses no remote base of this repository:\n%s", kustomization)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(overlay), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	want := installDryRun(t, "--cluster-name", "east", "--api-server-endpoint", "https://east.example.com:6443",
-		"--image", "registry.example.com/team/kubectl-registry:v0.1.0", "--replicas", "2", "--monitoring")
-	compareObjects(t, "the overlay of docs/install.md", want, kustomizeBuild(t, dir))
+	return dir
 }
