@@ -1,10 +1,13 @@
 package main
 
 import (
+	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/spf13/pflag"
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
@@ -175,4 +178,44 @@ func TestHelmLint(t *testing.T) {
 			}
 		})
 	}
+}
+
+// installOnlyFlags are the flags of install that say how install runs, not what it
+// installs: no chart value matches them.
+var installOnlyFlags = []string{"dry-run", "wait", "timeout", "output", "template", "show-managed-fields", "allow-missing-template-keys"}
+
+// flagValues maps each flag of install that changes what is installed to the chart's
+// value for it ("" for the release namespace, which is helm's --namespace).
+var flagValues = map[string]string{
+	"namespace":           "",
+	"cluster-name":        "clusterName",
+	"api-server-endpoint": "apiServerEndpoint",
+	"image":               "image",
+	"replicas":            "replicas",
+	"monitoring":          "monitoring",
+}
+
+// TestEveryInstallFlagIsAValue fails when install has a flag that changes what it
+// installs and the chart has no value for it (or the value is missing from values.yaml):
+// a new flag of install needs a value, handled by the generator, and a case in
+// sameSettings.
+func TestEveryInstallFlagIsAValue(t *testing.T) {
+	cmd, _, err := newRegistryCmd(io.Discard, io.Discard).Find([]string{"install"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	values := loadChart(t).Values
+	cmd.LocalFlags().VisitAll(func(f *pflag.Flag) {
+		if slices.Contains(installOnlyFlags, f.Name) {
+			return
+		}
+		value, ok := flagValues[f.Name]
+		if !ok {
+			t.Errorf("install --%s has no value in the chart: add one (manifests/gen: values.yaml, values.schema.json and the template of what the flag changes), a case to sameSettings and an entry to flagValues", f.Name)
+			return
+		}
+		if _, ok := values[value]; value != "" && !ok {
+			t.Errorf("install --%s maps to the chart value %q, which values.yaml does not have", f.Name, value)
+		}
+	})
 }
