@@ -18,6 +18,9 @@ const (
 	Created    Outcome = "created"
 	Configured Outcome = "configured"
 	Unchanged  Outcome = "unchanged"
+	// Deleted: install removed an object an earlier install made that the settings no
+	// longer ask for (the members' default grant, with --member-grants=none).
+	Deleted Outcome = "deleted"
 )
 
 // Result is the outcome of applying one object.

@@ -30,7 +30,7 @@ func Objects() ([]*unstructured.Unstructured, error) {
 	// CRDs first, then the namespace everything else lives in, the RBAC, the metrics
 	// Service and the NetworkPolicy, and the Deployment last so its ServiceAccount
 	// already exists.
-	order := []string{"crds/*.yaml", "namespace.yaml", "rbac-controller.yaml", "rbac-reader.yaml", "rbac-metrics.yaml",
+	order := []string{"crds/*.yaml", "namespace.yaml", "rbac-controller.yaml", "rbac-members.yaml", "rbac-reader.yaml", "rbac-metrics.yaml",
 		"service-metrics.yaml", "networkpolicy.yaml", "deployment.yaml"}
 	var objs []*unstructured.Unstructured
 	for _, pattern := range order {

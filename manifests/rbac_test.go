@@ -37,15 +37,17 @@ func tokenConfigIn(t *testing.T, c client.Client, ns, sa, aggregatedRole string)
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		var role rbacv1.ClusterRole
-		if err := c.Get(ctx, client.ObjectKey{Name: aggregatedRole}, &role); err != nil {
-			return false, err
+	if aggregatedRole != "" {
+		err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			var role rbacv1.ClusterRole
+			if err := c.Get(ctx, client.ObjectKey{Name: aggregatedRole}, &role); err != nil {
+				return false, err
+			}
+			return len(role.Rules) > 0, nil
+		})
+		if err != nil {
+			t.Fatalf("ClusterRole %s was never aggregated (is kube-controller-manager running?): %v", aggregatedRole, err)
 		}
-		return len(role.Rules) > 0, nil
-	})
-	if err != nil {
-		t.Fatalf("ClusterRole %s was never aggregated (is kube-controller-manager running?): %v", aggregatedRole, err)
 	}
 	admin := bed.Clusters[0]
 	cs, err := admin.Clientset()
@@ -326,8 +328,36 @@ func TestReaderIdentityIsLeastPrivilege(t *testing.T) {
 func TestControllerIdentity(t *testing.T) {
 	c := installed(t)
 	ns := v1alpha1.DefaultNamespace
-	cfg := tokenConfig(t, c, v1alpha1.ControllerName, v1alpha1.ControllerAggregatedRoleName)
+	// Its own rules are bound directly, not aggregated: nothing to wait for.
+	cfg := tokenConfig(t, c, v1alpha1.ControllerName, "")
+	// as runs do as the controller impersonating user in groups.
+	as := func(user string, groups []string, do func(context.Context, kubernetes.Interface) error) func(context.Context, kubernetes.Interface, client.Client) error {
+		return func(ctx context.Context, _ kubernetes.Interface, _ client.Client) error {
+			imp := rest.CopyConfig(cfg)
+			imp.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: groups}
+			cs, err := kubernetes.NewForConfig(imp)
+			if err != nil {
+				return err
+			}
+			return do(ctx, cs)
+		}
+	}
+	getNamespace := func(ctx context.Context, cs kubernetes.Interface) error {
+		_, err := cs.CoreV1().Namespaces().Get(ctx, "kube-system", metav1.GetOptions{})
+		return err
+	}
+	member := v1alpha1.MemberUser(ns, "east")
+	members := []string{v1alpha1.MembersGroup}
 	reqs := []request{
+		// It writes as the members, and as nobody else: not as an administrator, not as a
+		// ServiceAccount of another namespace, not in another group.
+		{"impersonate a member", as(member, members, func(ctx context.Context, cs kubernetes.Interface) error {
+			_, err := cs.CoreV1().Secrets(ns).Create(ctx, secret(ns, "member-test"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			return err
+		})},
+		{"impersonate system:masters", as(member, []string{"system:masters"}, getNamespace)},
+		{"impersonate a user", as("admin", nil, getNamespace)},
+		{"impersonate kube-system's default", as("system:serviceaccount:kube-system:default", nil, getNamespace)},
 		{"create cluster", func(ctx context.Context, _ kubernetes.Interface, c client.Client) error {
 			return c.Create(ctx, &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "controller-test"}, Spec: v1alpha1.ClusterSpec{ClusterID: "controller-test"}}, client.DryRunAll)
 		}},
@@ -444,6 +474,10 @@ func TestControllerIdentity(t *testing.T) {
 		}},
 	}
 	want := map[string]string{
+		"impersonate a member":                    "allowed",
+		"impersonate system:masters":              "forbidden",
+		"impersonate a user":                      "forbidden",
+		"impersonate kube-system's default":       "forbidden",
 		"create and get the key secret":           "allowed",
 		"create and update the bootstrap role":    "allowed",
 		"create a role granting configmaps":       "forbidden",
@@ -467,6 +501,77 @@ func TestControllerIdentity(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, outcomes(t, cfg, reqs)); diff != "" {
 		t.Fatalf("controller permissions (-want +got):\n%s", diff)
+	}
+}
+
+// TestMembersGrant: the identity the controller writes a member's copies as may, by
+// default, write the Secrets of the registry namespace (the seed's scenarios) and what a
+// ClusterRole labelled controller-aggregated grants, and nothing else: not the registry's
+// own CRs, not Secrets elsewhere, not the readers namespace.
+func TestMembersGrant(t *testing.T) {
+	c := installed(t)
+	ns := v1alpha1.DefaultNamespace
+	cfg := bed.Clusters[0].DirectConfig()
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: v1alpha1.MemberUser(ns, "east"), Groups: []string{v1alpha1.MembersGroup}}
+	dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+	cm := func(namespace string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "member-test"}}
+	}
+	reqs := []request{
+		{"create secret in registry namespace", func(ctx context.Context, cs kubernetes.Interface, _ client.Client) error {
+			_, err := cs.CoreV1().Secrets(ns).Create(ctx, secret(ns, "member-test"), dry)
+			return err
+		}},
+		{"create secret in default", func(ctx context.Context, cs kubernetes.Interface, _ client.Client) error {
+			_, err := cs.CoreV1().Secrets("default").Create(ctx, secret("default", "member-test"), dry)
+			return err
+		}},
+		{"create secret in readers namespace", func(ctx context.Context, cs kubernetes.Interface, _ client.Client) error {
+			readers := v1alpha1.ReadersNamespace(ns)
+			_, err := cs.CoreV1().Secrets(readers).Create(ctx, secret(readers, "member-test"), dry)
+			return err
+		}},
+		{"create cluster", func(ctx context.Context, _ kubernetes.Interface, c client.Client) error {
+			return c.Create(ctx, &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "member-test"}, Spec: v1alpha1.ClusterSpec{ClusterID: "member-test"}}, client.DryRunAll)
+		}},
+		{"create resourcesyncrule", func(ctx context.Context, _ kubernetes.Interface, c client.Client) error {
+			return c.Create(ctx, &v1alpha1.ResourceSyncRule{ObjectMeta: metav1.ObjectMeta{Name: "member-test"}}, client.DryRunAll)
+		}},
+		{"create configmap in default", func(ctx context.Context, cs kubernetes.Interface, _ client.Client) error {
+			_, err := cs.CoreV1().ConfigMaps("default").Create(ctx, cm("default"), dry)
+			return err
+		}},
+	}
+	want := map[string]string{
+		"create secret in registry namespace": "allowed",
+		"create secret in default":            "forbidden",
+		"create secret in readers namespace":  "forbidden",
+		"create cluster":                      "forbidden",
+		"create resourcesyncrule":             "forbidden",
+		"create configmap in default":         "forbidden",
+	}
+	if diff := cmp.Diff(want, outcomes(t, cfg, reqs)); diff != "" {
+		t.Fatalf("a member's default grant (-want +got):\n%s", diff)
+	}
+
+	// A ClusterRole with the controller-aggregated label extends it, as it extends what
+	// the controller reads.
+	ctx := context.Background()
+	extension := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "members-test-configmaps", Labels: map[string]string{v1alpha1.ControllerAggregatedLabel: "true"}},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}}},
+	}
+	if err := c.Create(ctx, extension); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), extension) })
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	err := wait.PollUntilContextCancel(wctx, 200*time.Millisecond, true, func(context.Context) (bool, error) {
+		return outcomes(t, cfg, reqs[5:6])["create configmap in default"] == "allowed", nil
+	})
+	if err != nil {
+		t.Fatalf("a ClusterRole labelled %s=true did not extend the members' grant: %v", v1alpha1.ControllerAggregatedLabel, err)
 	}
 }
 

@@ -56,6 +56,29 @@ type RenderOptions struct {
 	Replicas int32
 	// Monitoring adds the monitoring pack (MonitoringObjects) after the other objects.
 	Monitoring bool
+	// MemberGrants is what the members' identities may write here: MemberGrantsAll (the
+	// default, empty) binds them to what the controller may write (rbac-members.yaml);
+	// MemberGrantsNone leaves those bindings out, for the admin to grant each member.
+	MemberGrants string
+}
+
+// What install grants the members' identities (RenderOptions.MemberGrants).
+const (
+	MemberGrantsAll  = "all"
+	MemberGrantsNone = "none"
+)
+
+// IsMembersGrant reports whether obj is one of the objects of the members' default grant
+// (rbac-members.yaml), which MemberGrantsNone leaves out.
+func IsMembersGrant(obj *unstructured.Unstructured) bool {
+	if obj.GetName() != v1alpha1.MembersGrantName || obj.GroupVersionKind().Group != "rbac.authorization.k8s.io" {
+		return false
+	}
+	switch obj.GetKind() {
+	case "ClusterRoleBinding", "Role", "RoleBinding":
+		return true
+	}
+	return false
 }
 
 // withDefaults returns o with the defaults filled in.
@@ -68,6 +91,9 @@ func (o RenderOptions) withDefaults() RenderOptions {
 	}
 	if o.Replicas == 0 {
 		o.Replicas = DefaultReplicas
+	}
+	if o.MemberGrants == "" {
+		o.MemberGrants = MemberGrantsAll
 	}
 	return o
 }
@@ -113,6 +139,10 @@ func (o RenderOptions) complete() (RenderOptions, error) {
 	if o.Replicas < 0 {
 		errs = append(errs, fmt.Errorf("invalid replicas %d: must be at least 1", o.Replicas))
 	}
+	if o.MemberGrants != MemberGrantsAll && o.MemberGrants != MemberGrantsNone {
+		errs = append(errs, fmt.Errorf("invalid member grants %q: must be %q (members may write what the controller may) or %q (the admin binds each member's identity)",
+			o.MemberGrants, MemberGrantsAll, MemberGrantsNone))
+	}
 	return o, errors.Join(errs...)
 }
 
@@ -138,6 +168,15 @@ func Render(opts RenderOptions) ([]*unstructured.Unstructured, error) {
 			return nil, err
 		}
 		objs = append(objs, pack...)
+	}
+	if opts.MemberGrants == MemberGrantsNone {
+		kept := objs[:0]
+		for _, obj := range objs {
+			if !IsMembersGrant(obj) {
+				kept = append(kept, obj)
+			}
+		}
+		objs = kept
 	}
 	deployments := 0
 	for _, obj := range objs {

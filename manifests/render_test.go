@@ -66,6 +66,7 @@ func wantRendered(ns, image string, replicas int32, args ...string) rendered {
 			"ServiceAccount " + ns + "/cluster-registry-controller",
 			"ClusterRole /cluster-registry-controller-aggregated",
 			"ClusterRole /cluster-registry-controller",
+			"ClusterRoleBinding /cluster-registry-controller-own",
 			"ClusterRoleBinding /cluster-registry-controller",
 			"Role " + ns + "/cluster-registry-controller",
 			"RoleBinding " + ns + "/cluster-registry-controller",
@@ -73,6 +74,9 @@ func wantRendered(ns, image string, replicas int32, args ...string) rendered {
 			"RoleBinding " + ns + "-readers/cluster-registry-controller",
 			"Role " + ns + "/cluster-registry-controller-leader-election",
 			"RoleBinding " + ns + "/cluster-registry-controller-leader-election",
+			"ClusterRoleBinding /cluster-registry-members",
+			"Role " + ns + "/cluster-registry-members",
+			"RoleBinding " + ns + "/cluster-registry-members",
 			"ServiceAccount " + ns + "/cluster-registry-reader",
 			"ClusterRole /cluster-registry-reader-aggregated",
 			"ClusterRole /cluster-registry-reader",
@@ -88,10 +92,13 @@ func wantRendered(ns, image string, replicas int32, args ...string) rendered {
 			"Deployment " + ns + "/cluster-registry-controller",
 		},
 		Subjects: []string{
+			"ClusterRoleBinding cluster-registry-controller-own: ServiceAccount " + ns + "/cluster-registry-controller",
 			"ClusterRoleBinding cluster-registry-controller: ServiceAccount " + ns + "/cluster-registry-controller",
 			"RoleBinding cluster-registry-controller: ServiceAccount " + ns + "/cluster-registry-controller",
 			"RoleBinding cluster-registry-controller: ServiceAccount " + ns + "/cluster-registry-controller",
 			"RoleBinding cluster-registry-controller-leader-election: ServiceAccount " + ns + "/cluster-registry-controller",
+			"ClusterRoleBinding cluster-registry-members: Group /cluster-registry:members",
+			"RoleBinding cluster-registry-members: Group /cluster-registry:members",
 			"ClusterRoleBinding cluster-registry-reader: Group /system:serviceaccounts:" + ns + "-readers",
 			"RoleBinding cluster-registry-reader: Group /system:serviceaccounts:" + ns + "-readers",
 			"ClusterRoleBinding cluster-registry-bootstrap: ServiceAccount " + ns + "/cluster-registry-reader",
@@ -101,6 +108,21 @@ func wantRendered(ns, image string, replicas int32, args ...string) rendered {
 		Replicas: replicas,
 		Args:     args,
 	}
+}
+
+// withoutMembersGrant is r without the objects and subjects of rbac-members.yaml.
+func withoutMembersGrant(r rendered) rendered {
+	drop := func(ss []string) []string {
+		var kept []string
+		for _, s := range ss {
+			if !strings.Contains(s, "cluster-registry-members") {
+				kept = append(kept, s)
+			}
+		}
+		return kept
+	}
+	r.Objects, r.Subjects = drop(r.Objects), drop(r.Subjects)
+	return r
 }
 
 const (
@@ -145,6 +167,12 @@ func TestRender(t *testing.T) {
 			opts: RenderOptions{ClusterName: "west", Replicas: 3},
 			want: wantRendered("cluster-registry", DefaultImage, 3,
 				"serve", "--leader-elect=true", "--namespace=cluster-registry", "--cluster-name=west", metricsArg, probesArg),
+		},
+		{
+			name: "no members' grant",
+			opts: RenderOptions{MemberGrants: MemberGrantsNone},
+			want: withoutMembersGrant(wantRendered("cluster-registry", DefaultImage, 1,
+				"serve", "--leader-elect=true", "--namespace=cluster-registry", metricsArg, probesArg)),
 		},
 	}
 	for _, tt := range tests {
@@ -227,6 +255,7 @@ func TestRenderRejectsInvalidOptions(t *testing.T) {
 		{"http endpoint", RenderOptions{APIServerEndpoint: "http://x"}, []string{"invalid API server endpoint", "scheme must be https"}},
 		{"endpoint with user info", RenderOptions{APIServerEndpoint: "https://user:secret@x"}, []string{"must not contain user info"}},
 		{"negative replicas", RenderOptions{Replicas: -1}, []string{"invalid replicas -1"}},
+		{"member grants", RenderOptions{MemberGrants: "some"}, []string{`invalid member grants "some"`, `"all"`, `"none"`}},
 		{"image with spaces", RenderOptions{Image: "a b"}, []string{`invalid image "a b"`}},
 		{"several problems at once", RenderOptions{ClusterName: "X", Replicas: -2}, []string{`invalid cluster name "X"`, "invalid replicas -2"}},
 	}

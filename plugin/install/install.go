@@ -177,6 +177,8 @@ func (o *Options) AddFlags(cmd *cobra.Command) {
 		"Replicas of the controller; leader election keeps one active and the others ready to take over.")
 	fs.BoolVar(&r.Monitoring, "monitoring", r.Monitoring,
 		"Also apply the monitoring pack: ServiceMonitor, PrometheusRule (alerts) and Grafana dashboard. Needs the Prometheus Operator's CRDs (monitoring.coreos.com); without them install stops before applying anything.")
+	fs.StringVar(&r.MemberGrants, "member-grants", manifests.MemberGrantsAll,
+		`What the members' identities may write here (copies are written as the member they come from, and this cluster's RBAC authorizes them): "all" binds them to what the controller may write (the ClusterRoles labelled `+v1alpha1.ControllerAggregatedLabel+` and the Secrets of the registry namespace); "none" binds them to nothing (and removes that binding if an earlier install made it), so each member writes only what a RoleBinding of this cluster grants its identity.`)
 	cmdutil.AddDryRunFlag(cmd, `Must be "none", "client" or "server". "client" prints what would be applied and contacts no cluster; "server" sends every object as a server-side dry run, persisting nothing.`)
 	fs.BoolVar(&o.Wait, "wait", o.Wait,
 		"Wait until the controller reports the local Cluster Ready (progress on stderr).")
@@ -278,6 +280,13 @@ func (o *Options) Run(ctx context.Context) error {
 			_ = o.printResults(results, "")
 		}
 		return explain(err, target)
+	}
+	if o.Render.MemberGrants == manifests.MemberGrantsNone {
+		removed, err := removeMembersGrant(ctx, c, o.Render.Namespace)
+		if err != nil {
+			return explain(err, target)
+		}
+		results = append(results, removed...)
 	}
 	if err := o.printApplied(ctx, c, results); err != nil {
 		return err
@@ -579,6 +588,9 @@ func (o *Options) printApplied(ctx context.Context, c client.Client, results []m
 	}
 	live := make([]*unstructured.Unstructured, 0, len(results))
 	for _, r := range results {
+		if r.Outcome == manifests.Deleted {
+			continue
+		}
 		u := &unstructured.Unstructured{}
 		u.SetGroupVersionKind(r.Object.GroupVersionKind())
 		if err := c.Get(ctx, client.ObjectKeyFromObject(r.Object), u); err != nil {
@@ -649,4 +661,36 @@ func printObjects(p printers.ResourcePrinter, format string, objs []*unstructure
 		list.Items = append(list.Items, *obj)
 	}
 	return p.PrintObj(list, w)
+}
+
+// removeMembersGrant deletes the members' default grant an earlier install made
+// (--member-grants=all), so that --member-grants=none leaves the members only what the
+// admin binds them: the objects of rbac-members.yaml, in namespace where namespaced, and
+// only when they carry the registry's part-of label.
+func removeMembersGrant(ctx context.Context, c client.Client, namespace string) ([]manifests.Result, error) {
+	objs, err := manifests.Render(manifests.RenderOptions{Namespace: namespace})
+	if err != nil {
+		return nil, err
+	}
+	var removed []manifests.Result
+	for _, obj := range objs {
+		if !manifests.IsMembersGrant(obj) {
+			continue
+		}
+		live := &unstructured.Unstructured{}
+		live.SetGroupVersionKind(obj.GroupVersionKind())
+		if err := c.Get(ctx, client.ObjectKeyFromObject(obj), live); apierrors.IsNotFound(err) {
+			continue
+		} else if err != nil {
+			return removed, fmt.Errorf("reading %s %s: %w", obj.GetKind(), manifests.ObjectName(obj), err)
+		}
+		if live.GetLabels()["app.kubernetes.io/part-of"] != "kubectl-registry" {
+			continue // the admin's own object of that name
+		}
+		if err := c.Delete(ctx, live); err != nil && !apierrors.IsNotFound(err) {
+			return removed, fmt.Errorf("removing the members' default grant %s %s: %w", obj.GetKind(), manifests.ObjectName(obj), err)
+		}
+		removed = append(removed, manifests.Result{Object: obj, Outcome: manifests.Deleted})
+	}
+	return removed, nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -319,6 +320,46 @@ func TestInstall(t *testing.T) {
 				t.Errorf("%s %s: managed fields printed without --show-managed-fields", o.GetKind(), o.GetName())
 			}
 		}
+	})
+
+	t.Run("--member-grants=none removes the members' default grant, all brings it back", func(t *testing.T) {
+		grant := []struct {
+			obj client.Object
+			key client.ObjectKey
+		}{
+			{&rbacv1.ClusterRoleBinding{}, client.ObjectKey{Name: v1alpha1.MembersGrantName}},
+			{&rbacv1.Role{}, client.ObjectKey{Namespace: v1alpha1.DefaultNamespace, Name: v1alpha1.MembersGrantName}},
+			{&rbacv1.RoleBinding{}, client.ObjectKey{Namespace: v1alpha1.DefaultNamespace, Name: v1alpha1.MembersGrantName}},
+		}
+		stdout, stderr, err := run(t, append(args, "--member-grants=none")...)
+		if err != nil {
+			t.Fatalf("%v\nstderr: %s", err, stderr)
+		}
+		for _, want := range []string{
+			"clusterrolebinding.rbac.authorization.k8s.io/cluster-registry-members deleted",
+			"role.rbac.authorization.k8s.io/cluster-registry-members deleted",
+			"rolebinding.rbac.authorization.k8s.io/cluster-registry-members deleted",
+		} {
+			if !strings.Contains(stdout, want+"\n") {
+				t.Errorf("the output does not say %q:\n%s", want, stdout)
+			}
+		}
+		for _, g := range grant {
+			notFound(t, c, g.obj, g.key)
+		}
+		if stdout, _, err = run(t, append(args, "--member-grants=none")...); err != nil || strings.Contains(stdout, "deleted") {
+			t.Errorf("a second install with none: %v\n%s", err, stdout)
+		}
+		if _, stderr, err := run(t, args...); err != nil {
+			t.Fatalf("%v\nstderr: %s", err, stderr)
+		}
+		for _, g := range grant {
+			if err := c.Get(ctx, g.key, g.obj); err != nil {
+				t.Errorf("after install with the default grant: %v", err)
+			}
+		}
+		_, _, err = run(t, append(args, "--member-grants=some")...)
+		plugintest.WantExitCode(t, err, 2, `invalid member grants "some"`)
 	})
 
 	t.Run("another namespace is refused", func(t *testing.T) {

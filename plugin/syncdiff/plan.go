@@ -240,6 +240,7 @@ func (p *differ) plan(ctx context.Context) result {
 	ruleSet = p.withRuleCopies(ruleSet, ruleItems, &res)
 	res.Items = p.items(ctx, &res, ruleSet, sources, localCluster, nil)
 	res.Items = append(res.Items, p.deletedRuleItems(ctx, &res, ruleSet, sources, localCluster)...)
+	p.checkGrants(ctx, &res)
 	return res
 }
 

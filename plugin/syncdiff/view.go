@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -20,6 +21,9 @@ import (
 // requestTimeout bounds every request, so that a context whose API server does not
 // answer is reported instead of hanging the diff.
 const requestTimeout = 15 * time.Second
+
+// reviewer creates a SubjectAccessReview and returns it with its status.
+type reviewer func(ctx context.Context, sar *authorizationv1.SubjectAccessReview) (*authorizationv1.SubjectAccessReview, error)
 
 // lister lists the objects of a kind in a namespace ("" for all namespaces, and for
 // cluster-scoped kinds).
@@ -44,6 +48,11 @@ type view struct {
 	Policies []v1alpha1.SyncPolicy
 
 	list lister
+	// review asks the cluster's authorizer whether a user may make a request
+	// (SubjectAccessReview); nil on views of tests that do not ask.
+	review reviewer
+	// mapper resolves kinds to resources in the cluster.
+	mapper meta.RESTMapper
 
 	mu    sync.Mutex
 	lists map[listKey]*listResult
@@ -186,6 +195,10 @@ func connect(ctx context.Context, contextName string, cl client.Client) *view {
 			return v
 		}
 		v.Clusters, v.Rules, v.Features, v.Policies = clusters.Items, rsrs.Items, features.Items, policies.Items
+	}
+	v.mapper = cl.RESTMapper()
+	v.review = func(ctx context.Context, sar *authorizationv1.SubjectAccessReview) (*authorizationv1.SubjectAccessReview, error) {
+		return sar, cl.Create(ctx, sar)
 	}
 	v.list = func(ctx context.Context, gvk schema.GroupVersionKind, namespace string) ([]unstructured.Unstructured, error) {
 		var l unstructured.UnstructuredList

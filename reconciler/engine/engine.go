@@ -245,6 +245,8 @@ type Engine struct {
 	// writes creates and updates copies in the local cluster (writeCopy); nil without
 	// Options.Config.
 	writes rest.Interface
+	// writers write as the members' identities (identity.go).
+	writers writers
 	// mappings are the local REST mappings of the kinds written (mapping).
 	mappingMu sync.Mutex
 	mappings  map[schema.GroupVersionKind]*meta.RESTMapping

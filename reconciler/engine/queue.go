@@ -303,7 +303,7 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 						continue
 					}
 					if act.Type == planner.ActionUpdate && v.RejectedReason == v1alpha1.ReasonImmutableField && recreates(r) {
-						ri, err := e.resource(it.gvk, it.namespace)
+						_, ri, err := e.writeClient(ctx, it, act)
 						if err != nil {
 							return 0, err
 						}

@@ -61,7 +61,8 @@ func newTestEngine(t *testing.T, objs ...runtime.Object) *testEngine {
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	cl := crfake.NewClientBuilder().WithScheme(scheme).WithObjects(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns"}}).Build()
+	cl := crfake.NewClientBuilder().WithScheme(scheme).WithObjects(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns"}},
+		&v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "peer"}, Spec: v1alpha1.ClusterSpec{ClusterID: "uid-peer"}}).Build()
 	clk := clocktesting.NewFakeClock(fakeStart)
 	e, err := New(Options{
 		LocalID: "uid-local", LocalName: "local", Namespace: "cluster-registry",
@@ -89,7 +90,7 @@ func copyOf(data string) *unstructured.Unstructured {
 }
 
 func writeAction(typ planner.ActionType, obj *unstructured.Unstructured, syncStatus bool) planner.Action {
-	return planner.Action{Type: typ, Object: obj, Source: &planner.Candidate{Rule: "cms", Peer: "peer", PeerID: "uid-peer", Object: obj, SyncStatus: syncStatus}}
+	return planner.Action{Type: typ, Object: obj, Source: &planner.Candidate{Rule: "cms", Peer: "peer", PeerID: "uid-peer", Origin: "uid-peer", Object: obj, SyncStatus: syncStatus}}
 }
 
 var cmItem = item{gvk: cmGVK, namespace: "ns", name: "cm"}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -375,7 +376,15 @@ func (e *Engine) deleteCopies(ctx context.Context, gvk schema.GroupVersionKind, 
 			pending = true
 			continue
 		}
-		ri := e.opts.Dynamic.Resource(m.Resource).Namespace(o.GetNamespace())
+		policy, err := e.policy(ctx)
+		if err != nil {
+			return false, err
+		}
+		w, err := e.writerOf(policy, types.UID(o.GetAnnotations()[v1alpha1.OwnershipAnnotation]), o.GetLabels()[v1alpha1.RuleLabel], true)
+		if err != nil {
+			return false, err
+		}
+		ri := w.resource(m, o.GetNamespace())
 		uid := o.GetUID()
 		if err := ri.Delete(ctx, o.GetName(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}); err != nil && !apierrors.IsNotFound(err) {
 			return false, fmt.Errorf("deleting %s %s/%s: %w", gvk.Kind, o.GetNamespace(), o.GetName(), err)

@@ -48,6 +48,7 @@ func (e *Engine) reconcileBack(ctx context.Context, it item) error {
 	sort.Slice(peerList, func(i, j int) bool { return peerList[i].ClusterID < peerList[j].ClusterID })
 	var copyObj *unstructured.Unstructured
 	var from *ruleEntry
+	var fromPeer types.UID
 	for _, r := range e.snapshot() {
 		if r.compiled == nil || !r.rsr.Spec.SyncStatusBack || r.compiled.GVK != it.gvk || r.rsr.DeletionTimestamp != nil {
 			continue
@@ -79,7 +80,7 @@ func (e *Engine) reconcileBack(ctx context.Context, it item) error {
 				e.refused(it, r, *ref)
 				continue
 			}
-			copyObj, from = c, r
+			copyObj, from, fromPeer = c, r, p.ClusterID
 			break
 		}
 		if copyObj != nil {
@@ -98,6 +99,17 @@ func (e *Engine) reconcileBack(ctx context.Context, it item) error {
 		v1alpha1.OriginGenerationAnnotation: copyObj.GetAnnotations()[v1alpha1.SourceGenerationAnnotation],
 		v1alpha1.CopyGenerationAnnotation:   strconv.FormatInt(copyObj.GetGeneration(), 10),
 	}
+	// Written as the member whose copy brings the status: what it may change of an
+	// original made here is this cluster's RBAC's to say (identity.go).
+	m, err := e.mapping(it.gvk)
+	if err != nil {
+		return fmt.Errorf("kind %s is not served by the local cluster: %w", it.gvk, err)
+	}
+	w, err := e.writerOf(policy, fromPeer, "", false)
+	if err != nil {
+		return err
+	}
+	wri := w.resource(m, it.namespace)
 	ann := orig.GetAnnotations()
 	if ann == nil {
 		ann = map[string]string{}
@@ -111,8 +123,9 @@ func (e *Engine) reconcileBack(ctx context.Context, it item) error {
 	}
 	if annChanged {
 		orig.SetAnnotations(ann)
-		updated, err := ri.Update(ctx, orig, metav1.UpdateOptions{FieldManager: v1alpha1.FieldManager})
+		updated, err := wri.Update(ctx, orig, metav1.UpdateOptions{FieldManager: v1alpha1.FieldManager})
 		if err != nil {
+			backFailed(from, it, err)
 			return fmt.Errorf("recording the synced generations on %s: %w", it, err)
 		}
 		orig = updated
@@ -121,7 +134,8 @@ func (e *Engine) reconcileBack(ctx context.Context, it item) error {
 		return nil
 	}
 	orig.Object["status"] = runtime.DeepCopyJSONValue(status)
-	if _, err := ri.UpdateStatus(ctx, orig, metav1.UpdateOptions{FieldManager: v1alpha1.FieldManager}); err != nil {
+	if _, err := wri.UpdateStatus(ctx, orig, metav1.UpdateOptions{FieldManager: v1alpha1.FieldManager}); err != nil {
+		backFailed(from, it, err)
 		return fmt.Errorf("writing the status of %s from its copy: %w", it, err)
 	}
 	e.log.Info("status synced back", "object", it.String(), "copyGeneration", wantAnn[v1alpha1.CopyGenerationAnnotation])
@@ -143,4 +157,11 @@ func backCheck(policy planner.Policy, orig, peerCopy *unstructured.Unstructured,
 	back := orig.DeepCopy()
 	back.Object["status"] = status
 	return policy.CheckCopy(orig, back, peer, true)
+}
+
+// backFailed records on rule r that the status of the original it did not flow back: the
+// API server refused the write (NotGranted when the member's identity may not write it).
+func backFailed(r *ruleEntry, it item, err error) {
+	f := planner.ClassifyWriteError(err)
+	r.record(it, false, "", failure{f.Reason, "status back: " + f.String()})
 }

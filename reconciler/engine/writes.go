@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -34,7 +35,7 @@ func (e *Engine) execute(ctx context.Context, it item, act planner.Action, entri
 		}
 		return nil
 	}
-	ri, err := e.resource(it.gvk, it.namespace)
+	w, ri, err := e.writeClient(ctx, it, act)
 	if err != nil {
 		return err
 	}
@@ -62,7 +63,7 @@ func (e *Engine) execute(ctx context.Context, it item, act planner.Action, entri
 		e.opts.Metrics.conflicts.WithLabelValues(rule).Inc()
 		return nil
 	case planner.ActionCreate:
-		if err := e.ensureNamespace(ctx, it, entry(rule)); err != nil {
+		if err := e.ensureNamespace(ctx, w, it, entry(rule)); err != nil {
 			f := planner.ClassifyWriteError(err)
 			if r := entry(rule); r != nil {
 				r.record(it, false, "", failure{f.Reason, f.String()})
@@ -73,7 +74,7 @@ func (e *Engine) execute(ctx context.Context, it item, act planner.Action, entri
 			return err
 		}
 		sent := e.opts.Clock.Now()
-		created, err := e.writeCopy(ctx, it, ri, act.Object, false)
+		created, err := e.writeCopy(ctx, w, it, ri, act.Object, false)
 		e.observeStages(ctx, it, sent, err)
 		if apierrors.IsAlreadyExists(err) {
 			// The local cache had not seen it yet (its event queues the copy again), or an
@@ -88,7 +89,7 @@ func (e *Engine) execute(ctx context.Context, it item, act planner.Action, entri
 		statusErr = e.writeCopyStatus(ctx, it, ri, act, created)
 	case planner.ActionUpdate:
 		sent := e.opts.Clock.Now()
-		updated, err := e.writeCopy(ctx, it, ri, act.Object, true)
+		updated, err := e.writeCopy(ctx, w, it, ri, act.Object, true)
 		e.observeStages(ctx, it, sent, err)
 		if err != nil {
 			return e.writeFailed(ctx, it, act, entry(rule), ri, fmt.Errorf("updating %s: %w", it, err))
@@ -141,9 +142,10 @@ func (e *Engine) execute(ctx context.Context, it item, act planner.Action, entri
 // the informers decode objects (decodeCached, without managedFields, which no caller
 // reads): the dynamic client's JSON serializer unmarshals the whole answer twice, once to
 // read its kind, and was a tenth of a peer controller's CPU in a burst. Without one (the
-// fakes of unit tests), the dynamic client ri writes.
-func (e *Engine) writeCopy(ctx context.Context, it item, ri dynamic.ResourceInterface, obj *unstructured.Unstructured, update bool) (*unstructured.Unstructured, error) {
-	if e.writes == nil {
+// fakes of unit tests), the dynamic client ri writes. Both are w's: the identity of the
+// member the copy comes from (identity.go).
+func (e *Engine) writeCopy(ctx context.Context, w *writer, it item, ri dynamic.ResourceInterface, obj *unstructured.Unstructured, update bool) (*unstructured.Unstructured, error) {
+	if w.rest == nil {
 		if update {
 			return ri.Update(ctx, obj, metav1.UpdateOptions{FieldManager: v1alpha1.FieldManager})
 		}
@@ -160,9 +162,9 @@ func (e *Engine) writeCopy(ctx context.Context, it item, ri dynamic.ResourceInte
 	path := resourcePath(m, it.namespace)
 	var req *rest.Request
 	if update {
-		req = e.writes.Put().AbsPath(append(path, it.name)...).SpecificallyVersionedParams(&metav1.UpdateOptions{FieldManager: v1alpha1.FieldManager}, metav1.ParameterCodec, metav1.SchemeGroupVersion)
+		req = w.rest.Put().AbsPath(append(path, it.name)...).SpecificallyVersionedParams(&metav1.UpdateOptions{FieldManager: v1alpha1.FieldManager}, metav1.ParameterCodec, metav1.SchemeGroupVersion)
 	} else {
-		req = e.writes.Post().AbsPath(path...).SpecificallyVersionedParams(&metav1.CreateOptions{FieldManager: v1alpha1.FieldManager}, metav1.ParameterCodec, metav1.SchemeGroupVersion)
+		req = w.rest.Post().AbsPath(path...).SpecificallyVersionedParams(&metav1.CreateOptions{FieldManager: v1alpha1.FieldManager}, metav1.ParameterCodec, metav1.SchemeGroupVersion)
 	}
 	var stored cachedObject
 	if err := req.Body(body).Do(ctx).Into(&stored); err != nil {
@@ -315,15 +317,45 @@ func (e *Engine) recreate(ctx context.Context, it item, act planner.Action, r *r
 	return nil
 }
 
+// resource returns the controller's own dynamic client of the objects of kind gvk in
+// namespace ns, which reads them.
 func (e *Engine) resource(gvk schema.GroupVersionKind, ns string) (dynamic.ResourceInterface, error) {
 	m, err := e.mapping(gvk)
 	if err != nil {
 		return nil, fmt.Errorf("kind %s is not served by the local cluster: %w", gvk, err)
 	}
-	if m.Scope.Name() == meta.RESTScopeNameNamespace {
-		return e.opts.Dynamic.Resource(m.Resource).Namespace(ns), nil
+	return e.self().resource(m, ns), nil
+}
+
+// writeClient returns the writer of act, the write of the copy it, and its dynamic
+// client of it's kind and namespace: a copy is created, updated and deleted as the member
+// it comes from (writerOf); what writes nothing gets the controller's own.
+func (e *Engine) writeClient(ctx context.Context, it item, act planner.Action) (*writer, dynamic.ResourceInterface, error) {
+	m, err := e.mapping(it.gvk)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kind %s is not served by the local cluster: %w", it.gvk, err)
 	}
-	return e.opts.Dynamic.Resource(m.Resource), nil
+	w := e.self()
+	switch {
+	case (act.Type == planner.ActionCreate || act.Type == planner.ActionUpdate) && act.Source != nil:
+		policy, err := e.policy(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		if w, err = e.writerOf(policy, act.Source.Origin, act.Source.Rule, false); err != nil {
+			return nil, nil, err
+		}
+	case act.Type == planner.ActionDelete && act.Object != nil:
+		policy, err := e.policy(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		origin := types.UID(act.Object.GetAnnotations()[v1alpha1.OwnershipAnnotation])
+		if w, err = e.writerOf(policy, origin, act.Object.GetLabels()[v1alpha1.RuleLabel], true); err != nil {
+			return nil, nil, err
+		}
+	}
+	return w, w.resource(m, it.namespace), nil
 }
 
 // mapping returns the local REST mapping of gvk. A mapping is kept until the next refresh
@@ -361,7 +393,7 @@ func (e *Engine) forgetMappings(gvks ...schema.GroupVersionKind) {
 }
 
 // ensureNamespace creates the copy's namespace when it is missing and the rule allows it.
-func (e *Engine) ensureNamespace(ctx context.Context, it item, r *ruleEntry) error {
+func (e *Engine) ensureNamespace(ctx context.Context, w *writer, it item, r *ruleEntry) error {
 	if it.namespace == "" {
 		return nil
 	}
@@ -376,8 +408,15 @@ func (e *Engine) ensureNamespace(ctx context.Context, it item, r *ruleEntry) err
 	if r == nil || !r.rsr.Spec.CreateNamespaces {
 		return fmt.Errorf("%w: %s: create it, or set spec.createNamespaces on the rule", planner.ErrNamespaceMissing, it.namespace)
 	}
-	ns = corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: it.namespace, Annotations: map[string]string{v1alpha1.CreatedByAnnotation: r.rsr.Name}}}
-	if err := e.opts.Client.Create(ctx, &ns, client.FieldOwner(v1alpha1.FieldManager)); err != nil && !apierrors.IsAlreadyExists(err) {
+	created := &unstructured.Unstructured{}
+	created.SetAPIVersion("v1")
+	created.SetKind("Namespace")
+	created.SetName(it.namespace)
+	created.SetAnnotations(map[string]string{v1alpha1.CreatedByAnnotation: r.rsr.Name})
+	// As the member the copy comes from: whether a member may make namespaces here is
+	// this cluster's RBAC's to say.
+	nsr := w.dyn.Resource(corev1.SchemeGroupVersion.WithResource("namespaces"))
+	if _, err := nsr.Create(ctx, created, metav1.CreateOptions{FieldManager: v1alpha1.FieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating namespace %s: %w", it.namespace, err)
 	}
 	return nil

@@ -85,7 +85,7 @@ func TestWriteCopyThroughREST(t *testing.T) {
 	te.e.writes = w
 	it := item{gvk: cmGVK, namespace: "ns", name: "cm"}
 	ctx := context.Background()
-	stored, err := te.e.writeCopy(ctx, it, nil, copyOf("v1"), false)
+	stored, err := te.e.writeCopy(ctx, te.e.self(), it, nil, copyOf("v1"), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,12 +95,12 @@ func TestWriteCopyThroughREST(t *testing.T) {
 	if diff := cmp.Diff(want.Object, stored.Object); diff != "" {
 		t.Errorf("stored (-want +got):\n%s", diff)
 	}
-	if _, err := te.e.writeCopy(ctx, it, nil, copyOf("v2"), true); err != nil {
+	if _, err := te.e.writeCopy(ctx, te.e.self(), it, nil, copyOf("v2"), true); err != nil {
 		t.Fatal(err)
 	}
 	taken := copyOf("taken")
 	taken.Object["data"] = map[string]any{"k": "taken"}
-	if _, err := te.e.writeCopy(ctx, it, nil, taken, false); !apierrors.IsAlreadyExists(err) {
+	if _, err := te.e.writeCopy(ctx, te.e.self(), it, nil, taken, false); !apierrors.IsAlreadyExists(err) {
 		t.Errorf("a create refused as AlreadyExists returned %v", err)
 	}
 	var shape []request

@@ -56,10 +56,25 @@ func ClassifyWriteError(err error) WriteFailure {
 		}
 	case apierrors.IsRequestEntityTooLargeError(err) || strings.Contains(msg, "too large"):
 		f.Reason = v1alpha1.ReasonCopyTooLarge
+	case apierrors.IsForbidden(err) && memberNotGranted(msg):
+		f.Reason = v1alpha1.ReasonNotGranted
+		f.Message = msg + " (grant the member's identity with a RoleBinding or ClusterRoleBinding: docs/rules.md, \"What a member may write\")"
 	case apierrors.IsForbidden(err):
 		f.Reason = v1alpha1.ReasonWriteForbidden
 	}
 	return f
+}
+
+// memberNotGranted reports whether a Forbidden answer is RBAC's refusal of a member's
+// identity (v1alpha1.MemberUser), not an admission plugin's.
+func memberNotGranted(msg string) bool {
+	i := strings.Index(msg, `User "system:serviceaccount:`)
+	if i < 0 {
+		return false
+	}
+	rest := msg[i+len(`User "system:serviceaccount:`):]
+	ns, name, ok := strings.Cut(rest, ":")
+	return ok && ns != "" && strings.HasPrefix(name, v1alpha1.MemberIdentityPrefix) && strings.Contains(rest, `" cannot `)
 }
 
 // immutableCause reports whether a cause of an Invalid answer is a field that cannot be

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -298,6 +299,15 @@ func TestClassifyWriteError(t *testing.T) {
 		{"invalid", apierrors.NewInvalid(schema.GroupKind{Kind: "Service"}, "s", field.ErrorList{field.Invalid(field.NewPath("spec", "clusterIP"), "10.1.0.5", "provided IP is not in the valid range")}),
 			v1alpha1.ReasonInvalidCopy, []string{"spec.clusterIP"}, false},
 		{"forbidden", apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, "s", nil), v1alpha1.ReasonWriteForbidden, nil, false},
+		{"member not granted", apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "c",
+			errors.New(`User "system:serviceaccount:cluster-registry:member-b" cannot create resource "configmaps" in API group "" in the namespace "x"`)),
+			v1alpha1.ReasonNotGranted, nil, false},
+		{"controller forbidden", apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "c",
+			errors.New(`User "system:serviceaccount:cluster-registry:cluster-registry-controller" cannot create resource "configmaps" in API group "" in the namespace "x"`)),
+			v1alpha1.ReasonWriteForbidden, nil, false},
+		{"pod security", apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "p",
+			errors.New(`violates PodSecurity "baseline:latest": privileged (container "c" must not set securityContext.privileged=true)`)),
+			v1alpha1.ReasonWriteForbidden, nil, false},
 		{"too large", apierrors.NewRequestEntityTooLargeError("limit is 3145728"), v1alpha1.ReasonCopyTooLarge, nil, false},
 		{"namespace", ErrNamespaceMissing, v1alpha1.ReasonNamespaceMissing, nil, false},
 		{"server", apierrors.NewInternalError(errTest), v1alpha1.ReasonWriteFailed, nil, false},

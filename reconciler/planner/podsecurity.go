@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -186,9 +187,125 @@ func (p Policy) podSecurityLevelOf(ns string) podSecurityLevel {
 func (p Policy) checkPodSecurity(gk schema.GroupKind, copy *unstructured.Unstructured, what string) *Refusal {
 	metaPath, specPath, ok := podTemplatePath(gk)
 	if !ok {
-		return nil
+		return p.checkEmbeddedPodSpecs(copy, what)
 	}
-	ns := copy.GetNamespace()
+	return p.judgePodTemplate(copy, metaPath, specPath, what)
+}
+
+// checkEmbeddedPodSpecs judges the pod specs found in a copy of any other kind (a custom
+// resource's, such as a rollout's or a serverless service's template): each object under
+// the copy's top-level fields but metadata and status (which run nothing) that has a
+// "containers" list of objects is a pod spec, and the "metadata" next to it the pod's
+// metadata. It allocates nothing when the copy holds none.
+func (p Policy) checkEmbeddedPodSpecs(copy *unstructured.Unstructured, what string) *Refusal {
+	for k, v := range copy.Object {
+		if k == "metadata" || k == "apiVersion" || k == "kind" || k == "status" || !hasPodSpec(v, 0) {
+			continue
+		}
+		var specs []podSpecAt
+		collectPodSpecs(v, copy.Object, k, 0, &specs)
+		for _, at := range specs {
+			meta, spec, err := podOf(at.meta, at.spec)
+			if ref := p.judgePod(copy.GetNamespace(), meta, spec, err, what+" (a pod spec at "+at.path+")"); ref != nil {
+				return ref
+			}
+		}
+	}
+	return nil
+}
+
+// maxPodSpecDepth bounds how deep a custom resource is searched for pod specs.
+const maxPodSpecDepth = 12
+
+// isPodSpec reports whether m looks like a pod spec: a "containers" list of objects.
+func isPodSpec(m map[string]any) bool {
+	cs, ok := m["containers"].([]any)
+	if !ok || len(cs) == 0 {
+		return false
+	}
+	_, isObj := cs[0].(map[string]any)
+	return isObj
+}
+
+// hasPodSpec reports whether v holds a pod spec, allocating nothing.
+func hasPodSpec(v any, depth int) bool {
+	if depth > maxPodSpecDepth {
+		return false
+	}
+	switch t := v.(type) {
+	case map[string]any:
+		if isPodSpec(t) {
+			return true
+		}
+		for _, c := range t {
+			if hasPodSpec(c, depth+1) {
+				return true
+			}
+		}
+	case []any:
+		for _, c := range t {
+			if hasPodSpec(c, depth+1) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// podSpecAt is a pod spec found in an object, with the metadata next to it.
+type podSpecAt struct {
+	path       string
+	meta, spec map[string]any
+}
+
+// collectPodSpecs appends the pod specs below v (at path, a field of parent) to out.
+func collectPodSpecs(v any, parent map[string]any, path string, depth int, out *[]podSpecAt) {
+	if depth > maxPodSpecDepth {
+		return
+	}
+	switch t := v.(type) {
+	case map[string]any:
+		if isPodSpec(t) {
+			meta, _ := parent["metadata"].(map[string]any)
+			*out = append(*out, podSpecAt{path: path, meta: meta, spec: t})
+			return
+		}
+		for k, c := range t {
+			collectPodSpecs(c, t, path+"."+k, depth+1, out)
+		}
+	case []any:
+		for i, c := range t {
+			collectPodSpecs(c, parent, path+"["+strconv.Itoa(i)+"]", depth+1, out)
+		}
+	}
+}
+
+// podOf converts a pod's metadata and spec.
+func podOf(metaObj, specObj map[string]any) (*metav1.ObjectMeta, *corev1.PodSpec, error) {
+	meta, spec := &metav1.ObjectMeta{}, &corev1.PodSpec{}
+	if metaObj != nil {
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(metaObj, meta); err != nil {
+			return nil, nil, fmt.Errorf("metadata: %w", err)
+		}
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(specObj, spec); err != nil {
+		return nil, nil, fmt.Errorf("spec: %w", err)
+	}
+	return meta, spec, nil
+}
+
+// judgePodTemplate judges the pod template of copy at metaPath and specPath.
+func (p Policy) judgePodTemplate(copy *unstructured.Unstructured, metaPath, specPath []string, what string) *Refusal {
+	if p.podSecurityLevelOf(copy.GetNamespace()).level == psaapi.LevelPrivileged {
+		return nil // the template is not even read
+	}
+	meta, spec, err := podTemplateOf(copy, metaPath, specPath)
+	return p.judgePod(copy.GetNamespace(), meta, spec, err, what)
+}
+
+// judgePod judges a pod's metadata and spec (or the error reading them) by the level of
+// namespace ns.
+func (p Policy) judgePod(ns string, meta *metav1.ObjectMeta, spec *corev1.PodSpec, err error, what string) *Refusal {
 	lv := p.podSecurityLevelOf(ns)
 	if lv.level == psaapi.LevelPrivileged {
 		return nil
@@ -196,7 +313,6 @@ func (p Policy) checkPodSecurity(gk schema.GroupKind, copy *unstructured.Unstruc
 	refuse := func(format string, args ...any) *Refusal {
 		return &Refusal{Reason: v1alpha1.ReasonPodSecurity, Message: what + ": " + fmt.Sprintf(format, args...)}
 	}
-	meta, spec, err := podTemplateOf(copy, metaPath, specPath)
 	if err != nil {
 		return refuse("its pod template cannot be read (%v): Pod Security cannot judge it, so it is never written", err)
 	}

@@ -81,7 +81,19 @@ func TestPodSecurity(t *testing.T) {
 		{name: "a hostPID Job", copy: workload("batch/v1", "Job", "apps", hostPIDSpec), wantReason: v1alpha1.ReasonPodSecurity},
 		{name: "a hostPID CronJob", copy: workload("batch/v1", "CronJob", "apps", hostPIDSpec), wantReason: v1alpha1.ReasonPodSecurity, wantSays: []string{
 			"CronJob apps/w: violates PodSecurity", "hostPID=true"}},
-		{name: "a Deployment of another group is not judged", copy: workload("example.com/v1", "Deployment", "apps", privilegedSpec)},
+		// Custom resources: the pod specs they hold, wherever they are.
+		{name: "a Deployment of another group is judged by the pod spec it holds", copy: workload("example.com/v1", "Deployment", "apps", privilegedSpec),
+			wantReason: v1alpha1.ReasonPodSecurity, wantSays: []string{"Deployment apps/w (a pod spec at spec.template.spec)", `violates PodSecurity "baseline:latest": privileged`}},
+		{name: "a rollout with a clean template", copy: workload("argoproj.io/v1alpha1", "Rollout", "apps", cleanSpec)},
+		{name: "a custom resource with a host PID pod spec in a list", copy: `{apiVersion: example.com/v1, kind: Pipeline, metadata: {name: w, namespace: apps},
+			spec: {stages: [{name: a, template: {spec: ` + cleanSpec + `}}, {name: b, template: {metadata: {labels: {app: b}}, spec: ` + hostPIDSpec + `}}]}}`,
+			wantReason: v1alpha1.ReasonPodSecurity, wantSays: []string{"a pod spec at spec.stages[1].template.spec", "host namespaces"}},
+		{name: "a custom resource that is a pod spec itself", copy: `{apiVersion: example.com/v1, kind: Runner, metadata: {name: w, namespace: apps}, spec: ` + hostPIDSpec + `}`,
+			wantReason: v1alpha1.ReasonPodSecurity, wantSays: []string{"a pod spec at spec", "host namespaces"}},
+		{name: "a custom resource whose containers are not a pod's", copy: `{apiVersion: example.com/v1, kind: Box, metadata: {name: w, namespace: apps}, spec: {containers: [{name: c, ports: "many"}]}}`,
+			wantReason: v1alpha1.ReasonPodSecurity, wantSays: []string{"a pod spec at spec", "cannot be read"}},
+		{name: "a custom resource with a privileged pod spec, privileged granted", policy: []v1alpha1.SyncPolicySpec{privileged}, copy: workload("example.com/v1", "Deployment", "apps", privilegedSpec)},
+		{name: "a custom resource without a pod spec", copy: `{apiVersion: example.com/v1, kind: Box, metadata: {name: w, namespace: apps}, spec: {containers: [a, b], items: [{x: 1}]}}`},
 		{name: "a template that is not a pod spec", copy: deployment("apps", `{containers: "oops"}`), wantReason: v1alpha1.ReasonPodSecurity, wantSays: []string{
 			"its pod template cannot be read", "spec.template.spec", "never written"}},
 		{name: "a template that is not an object", copy: `{apiVersion: apps/v1, kind: Deployment, metadata: {name: w, namespace: apps}, spec: {template: [1]}}`,
@@ -155,13 +167,18 @@ func TestPodSecurity(t *testing.T) {
 // pod template outside the registry's namespaces (the hot path syncs ConfigMaps).
 func TestPodSecurityNoAllocation(t *testing.T) {
 	p := NewPolicy(nil, v1alpha1.DefaultNamespace, nil).WithNamespaceLevels(map[string]string{"apps": "restricted"})
-	cm := fieldsObj(t, `{apiVersion: v1, kind: ConfigMap, metadata: {name: c, namespace: apps}, data: {k: v}}`)
-	gk := cm.GroupVersionKind().GroupKind()
-	if n := testing.AllocsPerRun(100, func() {
-		if p.checkRegistryNamespaces(gk, cm, "what") != nil || p.checkPodSecurity(gk, cm, "what") != nil {
-			t.Fatal("a ConfigMap is refused")
+	for _, y := range []string{
+		`{apiVersion: v1, kind: ConfigMap, metadata: {name: c, namespace: apps}, data: {k: v}}`,
+		`{apiVersion: example.com/v1, kind: Box, metadata: {name: w, namespace: apps}, spec: {containers: [a, b], items: [{x: 1}, {y: {z: [1, 2]}}]}}`,
+	} {
+		obj := fieldsObj(t, y)
+		gk := obj.GroupVersionKind().GroupKind()
+		if n := testing.AllocsPerRun(100, func() {
+			if p.checkRegistryNamespaces(gk, obj, "what") != nil || p.checkPodSecurity(gk, obj, "what") != nil {
+				t.Fatalf("%s is refused", gk.Kind)
+			}
+		}); n != 0 {
+			t.Errorf("%v allocations per %s, want 0", n, gk.Kind)
 		}
-	}); n != 0 {
-		t.Errorf("%v allocations per ConfigMap, want 0", n)
 	}
 }

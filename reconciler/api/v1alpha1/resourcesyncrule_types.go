@@ -327,6 +327,9 @@ const (
 	// ReasonWriteForbidden: the controller may not write the copy (RBAC, quota, a
 	// policy, an admission webhook that denied it).
 	ReasonWriteForbidden = "WriteForbidden"
+	// ReasonNotGranted: this cluster's RBAC does not let the identity of the member the
+	// copy comes from (v1alpha1.MemberUser) write it: the admin has not granted it.
+	ReasonNotGranted = "NotGranted"
 	// ReasonCopyTooLarge: the copy is larger than the API server accepts.
 	ReasonCopyTooLarge = "CopyTooLarge"
 	// ReasonNamespaceMissing: the copy's namespace does not exist and the rule does not

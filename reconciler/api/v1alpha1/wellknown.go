@@ -110,4 +110,27 @@ const (
 	MetricsReaderRoleName = "cluster-registry-metrics-reader"
 	// FieldManager is the field manager of every write the plugin and controller make.
 	FieldManager = "kubectl-registry"
+
+	// MemberIdentityPrefix begins the name of the ServiceAccount, in the registry
+	// namespace, that the controller impersonates to write what comes from a member: the
+	// copies of the member's objects, their status, the namespaces they need and the
+	// status that flows back from the member's copies (MemberUser). No such
+	// ServiceAccount object exists: the name is a subject for RBAC bindings, so what a
+	// member may write here is the RoleBindings and ClusterRoleBindings of its identity
+	// and of MembersGroup.
+	MemberIdentityPrefix = "member-"
+	// MembersGroup is the group every member's identity is impersonated with: the default
+	// install binds it to what the controller may write (MembersGrantName), so that a
+	// member may write what the controller may until the cluster's admin narrows it.
+	MembersGroup = "cluster-registry:members"
+	// MembersGrantName names the default ClusterRoleBinding and the Role and RoleBinding
+	// in the registry namespace that grant MembersGroup (install --member-grants=all).
+	MembersGrantName = "cluster-registry-members"
 )
+
+// MemberUser is the user name of the identity that writes, in a cluster whose registry
+// namespace is namespace, what comes from the member it names member (the name of the
+// member's Cluster there): the ServiceAccount MemberIdentityPrefix+member of namespace.
+func MemberUser(namespace, member string) string {
+	return "system:serviceaccount:" + namespace + ":" + MemberIdentityPrefix + member
+}
