@@ -39,8 +39,8 @@ func chartFiles() (map[string][]byte, error) {
 	return map[string][]byte{
 		"Chart.yaml": []byte(header + fmt.Sprintf(chartYAML, ChartName, version, tag)),
 		"values.yaml": []byte(header + fmt.Sprintf(valuesYAML,
-			repository, tag, manifests.DefaultReplicas)),
-		"values.schema.json":     []byte(valuesSchema),
+			repository, tag, manifests.DefaultReplicas, manifests.MemberGrantsAll, manifests.MemberGrantsAll, manifests.MemberGrantsNone)),
+		"values.schema.json":     []byte(fmt.Sprintf(valuesSchema, manifests.MemberGrantsAll, manifests.MemberGrantsNone)),
 		"templates/_helpers.tpl": []byte(fmt.Sprintf("{{- /*\n%s*/ -}}\n", generatedBy("")) + helpers),
 		"templates/NOTES.txt":    []byte(notes),
 		".helmignore":            []byte(header + "*.orig\n*~\n"),
@@ -95,6 +95,12 @@ replicas: %d
 monitoring:
   enabled: false
 
+# --member-grants: what the members' identities may write here (copies are written as
+# the member they come from, and this cluster's RBAC authorizes them): %[5]q binds them
+# to what the controller may write; %[6]q binds them to nothing, so each member writes
+# only what a RoleBinding of this cluster grants its identity.
+memberGrants: %[4]q
+
 # Render the registry namespace (the release namespace), labelled, as install creates it.
 # Set it to false when something else creates the namespace, e.g. helm install
 # --create-namespace, Argo CD's CreateNamespace=true or Flux's install.createNamespace.
@@ -139,6 +145,11 @@ const valuesSchema = `{
         "enabled": {"type": "boolean"}
       },
       "additionalProperties": false
+    },
+    "memberGrants": {
+      "description": "--member-grants: what the members' identities may write here",
+      "type": "string",
+      "enum": [%q, %q]
     },
     "createNamespace": {
       "description": "render the registry namespace (the release namespace)",

@@ -201,6 +201,8 @@ func generateChart(files map[string][]byte) error {
 			switch {
 			case monitoring[obj]:
 				doc = "{{- if .Values.monitoring.enabled }}\n" + doc + "{{- end }}\n"
+			case manifests.IsMembersGrant(obj):
+				doc = fmt.Sprintf("{{- if eq .Values.memberGrants %q }}\n", manifests.MemberGrantsAll) + doc + "{{- end }}\n"
 			case obj.GetKind() == "Namespace" && obj.GetName() == sentinelNamespace:
 				doc = "{{- if .Values.createNamespace }}\n" + doc + "{{- end }}\n"
 			}
@@ -234,9 +236,13 @@ func generateKustomize(files map[string][]byte) error {
 		return err
 	}
 	var resources []string
+	var grants []*unstructured.Unstructured
 	for _, s := range sources {
 		var docs []string
 		for _, obj := range s.objs {
+			if manifests.IsMembersGrant(obj) {
+				grants = append(grants, obj)
+			}
 			data, err := yaml.Marshal(obj.Object)
 			if err != nil {
 				return fmt.Errorf("%s %s: %w", obj.GetKind(), obj.GetName(), err)
@@ -253,7 +259,37 @@ func generateKustomize(files map[string][]byte) error {
 		k.WriteString("- " + r + "\n")
 	}
 	files[path.Join(kustomizeDir, "kustomization.yaml")] = []byte(k.String())
+	if len(grants) > 0 {
+		files[path.Join(kustomizeDir, noMemberGrantsComponent, "kustomization.yaml")] = noMemberGrants(grants)
+	}
 	return nil
+}
+
+// noMemberGrantsComponent is the kustomize component of install --member-grants=none.
+const noMemberGrantsComponent = "components/no-member-grants"
+
+// noMemberGrants returns the component that deletes the members' default grant from the
+// base, as install --member-grants=none leaves it out.
+func noMemberGrants(grants []*unstructured.Unstructured) []byte {
+	var b strings.Builder
+	b.WriteString(yamlHeader("") + `#
+# install --member-grants=none: the members' identities are bound to nothing here, so each
+# member writes only what a RoleBinding of this cluster grants its identity. Add it to an
+# overlay of the base:
+#   components:
+#   - https://github.com/kubectl-registry/kubectl-registry//manifests/kustomize/` + noMemberGrantsComponent + `?ref=<tag>
+apiVersion: kustomize.config.k8s.io/v1alpha1
+kind: Component
+patches:
+`)
+	for _, obj := range grants {
+		fmt.Fprintf(&b, "- patch: |-\n    $patch: delete\n    apiVersion: %s\n    kind: %s\n    metadata:\n      name: %s\n",
+			obj.GetAPIVersion(), obj.GetKind(), obj.GetName())
+		if ns := obj.GetNamespace(); ns != "" {
+			fmt.Fprintf(&b, "      namespace: %s\n", ns)
+		}
+	}
+	return []byte(b.String())
 }
 
 // kustomizationDoc explains the base in its kustomization.yaml.
@@ -265,8 +301,9 @@ const kustomizationDoc = `#
 #   - https://github.com/kubectl-registry/kubectl-registry//manifests/kustomize?ref=<tag>
 # and set the knobs of install in your overlay (docs/install.md shows how): images: for
 # --image, replicas: for --replicas, a patch of the Deployment's args for --cluster-name
-# and --api-server-endpoint, ../monitoring for --monitoring. The registry namespace is
-# fixed here; to install into another one, use the Helm chart or install.
+# and --api-server-endpoint, ../monitoring for --monitoring, the component
+# components/no-member-grants for --member-grants=none. The registry namespace is fixed
+# here; to install into another one, use the Helm chart or install.
 `
 
 // generatedBy is the notice at the top of every generated file made from source.

@@ -94,6 +94,12 @@ var sameSettings = []settings{
 		values:    map[string]any{"clusterName": "west", "image": map[string]any{"repository": "localhost:5000/kubectl-registry", "tag": "dev"}},
 	},
 	{
+		name:      "members granted nothing",
+		namespace: "cluster-registry",
+		flags:     []string{"--member-grants", "none"},
+		values:    map[string]any{"memberGrants": "none"},
+	},
+	{
 		name:                  "the namespace made by someone else",
 		namespace:             "cluster-registry",
 		values:                map[string]any{"createNamespace": false},
@@ -145,6 +151,7 @@ func TestHelmRefusesWhatInstallRefuses(t *testing.T) {
 		{name: "a cluster name that is not a label", values: map[string]any{"clusterName": "East_1"}, wantErr: "clusterName"},
 		{name: "an image with white space", values: map[string]any{"image": map[string]any{"repository": "a b", "tag": "v1"}}, wantErr: "repository"},
 		{name: "an unknown value", values: map[string]any{"clustername": "east"}, wantErr: "clustername"},
+		{name: "member grants that are neither all nor none", values: map[string]any{"memberGrants": "some"}, wantErr: "memberGrants"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -193,6 +200,7 @@ var flagValues = map[string]string{
 	"image":               "image",
 	"replicas":            "replicas",
 	"monitoring":          "monitoring",
+	"member-grants":       "memberGrants",
 }
 
 // TestEveryInstallFlagIsAValue fails when install has a flag that changes what it

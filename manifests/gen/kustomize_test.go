@@ -46,7 +46,7 @@ func TestKustomizeBaseEqualsInstall(t *testing.T) {
 var overlayBlock = regexp.MustCompile("(?s)```yaml\n(apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n.*?)```")
 
 // remoteBase matches the remote bases of the docs' overlay.
-var remoteBase = regexp.MustCompile(`https://github.com/kubectl-registry/kubectl-registry//manifests/([a-z]+)\?ref=\S+`)
+var remoteBase = regexp.MustCompile(`https://github.com/kubectl-registry/kubectl-registry//manifests/([a-z/-]+)\?ref=\S+`)
 
 // TestKustomizeOverlay builds the overlay docs/install.md shows, with its remote bases
 // replaced by the committed ones, and compares it with install given the same settings
@@ -64,6 +64,19 @@ func TestKustomizeOverlay(t *testing.T) {
 	want := installDryRun(t, "--cluster-name", "east", "--api-server-endpoint", "https://east.example.com:6443",
 		"--image", "registry.example.com/team/kubectl-registry:v0.1.0", "--replicas", "2", "--monitoring")
 	compareObjects(t, "the overlay of docs/install.md", want, kustomizeBuild(t, dir))
+}
+
+// TestKustomizeNoMemberGrants builds the base with the component of --member-grants=none
+// and compares it with install --member-grants none.
+func TestKustomizeNoMemberGrants(t *testing.T) {
+	dir := writeOverlay(t, `apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+- https://github.com/kubectl-registry/kubectl-registry//manifests/kustomize?ref=v0.1.0
+components:
+- https://github.com/kubectl-registry/kubectl-registry//manifests/kustomize/components/no-member-grants?ref=v0.1.0
+`)
+	compareObjects(t, "the base with components/no-member-grants", installDryRun(t, "--member-grants", "none"), kustomizeBuild(t, dir))
 }
 
 // writeOverlay writes kustomization (a kustomization.yaml whose bases are remote bases of
