@@ -14,9 +14,12 @@ import (
 
 	"github.com/go-logr/logr"
 	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/release"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/tools/clientcmd"
@@ -98,20 +101,34 @@ func TestInstallPathsFormAGroup(t *testing.T) {
 			t.Fatalf("kubectl registry join %s: %v\nstdout: %s\nstderr: %s", peer.Name, err, stdout, stderr)
 		}
 	}
-	harness.Eventually(t, 90*time.Second, "the group forms", func() error {
+	formed := func() error {
 		for name, cl := range clients {
 			if err := harness.Members(cl, name, byHelm.Name, byInstall.Name, byKustomize.Name); err != nil {
 				return err
 			}
 		}
 		return nil
+	}
+	harness.Eventually(t, 90*time.Second, "the group forms", formed)
+
+	// helm upgrade changes a knob as install run again does: memberGrants=none removes
+	// the members' default grant (install --member-grants none deletes it), and the group
+	// stays as it is.
+	helmUpgrade(ctx, t, bed.KubeconfigPath, byHelm.Name, map[string]any{
+		"clusterName":       byHelm.Name,
+		"apiServerEndpoint": byHelm.Host(),
+		"memberGrants":      "none",
 	})
+	var grant rbacv1.ClusterRoleBinding
+	if err := helmClient.Get(ctx, client.ObjectKey{Name: v1alpha1.MembersGrantName}, &grant); !apierrors.IsNotFound(err) {
+		t.Errorf("after helm upgrade with memberGrants=none, ClusterRoleBinding %s: %v, want it gone", v1alpha1.MembersGrantName, err)
+	}
+	harness.Eventually(t, 30*time.Second, "the group stays formed", formed)
 }
 
-// helmInstall installs the committed chart into the cluster of kubeconfig's context as
-// `helm install kubectl-registry <chart> --namespace cluster-registry --take-ownership`
-// does.
-func helmInstall(ctx context.Context, t *testing.T, kubeconfig, context string, vals map[string]any) {
+// helmConfig returns Helm's configuration for the cluster of kubeconfig's context, the
+// release in the registry namespace.
+func helmConfig(t *testing.T, kubeconfig, context string) *action.Configuration {
 	t.Helper()
 	ns := v1alpha1.DefaultNamespace
 	flags := genericclioptions.NewConfigFlags(false)
@@ -127,17 +144,41 @@ func helmInstall(ctx context.Context, t *testing.T, kubeconfig, context string, 
 	if err := cfg.Init(flags, ns, "secret", func(format string, v ...any) { fmt.Fprintf(&log, format+"\n", v...) }); err != nil {
 		t.Fatalf("helm: %v", err)
 	}
-	install := action.NewInstall(cfg)
+	return cfg
+}
+
+// helmInstall installs the committed chart into the cluster of kubeconfig's context as
+// `helm install kubectl-registry <chart> --namespace cluster-registry --take-ownership`
+// does.
+func helmInstall(ctx context.Context, t *testing.T, kubeconfig, context string, vals map[string]any) {
+	t.Helper()
+	install := action.NewInstall(helmConfig(t, kubeconfig, context))
 	install.ReleaseName = ChartName
-	install.Namespace = ns
+	install.Namespace = v1alpha1.DefaultNamespace
 	install.TakeOwnership = true
 	install.Timeout = 2 * time.Minute
 	rel, err := install.RunWithContext(ctx, loadChart(t), vals)
 	if err != nil {
 		t.Fatalf("helm install: %v", err)
 	}
-	if rel.Info.Status != "deployed" {
+	if rel.Info.Status != release.StatusDeployed {
 		t.Fatalf("helm install: release %s is %s", rel.Name, rel.Info.Status)
+	}
+}
+
+// helmUpgrade upgrades the release helmInstall made to vals, as `helm upgrade
+// kubectl-registry <chart> --namespace cluster-registry` does.
+func helmUpgrade(ctx context.Context, t *testing.T, kubeconfig, context string, vals map[string]any) {
+	t.Helper()
+	upgrade := action.NewUpgrade(helmConfig(t, kubeconfig, context))
+	upgrade.Namespace = v1alpha1.DefaultNamespace
+	upgrade.Timeout = 2 * time.Minute
+	rel, err := upgrade.RunWithContext(ctx, ChartName, loadChart(t), vals)
+	if err != nil {
+		t.Fatalf("helm upgrade: %v", err)
+	}
+	if rel.Info.Status != release.StatusDeployed || rel.Version != 2 {
+		t.Fatalf("helm upgrade: release %s is %s at version %d", rel.Name, rel.Info.Status, rel.Version)
 	}
 }
 
