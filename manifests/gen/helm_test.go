@@ -88,6 +88,18 @@ var sameSettings = []settings{
 		values:    map[string]any{"apiServerEndpoint": "east.example.com:6443"},
 	},
 	{
+		name:      "a bare IPv6 endpoint",
+		namespace: "cluster-registry",
+		flags:     []string{"--api-server-endpoint", "fd00:10::1"},
+		values:    map[string]any{"apiServerEndpoint": "fd00:10::1"},
+	},
+	{
+		name:      "an IPv6 endpoint with a port",
+		namespace: "cluster-registry",
+		flags:     []string{"--api-server-endpoint", "[fd00:10::1]:6443"},
+		values:    map[string]any{"apiServerEndpoint": "[fd00:10::1]:6443"},
+	},
+	{
 		name:      "only a cluster name, on a registry with a port",
 		namespace: "cluster-registry",
 		flags:     []string{"--cluster-name", "west", "--image", "localhost:5000/kubectl-registry:dev"},

@@ -9,12 +9,15 @@ The controller image, install's --image: <repository>:<tag>.
 {{- end -}}
 
 {{/*
---api-server-endpoint as install passes it: https:// is added to a host or host:port.
+--api-server-endpoint as install passes it: https:// is added to a host or host:port,
+and brackets to a bare IPv6 address.
 */}}
 {{- define "kubectl-registry.apiServerEndpoint" -}}
 {{- $endpoint := trim .Values.apiServerEndpoint -}}
 {{- if contains "://" $endpoint -}}
 {{- $endpoint -}}
+{{- else if regexMatch "^[0-9A-Fa-f]*:[0-9A-Fa-f]*:[0-9A-Fa-f:.]*$" $endpoint -}}
+{{- printf "https://[%s]" $endpoint -}}
 {{- else -}}
 {{- printf "https://%s" $endpoint -}}
 {{- end -}}
