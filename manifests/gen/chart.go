@@ -102,8 +102,8 @@ monitoring:
 memberGrants: %[4]q
 
 # Render the registry namespace (the release namespace), labelled, as install creates it.
-# Set it to false when something else creates the namespace, e.g. helm install
-# --create-namespace, Argo CD's CreateNamespace=true or Flux's install.createNamespace.
+# Set it to false when something else creates the namespace and Helm would refuse to
+# adopt it, e.g. helm install --create-namespace or Flux's install.createNamespace.
 createNamespace: true
 `
 
