@@ -46,8 +46,15 @@ build: ## Build bin/kubectl-registry (static, version stamped) and bin/kubectl_c
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(BIN)/kubectl_complete-registry ./cmd/kubectl_complete-registry
 
 .PHONY: generate
-generate: ## Regenerate deepcopy code and CRD manifests with the pinned controller-gen
+generate: ## Regenerate deepcopy code and CRD manifests with the pinned controller-gen, then the chart and kustomize base
 	$(CONTROLLER_GEN) object paths=./reconciler/api/... crd output:crd:artifacts:config=manifests/crds
+	$(MAKE) charts
+
+# The Helm chart and the kustomize base are generated from the manifests `install` embeds
+# (manifests/*.yaml, crds/, monitoring/); TestGeneratedFilesAreCurrent fails when they are stale.
+.PHONY: charts
+charts: ## Regenerate the Helm chart (manifests/helm) and kustomize base (manifests/kustomize) from the manifests
+	$(GO) run ./manifests/gen
 
 # Release packaging: `make dist` cross-builds these platforms into $(DIST); archive URIs in
 # the krew manifest are $(DIST_BASE_URL)/<archive> (the GitHub release of the tag).
@@ -60,7 +67,9 @@ IMAGE          ?=
 IMAGE_ARCH     ?= amd64
 
 .PHONY: dist
-dist: ## Cross-build release archives, checksums.txt and the krew manifest into dist/
+dist: ## Cross-build release archives, the Helm chart, the kustomize base, checksums.txt and the krew manifest into dist/
+	@# The published chart and base must be what the manifests generate (make charts).
+	$(GO) test -count=1 -run '^TestGeneratedFilesAreCurrent$$' ./manifests/gen
 	rm -rf $(DIST)
 	for p in $(DIST_PLATFORMS); do \
 		os=$${p%/*}; arch=$${p#*/}; ext=; [ "$$os" = windows ] && ext=.exe; \
@@ -71,7 +80,8 @@ dist: ## Cross-build release archives, checksums.txt and the krew manifest into 
 			-o $(DIST)/bin/$${os}_$${arch}/kubectl_complete-registry$$ext ./cmd/kubectl_complete-registry; \
 	done
 	$(GO) run ./cmd/registry-dist package --version '$(VERSION)' --bin-dir $(DIST)/bin --out $(DIST) \
-		--license LICENSE --template .krew.yaml --base-url '$(DIST_BASE_URL)' --platforms '$(DIST_PLATFORMS)'
+		--license LICENSE --template .krew.yaml --base-url '$(DIST_BASE_URL)' --platforms '$(DIST_PLATFORMS)' \
+		--chart manifests/helm/kubectl-registry --kustomize manifests/kustomize --monitoring manifests/monitoring
 
 .PHONY: image
 image: ## Controller image tarball dist/kubectl-registry-image.tar without Docker (docker load -i it)

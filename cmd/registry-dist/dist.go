@@ -63,6 +63,12 @@ type packageOptions struct {
 	// BaseURL is where the archives are published: a platform's uri is BaseURL/<archive>.
 	BaseURL   string
 	Platforms []osArch
+	// Chart, when set, is the Helm chart's directory (manifests/helm/kubectl-registry):
+	// its archive, stamped with the version, goes next to the krew manifest.
+	Chart string
+	// Kustomize and Monitoring, when set, are the kustomize base (manifests/kustomize)
+	// and the monitoring pack (manifests/monitoring), archived together.
+	Kustomize, Monitoring string
 }
 
 // binaryPath returns where packageDist expects the binary of p.
@@ -132,6 +138,9 @@ func packageDist(o packageOptions, log io.Writer) error {
 		data.SHA256[p.key()] = sum
 		fmt.Fprintf(log, "%s  %s\n", sum, archive)
 	}
+	if err := packageInstallers(o, version, sums, log); err != nil {
+		return err
+	}
 	checksums := filepath.Join(o.OutDir, checksumsName)
 	if err := os.WriteFile(checksums, checksumsFile(sums), 0o644); err != nil {
 		return err
@@ -156,6 +165,38 @@ func packageDist(o packageOptions, log io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(log, "wrote %s and %s (version %s)\n", checksums, manifest, version)
+	return nil
+}
+
+// packageInstallers writes the chart's archive and the kustomize archive that o asks for
+// and adds their checksums to sums.
+func packageInstallers(o packageOptions, version string, sums map[string]string, log io.Writer) error {
+	if (o.Kustomize == "") != (o.Monitoring == "") {
+		return errors.New("the kustomize base and the monitoring pack go together: give both or neither")
+	}
+	var archives []string
+	if o.Chart != "" {
+		archive, err := packageChart(o.Chart, version, o.OutDir)
+		if err != nil {
+			return fmt.Errorf("packaging the Helm chart: %w", err)
+		}
+		archives = append(archives, archive)
+	}
+	if o.Kustomize != "" {
+		archive, err := packageKustomize(o.Kustomize, o.Monitoring, version, o.OutDir)
+		if err != nil {
+			return fmt.Errorf("packaging the kustomize base: %w", err)
+		}
+		archives = append(archives, archive)
+	}
+	for _, archive := range archives {
+		sum, err := sha256File(archive)
+		if err != nil {
+			return err
+		}
+		sums[filepath.Base(archive)] = sum
+		fmt.Fprintf(log, "%s  %s\n", sum, archive)
+	}
 	return nil
 }
 

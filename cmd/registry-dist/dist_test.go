@@ -132,13 +132,16 @@ func fakeDist(t *testing.T, version string) (packageOptions, *Plugin) {
 	t.Helper()
 	dir := t.TempDir()
 	o := packageOptions{
-		Version:   version,
-		BinDir:    filepath.Join(dir, "bin"),
-		OutDir:    filepath.Join(dir, "dist"),
-		License:   "../../LICENSE",
-		Template:  templatePath,
-		BaseURL:   "https://example.com/releases/download/" + version + "/",
-		Platforms: distPlatforms,
+		Version:    version,
+		BinDir:     filepath.Join(dir, "bin"),
+		OutDir:     filepath.Join(dir, "dist"),
+		License:    "../../LICENSE",
+		Template:   templatePath,
+		BaseURL:    "https://example.com/releases/download/" + version + "/",
+		Platforms:  distPlatforms,
+		Chart:      chartDir,
+		Kustomize:  kustomizeDir,
+		Monitoring: monitoringDir,
 	}
 	for _, p := range distPlatforms {
 		path := binaryPath(o.BinDir, p)
@@ -178,6 +181,8 @@ func TestPackageDist(t *testing.T) {
 	}
 	want := []string{
 		"checksums.txt",
+		"kubectl-registry-0.2.0.tgz",
+		"kubectl-registry-kustomize_v0.2.0.tar.gz",
 		"kubectl-registry_v0.2.0_darwin_amd64.tar.gz",
 		"kubectl-registry_v0.2.0_darwin_arm64.tar.gz",
 		"kubectl-registry_v0.2.0_linux_amd64.tar.gz",
@@ -219,6 +224,14 @@ func TestPackageDist(t *testing.T) {
 			t.Errorf("sha256sum --check: %v\n%s", err, out)
 		}
 	}
+	// The chart and the kustomize base are published next to the manifest.
+	for _, name := range []string{chartArchiveName("v0.2.0"), kustomizeArchiveName("v0.2.0")} {
+		if !strings.Contains(string(sums), "  "+name+"\n") {
+			t.Errorf("checksums.txt does not list %s:\n%s", name, sums)
+		}
+	}
+	checkChartArchive(t, filepath.Join(o.OutDir, chartArchiveName("v0.2.0")), "v0.2.0")
+	checkKustomizeArchive(t, filepath.Join(o.OutDir, kustomizeArchiveName("v0.2.0")))
 }
 
 // TestPackageDistFixesTheVersion: a version krew rejects still gives a valid manifest.
@@ -281,6 +294,8 @@ func TestRealDist(t *testing.T) {
 	if diff := cmp.Diff([]string(nil), validateDist(p, dir, distPlatforms)); diff != "" {
 		t.Errorf("validateDist (-want +got):\n%s", diff)
 	}
+	checkChartArchive(t, filepath.Join(dir, chartArchiveName(p.Spec.Version)), p.Spec.Version)
+	checkKustomizeArchive(t, filepath.Join(dir, kustomizeArchiveName(p.Spec.Version)))
 
 	host := osArch{runtime.GOOS, runtime.GOARCH}
 	i := p.platformFor(host)

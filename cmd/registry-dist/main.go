@@ -3,7 +3,9 @@
 //
 //	registry-dist package   archives per platform (binary + LICENSE), checksums.txt and the
 //	                        krew manifest rendered from .krew.yaml (dist/registry.yaml),
-//	                        validated against krew's rules and the archives
+//	                        validated against krew's rules and the archives; with --chart
+//	                        the Helm chart as <chart>-<version>.tgz, with --kustomize the
+//	                        kustomize base and monitoring pack as one archive
 //	registry-dist image     the controller image as a tarball `docker load` reads, from the
 //	                        static linux binary, without Docker
 //	registry-dist validate  checks a krew manifest (and, with --dist, its archives)
@@ -30,6 +32,7 @@ func main() {
 
 const usage = `usage:
   registry-dist package --version V --bin-dir DIR --out DIR --license FILE --template FILE --base-url URL [--platforms "os/arch ..."]
+                        [--chart DIR] [--kustomize DIR --monitoring DIR]
   registry-dist image --binary FILE --output FILE [--arch ARCH] [--version V] [--tag IMAGE]
   registry-dist validate [--name registry] [--dist DIR] MANIFEST
   registry-dist krew-version VERSION`
@@ -51,6 +54,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 		fs.StringVar(&o.License, "license", "LICENSE", "license file put into every archive")
 		fs.StringVar(&o.Template, "template", ".krew.yaml", "krew manifest template")
 		fs.StringVar(&o.BaseURL, "base-url", "", "URL the archives are published under (uri = base-url/archive)")
+		fs.StringVar(&o.Chart, "chart", "", "Helm chart directory to package next to the manifest (optional)")
+		fs.StringVar(&o.Kustomize, "kustomize", "", "kustomize base directory to archive with --monitoring (optional)")
+		fs.StringVar(&o.Monitoring, "monitoring", "", "monitoring pack directory archived with --kustomize")
 		if err := parse(fs, args, 0); err != nil {
 			return err
 		}
