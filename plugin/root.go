@@ -130,7 +130,7 @@ func NewCmdRegistry(streams genericiooptions.IOStreams) *cobra.Command {
 	}
 	addGroups(cmd, groups)
 	cmd.AddCommand(
-		version.NewCmdVersion(streams),
+		version.NewCmdVersion(configFlags, streams),
 		completion.NewCmdCompletion(streams),
 	)
 	registerCompletions(cmd, configFlags)

@@ -120,3 +120,18 @@ func TestRunFake(t *testing.T) {
 		t.Errorf("a's view is not shown:\n%s", out)
 	}
 }
+
+// TestSkewWarnings: a cluster whose controller is more than one minor version from the
+// local one is named; development builds and clusters reporting no version are not.
+func TestSkewWarnings(t *testing.T) {
+	got := skewWarnings([]ClusterInfo{
+		{Name: "a", Type: "Local", ControllerVersion: "v0.4.0"},
+		{Name: "b", Type: "Peer", ControllerVersion: "v0.5.1"},
+		{Name: "c", Type: "Peer", ControllerVersion: "v0.2.0"},
+		{Name: "d", Type: "Peer", ControllerVersion: "v0.0.0-dev"},
+		{Name: "e", Type: "Peer"},
+	})
+	if len(got) != 1 || !strings.Contains(got[0], "the controllers of a and c: v0.4.0 and v0.2.0 are 2 minor versions apart") {
+		t.Errorf("skewWarnings = %q", got)
+	}
+}

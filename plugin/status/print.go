@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"k8s.io/cli-runtime/pkg/printers"
+
+	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/buildinfo"
 )
 
 // printView prints the two tables of one view: the clusters, then the rules.
@@ -21,6 +24,9 @@ func printView(out io.Writer, v View, now time.Time) error {
 	}
 	if err := w.Flush(); err != nil {
 		return err
+	}
+	for _, warning := range skewWarnings(v.Clusters) {
+		fmt.Fprintf(out, "Warning: %s\n", warning)
 	}
 	fmt.Fprintln(out)
 	if len(v.Rules) == 0 {
@@ -125,4 +131,30 @@ func addressNote(c ClusterInfo) string {
 		return note
 	}
 	return msg + "; " + note
+}
+
+// skewWarnings says which clusters run controllers further apart than the supported
+// version skew (buildinfo.Skew) from the local one, or from each other when no local
+// Cluster reports a version.
+func skewWarnings(clusters []ClusterInfo) []string {
+	ref := ClusterInfo{}
+	for _, c := range clusters {
+		if c.Type == string(v1alpha1.ClusterTypeLocal) && c.ControllerVersion != "" {
+			ref = c
+		}
+	}
+	var out []string
+	for _, c := range clusters {
+		if ref.Name == "" && c.ControllerVersion != "" {
+			ref = c
+			continue
+		}
+		if c.Name == ref.Name {
+			continue
+		}
+		if err := buildinfo.Skew(ref.ControllerVersion, c.ControllerVersion); err != nil {
+			out = append(out, fmt.Sprintf("the controllers of %s and %s: %v", ref.Name, c.Name, err))
+		}
+	}
+	return out
 }

@@ -46,8 +46,11 @@ type ClusterInfo struct {
 	// LastHeartbeatTime is the lastHeartbeatTime of the Ready condition.
 	LastHeartbeatTime *metav1.Time `json:"lastHeartbeatTime,omitempty"`
 	Version           string       `json:"version,omitempty"`
-	Provider          string       `json:"provider,omitempty"`
-	Distribution      string       `json:"distribution,omitempty"`
+	// ControllerVersion is the version of the cluster's kubectl-registry controller, as
+	// its Cluster's status reports it (empty when it reports none).
+	ControllerVersion string `json:"controllerVersion,omitempty"`
+	Provider          string `json:"provider,omitempty"`
+	Distribution      string `json:"distribution,omitempty"`
 	// Message is status.message, in full.
 	Message string `json:"message,omitempty"`
 	// Advertised is the API server address the cluster advertises (its Cluster's
@@ -111,16 +114,17 @@ func newView(context string, clusters []v1alpha1.Cluster, rules []v1alpha1.Resou
 
 func clusterInfo(c v1alpha1.Cluster) ClusterInfo {
 	info := ClusterInfo{
-		Name:         c.Name,
-		ID:           string(c.Spec.ClusterID),
-		Type:         string(c.Status.Type),
-		State:        string(c.Status.State),
-		Ready:        string(corev1.ConditionUnknown),
-		Synced:       string(corev1.ConditionUnknown),
-		Version:      c.Status.Version,
-		Provider:     c.Status.Provider,
-		Distribution: c.Status.Distribution,
-		Message:      c.Status.Message,
+		Name:              c.Name,
+		ID:                string(c.Spec.ClusterID),
+		Type:              string(c.Status.Type),
+		State:             string(c.Status.State),
+		Ready:             string(corev1.ConditionUnknown),
+		Synced:            string(corev1.ConditionUnknown),
+		Version:           c.Status.Version,
+		ControllerVersion: c.Status.ControllerVersion,
+		Provider:          c.Status.Provider,
+		Distribution:      c.Status.Distribution,
+		Message:           c.Status.Message,
 	}
 	for _, ep := range c.Spec.KubernetesAPIEndpoints {
 		if info.Advertised == "" || ep.ClientNetwork == "" {

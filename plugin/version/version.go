@@ -12,10 +12,12 @@ import (
 	"k8s.io/kubectl/pkg/util/templates"
 
 	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/buildinfo"
 )
 
@@ -31,7 +33,11 @@ const (
 		platform. The same binary is the kubectl plugin and the in-cluster controller, so this
 		is also the version of the controller image built from it.
 
-		No API server is contacted.`
+		No API server is contacted, unless --contexts names contexts whose controllers'
+		versions to show: each context's local Cluster reports its controller's version,
+		and a warning (on stderr) names the controllers further apart from each other, or
+		from this plugin, than the version skew the project supports (one minor version,
+		docs/upgrade.md).`
 
 	versionExample = `
 		# Print the version on one line
@@ -39,7 +45,10 @@ const (
 
 		# Print the version as JSON or YAML
 		kubectl registry version -o json
-		kubectl registry version -o yaml`
+		kubectl registry version -o yaml
+
+		# Print the versions of the controllers of three members too
+		kubectl registry version --contexts east,west,north`
 )
 
 // Options holds the flags and the state of "kubectl registry version".
@@ -48,26 +57,37 @@ type Options struct {
 	Output string
 	// Info is the build to print; Complete fills it from buildinfo.Get.
 	Info buildinfo.Info
+	// Contexts are the contexts whose controllers' versions to show (--contexts).
+	Contexts []string
+	// Factory resolves the contexts and builds their clients.
+	Factory kube.Factory
+
+	cmd *cobra.Command
 
 	genericiooptions.IOStreams
 }
 
-// NewOptions returns Options that write to streams.
-func NewOptions(streams genericiooptions.IOStreams) *Options {
-	return &Options{IOStreams: streams}
+// NewOptions returns Options that write to streams and read the contexts of getter.
+func NewOptions(getter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *Options {
+	o := &Options{IOStreams: streams}
+	if getter != nil {
+		o.Factory = kube.NewFactory(getter)
+	}
+	return o
 }
 
 // NewCmdVersion returns the "version" command.
-func NewCmdVersion(streams genericiooptions.IOStreams) *cobra.Command {
-	o := NewOptions(streams)
+func NewCmdVersion(getter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *cobra.Command {
+	o := NewOptions(getter, streams)
 	cmd := &cobra.Command{
-		Use:                   "version [-o json|yaml]",
+		Use:                   "version [--contexts A,B,...] [-o json|yaml]",
 		DisableFlagsInUseLine: true,
 		Short:                 "Print the version of kubectl-registry",
 		Long:                  templates.LongDesc(versionLong),
 		Example:               templates.Examples(versionExample),
 		Args:                  cmdutil.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o.cmd = cmd
 			if err := o.Complete(args); err != nil {
 				return err
 			}
@@ -79,6 +99,8 @@ func NewCmdVersion(streams genericiooptions.IOStreams) *cobra.Command {
 	}
 	cmd.Flags().StringVarP(&o.Output, "output", "o", o.Output,
 		fmt.Sprintf("Output format. One of: (%s).", strings.Join(outputFormats(), ", ")))
+	cmd.Flags().StringSliceVar(&o.Contexts, "contexts", o.Contexts,
+		"Kubeconfig contexts whose controllers' versions to show too, comma-separated (each one's local Cluster reports it).")
 	return cmd
 }
 
@@ -93,11 +115,14 @@ func (o *Options) Validate() error {
 	if o.Output != "" && !slices.Contains(outputFormats(), o.Output) {
 		return fmt.Errorf("--output must be one of (%s), got %q", strings.Join(outputFormats(), ", "), o.Output)
 	}
-	return nil
+	return kube.ValidateContexts(o.Contexts)
 }
 
-// Run prints the version.
-func (o *Options) Run(_ context.Context) error {
+// Run prints the version, and with --contexts the controllers' versions.
+func (o *Options) Run(ctx context.Context) error {
+	if len(o.Contexts) > 0 {
+		return o.runControllers(ctx)
+	}
 	var out []byte
 	switch o.Output {
 	case "":

@@ -58,7 +58,7 @@ version: v1.2.3
 	for _, tt := range tests {
 		t.Run("output="+tt.output, func(t *testing.T) {
 			streams, _, out, errOut := genericiooptions.NewTestIOStreams()
-			o := NewOptions(streams)
+			o := NewOptions(nil, streams)
 			o.Output = tt.output
 			o.Info = testInfo
 			err := o.Validate()
@@ -124,7 +124,7 @@ func TestCommand(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			streams, _, out, _ := genericiooptions.NewTestIOStreams()
-			cmd := NewCmdVersion(streams)
+			cmd := NewCmdVersion(nil, streams)
 			cmd.SilenceErrors, cmd.SilenceUsage = true, true
 			cmd.SetArgs(tt.args)
 			err := cmd.ExecuteContext(context.Background())

@@ -66,6 +66,9 @@ type Reconciler struct {
 
 	HeartbeatPeriod time.Duration
 	MetadataPeriod  time.Duration
+	// ControllerVersion is this controller's version, reported on the local Cluster's
+	// status (buildinfo).
+	ControllerVersion string
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 
@@ -260,6 +263,7 @@ func (r *Reconciler) localStatus(ctx context.Context, cluster *v1alpha1.Cluster,
 			"peers that know other clusters than this one: "+strings.Join(behind, ", ")))
 	}
 
+	status.ControllerVersion = r.ControllerVersion
 	status.State, status.Message = v1alpha1.ClusterStateReady, ""
 	if conflict {
 		status.State, status.Message = v1alpha1.ClusterStateFailed, conflictMsg
@@ -375,6 +379,7 @@ func (r *Reconciler) peerStatus(ctx context.Context, cluster *v1alpha1.Cluster, 
 		var own v1alpha1.Cluster
 		if err := rd.Get(ctx, client.ObjectKey{Name: cluster.Name}, &own); err == nil && own.Spec.ClusterID == cluster.Spec.ClusterID && own.Status.Type == v1alpha1.ClusterTypeLocal {
 			status.ClusterMetadata = *own.Status.ClusterMetadata.DeepCopy()
+			status.ControllerVersion = own.Status.ControllerVersion
 			if r.PeerKeys != nil {
 				key := own.Annotations[v1alpha1.ReaderPublicKeyAnnotation]
 				r.PeerKeys.Set(cluster.Spec.ClusterID, key)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/bootstrap"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/buildinfo"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/clusters"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/engine"
@@ -234,9 +235,10 @@ func SetupRegistry(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 			}
 			return v.GitVersion, nil
 		},
-		Recorder:        recorder,
-		HeartbeatPeriod: ro.HeartbeatPeriod,
-		MetadataPeriod:  ro.MetadataPeriod,
+		Recorder:          recorder,
+		HeartbeatPeriod:   ro.HeartbeatPeriod,
+		MetadataPeriod:    ro.MetadataPeriod,
+		ControllerVersion: buildinfo.Get().Version,
 	}
 	if err := status.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up cluster status: %w", err)

@@ -215,6 +215,12 @@ type ClusterStatus struct {
 	// Leader is true while the local controller holds leadership (seed field).
 	// +optional
 	Leader bool `json:"leader,omitempty"`
+	// ControllerVersion is the version of the kubectl-registry controller of the cluster:
+	// on the local Cluster its own, on a peer's the one that peer reports on its own
+	// Cluster. Empty for a controller that does not report one (the seed's, or a version
+	// older than the field).
+	// +optional
+	ControllerVersion string `json:"controllerVersion,omitempty"`
 
 	ClusterMetadata `json:",inline"`
 
