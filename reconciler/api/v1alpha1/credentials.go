@@ -133,6 +133,12 @@ const (
 	// legacy member here (LegacyPeerAnnotation): it is issued a reader credential in
 	// the clear, sealed to nothing.
 	ReasonLegacyPeer = "LegacyPeer"
+	// SeedCoreSyncLabel ("true") marks the objects the seed's controller makes for its
+	// own membership on its cluster: the ClusterFeature cluster-registry-core-resources
+	// (whose cluster the seed's members copy Clusters and reader Secrets from) and the
+	// ResourceSyncRules cluster-registry-core-resource-*. This controller keeps the
+	// membership itself: it never runs such a rule, wherever it was made.
+	SeedCoreSyncLabel = "cluster-registry-controller.k8s.cisco.com/core-sync-resource"
 )
 
 // IsLegacyPeer reports whether this cluster's admin named the peer c describes a legacy
