@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,6 +34,9 @@ const (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(envSeedSrc) == "" {
+		os.Exit(m.Run()) // the test skips: start no API servers
+	}
 	os.Exit(testbed.Main(m, harness.BedOptions(seedName, nameA, nameB), &bed))
 }
 
@@ -78,7 +82,7 @@ func TestMixedGroup(t *testing.T) {
 	t.Run("the seed's manual swap joins them", func(t *testing.T) {
 		for _, n := range []string{nameA, nameB} {
 			harness.Swap(t, seedCl, ours[n], seedName)
-			harness.Swap(t, ours[n], seedCl, n)
+			readmeSwap(t, ours[n], seedCl, n)
 		}
 		harness.Swap(t, a, b, nameA)
 		harness.Swap(t, b, a, nameB)
@@ -100,6 +104,11 @@ func TestMixedGroup(t *testing.T) {
 				}
 				return nil
 			})
+			// The seed's controller cannot read it either: the shared reader Secret it
+			// holds is a bootstrap credential, refused listing Namespaces.
+			if state, msg, err := seedPeerState(seedCl, n); err != nil || state == "Ready" {
+				t.Errorf("the seed's member shows %s %q (%s, %v) before consent, want it not Ready", n, state, msg, err)
+			}
 			// Nothing issued, in the clear or sealed, in either namespace.
 			for _, ns := range []string{v1alpha1.DefaultNamespace, v1alpha1.ReadersNamespace(v1alpha1.DefaultNamespace)} {
 				var issued corev1.Secret
@@ -155,6 +164,28 @@ func TestMixedGroup(t *testing.T) {
 			}
 			return nil
 		})
+	})
+
+	t.Run("ours never run the seed's own membership rules", func(t *testing.T) {
+		// The built-in rule copies every member's rules, the seed's core rules too; they
+		// would copy the seed's reader Secrets into ours.
+		for n, cl := range ours {
+			harness.Eventually(t, 60*time.Second, n+" refuses the seed's core rules", func() error {
+				var rules v1alpha1.ResourceSyncRuleList
+				if err := cl.List(ctx, &rules, client.MatchingLabels{v1alpha1.SeedCoreSyncLabel: "true"}); err != nil {
+					return err
+				}
+				if len(rules.Items) == 0 {
+					return fmt.Errorf("no copy of the seed's core rules on %s yet", n)
+				}
+				for _, r := range rules.Items {
+					if !meta.IsStatusConditionFalse(r.Status.Conditions, v1alpha1.RuleConditionAllowed) {
+						return fmt.Errorf("on %s, the seed's rule %s is not refused: %+v", n, r.Name, r.Status.Conditions)
+					}
+				}
+				return nil
+			})
+		}
 	})
 
 	t.Run("one rule syncs ConfigMaps both ways", func(t *testing.T) {
@@ -256,4 +287,46 @@ func copyLegacyCredential(t *testing.T, seedCl client.Client, n string, kubeconf
 	if err := seedCl.Update(ctx, &s); err != nil {
 		t.Fatalf("copying %s's legacy credential to the seed's member: %v", n, err)
 	}
+}
+
+// readmeSwap copies cluster name's Cluster and then its reader Secret from one cluster to
+// another, in the order of the seed's README (`kubectl get cluster ... | kubectl apply`,
+// then the same for the Secret). The seed's controller, reconciling the Cluster before
+// its Secret exists, writes InvalidAuthInfo (`secrets "NAME" not found`) and writes a
+// peer's status again only from a reconcile of that peer that reads it: with a reader
+// that cannot list and watch Namespaces there (as ours could not), that status stayed.
+func readmeSwap(t *testing.T, from, to client.Client, name string) {
+	t.Helper()
+	ctx := context.Background()
+	var c v1alpha1.Cluster
+	if err := from.Get(ctx, client.ObjectKey{Name: name}, &c); err != nil {
+		t.Fatal(err)
+	}
+	ref := c.Spec.AuthInfo.SecretRef
+	var s corev1.Secret
+	if err := from.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &s); err != nil {
+		t.Fatal(err)
+	}
+	harness.Clean(&c)
+	c.Status = v1alpha1.ClusterStatus{}
+	harness.Clean(&s)
+	if err := to.Create(ctx, &c); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("copying Cluster %s: %v", name, err)
+	}
+	// Let the seed's controller see the Cluster without its Secret first, as it does
+	// when a user pastes the README's commands one by one.
+	time.Sleep(2 * time.Second)
+	if err := to.Create(ctx, &s); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("copying Secret %s: %v", ref.Name, err)
+	}
+}
+
+// seedPeerState returns the state and message the seed's controller shows for Cluster
+// name on its cluster.
+func seedPeerState(cl client.Client, name string) (string, string, error) {
+	var c v1alpha1.Cluster
+	if err := cl.Get(context.Background(), client.ObjectKey{Name: name}, &c); err != nil {
+		return "", "", err
+	}
+	return string(c.Status.State), c.Status.Message, nil
 }
