@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -49,7 +52,7 @@ func TestMixedGroup(t *testing.T) {
 	s := findSeed(t)
 	ctx := context.Background()
 	seedCl := s.install(t, bed.Cluster(seedName))
-	s.serve(t, bed.Cluster(seedName))
+	stopSeed := s.serve(t, bed.Cluster(seedName))
 	a, b := harness.Install(t, bed.Cluster(nameA)), harness.Install(t, bed.Cluster(nameB))
 	harness.Serve(t, bed.Cluster(nameA))
 	harness.Serve(t, bed.Cluster(nameB))
@@ -164,6 +167,14 @@ func TestMixedGroup(t *testing.T) {
 			}
 			return nil
 		})
+		// status shows which peers are legacy.
+		out, err := exec.Command(harness.Binary(t), "status", "--kubeconfig", bed.KubeconfigPath, "--context", nameA).CombinedOutput()
+		if err != nil {
+			t.Fatalf("status: %v\n%s", err, out)
+		}
+		if !regexp.MustCompile(`(?m)^` + seedName + `\s+\S+\s+Peer \(legacy\)\s+Ready`).Match(out) {
+			t.Errorf("status does not show %s a Ready legacy peer:\n%s", seedName, out)
+		}
 	})
 
 	t.Run("ours never run the seed's own membership rules", func(t *testing.T) {
@@ -221,6 +232,99 @@ func TestMixedGroup(t *testing.T) {
 						return fmt.Errorf("on %s, ConfigMap %s holds %v", n, name, got.Data)
 					}
 					return nil
+				})
+			}
+		}
+	})
+
+	// docs/migrate.md, for the seed's member: its chart uninstalled, its membership
+	// objects deleted, ours installed with the same cluster name, the consent removed on
+	// ours and one join.
+	t.Run("the seed's member moves to ours", func(t *testing.T) {
+		stopSeed()
+		s.uninstall(t, seedCl)
+		for _, l := range []client.ObjectList{&v1alpha1.ClusterFeatureList{}, &v1alpha1.ResourceSyncRuleList{}} {
+			if err := seedCl.List(ctx, l, client.MatchingLabels{v1alpha1.SeedCoreSyncLabel: "true"}); err != nil {
+				t.Fatal(err)
+			}
+			items, err := meta.ExtractList(l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, o := range items {
+				if err := seedCl.Delete(ctx, o.(client.Object)); err != nil && !apierrors.IsNotFound(err) {
+					t.Fatal(err)
+				}
+			}
+		}
+		ourCRDs, err := filepath.Glob(filepath.Join(harness.CRDsDir, "*.yaml"))
+		if err != nil || len(ourCRDs) == 0 {
+			t.Fatalf("our CRDs: %v", err)
+		}
+		replaceCRDs(t, seedCl, ourCRDs)
+		harness.Install(t, bed.Cluster(seedName))
+		harness.Serve(t, bed.Cluster(seedName))
+		harness.Eventually(t, 60*time.Second, "ours bootstraps on the seed's former member", func() error {
+			// The seed's controller left a Ready local Cluster and a reader Secret: wait
+			// for ours to advertise its key and to write its own token there.
+			var c v1alpha1.Cluster
+			if err := seedCl.Get(ctx, client.ObjectKey{Name: seedName}, &c); err != nil {
+				return err
+			}
+			if c.Annotations[v1alpha1.ReaderPublicKeyAnnotation] == "" {
+				return fmt.Errorf("the Cluster %s advertises no reader key yet", seedName)
+			}
+			var s corev1.Secret
+			if err := seedCl.Get(ctx, client.ObjectKey{Namespace: v1alpha1.DefaultNamespace, Name: seedName}, &s); err != nil {
+				return err
+			}
+			if s.Annotations[v1alpha1.TokenExpiresAtAnnotation] == "" {
+				return fmt.Errorf("the reader Secret %s still holds the seed's token", seedName)
+			}
+			return harness.LocalReady(seedCl, seedName)
+		})
+		for n, cl := range ours {
+			var c v1alpha1.Cluster
+			if err := cl.Get(ctx, client.ObjectKey{Name: seedName}, &c); err != nil {
+				t.Fatal(err)
+			}
+			patch := client.MergeFrom(c.DeepCopy())
+			delete(c.Annotations, v1alpha1.LegacyPeerAnnotation)
+			if err := cl.Patch(ctx, &c, patch); err != nil {
+				t.Fatalf("removing the consent on %s: %v", n, err)
+			}
+		}
+		out, err := exec.Command(harness.Binary(t), "join", "--kubeconfig", bed.KubeconfigPath, "--context", seedName, "--peer-context", nameA, "--allow-loopback").CombinedOutput()
+		if err != nil {
+			t.Fatalf("join: %v\n%s", err, out)
+		}
+		harness.Eventually(t, 120*time.Second, "the group of ours forms", func() error {
+			for n, cl := range all {
+				if err := harness.Members(cl, n, seedName, nameA, nameB); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		for n, cl := range ours {
+			harness.Eventually(t, 60*time.Second, n+" revokes the credential in the clear", func() error {
+				var s corev1.Secret
+				err := cl.Get(ctx, client.ObjectKey{Namespace: v1alpha1.ReadersNamespace(v1alpha1.DefaultNamespace), Name: v1alpha1.LegacyReaderSecretName(seedID)}, &s)
+				if !apierrors.IsNotFound(err) {
+					return fmt.Errorf("on %s, the credential in the clear is still there (%v)", n, err)
+				}
+				return nil
+			})
+		}
+		// Nothing was lost, and the rule syncs from the migrated member.
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: mixedNS, Name: "after-migration"}, Data: map[string]string{"origin": seedName}}
+		if err := seedCl.Create(ctx, cm); err != nil {
+			t.Fatal(err)
+		}
+		for n, cl := range all {
+			for _, name := range []string{"from-" + seedName, "from-" + nameA, "after-migration"} {
+				harness.Eventually(t, 60*time.Second, fmt.Sprintf("ConfigMap %s on %s", name, n), func() error {
+					return cl.Get(ctx, types.NamespacedName{Namespace: mixedNS, Name: name}, &corev1.ConfigMap{})
 				})
 			}
 		}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"text/template"
@@ -202,28 +203,7 @@ func (s seed) install(t *testing.T, c *testbed.Cluster) client.Client {
 	if err != nil || len(crds) == 0 {
 		t.Fatalf("the seed's chart has no CRDs (%v)", err)
 	}
-	for _, path := range crds {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var want apiextensionsv1.CustomResourceDefinition
-		if err := yaml.Unmarshal(b, &want); err != nil {
-			t.Fatalf("decoding %s: %v", path, err)
-		}
-		var have apiextensionsv1.CustomResourceDefinition
-		err = cl.Get(ctx, client.ObjectKey{Name: want.Name}, &have)
-		switch {
-		case apierrors.IsNotFound(err):
-			err = cl.Create(ctx, &want)
-		case err == nil:
-			have.Spec = want.Spec
-			err = cl.Update(ctx, &have)
-		}
-		if err != nil {
-			t.Fatalf("installing the seed's CRD %s on %s: %v", want.Name, c.Name, err)
-		}
-	}
+	replaceCRDs(t, cl, crds)
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: seedNamespace}}
 	if err := cl.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
@@ -242,8 +222,9 @@ func (s seed) install(t *testing.T, c *testbed.Cluster) client.Client {
 
 // serve runs the seed's controller for cluster c as a process, with the environment
 // its chart's Deployment sets (but the webhook, which needs the API server to call it,
-// and leader election), authenticated as the chart's ServiceAccount.
-func (s seed) serve(t *testing.T, c *testbed.Cluster) {
+// and leader election), authenticated as the chart's ServiceAccount. It returns a func
+// that stops it (called again at cleanup, it does nothing).
+func (s seed) serve(t *testing.T, c *testbed.Cluster) (stop func()) {
 	t.Helper()
 	ctx := context.Background()
 	cs, err := c.Clientset()
@@ -290,14 +271,20 @@ func (s seed) serve(t *testing.T, c *testbed.Cluster) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-done:
+			case <-time.After(20 * time.Second):
+				_ = cmd.Process.Kill()
+				<-done
+			}
+		})
+	}
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
+		stop()
 		if t.Failed() {
 			b, _ := os.ReadFile(logFile.Name())
 			lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
@@ -307,6 +294,51 @@ func (s seed) serve(t *testing.T, c *testbed.Cluster) {
 			t.Logf("log of the seed's controller of %s:\n%s", c.Name, strings.Join(lines, "\n"))
 		}
 	})
+	return stop
+}
+
+// uninstall deletes what `helm uninstall` of the seed's chart deletes of what install
+// applied (the CRDs stay, as Helm keeps a chart's crds/).
+func (s seed) uninstall(t *testing.T, cl client.Client) {
+	t.Helper()
+	objs, err := s.render(nil, "rbac.yaml", "reader-rbac.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		if err := cl.Delete(context.Background(), o); err != nil && !apierrors.IsNotFound(err) {
+			t.Fatalf("deleting the seed's %s %s: %v", o.GetKind(), o.GetName(), err)
+		}
+	}
+}
+
+// replaceCRDs replaces the registry's CRDs on a cluster with those in the files given,
+// as an install or a chart's crds/ does.
+func replaceCRDs(t *testing.T, cl client.Client, paths []string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, path := range paths {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want apiextensionsv1.CustomResourceDefinition
+		if err := yaml.Unmarshal(b, &want); err != nil {
+			t.Fatalf("decoding %s: %v", path, err)
+		}
+		var have apiextensionsv1.CustomResourceDefinition
+		err = cl.Get(ctx, client.ObjectKey{Name: want.Name}, &have)
+		switch {
+		case apierrors.IsNotFound(err):
+			err = cl.Create(ctx, &want)
+		case err == nil:
+			have.Spec = want.Spec
+			err = cl.Update(ctx, &have)
+		}
+		if err != nil {
+			t.Fatalf("installing the CRD %s: %v", want.Name, err)
+		}
+	}
 }
 
 // seedMembers checks what the seed's controller shows on its cluster: exactly the named
