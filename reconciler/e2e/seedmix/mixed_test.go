@@ -44,10 +44,12 @@ func TestMain(m *testing.M) {
 }
 
 // TestMixedGroup forms a group of the seed's controller and two of ours, joined with the
-// seed's manual swap, and walks a team's migration: without the admin's consent ours
-// issue the seed's member nothing and say so; once its admin names it a legacy peer and
-// copies the credential issued to it, every member sees every other Ready and one rule
-// syncs ConfigMaps both ways. The subtests build on each other.
+// seed's manual swap, and walks a team's migration (docs/migrate.md): without the admin's
+// consent ours issue the seed's member nothing and say so; once their admins name it a
+// legacy peer and copy it the credentials issued to it, every member sees every other
+// Ready (the seed's controller no longer shows ours InvalidAuthInfo) and one rule syncs
+// ConfigMaps both ways; then the seed's member moves to ours. The subtests build on each
+// other.
 func TestMixedGroup(t *testing.T) {
 	s := findSeed(t)
 	ctx := context.Background()
@@ -64,8 +66,8 @@ func TestMixedGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Every cluster lets its peers read ConfigMaps, as the seed's README has its users do
-	// (a ClusterRole aggregated into the reader's).
+	// Every cluster lets its peers read ConfigMaps and its controller write them, as the
+	// seed's README has its users do.
 	for name, cl := range all {
 		grantConfigMaps(t, cl, name)
 		if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: mixedNS}}); err != nil && !apierrors.IsAlreadyExists(err) {
