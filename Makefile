@@ -141,7 +141,7 @@ seed-controller: ## Build the seed's controller from the checkout at SEED_SRC in
 	cd $(SEED_SRC) && CGO_ENABLED=0 GOFLAGS=-mod=mod $(GO) build -trimpath -o $(SEED_BIN) ./cmd/manager
 
 .PHONY: test-seedmix
-test-seedmix: testbin seed-controller ## A group of the seed's controller and two of ours on real API servers (needs SEED_SRC)
+test-seedmix: $(addprefix $(TESTBIN)/,$(KUBE_COMMANDS)) $(TESTBIN)/etcd seed-controller ## A group of the seed's controller and two of ours on real API servers (needs SEED_SRC)
 	SEED_SRC=$(abspath $(SEED_SRC)) SEED_CONTROLLER=$(SEED_BIN) KUBEBUILDER_ASSETS=$(TESTBIN) \
 		$(GO) test $(GOTEST_FLAGS) -p 1 ./reconciler/e2e/seedmix/
 
