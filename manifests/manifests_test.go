@@ -68,6 +68,8 @@ func TestObjectsInApplyOrder(t *testing.T) {
 		"ClusterRole /" + v1alpha1.BootstrapRoleName,
 		"ClusterRoleBinding /" + v1alpha1.BootstrapRoleName,
 		"RoleBinding " + ns + "/" + v1alpha1.BootstrapRoleName,
+		"ClusterRole /" + v1alpha1.LegacyReaderRoleName,
+		"ClusterRoleBinding /" + v1alpha1.LegacyReaderRoleName,
 		"ClusterRole /" + v1alpha1.MetricsReaderRoleName,
 		"Service " + ns + "/cluster-registry-controller-metrics",
 		"NetworkPolicy " + ns + "/" + v1alpha1.ControllerName,

@@ -464,8 +464,28 @@ func TestControllerIdentity(t *testing.T) {
 			_, err := cs.RbacV1().Roles(ns).Get(ctx, v1alpha1.ControllerName, metav1.GetOptions{})
 			return err
 		}},
+		// The credentials issued in the clear to legacy peers live in the readers
+		// namespace, where no peer reads: the controller gets, updates and deletes them.
 		{"get another secret in readers namespace", func(ctx context.Context, cs kubernetes.Interface, _ client.Client) error {
 			_, err := cs.CoreV1().Secrets(v1alpha1.ReadersNamespace(ns)).Get(ctx, "reader-test", metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return nil // allowed, and not made here
+			}
+			return err
+		}},
+		// The legacy peers' binding: its subjects are the controller's, and it may bind
+		// that ClusterRole only.
+		{"update the legacy reader binding", func(ctx context.Context, cs kubernetes.Interface, _ client.Client) error {
+			crb, err := cs.RbacV1().ClusterRoleBindings().Get(ctx, v1alpha1.LegacyReaderRoleName, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			crb.Subjects = []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: v1alpha1.ReadersNamespace(ns), Name: "cluster-registry-reader-test"}}
+			_, err = cs.RbacV1().ClusterRoleBindings().Update(ctx, crb, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
+			return err
+		}},
+		{"update another clusterrolebinding", func(ctx context.Context, cs kubernetes.Interface, _ client.Client) error {
+			_, err := cs.RbacV1().ClusterRoleBindings().Get(ctx, v1alpha1.ReaderName, metav1.GetOptions{})
 			return err
 		}},
 		{"list secrets in readers namespace", func(ctx context.Context, cs kubernetes.Interface, _ client.Client) error {
@@ -482,7 +502,9 @@ func TestControllerIdentity(t *testing.T) {
 		"create and update the bootstrap role":    "allowed",
 		"create a role granting configmaps":       "forbidden",
 		"get another role":                        "forbidden",
-		"get another secret in readers namespace": "forbidden",
+		"get another secret in readers namespace": "allowed",
+		"update the legacy reader binding":        "allowed",
+		"update another clusterrolebinding":       "forbidden",
 		"list secrets in readers namespace":       "forbidden",
 		"create cluster":                          "allowed",
 		"create secret in registry namespace":     "allowed",

@@ -86,6 +86,8 @@ func wantRendered(ns, image string, replicas int32, args ...string) rendered {
 			"ClusterRole /cluster-registry-bootstrap",
 			"ClusterRoleBinding /cluster-registry-bootstrap",
 			"RoleBinding " + ns + "/cluster-registry-bootstrap",
+			"ClusterRole /cluster-registry-legacy-reader",
+			"ClusterRoleBinding /cluster-registry-legacy-reader",
 			"ClusterRole /cluster-registry-metrics-reader",
 			"Service " + ns + "/cluster-registry-controller-metrics",
 			"NetworkPolicy " + ns + "/cluster-registry-controller",

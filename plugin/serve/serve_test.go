@@ -43,7 +43,7 @@ func TestFlags(t *testing.T) {
 		RetryPeriod:             time.Second,
 		GracefulShutdownTimeout: 30 * time.Second,
 		Registry: manager.RegistryOptions{
-			TokenLifetime: 24 * time.Hour, PeerHealthInterval: 5 * time.Second, PeerFailureThreshold: 3,
+			TokenLifetime: 24 * time.Hour, LegacyTokenLifetime: 30 * 24 * time.Hour, PeerHealthInterval: 5 * time.Second, PeerFailureThreshold: 3,
 			HeartbeatPeriod: 5 * time.Minute, MetadataPeriod: 5 * time.Minute, SyncWorkers: 8,
 			MaxPeerObjects: 20000, OverCapRetry: time.Minute,
 			MaxPeerResponseBytes: 64 << 20, MaxPeerObjectBytes: 3 << 20, MaxPeerMembershipObjects: 1000, MaxRules: 500,
@@ -64,7 +64,7 @@ func TestFlags(t *testing.T) {
 				"--leader-elect-lease-duration=30s", "--leader-elect-renew-deadline=20s", "--leader-elect-retry-period=2s",
 				"--graceful-shutdown-timeout=5s",
 				"--api-server-endpoint=203.0.113.7:6443", "--network-name=east-net",
-				"--reader-token-lifetime=1h", "--peer-health-interval=1s", "--peer-failure-threshold=5",
+				"--reader-token-lifetime=1h", "--legacy-reader-token-lifetime=48h", "--peer-health-interval=1s", "--peer-failure-threshold=5",
 				"--heartbeat-period=1m", "--metadata-refresh-period=2m",
 				"--max-peer-objects=50", "--max-peer-objects-retry=5s",
 				"--max-peer-response-bytes=1048576", "--max-peer-object-bytes=65536", "--max-peer-membership-objects=10", "--max-rules=7",
@@ -77,7 +77,7 @@ func TestFlags(t *testing.T) {
 				o.GracefulShutdownTimeout = 5 * time.Second
 				o.Registry = manager.RegistryOptions{
 					APIServerEndpoint: "https://203.0.113.7:6443", NetworkName: "east-net",
-					TokenLifetime: time.Hour, PeerHealthInterval: time.Second, PeerFailureThreshold: 5,
+					TokenLifetime: time.Hour, LegacyTokenLifetime: 48 * time.Hour, PeerHealthInterval: time.Second, PeerFailureThreshold: 5,
 					HeartbeatPeriod: time.Minute, MetadataPeriod: 2 * time.Minute, SyncWorkers: 8,
 					MaxPeerObjects: 50, OverCapRetry: 5 * time.Second,
 					MaxPeerResponseBytes: 1 << 20, MaxPeerObjectBytes: 64 << 10, MaxPeerMembershipObjects: 10, MaxRules: 7,

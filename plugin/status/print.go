@@ -19,7 +19,7 @@ func printView(out io.Writer, v View, now time.Time) error {
 	fmt.Fprintln(w, "NAME\tID\tTYPE\tSTATE\tREADY\tSYNCED\tVERSION\tPROVIDER\tLAST HEARTBEAT\tMESSAGE")
 	for _, c := range v.Clusters {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
-			c.Name, orNone(c.ID), orNone(c.Type), orNone(c.State), c.Ready, c.Synced,
+			c.Name, orNone(c.ID), typeCell(c), orNone(c.State), c.Ready, c.Synced,
 			orNone(c.Version), orNone(c.Provider), age(c.LastHeartbeatTime, now), orNone(addressNote(c)))
 	}
 	if err := w.Flush(); err != nil {
@@ -157,4 +157,12 @@ func skewWarnings(clusters []ClusterInfo) []string {
 		}
 	}
 	return out
+}
+
+// typeCell is the TYPE of a Cluster: "Peer (legacy)" for a peer named a legacy member.
+func typeCell(c ClusterInfo) string {
+	if c.Legacy {
+		return orNone(c.Type) + " (legacy)"
+	}
+	return orNone(c.Type)
 }

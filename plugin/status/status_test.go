@@ -429,6 +429,12 @@ func TestNewView(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Name: "z"},
 			Spec:       v1alpha1.ClusterSpec{ClusterID: "id-z"},
 		},
+		// s runs the seed's controller: this cluster's admin named it a legacy peer.
+		{
+			ObjectMeta: metav1.ObjectMeta{Name: "s", Annotations: map[string]string{v1alpha1.LegacyPeerAnnotation: "true"}},
+			Spec:       v1alpha1.ClusterSpec{ClusterID: "id-s"},
+			Status:     v1alpha1.ClusterStatus{State: v1alpha1.ClusterStateReady, Type: v1alpha1.ClusterTypePeer},
+		},
 		{
 			ObjectMeta: metav1.ObjectMeta{Name: "a"},
 			Spec: v1alpha1.ClusterSpec{ClusterID: "id-a", KubernetesAPIEndpoints: []v1alpha1.KubernetesAPIEndpoint{
@@ -475,6 +481,7 @@ func TestNewView(t *testing.T) {
 		Clusters: []ClusterInfo{
 			{Name: "a", ID: "id-a", Type: "Peer", State: "Failed", Ready: "False", Synced: "True", LastHeartbeatTime: &hb, Version: "v1.36.3", Provider: "kind", Message: "down",
 				Advertised: "https://a.example:6443", ReachedAt: "https://10.0.0.1:6443"},
+			{Name: "s", ID: "id-s", Type: "Peer", Legacy: true, State: "Ready", Ready: "Unknown", Synced: "Unknown"},
 			{Name: "z", ID: "id-z", Ready: "Unknown", Synced: "Unknown"},
 		},
 		Rules: []RuleInfo{
@@ -491,9 +498,10 @@ func TestNewView(t *testing.T) {
 	if err := printView(&b, got, hb.Add(90*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	wantOut := `NAME   ID     TYPE     STATE    READY     SYNCED    VERSION   PROVIDER   LAST HEARTBEAT   MESSAGE
-a      id-a   Peer     Failed   False     True      v1.36.3   kind       90s              down; reached at https://10.0.0.1:6443 (advertises https://a.example:6443)
-z      id-z   <none>   <none>   Unknown   Unknown   <none>    <none>     <unknown>        <none>
+	wantOut := `NAME   ID     TYPE            STATE    READY     SYNCED    VERSION   PROVIDER   LAST HEARTBEAT   MESSAGE
+a      id-a   Peer            Failed   False     True      v1.36.3   kind       90s              down; reached at https://10.0.0.1:6443 (advertises https://a.example:6443)
+s      id-s   Peer (legacy)   Ready    Unknown   Unknown   <none>    <none>     <unknown>        <none>
+z      id-z   <none>          <none>   Unknown   Unknown   <none>    <none>     <unknown>        <none>
 
 NAME   KIND                 READY   SOURCES       SYNCED   CONFLICTS   MESSAGE
 r1     Secret.v1            False   0/0 syncing   0        0           unknown kind

@@ -37,6 +37,10 @@ type ClusterInfo struct {
 	ID string `json:"id"`
 	// Type is Local or Peer ("" until the controller has looked at it).
 	Type string `json:"type"`
+	// Legacy is set on a peer this cluster's admin named a legacy member (annotation
+	// cluster-registry.k8s.cisco.com/legacy-peer: the seed's controller): it is issued
+	// a reader credential in the clear and read with the Secret its Cluster names.
+	Legacy bool `json:"legacy,omitempty"`
 	// State is status.state: Ready, Failed, Disabled, MissingAuthInfo, InvalidAuthInfo.
 	State string `json:"state"`
 	// Ready and Synced are the statuses (True, False, Unknown) of the Ready and
@@ -125,6 +129,7 @@ func clusterInfo(c v1alpha1.Cluster) ClusterInfo {
 		Provider:          c.Status.Provider,
 		Distribution:      c.Status.Distribution,
 		Message:           c.Status.Message,
+		Legacy:            v1alpha1.IsLegacyPeer(&c),
 	}
 	for _, ep := range c.Spec.KubernetesAPIEndpoints {
 		if info.Advertised == "" || ep.ClientNetwork == "" {

@@ -356,11 +356,15 @@ func (r *Reconciler) peerStatus(ctx context.Context, cluster *v1alpha1.Cluster, 
 	if r.unusedChanged(cluster.Name, unused) && unused != "" {
 		log.Info("the reader credential the peer issued to this cluster is not used: using its shared reader Secret", "cluster", cluster.Name, "secret", received.Name, "reason", unused)
 	}
-	p := r.Peers.Ensure(cluster, conn, conn == &secret)
+	// A legacy peer (named so by this cluster's admin: the seed's controller, which
+	// issues no credential of its own) is read with the reader Secret its Cluster names,
+	// which is then a reader credential, not a bootstrap one.
+	legacy := v1alpha1.IsLegacyPeer(cluster)
+	p := r.Peers.Ensure(cluster, conn, conn == &secret && !legacy)
 	if conn != &secret && p.State == v1alpha1.ClusterStateInvalidAuthInfo {
 		log.Info("the peer rejected the reader credential it issued to this cluster: using its shared reader Secret", "cluster", cluster.Name, "secret", received.Name, "reason", p.Reason)
 		r.reject(cluster.Name, &received)
-		p = r.Peers.Ensure(cluster, &secret, true)
+		p = r.Peers.Ensure(cluster, &secret, !legacy)
 	}
 	switch {
 	case p.State == "":
@@ -383,7 +387,11 @@ func (r *Reconciler) peerStatus(ctx context.Context, cluster *v1alpha1.Cluster, 
 			if r.PeerKeys != nil {
 				key := own.Annotations[v1alpha1.ReaderPublicKeyAnnotation]
 				r.PeerKeys.Set(cluster.Spec.ClusterID, key)
-				r.set(status, credentials.PeerKeyCondition(key))
+				if legacy {
+					r.set(status, credentials.LegacyPeerCondition(v1alpha1.ReadersNamespace(r.Namespace), v1alpha1.LegacyReaderSecretName(cluster.Spec.ClusterID)))
+				} else {
+					r.set(status, credentials.PeerKeyCondition(key))
+				}
 			}
 		}
 	}

@@ -63,6 +63,13 @@ const (
 	// EventReasonBootstrapRoleFailed (Warning): the Role v1alpha1.BootstrapRoleName could
 	// not be written: new peers cannot get the credentials issued to them.
 	EventReasonBootstrapRoleFailed = "BootstrapRoleFailed"
+	// EventReasonLegacyBindingFailed (Warning): the ClusterRoleBinding
+	// v1alpha1.LegacyReaderRoleName could not be written: the legacy peers' readers
+	// cannot read what the seed's controller reads.
+	EventReasonLegacyBindingFailed = "LegacyBindingFailed"
+	// EventReasonLegacyRevoked: a peer is no longer named a legacy member: the credential
+	// it was issued in the clear is revoked (its reader ServiceAccount is recreated).
+	EventReasonLegacyRevoked = "LegacyReaderRevoked"
 )
 
 // Peer is a peer that should have a reader identity.
@@ -73,6 +80,10 @@ type Peer struct {
 	// (v1alpha1.ReaderPublicKeyAnnotation, as read from the peer: see PeerKeys), which
 	// its credential is sealed to; empty when it advertises none (it is issued nothing).
 	PublicKey string
+	// Legacy is set when this cluster's admin named the peer a legacy member
+	// (v1alpha1.LegacyPeerAnnotation on its Cluster here): it is issued a credential in
+	// the clear as well (see LegacyDue).
+	Legacy bool
 }
 
 // Input is what Plan decides from.
@@ -151,7 +162,7 @@ func Plan(in Input) Result {
 			continue
 		}
 		seen[id] = true
-		p := Peer{ID: id, Name: c.Name}
+		p := Peer{ID: id, Name: c.Name, Legacy: v1alpha1.IsLegacyPeer(&c)}
 		if _, ok := byKey[v1alpha1.ReaderKey(id)]; ok {
 			res.Keep = append(res.Keep, p)
 		} else {
@@ -177,6 +188,39 @@ func Due(s *corev1.Secret, saUID types.UID, publicKey string, now time.Time) boo
 	}
 	return s.Annotations[v1alpha1.SealedToAnnotation] != seal.Fingerprint(publicKey) ||
 		len(s.Data[v1alpha1.SealedKubeconfigKey]) == 0 || len(s.Data[v1alpha1.KubeconfigKey]) != 0
+}
+
+// LegacyDue reports whether the credential in the clear issued to a legacy peer, in the
+// Secret s of the readers namespace (nil when missing), must be issued again: it is
+// missing or not ours, it was issued for another ServiceAccount (the ServiceAccount was
+// recreated), it is due for renewal, or it holds no kubeconfig in the clear.
+func LegacyDue(s *corev1.Secret, saUID types.UID, now time.Time) bool {
+	if s == nil || s.Type != v1alpha1.SecretTypeClusterRegistry || s.Annotations[v1alpha1.OwnershipAnnotation] != "" ||
+		s.Annotations[v1alpha1.TokenServiceAccountUIDAnnotation] != string(saUID) {
+		return true
+	}
+	renewAt, err := time.Parse(time.RFC3339, s.Annotations[v1alpha1.TokenRenewAfterAnnotation])
+	if err != nil || !now.Before(renewAt) {
+		return true
+	}
+	return len(s.Data[v1alpha1.KubeconfigKey]) == 0
+}
+
+// LegacySubjects are the subjects of the ClusterRoleBinding v1alpha1.LegacyReaderRoleName:
+// the reader ServiceAccounts (of namespace readers) of the legacy peers, sorted.
+func LegacySubjects(readers string, peers []Peer) []rbacv1.Subject {
+	var out []rbacv1.Subject
+	seen := map[string]bool{}
+	for _, p := range peers {
+		name := v1alpha1.ReaderServiceAccountName(p.ID)
+		if !p.Legacy || p.ID == "" || seen[name] {
+			continue
+		}
+		seen[name] = true
+		out = append(out, rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: readers, Name: name})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
 }
 
 // BootstrapRules are the rules of the Role v1alpha1.BootstrapRoleName: get, list and
@@ -259,7 +303,7 @@ func Choose(shared, received *corev1.Secret, x types.UID, now time.Time, open Op
 func PeerKeyCondition(publicKey string) v1alpha1.ClusterCondition {
 	if publicKey == "" {
 		return conditions.New(v1alpha1.ClusterConditionReaderKeyReady, false, v1alpha1.ReasonNoReaderKey,
-			fmt.Sprintf("the peer advertises no public key on its own Cluster (%s): this cluster issues it no reader credential, so it reads only this cluster's membership (with the shared reader Secret, a bootstrap credential) and syncs nothing from it. Its controller advertises its key once it has loaded it (its own Cluster's ReaderKeyReady condition says why it has not)", v1alpha1.ReaderPublicKeyAnnotation))
+			fmt.Sprintf("the peer advertises no public key on its own Cluster (%s): this cluster issues it no reader credential, so it reads only this cluster's membership (with the shared reader Secret, a bootstrap credential) and syncs nothing from it. Its controller advertises its key once it has loaded it (its own Cluster's ReaderKeyReady condition says why it has not). A peer running the seed's cluster-registry-controller never does: this cluster's admin may name it a legacy peer (annotation %s=true on this Cluster) to issue it a credential in the clear (docs/migrate.md)", v1alpha1.ReaderPublicKeyAnnotation, v1alpha1.LegacyPeerAnnotation))
 	}
 	if _, err := seal.ParsePublicKey(publicKey); err != nil {
 		return conditions.New(v1alpha1.ClusterConditionReaderKeyReady, false, v1alpha1.ReasonReaderKeyInvalid,
@@ -267,4 +311,13 @@ func PeerKeyCondition(publicKey string) v1alpha1.ClusterCondition {
 	}
 	return conditions.New(v1alpha1.ClusterConditionReaderKeyReady, true, v1alpha1.ReasonReaderKeyAdvertised,
 		fmt.Sprintf("the reader credential this cluster issues the peer is sealed to the public key it advertises (fingerprint %s)", seal.Fingerprint(publicKey)))
+}
+
+// LegacyPeerCondition returns the ReaderKeyReady condition of the Cluster of a peer this
+// cluster's admin named a legacy member: it is issued a credential in the clear, kept in
+// secret (the readers namespace's v1alpha1.LegacyReaderSecretName), and is read with
+// the reader Secret its Cluster names.
+func LegacyPeerCondition(readers, secret string) v1alpha1.ClusterCondition {
+	return conditions.New(v1alpha1.ClusterConditionReaderKeyReady, false, v1alpha1.ReasonLegacyPeer,
+		fmt.Sprintf("named a legacy peer by this cluster's admin (annotation %s): it is issued a reader credential in the clear, sealed to no key, in the Secret %s/%s, for the admin to copy to it (docs/migrate.md); it is read with the reader Secret its Cluster names, and its membership is not taken. Remove the annotation once it runs kubectl-registry: the credential is then revoked", v1alpha1.LegacyPeerAnnotation, readers, secret))
 }

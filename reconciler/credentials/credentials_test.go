@@ -222,6 +222,78 @@ func TestDue(t *testing.T) {
 	}
 }
 
+// legacy marks c as named a legacy peer by the local admin.
+func legacy(c v1alpha1.Cluster) v1alpha1.Cluster {
+	c.Annotations = map[string]string{v1alpha1.LegacyPeerAnnotation: "true"}
+	return c
+}
+
+func TestPlanLegacy(t *testing.T) {
+	in := Input{LocalID: idL, Clusters: []v1alpha1.Cluster{cluster("l", idL), legacy(cluster("seed", idB)), cluster("a", idA),
+		// Another annotation value is no consent.
+		func() v1alpha1.Cluster {
+			c := cluster("c", "id-c")
+			c.Annotations = map[string]string{v1alpha1.LegacyPeerAnnotation: "yes"}
+			return c
+		}()}, ServiceAccounts: []corev1.ServiceAccount{sa(idA)}}
+	res := Plan(in)
+	got := map[string]bool{}
+	for _, p := range append(res.Create, res.Keep...) {
+		got[p.Name] = p.Legacy
+	}
+	want := map[string]bool{"a": false, "c": false, "seed": true}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("legacy peers (-want +got):\n%s", diff)
+	}
+}
+
+func TestLegacyDue(t *testing.T) {
+	const srv = "https://x.example:6443"
+	tests := []struct {
+		name string
+		s    *corev1.Secret
+		now  time.Time
+		want bool
+	}{
+		{"missing", nil, t0, true},
+		{"current, in the clear", secret("s", srv, t0.Add(2*time.Hour)), t0, false},
+		{"due for renewal", secret("s", srv, t0.Add(2*time.Hour)), t0.Add(time.Hour), true},
+		{"issued for a ServiceAccount since recreated", secret("s", srv, t0.Add(2*time.Hour), func(s *corev1.Secret) { s.Annotations[v1alpha1.TokenServiceAccountUIDAnnotation] = "sa-0" }), t0, true},
+		{"a copy, not ours", secret("s", srv, t0.Add(2*time.Hour), func(s *corev1.Secret) { s.Annotations[v1alpha1.OwnershipAnnotation] = "x" }), t0, true},
+		{"another type", secret("s", srv, t0.Add(2*time.Hour), func(s *corev1.Secret) { s.Type = corev1.SecretTypeOpaque }), t0, true},
+		{"sealed: not what a legacy peer can use", secret("s", srv, t0.Add(2*time.Hour), sealedTo(mustKey(t).PublicKey())), t0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := LegacyDue(tt.s, "sa-1", tt.now); got != tt.want {
+				t.Errorf("LegacyDue = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestLegacySubjects(t *testing.T) {
+	const readers = "cluster-registry-readers"
+	tests := []struct {
+		name  string
+		peers []Peer
+		want  []rbacv1.Subject
+	}{
+		{"no legacy peer: no subject", []Peer{{ID: idA}, {ID: idB}}, nil},
+		{"the legacy peers' readers, sorted, once", []Peer{{ID: idB, Legacy: true}, {ID: idA}, {ID: idA, Legacy: true}, {ID: idB, Legacy: true}, {Legacy: true}}, []rbacv1.Subject{
+			{Kind: rbacv1.ServiceAccountKind, Namespace: readers, Name: v1alpha1.ReaderServiceAccountName(idA)},
+			{Kind: rbacv1.ServiceAccountKind, Namespace: readers, Name: v1alpha1.ReaderServiceAccountName(idB)},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, LegacySubjects(readers, tt.peers)); diff != "" {
+				t.Errorf("LegacySubjects (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 func TestBootstrapRules(t *testing.T) {
 	tests := []struct {
 		name  string

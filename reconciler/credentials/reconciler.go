@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,6 +44,9 @@ type Reconciler struct {
 	Namespace string
 	// TokenLifetime is the lifetime asked for the tokens.
 	TokenLifetime time.Duration
+	// LegacyTokenLifetime is the lifetime asked for the tokens issued in the clear to
+	// legacy peers, which their admin copies by hand; 0 means DefaultLegacyTokenLifetime.
+	LegacyTokenLifetime time.Duration
 	// Departed returns the clusters whose departure is in force, judged at now from the
 	// local Cluster CRs (membership.InForce).
 	Departed func(now time.Time, clusters []v1alpha1.Cluster) map[types.UID]bool
@@ -62,6 +66,22 @@ type Reconciler struct {
 	// bootstrapRecheck (an admin may have changed or deleted it).
 	bootstrapRules []rbacv1.PolicyRule
 	bootstrapAt    time.Time
+	// legacySubjects are the subjects last seen on (or written to) the binding
+	// v1alpha1.LegacyReaderRoleName, at legacyAt; read again after bootstrapRecheck.
+	legacySubjects []rbacv1.Subject
+	legacyAt       time.Time
+}
+
+// DefaultLegacyTokenLifetime is the lifetime of the tokens issued in the clear to legacy
+// peers: their admin copies the credential by hand, and the copy stays valid until its
+// own expiry, half of it after the next renewal here.
+const DefaultLegacyTokenLifetime = 30 * 24 * time.Hour
+
+func (r *Reconciler) legacyLifetime() time.Duration {
+	if r.LegacyTokenLifetime > 0 {
+		return r.LegacyTokenLifetime
+	}
+	return DefaultLegacyTokenLifetime
 }
 
 // bootstrapRecheck is how long the rules last seen on the bootstrap Role are trusted.
@@ -133,7 +153,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	plan := Plan(Input{LocalID: r.Identity.ID, Clusters: clusters.Items, Departed: r.Departed(now, clusters.Items), ServiceAccounts: sas.Items})
 	own := ownCluster(clusters.Items, r.Identity)
 	if plan.Left {
-		return reconcile.Result{}, errors.Join(r.ensureBootstrapRole(ctx, nil), r.deleteIssued(ctx))
+		var errs []error
+		for i := range sas.Items {
+			if id := types.UID(sas.Items[i].Annotations[v1alpha1.PeerClusterIDAnnotation]); id != "" {
+				errs = append(errs, r.deleteLegacy(ctx, id))
+			}
+		}
+		return reconcile.Result{}, errors.Join(append(errs, r.ensureBootstrapRole(ctx, nil), r.deleteIssued(ctx))...)
 	}
 	// The bootstrap credential may get the credentials of the peers that stay or come,
 	// and no longer those of the revoked ones. A failure is retried, and does not stop
@@ -144,6 +170,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		r.event(own, corev1.EventTypeWarning, EventReasonBootstrapRoleFailed,
 			"the shared reader cannot get the credentials this cluster issues until the Role %s/%s is written (re-apply the RBAC with kubectl registry install): %v", r.Namespace, v1alpha1.BootstrapRoleName, err)
 		firstErr = err
+	}
+	// The legacy peers' readers may list namespaces and nodes, as the seed's controller
+	// does; a peer no longer named legacy loses that, and the credential it held in the
+	// clear is revoked.
+	if err := r.ensureLegacyBinding(ctx, LegacySubjects(readers, append(append([]Peer(nil), plan.Keep...), plan.Create...))); err != nil {
+		log.Error(err, "the legacy peers' readers cannot be granted what the seed's controller reads until the binding is written")
+		r.event(own, corev1.EventTypeWarning, EventReasonLegacyBindingFailed,
+			"the legacy peers' readers cannot list namespaces and nodes until the ClusterRoleBinding %s is written (re-apply the RBAC with kubectl registry install): %v", v1alpha1.LegacyReaderRoleName, err)
+		firstErr = errors.Join(firstErr, err)
 	}
 
 	if plan.RotateShared {
@@ -164,6 +199,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: v1alpha1.IssuedReaderSecretPrefix + sa.Labels[v1alpha1.ReaderForLabel]}}
 		if err := r.Client.Delete(ctx, secret); err != nil && !apierrors.IsNotFound(err) {
 			return reconcile.Result{}, fmt.Errorf("deleting the reader credential Secret %s/%s: %w", r.Namespace, secret.Name, err)
+		}
+		if id := types.UID(sa.Annotations[v1alpha1.PeerClusterIDAnnotation]); id != "" {
+			if err := r.deleteLegacy(ctx, id); err != nil {
+				return reconcile.Result{}, err
+			}
 		}
 		log.Info("reader credential revoked", "serviceAccount", readers+"/"+sa.Name, "peer", sa.Annotations[v1alpha1.PeerClusterIDAnnotation])
 		r.event(own, corev1.EventTypeNormal, EventReasonReaderRevoked, "the reader ServiceAccount %s/%s of cluster %s (clusterID %s) was deleted: its tokens are revoked",
@@ -206,6 +246,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	}
 	next := now.Add(r.TokenLifetime / 2)
 	for _, p := range plan.Keep {
+		if p.Legacy {
+			// Named a legacy member by this cluster's admin: a credential in the clear,
+			// whatever key it advertises (the seed's controller advertises none).
+			renewAt, err := r.ensureLegacyToken(ctx, own, p, byKey[v1alpha1.ReaderKey(p.ID)], server, ca)
+			if err != nil {
+				log.Error(err, "issuing a reader credential in the clear to a legacy peer", "peer", p.ID)
+				firstErr = errors.Join(firstErr, err)
+			} else if renewAt.Before(next) {
+				next = renewAt
+			}
+		}
 		key, known := r.PeerKeys.Get(p.ID)
 		if !known {
 			// Its own Cluster has not been read yet: the read triggers a reconcile.
@@ -217,7 +268,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 			// Nothing is issued in clear: every reader of this registry namespace could
 			// read it. The peer's Cluster says so (ReaderKeyReady False, NoReaderKey),
 			// and the peer's key, once advertised, triggers a reconcile.
-			if r.firstBadKey(p.ID, noKey) {
+			if !p.Legacy && r.firstBadKey(p.ID, noKey) {
 				log.Info("not issuing a reader credential: the peer advertises no public key to seal it to", "peer", p.ID, "peerName", p.Name, "annotation", v1alpha1.ReaderPublicKeyAnnotation)
 			}
 			firstErr = errors.Join(firstErr, r.dropClear(ctx, p))
@@ -463,4 +514,144 @@ func apiError(what string, err error) error {
 		return fmt.Errorf("%s: %w (is the registry installed with its readers namespace? run kubectl registry install)", what, err)
 	}
 	return fmt.Errorf("%s: %w", what, err)
+}
+
+// ensureLegacyToken keeps the credential in the clear issued to legacy peer p, in the
+// Secret v1alpha1.LegacyReaderSecretName(p) of the readers namespace (which no peer can
+// read: this cluster's admin copies it to the peer), and returns when it is due.
+func (r *Reconciler) ensureLegacyToken(ctx context.Context, own *v1alpha1.Cluster, p Peer, sa *corev1.ServiceAccount, server string, ca []byte) (time.Time, error) {
+	if sa == nil {
+		return r.now().Add(time.Second), nil // created by this reconcile: not listed yet
+	}
+	readers := v1alpha1.ReadersNamespace(r.Namespace)
+	name := v1alpha1.LegacyReaderSecretName(p.ID)
+	var existing corev1.Secret
+	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: readers, Name: name}, &existing)
+	found := err == nil
+	if err != nil && !apierrors.IsNotFound(err) {
+		return time.Time{}, apiError("reading the legacy reader credential Secret "+readers+"/"+name, err)
+	}
+	now := r.now()
+	if found && !LegacyDue(&existing, sa.UID, now) {
+		renewAt, _ := time.Parse(time.RFC3339, existing.Annotations[v1alpha1.TokenRenewAfterAnnotation])
+		return renewAt, nil
+	}
+	issued, err := bootstrap.IssueReader(ctx, r.Tokens(sa.Namespace), sa.Name, sa.UID, r.legacyLifetime(), now, r.Identity.Name, server, ca)
+	if err != nil {
+		return time.Time{}, apiError("requesting a token of "+sa.Namespace+"/"+sa.Name+" for legacy peer "+p.Name, err)
+	}
+	annotations := issued.Annotations
+	annotations[v1alpha1.PeerClusterIDAnnotation] = string(p.ID)
+	annotations[v1alpha1.PeerClusterNameAnnotation] = p.Name
+	desired := corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace:   readers,
+			Name:        name,
+			Labels:      map[string]string{"app.kubernetes.io/part-of": "kubectl-registry", v1alpha1.ReaderForLabel: v1alpha1.ReaderKey(p.ID)},
+			Annotations: annotations,
+		},
+		Type: v1alpha1.SecretTypeClusterRegistry,
+		Data: map[string][]byte{v1alpha1.KubeconfigKey: issued.Kubeconfig},
+	}
+	switch {
+	case !found:
+		if err := r.Client.Create(ctx, &desired, client.FieldOwner(v1alpha1.FieldManager)); err != nil {
+			if apierrors.IsAlreadyExists(err) {
+				return now.Add(time.Second), nil
+			}
+			return time.Time{}, apiError("creating the legacy reader credential Secret "+readers+"/"+name, err)
+		}
+	case existing.Type != desired.Type:
+		uid := existing.UID
+		if err := r.Client.Delete(ctx, &existing, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
+			return time.Time{}, apiError("replacing the Secret "+readers+"/"+name, err)
+		}
+		if err := r.Client.Create(ctx, &desired, client.FieldOwner(v1alpha1.FieldManager)); err != nil {
+			return time.Time{}, apiError("creating the legacy reader credential Secret "+readers+"/"+name, err)
+		}
+	default:
+		updated := existing.DeepCopy()
+		updated.Labels, updated.Annotations, updated.Data, updated.StringData = desired.Labels, desired.Annotations, desired.Data, nil
+		if err := r.Client.Update(ctx, updated, client.FieldOwner(v1alpha1.FieldManager)); err != nil {
+			return time.Time{}, apiError("updating the legacy reader credential Secret "+readers+"/"+name, err)
+		}
+	}
+	logf.FromContext(ctx).Info("issued a reader credential in the clear to a legacy peer", "peer", p.ID, "peerName", p.Name,
+		"serviceAccount", sa.Namespace+"/"+sa.Name, "secret", readers+"/"+name,
+		"expires", annotations[v1alpha1.TokenExpiresAtAnnotation], "renewAfter", issued.RenewAt.UTC().Format(time.RFC3339))
+	if !found {
+		r.event(own, corev1.EventTypeNormal, EventReasonReaderIssued, "reader ServiceAccount %s/%s issued in the clear to legacy peer %s (clusterID %s): Secret %s/%s",
+			sa.Namespace, sa.Name, p.Name, p.ID, readers, name)
+	}
+	return issued.RenewAt, nil
+}
+
+// deleteLegacy deletes the credential in the clear issued to peer id, if any.
+func (r *Reconciler) deleteLegacy(ctx context.Context, id types.UID) error {
+	readers := v1alpha1.ReadersNamespace(r.Namespace)
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: readers, Name: v1alpha1.LegacyReaderSecretName(id)}}
+	if err := r.Client.Delete(ctx, s); err != nil && !apierrors.IsNotFound(err) {
+		return apiError("deleting the legacy reader credential Secret "+readers+"/"+s.Name, err)
+	}
+	return nil
+}
+
+// ensureLegacyBinding makes subjects the subjects of the ClusterRoleBinding
+// v1alpha1.LegacyReaderRoleName. A subject it removes was a legacy peer's reader: its
+// credential in the clear is deleted and its ServiceAccount too, which revokes every
+// token of it (the peer is issued a new reader, sealed when it advertises a key).
+func (r *Reconciler) ensureLegacyBinding(ctx context.Context, subjects []rbacv1.Subject) error {
+	r.mu.Lock()
+	same := !r.legacyAt.IsZero() && r.now().Sub(r.legacyAt) < bootstrapRecheck && equality.Semantic.DeepEqual(r.legacySubjects, subjects)
+	r.mu.Unlock()
+	if same {
+		return nil
+	}
+	var crb rbacv1.ClusterRoleBinding
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Name: v1alpha1.LegacyReaderRoleName}, &crb); err != nil {
+		if apierrors.IsNotFound(err) && len(subjects) == 0 {
+			r.rememberLegacy(subjects) // an older install: nothing to grant
+			return nil
+		}
+		return apiError("reading the ClusterRoleBinding "+v1alpha1.LegacyReaderRoleName, err)
+	}
+	if equality.Semantic.DeepEqual(crb.Subjects, subjects) || len(crb.Subjects) == 0 && len(subjects) == 0 {
+		r.rememberLegacy(subjects)
+		return nil
+	}
+	keep := map[string]bool{}
+	for _, s := range subjects {
+		keep[s.Namespace+"/"+s.Name] = true
+	}
+	readers := v1alpha1.ReadersNamespace(r.Namespace)
+	log := logf.FromContext(ctx)
+	for _, s := range crb.Subjects {
+		if keep[s.Namespace+"/"+s.Name] || s.Kind != rbacv1.ServiceAccountKind || s.Namespace != readers || !strings.HasPrefix(s.Name, v1alpha1.ReaderServiceAccountPrefix) {
+			continue
+		}
+		// No longer a legacy peer: revoke what it held in the clear.
+		key := strings.TrimPrefix(s.Name, v1alpha1.ReaderServiceAccountPrefix)
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: readers, Name: v1alpha1.IssuedReaderSecretPrefix + key}}
+		if err := r.Client.Delete(ctx, secret); err != nil && !apierrors.IsNotFound(err) {
+			return apiError("deleting the legacy reader credential Secret "+readers+"/"+secret.Name, err)
+		}
+		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: readers, Name: s.Name}}
+		if err := r.Client.Delete(ctx, sa); err != nil && !apierrors.IsNotFound(err) {
+			return apiError("revoking the reader ServiceAccount "+readers+"/"+s.Name, err)
+		}
+		log.Info("no longer a legacy peer: its credential in the clear is revoked", "serviceAccount", readers+"/"+s.Name)
+	}
+	crb.Subjects = subjects
+	if err := r.Client.Update(ctx, &crb, client.FieldOwner(v1alpha1.FieldManager)); err != nil {
+		return apiError("updating the ClusterRoleBinding "+v1alpha1.LegacyReaderRoleName, err)
+	}
+	log.Info("legacy reader binding updated", "clusterRoleBinding", v1alpha1.LegacyReaderRoleName, "subjects", len(subjects))
+	r.rememberLegacy(subjects)
+	return nil
+}
+
+func (r *Reconciler) rememberLegacy(subjects []rbacv1.Subject) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.legacySubjects, r.legacyAt = subjects, r.now()
 }

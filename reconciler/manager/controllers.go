@@ -45,6 +45,9 @@ type RegistryOptions struct {
 	LocalCA []byte
 	// TokenLifetime is the lifetime of reader tokens (renewed at about half of it).
 	TokenLifetime time.Duration
+	// LegacyTokenLifetime is the lifetime of the reader tokens issued in the clear to
+	// legacy peers (copied by hand; renewed at about half of it).
+	LegacyTokenLifetime time.Duration
 	// AllowLoopbackPeers also dials peers at loopback addresses (see
 	// kubeconfig.AddressPolicy).
 	AllowLoopbackPeers bool
@@ -77,6 +80,7 @@ type RegistryOptions struct {
 func DefaultRegistryOptions() RegistryOptions {
 	return RegistryOptions{
 		TokenLifetime:        bootstrap.DefaultTokenLifetime,
+		LegacyTokenLifetime:  credentials.DefaultLegacyTokenLifetime,
 		PeerHealthInterval:   peers.DefaultHealthInterval,
 		PeerFailureThreshold: peers.DefaultFailureThreshold,
 		HeartbeatPeriod:      clusters.DefaultHeartbeatPeriod,
@@ -96,6 +100,9 @@ func (o RegistryOptions) validate() error {
 	var errs []error
 	if o.TokenLifetime < bootstrap.MinTokenLifetime {
 		errs = append(errs, fmt.Errorf("the reader token lifetime must be at least %s, got %s", bootstrap.MinTokenLifetime, o.TokenLifetime))
+	}
+	if o.LegacyTokenLifetime < bootstrap.MinTokenLifetime {
+		errs = append(errs, fmt.Errorf("the legacy reader token lifetime must be at least %s, got %s", bootstrap.MinTokenLifetime, o.LegacyTokenLifetime))
 	}
 	if o.PeerHealthInterval < 100*time.Millisecond {
 		errs = append(errs, fmt.Errorf("the peer health interval must be at least 100ms, got %s", o.PeerHealthInterval))
@@ -183,6 +190,8 @@ func SetupRegistry(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		Identity:      identity,
 		Namespace:     opts.Namespace,
 		TokenLifetime: ro.TokenLifetime,
+		// Copied by hand to a legacy peer: a longer lifetime.
+		LegacyTokenLifetime: ro.LegacyTokenLifetime,
 		Departed: func(now time.Time, clusters []v1alpha1.Cluster) map[types.UID]bool {
 			gone, _ := members.InForce(now, clusters)
 			out := make(map[types.UID]bool, len(gone))

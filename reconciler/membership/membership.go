@@ -116,13 +116,23 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	}
 	in.Local.Secrets = secrets.Items
 
+	// A legacy peer (named so by this cluster's admin) is read with the reader Secret its
+	// Cluster names, not a credential of its own: its membership is not taken, as from a
+	// peer read with its bootstrap credential (it holds, for the other members, the
+	// credentials they issued it in the clear).
+	legacy := map[types.UID]bool{}
+	for i := range clusters.Items {
+		if v1alpha1.IsLegacyPeer(&clusters.Items[i]) {
+			legacy[clusters.Items[i].Spec.ClusterID] = true
+		}
+	}
 	for _, p := range r.Peers.List() {
 		rd := p.Reader()
 		if rd == nil || !p.Ready {
 			in.Unreachable = append(in.Unreachable, p.ClusterID)
 			continue
 		}
-		view := members.View{Name: p.Name, ClusterID: p.ClusterID, Bootstrap: p.Bootstrap}
+		view := members.View{Name: p.Name, ClusterID: p.ClusterID, Bootstrap: p.Bootstrap || legacy[p.ClusterID]}
 		var pc v1alpha1.ClusterList
 		if err := rd.List(ctx, &pc); err != nil {
 			in.Unreachable = append(in.Unreachable, p.ClusterID)

@@ -180,6 +180,12 @@ func (p Policy) RuleAllowed(rsr *v1alpha1.ResourceSyncRule, compiled *rules.Rule
 	if rsr.Name == v1alpha1.CoreRuleName {
 		return nil
 	}
+	if rsr.Labels[v1alpha1.SeedCoreSyncLabel] == "true" {
+		// The seed's controller syncs Clusters, reader Secrets and rules with these from
+		// the members carrying its core ClusterFeature; the membership here is this
+		// controller's, and the built-in rule copies the rules.
+		return &Refusal{Reason: v1alpha1.ReasonCopyRefused, Message: fmt.Sprintf("a rule of the seed's controller's own membership (label %s): this controller keeps the membership itself and never runs it", v1alpha1.SeedCoreSyncLabel)}
+	}
 	for _, gvk := range append([]schema.GroupVersionKind{compiled.GVK}, compiled.TargetGVKs...) {
 		if registryOwned(gvk.GroupKind()) {
 			return &Refusal{Reason: v1alpha1.ReasonCopyRefused, Message: fmt.Sprintf("%s is the registry's own kind: rules never sync it", gvk.Kind)}

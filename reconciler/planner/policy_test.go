@@ -117,6 +117,9 @@ func TestRuleAllowed(t *testing.T) {
 	clusters := rule(v1alpha1.GroupVersion.Group, "Cluster", v1alpha1.Mutations{})
 	allowCRB := v1alpha1.SyncPolicySpec{Allow: []v1alpha1.PolicyAllow{{Kinds: []v1alpha1.GroupKind{{Group: "rbac.authorization.k8s.io", Kind: "ClusterRoleBinding"}}}}}
 	strict := v1alpha1.SyncPolicySpec{DenyOverrides: true, DenyRewrites: true}
+	// The seed's controller makes it on its own cluster; the built-in rule copies it here.
+	seedCore := rule("", "Secret", v1alpha1.Mutations{})
+	seedCore.Name, seedCore.Labels = "cluster-registry-core-resource-cluster-secrets-sink", map[string]string{v1alpha1.SeedCoreSyncLabel: "true"}
 	for _, tc := range []struct {
 		name       string
 		rsr        *v1alpha1.ResourceSyncRule
@@ -130,6 +133,7 @@ func TestRuleAllowed(t *testing.T) {
 		{"overrides, denied", withOverride, []v1alpha1.SyncPolicySpec{strict}, v1alpha1.ReasonNotAllowed},
 		{"rewrites, denied", withRewrite, []v1alpha1.SyncPolicySpec{strict}, v1alpha1.ReasonNotAllowed},
 		{"the built-in rule", CoreRule(), []v1alpha1.SyncPolicySpec{strict}, ""},
+		{"the seed's membership rule for its reader Secrets", seedCore, nil, v1alpha1.ReasonCopyRefused},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			compiled, err := CompileRule(tc.rsr)

@@ -111,3 +111,44 @@ const (
 	// PrivateKeyKey is the data key of the private key in ReaderKeySecretName.
 	PrivateKeyKey = "x25519-private-key"
 )
+
+// Legacy peers: a member whose controller cannot open a sealed credential (the seed's
+// cluster-registry-controller, which reads a peer only with the kubeconfig of the
+// Secret its Cluster names) can be issued a reader credential in the clear, but only
+// when this cluster's admin names it so, on this cluster.
+const (
+	// LegacyPeerAnnotation ("true"), set by this cluster's admin on a peer's Cluster
+	// here, names the peer a legacy member: this cluster reads it with the reader Secret
+	// its Cluster names as a full reader credential (not a bootstrap one), and issues it
+	// a reader credential in the clear, with the reader's rights and those the seed's
+	// controller needs (LegacyReaderRoleName), in LegacyReaderSecretName of the readers
+	// namespace, for the admin to copy to the peer. It is a local decision: the
+	// membership never copies it from a peer or a relay, and never removes it.
+	LegacyPeerAnnotation = "cluster-registry.k8s.cisco.com/legacy-peer"
+	// LegacyReaderRoleName is the ClusterRole the seed's controller needs besides the
+	// reader's rights (it lists namespaces and nodes), and the ClusterRoleBinding whose
+	// subjects the controller keeps to the legacy peers' reader ServiceAccounts.
+	LegacyReaderRoleName = "cluster-registry-legacy-reader"
+	// ReasonLegacyPeer (ReaderKeyReady False, peer's Cluster): the peer is named a
+	// legacy member here (LegacyPeerAnnotation): it is issued a reader credential in
+	// the clear, sealed to nothing.
+	ReasonLegacyPeer = "LegacyPeer"
+	// SeedCoreSyncLabel ("true") marks the objects the seed's controller makes for its
+	// own membership on its cluster: the ClusterFeature cluster-registry-core-resources
+	// (whose cluster the seed's members copy Clusters and reader Secrets from) and the
+	// ResourceSyncRules cluster-registry-core-resource-*. This controller keeps the
+	// membership itself: it never runs such a rule, wherever it was made.
+	SeedCoreSyncLabel = "cluster-registry-controller.k8s.cisco.com/core-sync-resource"
+)
+
+// IsLegacyPeer reports whether this cluster's admin named the peer c describes a legacy
+// member (LegacyPeerAnnotation "true" on c, the local Cluster of that peer).
+func IsLegacyPeer(c *Cluster) bool {
+	return c != nil && c.Annotations[LegacyPeerAnnotation] == "true"
+}
+
+// LegacyReaderSecretName is the Secret of the readers namespace holding, in the clear
+// (KubeconfigKey), the reader kubeconfig issued to legacy peer id: the readers namespace,
+// which no peer reads, so that only this cluster's admins can read it and copy it to the
+// peer. It is named as IssuedReaderSecretName, the name the copy keeps on the peer.
+func LegacyReaderSecretName(id types.UID) string { return IssuedReaderSecretName(id) }

@@ -132,6 +132,7 @@ type Result struct {
 // notCopied are annotations that are local decisions, never copied between clusters.
 var notCopied = []string{
 	v1alpha1.ClusterDisabledAnnotation,
+	v1alpha1.LegacyPeerAnnotation,
 	corev1.LastAppliedConfigAnnotation,
 }
 

@@ -39,6 +39,7 @@ const (
 const (
 	disabledKey     = v1alpha1.ClusterDisabledAnnotation
 	lastAppliedKey  = corev1.LastAppliedConfigAnnotation
+	legacyKey       = v1alpha1.LegacyPeerAnnotation
 	ownershipKey    = v1alpha1.OwnershipAnnotation
 	expiresAtKey    = v1alpha1.TokenExpiresAtAnnotation
 	partOfLabel     = "app.kubernetes.io/part-of"
@@ -742,7 +743,7 @@ func planCases() []planCase {
 		{
 			name: "local decisions alone cause no write",
 			in: input(objs(copies("a", idA), []Object{
-				cl("x", idX, mark(idX), annotate(disabledKey, "true"), annotate(lastAppliedKey, "{}")),
+				cl("x", idX, mark(idX), annotate(disabledKey, "true"), annotate(lastAppliedKey, "{}"), annotate(legacyKey, "true")),
 				sec("x", defaultExpiryAt, mark(idX), annotate(lastAppliedKey, "{}")),
 			}), []View{steadyA, steadyX}),
 		},
@@ -758,10 +759,12 @@ func planCases() []planCase {
 			},
 		},
 		{
+			// A peer cannot name itself (or another) a legacy peer here: only this
+			// cluster's admin does, on this cluster.
 			name: "a change of the source's local decisions alone causes no write",
 			in: input(steadyLocal, []View{
 				steadyA,
-				peer("x", idX, cl("x", idX, annotate(disabledKey, "true"), annotate(lastAppliedKey, "{x}")), sec("x", defaultExpiryAt, annotate(lastAppliedKey, "{x}"))),
+				peer("x", idX, cl("x", idX, annotate(disabledKey, "true"), annotate(lastAppliedKey, "{x}"), annotate(legacyKey, "true")), sec("x", defaultExpiryAt, annotate(lastAppliedKey, "{x}"))),
 			}),
 		},
 		{
