@@ -164,7 +164,9 @@ func TestLeave(t *testing.T) {
 	idC := id(t, "c")
 
 	// b syncs every ClusterFeature of its peers: c's feature is a synced object that must
-	// be kept when c leaves.
+	// be kept when c leaves. The members' default grant holds none of the registry's
+	// kinds: b's admin grants them ClusterFeatures.
+	harness.Grant(t, cl, v1alpha1.GroupVersion.Group, "clusterfeatures")
 	rule := &v1alpha1.ResourceSyncRule{
 		ObjectMeta: metav1.ObjectMeta{Name: "features"},
 		Spec: v1alpha1.ResourceSyncRuleSpec{
