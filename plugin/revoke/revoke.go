@@ -234,8 +234,7 @@ func (o *Options) Run(ctx context.Context) error {
 	}
 	// A cluster whose departure is in force on the member is issued nothing again: its
 	// reader is revoked for good, and --wait has no new credential to wait for.
-	inForce, _ := members.InForce(o.now(), m.Clusters)
-	_, departed := inForce[peer.Spec.ClusterID]
+	_, departed := members.Decided(m.Own)[peer.Spec.ClusterID]
 	switch {
 	case found && departed:
 		fmt.Fprintf(o.Out, "serviceaccount/%s deleted on %s (every token %s issued to %s is revoked)%s\n", perPeer.Name, m.Name, m.Own.Name, peer.Name, suffix)

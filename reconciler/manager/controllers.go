@@ -182,8 +182,9 @@ func SetupRegistry(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		Identity:      identity,
 		Namespace:     opts.Namespace,
 		TokenLifetime: ro.TokenLifetime,
-		Departed: func(now time.Time, clusters []v1alpha1.Cluster) map[types.UID]bool {
-			gone, _ := members.InForce(now, clusters)
+		// The departures in force as the membership decided them (see members.Decide).
+		Departed: func(_ time.Time, clusters []v1alpha1.Cluster) map[types.UID]bool {
+			gone := members.Decided(members.OwnCluster(clusters, identity.ID))
 			out := make(map[types.UID]bool, len(gone))
 			for id := range gone {
 				out[id] = true

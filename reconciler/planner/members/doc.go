@@ -4,8 +4,8 @@
 // plan out) and by `kubectl registry sync-diff --membership` (which shows it), and is
 // split by concern: plan.go (inputs, the choice of a source per member, Plan),
 // clusters.go (Cluster copies), secrets.go (reader Secrets: relays, pinning, token
-// freshness), received.go (per-peer credentials), departures.go (leave: departures in
-// force, trusted time, forgetting).
+// freshness), received.go (per-peer credentials), departures.go (leave: the records, the
+// majority, trusted time, forgetting).
 //
 // The rules:
 //   - The local cluster's own Cluster CR and Secret are never written from a peer.
@@ -24,9 +24,12 @@
 //     decisions and are never copied or overwritten; a disabled cluster is quarantined:
 //     nothing about it is taken from other members.
 //   - Nothing is deleted, but for a cluster that left the group ("kubectl registry
-//     leave", see InForce): its Cluster CR and the reader Secret copies are deleted and
-//     it is not learnt again until a later join. Departures and joins dated ahead of this
-//     cluster's clock by more than MaxSkew are refused, and a member's departure records
-//     are read from its own Cluster CR only. A cluster that sees itself departed deletes
-//     its copies of every other member.
+//     leave", see Decide): its Cluster CR and the reader Secret copies are deleted and
+//     it is not learnt again until a member's admin admits it back (join). A departure
+//     takes effect when the departing cluster recorded it on its own Cluster, or when a
+//     strict majority of the members record it on theirs, each read over this cluster's
+//     own connection to that member (never a copy a member relays); one member alone
+//     neither removes another nor keeps one in. Records dated ahead of this cluster's
+//     clock by more than MaxSkew are refused. A cluster that sees itself departed
+//     deletes its copies of every other member.
 package members

@@ -125,8 +125,11 @@ type Result struct {
 	// departures and joins dated ahead of this cluster's clock. The controller reports
 	// them as events.
 	Refused []string
-	// Departed are the departures in force the plan carried out (see InForce).
+	// Departed are the departures in force the plan carried out (see Decide).
 	Departed Departures
+	// Tallies are every departure a member records, in force or waiting for more
+	// members to record it (see Decide).
+	Tallies map[types.UID]Tally
 }
 
 // notCopied are annotations that are local decisions, never copied between clusters.
@@ -204,11 +207,15 @@ func Plan(in Input) Result {
 
 	// Departures: a cluster that left is deleted and not learnt again; a local cluster
 	// that left forgets the group.
-	gone, problems := InForce(in.Now, in.Local.Clusters, peers...)
+	// The records are read from every view, those read with the bootstrap credential
+	// too: a member's own Cluster, served by its own API server.
+	dec := Decide(in.Now, in.LocalID, in.Local.Clusters, all...)
+	gone := dec.InForce
 	res.Departed = gone
-	res.Refused = append(res.Refused, problems...)
+	res.Tallies = dec.Tallies
+	res.Refused = append(res.Refused, dec.Problems...)
 	if own := localClusters[in.LocalName]; own != nil && own.Spec.ClusterID == in.LocalID {
-		if w := planDepartures(own, gone); w != nil {
+		if w := planDepartures(own, dec); w != nil {
 			res.Writes = append(res.Writes, *w)
 		}
 	}
