@@ -221,6 +221,7 @@ func SetupRegistry(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("building a discovery client: %w", err)
 	}
+	relayConflicts := membership.NewRelayConflicts()
 	status := &clusters.Reconciler{
 		Client:    mgr.GetClient(),
 		Identity:  identity,
@@ -228,6 +229,7 @@ func SetupRegistry(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		Namespace: opts.Namespace,
 		Keys:      keys,
 		PeerKeys:  peerKeys,
+		Relays:    relayConflicts,
 		ServerVersion: func(ctx context.Context) (string, error) {
 			v, err := dc.ServerVersionWithContext(ctx)
 			if err != nil {
@@ -249,6 +251,7 @@ func SetupRegistry(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		Namespace: opts.Namespace,
 		Recorder:  recorder,
 		Addresses: kubeconfig.AddressPolicy{AllowLoopback: ro.AllowLoopbackPeers},
+		Conflicts: relayConflicts,
 	}
 	if err := member.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up membership sync: %w", err)

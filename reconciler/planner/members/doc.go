@@ -14,9 +14,14 @@
 //     relayed by another peer brings a newer token (by the token's own claims, capped at
 //     MaxTokenLifetime) for the server and CA pinned for X; the controller writes it only
 //     after the token authenticated there.
-//   - A cluster this cluster has no Cluster CR for yet is learnt from the peer this
-//     cluster has known longest (then the lowest cluster ID), never by a name a member
-//     chooses, and only once its reader Secret verifies.
+//   - A cluster this cluster has no Cluster CR for yet (first contact) is learnt only
+//     when every peer that relays it relays it alike: the same name, cluster ID, API
+//     server, CA and public key (firstcontact.go). Relays that disagree are never
+//     settled by seniority: nothing is learnt and the conflict is reported
+//     (RelayConflict) until they agree or this cluster's admin joins the cluster here.
+//     When they agree it is learnt from the peer this cluster has known longest (then
+//     the lowest cluster ID), never by a name a member chooses, and only once its
+//     reader Secret verifies.
 //   - A local object without the ownership mark is left alone, except a Cluster CR that
 //     describes X and the Secret it references, which are adopted: they are the seed's
 //     hand-made swap, and adopting them lets token renewals reach them.
