@@ -77,6 +77,10 @@ const (
 	badRelayFor         = time.Minute
 	unreachableRelayFor = 15 * time.Second
 	reportEvery         = 10 * time.Minute
+	// bootstrapPoll is how often the membership is read again while a peer is read with
+	// its bootstrap credential, whose reads send no events: its own Cluster may record
+	// its departure.
+	bootstrapPoll = 10 * time.Second
 )
 
 func (r *Reconciler) now() time.Time {
@@ -184,6 +188,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	}
 	if len(r.skippedRelays()) > 0 {
 		return reconcile.Result{RequeueAfter: unreachableRelayFor}, nil
+	}
+	for _, v := range in.Peers {
+		if v.Bootstrap {
+			return reconcile.Result{RequeueAfter: bootstrapPoll}, nil
+		}
 	}
 	return reconcile.Result{RequeueAfter: resyncPeriod}, nil
 }

@@ -147,3 +147,22 @@ func relayConflicts(offers map[string][]Offer) ([]RelayConflict, map[string]bool
 	}
 	return out, covered
 }
+
+// unread returns the names of the members this cluster last saw Ready (their Cluster's
+// state here) whose view is not read now: not Ready, read with the bootstrap
+// credential, or not connected yet. Departed and disabled members are not waited for.
+func unread(in Input, ready map[types.UID]bool, gone Departures, disabled map[types.UID]bool) []string {
+	var out []string
+	for i := range in.Local.Clusters {
+		c := &in.Local.Clusters[i]
+		x := c.Spec.ClusterID
+		if _, left := gone[x]; x == "" || x == in.LocalID || left || disabled[x] || ready[x] {
+			continue
+		}
+		if c.Status.State == v1alpha1.ClusterStateReady {
+			out = append(out, c.Name)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}

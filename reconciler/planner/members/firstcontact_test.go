@@ -34,6 +34,9 @@ func TestFirstContact(t *testing.T) {
 		want      []string
 		conflicts [][]string // per conflict: the names, then the offers' substrings
 		probes    []probe
+		// seenReady adds a member this cluster last saw Ready (b), whose view is not read.
+		seenReady bool
+		waiting   string // a substring of the plan's conflicts
 	}{
 		{
 			name: "relays that agree: learnt, from the senior peer",
@@ -106,6 +109,28 @@ func TestFirstContact(t *testing.T) {
 			want: []string{"create Cluster y from=a describes=uid-y", "create Secret cluster-registry/y from=a describes=uid-y"},
 		},
 		{
+			name:      "a member last seen Ready is not read yet: nothing is learnt until it is",
+			seenReady: true,
+			views: []View{
+				peer("a", idA, objs(own("a", idA), yOf(nil))...),
+				peer("c", idC, objs(own("c", idC), yOf(nil))...),
+			},
+			waiting: "Cluster y (cluster uid-y) offered by peer a not learnt yet: waiting to read what member(s) b relay of it",
+		},
+		{
+			name: "a member read with its bootstrap credential is not read yet either",
+			views: []View{
+				peer("a", idA, objs(own("a", idA), yOf(nil))...),
+				func() View {
+					v := peer("c", idC, objs(own("c", idC), yOf(nil, readerServer("https://fake.example:6443", nil)))...)
+					v.Bootstrap = true
+					return v
+				}(),
+			},
+			seenReady: true,
+			waiting:   "waiting to read what member(s) b, c relay of it",
+		},
+		{
 			name: "a cluster known here (the admin's join) is not first contact: its relays are renewals only",
 			views: []View{
 				peer("a", idA, objs(own("a", idA), yOf(nil, readerServer("https://fake.example:6443", nil)))...),
@@ -115,9 +140,21 @@ func TestFirstContact(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			loc := local
+			loc := slices.Clone(local)
 			if strings.HasPrefix(tc.name, "a cluster known here") {
 				loc = objs(local, []Object{cl("y", idY), sec("y", 30)})
+			}
+			if tc.seenReady {
+				b := cl("b", idB, mark(idB))
+				b.Status.State = v1alpha1.ClusterStateReady
+				loc = objs(loc, []Object{b, sec("b", defaultExpiryAt, mark(idB))})
+				for i, o := range loc {
+					if c, ok := o.(*v1alpha1.Cluster); ok && c.Name == "c" {
+						c = c.DeepCopy()
+						c.Status.State = v1alpha1.ClusterStateReady
+						loc[i] = c
+					}
+				}
 			}
 			in := input(loc, tc.views)
 			in.Now = t0
@@ -135,6 +172,11 @@ func TestFirstContact(t *testing.T) {
 			res := Plan(in)
 			if diff := cmp.Diff(tc.want, summary(res)); diff != "" {
 				t.Errorf("writes (-want +got):\n%s", diff)
+			}
+			if tc.waiting != "" {
+				if diff := cmp.Diff([]string{tc.waiting}, conflictsMatching(res.Conflicts, []string{tc.waiting})); diff != "" {
+					t.Errorf("conflicts (-want +got):\n%s", diff)
+				}
 			}
 			for _, w := range res.Writes {
 				if !w.Verify && w.From != "" && w.Describes == idY {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -372,6 +373,19 @@ func Plan(in Input) Result {
 		}
 	}
 	names = slices.DeleteFunc(names, func(n string) bool { return covered[n] })
+	// Relays are compared only once every member this cluster last saw Ready has been
+	// read: at a restart, or while one is not read yet, a hostile relay read first would
+	// otherwise be the only one.
+	if waiting := unread(in, ready, gone, disabled); len(waiting) > 0 {
+		names = slices.DeleteFunc(names, func(n string) bool {
+			src := chosen[n]
+			if src.own || src.relayOnly {
+				return false
+			}
+			res.Conflicts = append(res.Conflicts, fmt.Sprintf("Cluster %s (cluster %s) offered by peer %s not learnt yet: waiting to read what member(s) %s relay of it", n, src.cluster.Spec.ClusterID, src.view.Name, strings.Join(waiting, ", ")))
+			return true
+		})
+	}
 
 	for _, name := range names {
 		src := chosen[name]
