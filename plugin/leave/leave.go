@@ -183,7 +183,7 @@ func (o *Options) AddFlags(cmd *cobra.Command) {
 	fs.BoolVar(&o.Force, "force", o.Force,
 		"Record the departure even when the cluster is not Ready (dead or unreachable): it forgets the group when its controller next reads a majority of the members.")
 	fs.BoolVar(&o.Confirm, "confirm", o.Confirm,
-		"Add the record of the member of --context to a departure another member recorded (the cluster need not be Ready). The departure takes effect once a strict majority of the members record it.")
+		"Add the record of the member of --context to a departure another member recorded (the cluster need not be Ready). The departure takes effect once a strict majority of the members record it, or the cluster records it itself.")
 	cmdutil.AddDryRunFlag(cmd,
 		`Must be "none", "client" or "server". With "client", only print what would be written; with "server", also submit it as a dry-run request. Nothing is written either way.`)
 	fs.BoolVar(&o.Wait, "wait", o.Wait,
@@ -261,7 +261,7 @@ func (o *Options) Run(ctx context.Context) error {
 	x := target.Spec.ClusterID
 	if o.Confirm && !self {
 		if others := recordedBy(m, x); len(others) == 0 {
-			return fmt.Errorf("no other member records the departure of cluster %s on the Clusters context %s holds: nothing to confirm. Start it with \"kubectl registry leave %s\" (with --force when it is not Ready)", target.Name, m.Name, target.Name)
+			fmt.Fprintf(o.ErrOut, "warning: no other member's record of the departure of cluster %s is on context %s yet (the copies of the members' Clusters carry their records once synced): recording it anyway\n", target.Name, m.Name)
 		}
 	}
 	if !self && !o.Force && !o.Confirm {
