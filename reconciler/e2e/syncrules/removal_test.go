@@ -66,10 +66,12 @@ func clearRecords(t *testing.T, names []string, gone ...types.UID) {
 				continue
 			}
 			for i := range secrets.Items {
-				if secrets.Items[i].Annotations[v1alpha1.OwnershipAnnotation] == string(id) {
+				if secrets.Items[i].Annotations[v1alpha1.OwnershipAnnotation] == string(id) || secrets.Items[i].Name == v1alpha1.IssuedReaderSecretName(id) {
 					_ = c.Delete(ctx, &secrets.Items[i])
 				}
 			}
+			sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: v1alpha1.ReadersNamespace(ns), Name: v1alpha1.ReaderServiceAccountName(id)}}
+			_ = c.Delete(ctx, sa)
 		}
 	}
 }
@@ -417,10 +419,14 @@ func TestHostileFirstContact(t *testing.T) {
 
 	// fourth leaves by itself, so that the bed's group is three again.
 	annotateOwn(t, fourth, "fourth", map[string]string{v1alpha1.ConfirmedDeparturesAnnotation: string(fourthID) + "@" + time.Now().UTC().Format(time.RFC3339Nano)})
-	harness.Eventually(t, 60*time.Second, "the members drop fourth", func() error {
+	harness.Eventually(t, 60*time.Second, "the members drop fourth and revoke what they issued it", func() error {
 		for _, n := range names {
 			if name, ok, err := holdsClusterOf(cl[n], fourthID); err != nil || ok {
 				return fmt.Errorf("%s still holds Cluster %s of fourth (%v)", n, name, err)
+			}
+			err := cl[n].Get(ctx, client.ObjectKey{Namespace: ns, Name: v1alpha1.IssuedReaderSecretName(fourthID)}, &corev1.Secret{})
+			if !apierrors.IsNotFound(err) {
+				return fmt.Errorf("%s still holds the credential it issued to fourth (%v)", n, err)
 			}
 		}
 		return nil
