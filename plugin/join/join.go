@@ -56,6 +56,13 @@ const (
 		cluster-disabled annotation. Each side gets the Secret first, then the Cluster. Running
 		join again changes nothing: every object is reported unchanged.
 
+		A cluster that left the group comes back only with join, run by an admin with the
+		context of a member: when one side records the other's departure, join records on
+		that side's own Cluster that it admits the other again (the annotation
+		cluster-registry.k8s.cisco.com/admitted-clusters), which cancels every earlier record
+		of the departure as the members read it; a side that recorded its own departure
+		drops that record. Nothing the departed cluster writes by itself brings it back.
+
 		--server and --peer-server replace the address A and B advertise to each other (the
 		server of the copied reader kubeconfig and the matching kubernetesApiEndpoints entry of
 		the copied Cluster), for API servers that the other side reaches at another address
@@ -122,7 +129,7 @@ type Options struct {
 	PollInterval time.Duration
 	// ShowSecrets prints the Secrets' data with -o; masked otherwise.
 	ShowSecrets bool
-	// Now is the clock of the joined-again mark; nil means time.Now.
+	// Now is the clock of the admission join records; nil means time.Now.
 	Now func() time.Time
 
 	PrintFlags *genericclioptions.PrintFlags

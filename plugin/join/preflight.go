@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -46,8 +45,14 @@ type side struct {
 	clusters []v1alpha1.Cluster
 	local    *v1alpha1.Cluster
 	secret   *corev1.Secret
-	// rejoin is the local Cluster with the joined-at mark, when this side left the group.
+	// rejoin is the local Cluster as join marks it (marks), when the other side left the
+	// group as this side records it, or this side recorded its own departure: the
+	// admission of the other side recorded, this side's records of its own departure
+	// dropped.
 	rejoin *v1alpha1.Cluster
+	marks  map[string]*string
+	// admits is the other side's name when this side admits it back.
+	admits string
 	copies copies
 }
 
@@ -116,18 +121,28 @@ func (o *Options) preflight(ctx context.Context) (plan, error) {
 			return plan{}, err
 		}
 	}
-	// A side that left the group is marked as joined again (on its own Cluster, so the
-	// mark travels with the copies): otherwise the controllers would delete the copies.
-	gone, _ := memberplan.InForce(o.now(), append(slices.Clone(a.clusters), b.clusters...))
+	// A side that left the group, as the other side records it, is admitted back by
+	// the other side: the admission is recorded on the other side's own Cluster (never
+	// by the cluster that left, which cannot bring itself back) and cancels every
+	// earlier record of the departure. A side that recorded its own departure drops
+	// that record (its admin runs this join). Otherwise the controllers would delete
+	// the copies.
 	var rejoin []*side
 	for _, s := range []*side{a, b} {
-		if _, left := gone[s.id]; left {
+		if marks := rejoinMarks(s, o.other(s), o.now()); len(marks) > 0 {
 			rejoin = append(rejoin, s)
+			s.marks = marks
 			marked := s.local.DeepCopy()
-			if marked.Annotations == nil {
-				marked.Annotations = map[string]string{}
+			for k, v := range marks {
+				if v == nil {
+					delete(marked.Annotations, k)
+					continue
+				}
+				if marked.Annotations == nil {
+					marked.Annotations = map[string]string{}
+				}
+				marked.Annotations[k] = *v
 			}
-			marked.Annotations[v1alpha1.JoinedAtAnnotation] = o.now().UTC().Format(time.RFC3339Nano)
 			s.rejoin = marked
 			s.local = marked
 		}
@@ -170,6 +185,39 @@ func (o *Options) preflight(ctx context.Context) (plan, error) {
 		p.writes = append(p.writes, sideWrites{on: to, from: from, items: items})
 	}
 	return p, nil
+}
+
+// rejoinMarks returns the annotations join changes on side s's own Cluster (nil value:
+// removed) so that s and other form a group again: the admission of other when s
+// records other's departure, and s's records of its own departure dropped.
+func rejoinMarks(s, other *side, now time.Time) map[string]*string {
+	marks := map[string]*string{}
+	deps, admitted, _ := memberplan.Records(s.local)
+	if _, left := deps[other.id]; left {
+		admitted.Add(other.id, now)
+		v := admitted.Format()
+		marks[v1alpha1.AdmittedClustersAnnotation] = &v
+		s.admits = other.name
+	}
+	if _, self := deps[s.id]; self {
+		for _, k := range []string{v1alpha1.LeftClustersAnnotation, v1alpha1.ConfirmedDeparturesAnnotation} {
+			d, _ := memberplan.ParseDepartures(s.local.Annotations[k])
+			if _, ok := d[s.id]; !ok {
+				continue
+			}
+			delete(d, s.id)
+			v := d.Format()
+			if v == "" {
+				marks[k] = nil
+			} else {
+				marks[k] = &v
+			}
+		}
+	}
+	if _, ok := s.local.Annotations[v1alpha1.JoinedAtAnnotation]; ok && len(marks) > 0 {
+		marks[v1alpha1.JoinedAtAnnotation] = nil
+	}
+	return marks
 }
 
 func (o *Options) other(s *side) *side {

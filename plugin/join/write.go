@@ -41,9 +41,13 @@ func (o *Options) write(ctx context.Context, p plan) error {
 	var done []string
 	for _, s := range p.rejoin {
 		if err := o.markRejoined(ctx, s); err != nil {
-			return fmt.Errorf("marking the Cluster %s on context %s as joined again after it left the group: %w\nnothing else was written", s.rejoin.Name, s.name, err)
+			return fmt.Errorf("recording on the Cluster %s on context %s that the clusters join again after a departure: %w\nnothing else was written", s.rejoin.Name, s.name, err)
 		}
-		fmt.Fprintf(o.statusOut(), "%s/%s on %s had left the group: marked as joined again%s\n", clusterResource, s.rejoin.Name, s.name, suffix)
+		if s.admits != "" {
+			fmt.Fprintf(o.statusOut(), "%s/%s on %s recorded the departure of context %s: admission of it recorded%s\n", clusterResource, s.rejoin.Name, s.name, s.admits, suffix)
+		} else {
+			fmt.Fprintf(o.statusOut(), "%s/%s on %s had left the group: its record of its departure dropped%s\n", clusterResource, s.rejoin.Name, s.name, suffix)
+		}
 	}
 	for wi, w := range p.writes {
 		for ii, it := range w.items {
@@ -149,8 +153,8 @@ func (o *Options) masked(u *unstructured.Unstructured) *unstructured.Unstructure
 	return u
 }
 
-// markRejoined sets the joined-at annotation on the local Cluster of a side that left
-// the group, before the copies are written.
+// markRejoined writes the rejoin marks on the local Cluster of a side (see
+// rejoinMarks), before the copies are written.
 func (o *Options) markRejoined(ctx context.Context, s *side) error {
 	if o.DryRun == cmdutil.DryRunClient {
 		return nil
@@ -161,9 +165,7 @@ func (o *Options) markRejoined(ctx context.Context, s *side) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	patch := map[string]any{"metadata": map[string]any{"annotations": map[string]string{
-		v1alpha1.JoinedAtAnnotation: s.rejoin.Annotations[v1alpha1.JoinedAtAnnotation],
-	}}}
+	patch := map[string]any{"metadata": map[string]any{"annotations": s.marks}}
 	data, err := json.Marshal(patch)
 	if err != nil {
 		return err

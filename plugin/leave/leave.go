@@ -3,12 +3,13 @@
 //
 // The group has no hub, and every member copies membership from the others, so deleting
 // a Cluster CR somewhere is undone by the next member that still has it. leave records
-// the departure instead: it adds the leaving cluster to the left-clusters annotation of
-// the own Cluster CR of the member it talks to. That list travels with the Cluster CR;
-// every controller that sees it deletes its copies of the departed cluster's Cluster CR
-// and reader Secret and does not learn them again, and the departed cluster, seeing
-// itself listed, deletes its copies of every other member (see reconciler/membership).
-// "kubectl registry join" brings a cluster that left back.
+// the departure instead: it adds the leaving cluster to the confirmed-departures
+// annotation of the own Cluster CR of the member it talks to. The departure takes
+// effect when the leaving cluster recorded it itself, or when a strict majority of the
+// members record it (see reconciler/planner/members Decide); every controller then
+// deletes its copies of the departed cluster's Cluster CR and reader Secret and does not
+// learn them again, and the departed cluster deletes its copies of every other member.
+// "kubectl registry join" on a member brings a cluster that left back.
 package leave
 
 import (
@@ -49,23 +50,33 @@ const (
 		cluster itself.
 
 		leave records the departure on the own Cluster CR of the cluster of --context (the
-		annotation cluster-registry.k8s.cisco.com/left-clusters); the controllers spread it
-		like membership. Every member then deletes its Cluster CR of the departed cluster and
-		its copy of that cluster's reader Secret, and does not learn it again from the others;
-		the departed cluster deletes its copies of every other member's Cluster CR and reader
-		Secret. Nothing else is deleted: objects synced to or from the departed cluster are
-		kept (they keep their ownership mark and are no longer updated), and the registry
-		stays installed on it ("kubectl registry uninstall" removes it).
+		annotation cluster-registry.k8s.cisco.com/confirmed-departures). No single member
+		decides it: the departure takes effect when the leaving cluster recorded it itself
+		(leave run with its own context), or when a strict majority of the members (the
+		leaving cluster counted) record it, each on its own Cluster as the other members
+		read it from that member's API server. Until then leave says how many more members
+		must record it, and --confirm, run with the context of another member, adds that
+		member's record. In a group of two, only the leaving cluster itself can remove
+		it.
+
+		Once in force, every member deletes its Cluster CR of the departed cluster and its
+		copy of that cluster's reader Secret, revokes its access, and does not learn it again
+		from the others; the departed cluster deletes its copies of every other member's
+		Cluster CR and reader Secret. Nothing else is deleted: objects synced to or from the
+		departed cluster are kept (they keep their ownership mark and are no longer updated),
+		and the registry stays installed on it ("kubectl registry uninstall" removes it).
 
 		The departed cluster must be Ready in the view of --context, so that it can be told to
-		forget the group. --force removes a cluster that cannot be reached (a dead or
-		unreachable cluster): the members drop it at once, and it forgets the group when its
-		controller next reaches any member. leave talks only to the API server of --context
-		and, with --wait, reads the members with their reader kubeconfigs; it never waits on a
-		member that is not Ready.
+		forget the group. --force records the departure of a cluster that cannot be reached (a
+		dead or unreachable cluster); it forgets the group when its controller next reads a
+		majority of the members. leave talks only to the API server of --context and, with
+		--wait, reads the members with their reader kubeconfigs; it never waits on a member
+		that is not Ready.
 
-		A cluster that left comes back with "kubectl registry join"; recreating its Cluster CR
-		by hand is not enough, the members would delete it again.
+		A cluster that left comes back only with "kubectl registry join" run by an admin with
+		a member's context (the join records the admission on that member's own Cluster);
+		nothing the departed cluster writes on its own Cluster brings it back, and recreating
+		its Cluster CR by hand is not enough, the members would delete it again.
 
 		--wait waits, up to --timeout, until the controllers have done it, as read from the
 		clusters themselves: no Ready member holds a Cluster CR of the departed cluster any
@@ -81,8 +92,10 @@ const (
 		# Leave the group with the cluster of the current context
 		kubectl registry leave
 
-		# Remove a cluster that is gone for good
+		# Remove a cluster that is gone for good: start on one member...
 		kubectl registry leave west --context east --force
+		# ...and confirm on others until a majority of the members record it
+		kubectl registry leave west --context north --confirm
 
 		# Show the Cluster CR leave would write, and write nothing
 		kubectl registry leave west --context east --dry-run=client -o yaml`
@@ -106,8 +119,10 @@ type Options struct {
 	Name string
 	// Namespace is the registry namespace.
 	Namespace string
-	// Force removes a cluster that is not Ready.
+	// Force records the departure of a cluster that is not Ready.
 	Force bool
+	// Confirm adds this member's record to a departure another member recorded.
+	Confirm bool
 	// DryRun is cmdutil.DryRunNone, cmdutil.DryRunClient or cmdutil.DryRunServer.
 	DryRun cmdutil.DryRunStrategy
 	// Wait waits, up to Timeout, until the controllers have carried the departure out.
@@ -166,7 +181,9 @@ func (o *Options) AddFlags(cmd *cobra.Command) {
 	fs.StringVarP(&o.Namespace, "namespace", "n", o.Namespace,
 		"Registry namespace: where the reader Secrets live.")
 	fs.BoolVar(&o.Force, "force", o.Force,
-		"Remove the cluster even when it is not Ready (dead or unreachable): it forgets the group when its controller next reaches a member.")
+		"Record the departure even when the cluster is not Ready (dead or unreachable): it forgets the group when its controller next reads a majority of the members.")
+	fs.BoolVar(&o.Confirm, "confirm", o.Confirm,
+		"Add the record of the member of --context to a departure another member recorded (the cluster need not be Ready). The departure takes effect once a strict majority of the members record it, or the cluster records it itself.")
 	cmdutil.AddDryRunFlag(cmd,
 		`Must be "none", "client" or "server". With "client", only print what would be written; with "server", also submit it as a dry-run request. Nothing is written either way.`)
 	fs.BoolVar(&o.Wait, "wait", o.Wait,
@@ -219,6 +236,9 @@ func (o *Options) Validate() error {
 	if o.Wait && o.DryRun != cmdutil.DryRunNone {
 		errs = append(errs, errors.New("--wait cannot be used with --dry-run: nothing is written to wait for"))
 	}
+	if o.Confirm && o.Name == "" {
+		errs = append(errs, errors.New("--confirm needs the CLUSTER whose departure it confirms (a cluster leaving by itself needs no confirmation)"))
+	}
 	if o.Wait && o.Timeout <= 0 {
 		errs = append(errs, fmt.Errorf("--timeout must be positive, got %s", o.Timeout))
 	}
@@ -239,10 +259,15 @@ func (o *Options) Run(ctx context.Context) error {
 		return err
 	}
 	x := target.Spec.ClusterID
-	if !self && !o.Force {
+	if o.Confirm && !self {
+		if others := recordedBy(m, x); len(others) == 0 {
+			fmt.Fprintf(o.ErrOut, "warning: no other member's record of the departure of cluster %s is on context %s yet (the copies of the members' Clusters carry their records once synced): recording it anyway\n", target.Name, m.Name)
+		}
+	}
+	if !self && !o.Force && !o.Confirm {
 		if err := notReady(target); err != nil {
-			return fmt.Errorf("cluster %s is not Ready in the view of context %s (%w), so it cannot be told to forget the group now. Re-run with --force to remove it anyway: the members drop it at once, and it forgets the group when its controller next reaches one of them",
-				target.Name, m.Name, err)
+			return fmt.Errorf("cluster %s is not Ready in the view of context %s (%w), so it cannot be told to forget the group now. Re-run with --force to record its departure anyway: it takes effect once a majority of the members record it (kubectl registry leave %s --confirm with the context of each other member), and it forgets the group when its controller next reads them",
+				target.Name, m.Name, err, target.Name)
 		}
 	}
 
@@ -253,19 +278,26 @@ func (o *Options) Run(ctx context.Context) error {
 		watched = o.watchTargets(ctx, m, target, self)
 	}
 
-	current, _ := members.ParseDepartures(m.Own.Annotations[v1alpha1.LeftClustersAnnotation])
-	inForce, _ := members.InForce(o.Now(), m.Clusters)
-	if _, already := inForce[x]; already {
+	decided := members.Decided(m.Own)
+	mine, _, _ := members.Records(m.Own)
+	switch _, left := decided[x]; {
+	case left:
 		fmt.Fprintf(o.ErrOut, "cluster %s (clusterID %s) already left the group at %s (recorded on %s/%s)\n",
-			target.Name, x, current[x].UTC().Format(time.RFC3339), clusterResource, m.Own.Name)
-	} else {
-		updated, err := o.record(ctx, m, x)
-		if err != nil {
-			return err
+			target.Name, x, decided[x].UTC().Format(time.RFC3339), clusterResource, m.Own.Name)
+	case mine[x].IsZero() || o.printer != nil:
+		updated := m.Own
+		if mine[x].IsZero() {
+			if updated, err = o.record(ctx, m, x); err != nil {
+				return err
+			}
 		}
 		if err := o.print(updated, target, self, m); err != nil {
 			return err
 		}
+	default:
+		fmt.Fprintf(o.ErrOut, "the departure of cluster %s (clusterID %s) is already recorded on %s/%s, at %s\n",
+			target.Name, x, clusterResource, m.Own.Name, mine[x].UTC().Format(time.RFC3339))
+		o.explain(tally(o.Now(), m, m.Own, x), target, self, m)
 	}
 	if !o.Wait {
 		return nil
@@ -319,15 +351,53 @@ func notReady(c *v1alpha1.Cluster) error {
 	return nil
 }
 
+// recordedBy returns the names of the other members whose Cluster, as held on the member
+// (copies of their own), records the departure of x.
+func recordedBy(m *member, x types.UID) []string {
+	var out []string
+	for i := range m.Clusters {
+		c := &m.Clusters[i]
+		if c.Spec.ClusterID == m.ID {
+			continue
+		}
+		if d, _, _ := members.Records(c); !d[x].IsZero() {
+			out = append(out, c.Name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// tally counts the records of x's departure as the member's Clusters show them: its own
+// and the copies of the others' (the controllers count each member's own Cluster read
+// from that member, with the same function).
+func tally(now time.Time, m *member, own *v1alpha1.Cluster, x types.UID) members.Tally {
+	clusters := make([]v1alpha1.Cluster, 0, len(m.Clusters))
+	var views []members.View
+	for i := range m.Clusters {
+		c := m.Clusters[i]
+		if c.Spec.ClusterID == m.ID {
+			if c.Name == own.Name {
+				c = *own
+			}
+			clusters = append(clusters, c)
+			continue
+		}
+		clusters = append(clusters, c)
+		views = append(views, members.View{Name: c.Name, ClusterID: c.Spec.ClusterID, Clusters: []v1alpha1.Cluster{c}})
+	}
+	return members.Decide(now, m.ID, clusters, views...).Tallies[x]
+}
+
 // record adds the departure of x to the member's own Cluster CR.
 func (o *Options) record(ctx context.Context, m *member, x types.UID) (*v1alpha1.Cluster, error) {
-	d, _ := members.ParseDepartures(m.Own.Annotations[v1alpha1.LeftClustersAnnotation])
+	d, _ := members.ParseDepartures(m.Own.Annotations[v1alpha1.ConfirmedDeparturesAnnotation])
 	d.Add(x, o.Now())
 	updated := m.Own.DeepCopy()
 	if updated.Annotations == nil {
 		updated.Annotations = map[string]string{}
 	}
-	updated.Annotations[v1alpha1.LeftClustersAnnotation] = d.Format()
+	updated.Annotations[v1alpha1.ConfirmedDeparturesAnnotation] = d.Format()
 	if o.DryRun == cmdutil.DryRunClient {
 		return updated, nil
 	}
@@ -361,13 +431,69 @@ func (o *Options) print(updated, target *v1alpha1.Cluster, self bool, m *member)
 	case cmdutil.DryRunServer:
 		suffix = " (server dry run)"
 	}
-	fmt.Fprintf(o.Out, "%s/%s left the group (recorded on %s/%s on context %s)%s\n", clusterResource, target.Name, clusterResource, m.Own.Name, m.Name, suffix)
-	if self {
-		fmt.Fprintf(o.ErrOut, "The other members drop %s once their controllers read %s's Cluster; %s drops its copies of theirs. Synced objects are kept.\n", target.Name, target.Name, target.Name)
+	t := tally(o.Now(), m, updated, target.Spec.ClusterID)
+	if t.InForce {
+		fmt.Fprintf(o.Out, "%s/%s left the group (recorded on %s/%s on context %s)%s\n", clusterResource, target.Name, clusterResource, m.Own.Name, m.Name, suffix)
 	} else {
-		fmt.Fprintf(o.ErrOut, "The members drop %s as the departure spreads; %s drops its copies of theirs when its controller reads any member. Synced objects are kept.\n", target.Name, target.Name)
+		fmt.Fprintf(o.Out, "%s/%s: departure recorded on %s/%s on context %s, not in force yet%s\n", clusterResource, target.Name, clusterResource, m.Own.Name, m.Name, suffix)
 	}
+	o.explain(t, target, self, m)
 	return nil
+}
+
+// explain says on stderr what the tally of a departure means: what happens next, or
+// how many more members must record it and how.
+func (o *Options) explain(t members.Tally, target *v1alpha1.Cluster, self bool, m *member) {
+	x := target.Spec.ClusterID
+	if t.InForce {
+		if self {
+			fmt.Fprintf(o.ErrOut, "The other members drop %s once their controllers read %s's Cluster; %s drops its copies of theirs. Synced objects are kept.\n", target.Name, target.Name, target.Name)
+		} else {
+			fmt.Fprintf(o.ErrOut, "A majority of the members record it (%s): the members drop %s, and %s drops its copies of theirs when its controller reads them. Synced objects are kept.\n", o.names(m, t.Records), target.Name, target.Name)
+		}
+		return
+	}
+	fmt.Fprintf(o.ErrOut, "%d of the %d members record it (%s, as the Clusters on %s show); it takes effect when %d more record it, or when %s records it itself.\n",
+		len(t.Records), t.Members, o.names(m, t.Records), m.Name, t.Needed(), target.Name)
+	var others []string
+	recorded := map[types.UID]bool{}
+	for _, id := range t.Records {
+		recorded[id] = true
+	}
+	for i := range m.Clusters {
+		c := &m.Clusters[i]
+		if id := c.Spec.ClusterID; id != x && !recorded[id] && id != m.ID {
+			others = append(others, c.Name)
+		}
+	}
+	sort.Strings(others)
+	if len(others) == 0 {
+		fmt.Fprintf(o.ErrOut, "No other member can confirm it: in a group of two, only %s itself removes it (kubectl registry leave --context <context of %s>). Until then, the annotation %s=true on the Cluster %s here stops this cluster from using it.\n",
+			target.Name, target.Name, v1alpha1.ClusterDisabledAnnotation, target.Name)
+		return
+	}
+	fmt.Fprintf(o.ErrOut, "To confirm it on another member (%s), run there: kubectl registry leave %s --confirm --context <context of that member>\n", strings.Join(others, ", "), target.Name)
+}
+
+// names returns the names of the Clusters of ids on the member, in order.
+func (o *Options) names(m *member, ids []types.UID) string {
+	byID := map[types.UID]string{}
+	for i := range m.Clusters {
+		byID[m.Clusters[i].Spec.ClusterID] = m.Clusters[i].Name
+	}
+	out := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if n, ok := byID[id]; ok {
+			out = append(out, n)
+		} else {
+			out = append(out, string(id))
+		}
+	}
+	sort.Strings(out)
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, ", ")
 }
 
 // watchTarget is one cluster --wait reads: done when it holds no Cluster describing a

@@ -207,7 +207,7 @@ func TestLeave(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !strings.Contains(out, v1alpha1.LeftClustersAnnotation+": "+string(idC)+"@") {
+		if !strings.Contains(out, v1alpha1.ConfirmedDeparturesAnnotation+": "+string(idC)+"@") {
 			t.Errorf("dry run output lacks the departure of c:\n%s", out)
 		}
 		if d := leftEntries(t, cl["a"], "a"); len(d) != 0 {
@@ -215,12 +215,25 @@ func TestLeave(t *testing.T) {
 		}
 	})
 
-	t.Run("from another member", func(t *testing.T) {
-		out, errOut, err := runLeave(t, "c", "--context", "a", "--wait")
+	t.Run("from other members: one records it, a second confirms it", func(t *testing.T) {
+		out, errOut, err := runLeave(t, "c", "--context", "a")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := "cluster.clusterregistry.k8s.cisco.com/c left the group (recorded on cluster.clusterregistry.k8s.cisco.com/a on context a)\n"; out != want {
+		if want := "cluster.clusterregistry.k8s.cisco.com/c: departure recorded on cluster.clusterregistry.k8s.cisco.com/a on context a, not in force yet\n"; out != want {
+			t.Errorf("stdout %q, want %q", out, want)
+		}
+		if want := "kubectl registry leave c --confirm --context <context of that member>"; !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		}
+		// One member's record removes nothing.
+		holdsExactly(t, cl["c"], "c", "a", "b", "c")
+		holdsExactly(t, cl["b"], "b", "a", "b", "c")
+		out, errOut, err = runLeave(t, "c", "--context", "b", "--confirm", "--wait")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "cluster.clusterregistry.k8s.cisco.com/c left the group (recorded on cluster.clusterregistry.k8s.cisco.com/b on context b)\n"; out != want {
 			t.Errorf("stdout %q, want %q", out, want)
 		}
 		for _, m := range []string{"a: done", "b: done", "c: done"} {
@@ -334,7 +347,14 @@ func TestLeave(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "--force") {
 			t.Errorf("error %v does not point at --force", err)
 		}
-		_, errOut, err := runLeave(t, "c", "--context", "a", "--force", "--wait")
+		_, errOut, err := runLeave(t, "c", "--context", "a", "--force")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(errOut, "it takes effect when 1 more record it") {
+			t.Errorf("stderr does not say how many more members must confirm:\n%s", errOut)
+		}
+		_, errOut, err = runLeave(t, "c", "--context", "b", "--confirm", "--wait")
 		if err != nil {
 			t.Fatal(err)
 		}

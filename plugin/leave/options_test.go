@@ -67,14 +67,15 @@ func runFake(t *testing.T, f *kubefake.Factory, args ...string) (stdout, stderr 
 	return out.String(), errOut.String(), err
 }
 
-// departures returns the left-clusters annotation of a's own Cluster.
+// departures returns the confirmed-departures annotation of a's own Cluster: what leave
+// records.
 func departures(t *testing.T, f *kubefake.Factory) string {
 	t.Helper()
 	var c v1alpha1.Cluster
 	if err := f.Cluster("a").Client.Get(context.Background(), client.ObjectKey{Name: "a"}, &c); err != nil {
 		t.Fatal(err)
 	}
-	return c.Annotations[v1alpha1.LeftClustersAnnotation]
+	return c.Annotations[v1alpha1.ConfirmedDeparturesAnnotation]
 }
 
 const leaveHint = "\nSee 'kubectl registry leave --help' for usage."
@@ -117,6 +118,8 @@ func TestCompleteValidate(t *testing.T) {
 			want: plugintest.Exit{Code: 2, Msg: "--wait cannot be used with --dry-run: nothing is written to wait for" + leaveHint}},
 		{name: "wait in a server dry run", args: []string{"b", "--dry-run=server", "--wait"},
 			want: plugintest.Exit{Code: 2, Msg: "--wait cannot be used with --dry-run: nothing is written to wait for" + leaveHint}},
+		{name: "confirm without a cluster", args: []string{"--confirm"},
+			want: plugintest.Exit{Code: 2, Msg: "--confirm needs the CLUSTER whose departure it confirms (a cluster leaving by itself needs no confirmation)" + leaveHint}},
 		{name: "no timeout", args: []string{"b", "--wait", "--timeout", "0s"},
 			want: plugintest.Exit{Code: 2, Msg: "--timeout must be positive, got 0s" + leaveHint}},
 		{name: "every Validate error at once", args: []string{"Not_A_Cluster", "-n", "Not_A_Namespace", "--wait", "--timeout", "-1s"},
@@ -145,34 +148,48 @@ func TestCompleteValidate(t *testing.T) {
 // in a dry run), and its refusals.
 func TestRunFake(t *testing.T) {
 	recorded := "id-b@" + now.Format(time.RFC3339)
-	const others = "The members drop b as the departure spreads; b drops its copies of theirs when its controller reads any member. Synced objects are kept.\n"
+	pending := func(x, other string) string {
+		return "1 of the 3 members record it (a, as the Clusters on a show); it takes effect when 1 more record it, or when " + x + " records it itself.\n" +
+			"To confirm it on another member (" + other + "), run there: kubectl registry leave " + x + " --confirm --context <context of that member>\n"
+	}
+	others := pending("b", "c")
 	tests := []struct {
 		name       string
 		args       []string
 		want       plugintest.Exit
 		wantOut    string
 		wantErrOut string
-		// wantLeft is the left-clusters annotation of a afterwards.
+		// wantLeft is the confirmed-departures annotation of a afterwards.
 		wantLeft string
+		// confirmedOnC records on c's Cluster (a's copy of it) that b left.
+		confirmedOnC bool
 	}{
 		{name: "client dry run", args: []string{"b", "--dry-run=client"},
-			wantOut:    clusterResource + "/b left the group (recorded on " + clusterResource + "/a on context a) (dry run)\n",
+			wantOut:    clusterResource + "/b: departure recorded on " + clusterResource + "/a on context a, not in force yet (dry run)\n",
 			wantErrOut: others},
 		{name: "server dry run", args: []string{"b", "--dry-run=server"},
-			wantOut:    clusterResource + "/b left the group (recorded on " + clusterResource + "/a on context a) (server dry run)\n",
+			wantOut:    clusterResource + "/b: departure recorded on " + clusterResource + "/a on context a, not in force yet (server dry run)\n",
 			wantErrOut: others},
-		{name: "leave", args: []string{"b"},
-			wantOut:    clusterResource + "/b left the group (recorded on " + clusterResource + "/a on context a)\n",
+		{name: "leave: one member's record is not enough", args: []string{"b"},
+			wantOut:    clusterResource + "/b: departure recorded on " + clusterResource + "/a on context a, not in force yet\n",
 			wantErrOut: others, wantLeft: recorded},
+		{name: "confirm: with c's record, a majority", args: []string{"b", "--confirm"}, confirmedOnC: true,
+			wantOut:    clusterResource + "/b left the group (recorded on " + clusterResource + "/a on context a)\n",
+			wantErrOut: "A majority of the members record it (a, c): the members drop b, and b drops its copies of theirs when its controller reads them. Synced objects are kept.\n",
+			wantLeft:   recorded},
+		{name: "confirm: no other record seen yet", args: []string{"b", "--confirm"},
+			wantOut:    clusterResource + "/b: departure recorded on " + clusterResource + "/a on context a, not in force yet\n",
+			wantErrOut: "warning: no other member's record of the departure of cluster b is on context a yet (the copies of the members' Clusters carry their records once synced): recording it anyway\n" + others,
+			wantLeft:   recorded},
 		{name: "the member itself", args: []string{"--context", "a"},
 			wantOut:    clusterResource + "/a left the group (recorded on " + clusterResource + "/a on context a)\n",
 			wantErrOut: "The other members drop a once their controllers read a's Cluster; a drops its copies of theirs. Synced objects are kept.\n",
 			wantLeft:   "id-a@" + now.Format(time.RFC3339)},
 		{name: "not Ready", args: []string{"c"},
-			want: plugintest.Exit{Code: 2, Msg: "cluster c is not Ready in the view of context a (Ready=False, Test: as the test set it), so it cannot be told to forget the group now. Re-run with --force to remove it anyway: the members drop it at once, and it forgets the group when its controller next reaches one of them"}},
+			want: plugintest.Exit{Code: 2, Msg: "cluster c is not Ready in the view of context a (Ready=False, Test: as the test set it), so it cannot be told to forget the group now. Re-run with --force to record its departure anyway: it takes effect once a majority of the members record it (kubectl registry leave c --confirm with the context of each other member), and it forgets the group when its controller next reads them"}},
 		{name: "not Ready, forced", args: []string{"c", "--force"},
-			wantOut:    clusterResource + "/c left the group (recorded on " + clusterResource + "/a on context a)\n",
-			wantErrOut: "The members drop c as the departure spreads; c drops its copies of theirs when its controller reads any member. Synced objects are kept.\n",
+			wantOut:    clusterResource + "/c: departure recorded on " + clusterResource + "/a on context a, not in force yet\n",
+			wantErrOut: pending("c", "b"),
 			wantLeft:   "id-c@" + now.Format(time.RFC3339)},
 		{name: "no such cluster", args: []string{"nosuch"},
 			want: plugintest.Exit{Code: 2, Msg: `context a has no Cluster nosuch: it is not a member of the group as a sees it (its Clusters: a, b, c; see "kubectl registry status")`}},
@@ -180,6 +197,17 @@ func TestRunFake(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := fakeMember()
+			if tt.confirmedOnC {
+				var c v1alpha1.Cluster
+				cl := f.Cluster("a").Client
+				if err := cl.Get(context.Background(), client.ObjectKey{Name: "c"}, &c); err != nil {
+					t.Fatal(err)
+				}
+				c.Annotations = map[string]string{v1alpha1.ConfirmedDeparturesAnnotation: "id-b@" + now.Add(-time.Minute).Format(time.RFC3339)}
+				if err := cl.Update(context.Background(), &c); err != nil {
+					t.Fatal(err)
+				}
+			}
 			stdout, stderr, err := runFake(t, f, tt.args...)
 			if diff := cmp.Diff(tt.want, plugintest.ExitOf(err)); diff != "" {
 				t.Errorf("plugintest.Exit (-want +got):\n%s", diff)
@@ -202,7 +230,7 @@ func TestRunFake(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, want := range []string{"kind: Cluster\n", "  name: a\n", v1alpha1.LeftClustersAnnotation + ": " + recorded + "\n"} {
+		for _, want := range []string{"kind: Cluster\n", "  name: a\n", v1alpha1.ConfirmedDeparturesAnnotation + ": " + recorded + "\n"} {
 			if !strings.Contains(stdout, want) {
 				t.Errorf("stdout lacks %q:\n%s", want, stdout)
 			}
@@ -212,7 +240,31 @@ func TestRunFake(t *testing.T) {
 		}
 	})
 
-	t.Run("already left", func(t *testing.T) {
+	t.Run("in force as a's controller decided", func(t *testing.T) {
+		f := fakeMember()
+		var c v1alpha1.Cluster
+		cl := f.Cluster("a").Client
+		if err := cl.Get(context.Background(), client.ObjectKey{Name: "a"}, &c); err != nil {
+			t.Fatal(err)
+		}
+		c.Annotations = map[string]string{v1alpha1.LeftClustersAnnotation: recorded}
+		if err := cl.Update(context.Background(), &c); err != nil {
+			t.Fatal(err)
+		}
+		stdout, stderr, err := runFake(t, f, "b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stdout != "" {
+			t.Errorf("stdout %q", stdout)
+		}
+		want := "cluster b (clusterID id-b) already left the group at " + now.Format(time.RFC3339) + " (recorded on " + clusterResource + "/a)\n"
+		if diff := cmp.Diff(want, stderr); diff != "" {
+			t.Errorf("stderr (-want +got):\n%s", diff)
+		}
+	})
+
+	t.Run("already recorded", func(t *testing.T) {
 		f := fakeMember()
 		if _, _, err := runFake(t, f, "b"); err != nil {
 			t.Fatal(err)
@@ -224,7 +276,7 @@ func TestRunFake(t *testing.T) {
 		if stdout != "" {
 			t.Errorf("stdout %q", stdout)
 		}
-		want := "cluster b (clusterID id-b) already left the group at " + now.Format(time.RFC3339) + " (recorded on " + clusterResource + "/a)\n"
+		want := "the departure of cluster b (clusterID id-b) is already recorded on " + clusterResource + "/a, at " + now.Format(time.RFC3339) + "\n" + others
 		if diff := cmp.Diff(want, stderr); diff != "" {
 			t.Errorf("stderr (-want +got):\n%s", diff)
 		}

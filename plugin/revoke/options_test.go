@@ -451,23 +451,32 @@ func TestRunFakeWait(t *testing.T) {
 	t.Run("departed", func(t *testing.T) {
 		// b's departure is in force on a: a issues b nothing again, so --wait waits only
 		// for the shared reader (and, keeping it, for nothing).
-		left := func(f *fake) {
+		left := func(f *fake, who string) {
 			f.controller = true
 			var own v1alpha1.Cluster
 			if err := f.client.Get(context.Background(), client.ObjectKey{Name: "a"}, &own); err != nil {
 				t.Fatal(err)
 			}
-			own.Annotations = map[string]string{v1alpha1.LeftClustersAnnotation: "id-b@2026-11-26T01:00:00Z"}
+			own.Annotations = map[string]string{v1alpha1.LeftClustersAnnotation: "id-" + who + "@2026-11-26T01:00:00Z"}
 			if err := f.client.Update(context.Background(), &own); err != nil {
 				t.Fatal(err)
 			}
 		}
-		departedLine := "b has left the group (its departure is recorded on a): a issues it no new credential\n"
+		departedLine := "b has left the group (its departure is in force on a): a issues it no new credential\n"
+		selfLine := "a has left the group (its own departure is in force on it): it issues no new credential to any peer\n"
 		for _, tt := range []struct {
 			name    string
 			args    []string
 			wantErr string
+			// self records a's own departure instead of b's.
+			self bool
 		}{
+			{name: "the member itself left, keeping the shared reader: nothing to wait for", args: []string{"b", "--wait", "--timeout", "50ms", "--keep-shared"}, self: true,
+				wantErr: selfLine},
+			{name: "the member itself left: only the shared reader", args: []string{"b", "--wait", "--timeout", "30s"}, self: true,
+				wantErr: selfLine + "The controller of a issues a new shared reader token; the members keep their own credentials.\n" +
+					"waiting: on a, the Secret " + ns + "/a still holds a token of the revoked ServiceAccount " + ns + "/" + v1alpha1.ReaderName + "\n" +
+					"a issued a new shared reader token\n"},
 			{name: "with the shared reader", args: []string{"b", "--wait", "--timeout", "30s"},
 				wantErr: departedLine + "The controller of a issues a new shared reader token; the members keep their own credentials.\n" +
 					"waiting: on a, the Secret " + ns + "/a still holds a token of the revoked ServiceAccount " + ns + "/" + v1alpha1.ReaderName + "\n" +
@@ -477,7 +486,11 @@ func TestRunFakeWait(t *testing.T) {
 		} {
 			t.Run(tt.name, func(t *testing.T) {
 				f := newFake(t)
-				left(f)
+				who := "b"
+				if tt.self {
+					who = "a"
+				}
+				left(f, who)
 				stdout, stderr, err := f.run(t, tt.args...)
 				if err != nil {
 					t.Fatal(err)

@@ -101,8 +101,6 @@ type Options struct {
 	Timeout time.Duration
 	// PollInterval is how often --wait polls; zero means one second.
 	PollInterval time.Duration
-	// Now is the clock departures are judged at; nil means time.Now.
-	Now func() time.Time
 
 	// Factory resolves the context and builds the clients.
 	Factory kube.Factory
@@ -234,12 +232,17 @@ func (o *Options) Run(ctx context.Context) error {
 	}
 	// A cluster whose departure is in force on the member is issued nothing again: its
 	// reader is revoked for good, and --wait has no new credential to wait for.
-	inForce, _ := members.InForce(o.now(), m.Clusters)
-	_, departed := inForce[peer.Spec.ClusterID]
+	// Nor does a member that left the group itself issue anything to anyone.
+	decided := members.Decided(m.Own)
+	_, departed := decided[peer.Spec.ClusterID]
+	_, selfLeft := decided[m.ID]
 	switch {
+	case found && selfLeft:
+		fmt.Fprintf(o.Out, "serviceaccount/%s deleted on %s (every token %s issued to %s is revoked)%s\n", perPeer.Name, m.Name, m.Own.Name, peer.Name, suffix)
+		fmt.Fprintf(o.ErrOut, "%s has left the group (its own departure is in force on it): it issues no new credential to any peer\n", m.Own.Name)
 	case found && departed:
 		fmt.Fprintf(o.Out, "serviceaccount/%s deleted on %s (every token %s issued to %s is revoked)%s\n", perPeer.Name, m.Name, m.Own.Name, peer.Name, suffix)
-		fmt.Fprintf(o.ErrOut, "%s has left the group (its departure is recorded on %s): %s issues it no new credential\n", peer.Name, m.Name, m.Own.Name)
+		fmt.Fprintf(o.ErrOut, "%s has left the group (its departure is in force on %s): %s issues it no new credential\n", peer.Name, m.Name, m.Own.Name)
 	case found:
 		fmt.Fprintf(o.Out, "serviceaccount/%s deleted on %s (every token %s issued to %s is revoked)%s\n", perPeer.Name, m.Name, m.Own.Name, peer.Name, suffix)
 		waitFor = append(waitFor, revoked{
@@ -287,13 +290,6 @@ func (o *Options) Run(ctx context.Context) error {
 		return nil
 	}
 	return o.wait(ctx, m, waitFor)
-}
-
-func (o *Options) now() time.Time {
-	if o.Now != nil {
-		return o.Now()
-	}
-	return time.Now()
 }
 
 // connect reaches the API server of --context, checks that the registry is installed and

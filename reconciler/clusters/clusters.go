@@ -37,6 +37,7 @@ import (
 	"github.com/kubectl-registry/kubectl-registry/reconciler/clustermeta"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/conditions"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/membership"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/peers"
 )
 
@@ -60,6 +61,9 @@ type Reconciler struct {
 	// PeerKeys receives the public key each Ready peer advertises on its own Cluster, as
 	// the peer serves it: what the credentials this cluster issues it are sealed to.
 	PeerKeys *credentials.PeerKeys
+	// Relays holds the clusters the membership did not learn because their relays
+	// disagree: the local Cluster's RelaysAgree condition. Nil leaves it out.
+	Relays *membership.RelayConflicts
 	// ServerVersion returns the local API server's version.
 	ServerVersion func(ctx context.Context) (string, error)
 	Recorder      record.EventRecorder
@@ -110,6 +114,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// (until then it reads with the bootstrap credential, only the membership).
 		b = b.WatchesRawSource(source.Channel(r.Keys.Changes(), all))
 	}
+	if r.Relays != nil {
+		b = b.WatchesRawSource(source.Channel(r.Relays.Changes(), handler.EnqueueRequestsFromMapFunc(r.localClusters)))
+	}
 	return b.
 		Named("cluster-status").
 		For(&v1alpha1.Cluster{}).
@@ -121,6 +128,21 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WatchesRawSource(source.Channel(peerEvents, all)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 2}).
 		Complete(r)
+}
+
+// localClusters returns the local Cluster (by ID) to reconcile.
+func (r *Reconciler) localClusters(ctx context.Context, _ client.Object) []reconcile.Request {
+	var list v1alpha1.ClusterList
+	if err := r.Client.List(ctx, &list); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for _, c := range list.Items {
+		if c.Spec.ClusterID == r.Identity.ID {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: c.Name}})
+		}
+	}
+	return reqs
 }
 
 func (r *Reconciler) allClusters(ctx context.Context, _ client.Object) []reconcile.Request {
@@ -246,6 +268,9 @@ func (r *Reconciler) localStatus(ctx context.Context, cluster *v1alpha1.Cluster,
 		if c, ok := bootstrap.KeyCondition(r.Keys.State(), r.Namespace); ok {
 			r.set(status, c)
 		}
+	}
+	if c, ok := r.Relays.Condition(); ok {
+		r.set(status, c)
 	}
 
 	// ClustersSynced: every Ready peer knows the same clusters as this cluster.

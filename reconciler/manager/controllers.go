@@ -192,8 +192,9 @@ func SetupRegistry(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		TokenLifetime: ro.TokenLifetime,
 		// Copied by hand to a legacy peer: a longer lifetime.
 		LegacyTokenLifetime: ro.LegacyTokenLifetime,
-		Departed: func(now time.Time, clusters []v1alpha1.Cluster) map[types.UID]bool {
-			gone, _ := members.InForce(now, clusters)
+		// The departures in force as the membership decided them (see members.Decide).
+		Departed: func(_ time.Time, clusters []v1alpha1.Cluster) map[types.UID]bool {
+			gone := members.Decided(members.OwnCluster(clusters, identity.ID))
 			out := make(map[types.UID]bool, len(gone))
 			for id := range gone {
 				out[id] = true
@@ -230,6 +231,7 @@ func SetupRegistry(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("building a discovery client: %w", err)
 	}
+	relayConflicts := membership.NewRelayConflicts()
 	status := &clusters.Reconciler{
 		Client:    mgr.GetClient(),
 		Identity:  identity,
@@ -237,6 +239,7 @@ func SetupRegistry(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		Namespace: opts.Namespace,
 		Keys:      keys,
 		PeerKeys:  peerKeys,
+		Relays:    relayConflicts,
 		ServerVersion: func(ctx context.Context) (string, error) {
 			v, err := dc.ServerVersionWithContext(ctx)
 			if err != nil {
@@ -259,6 +262,7 @@ func SetupRegistry(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		Namespace: opts.Namespace,
 		Recorder:  recorder,
 		Addresses: kubeconfig.AddressPolicy{AllowLoopback: ro.AllowLoopbackPeers},
+		Conflicts: relayConflicts,
 	}
 	if err := member.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up membership sync: %w", err)

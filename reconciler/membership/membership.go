@@ -10,6 +10,7 @@ package membership
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -58,6 +59,9 @@ type Reconciler struct {
 	Addresses kubeconfig.AddressPolicy
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Conflicts receives the clusters not learnt because their relays disagree, for the
+	// local Cluster's condition; nil reports them only as events and logs.
+	Conflicts *RelayConflicts
 
 	mu sync.Mutex
 	// badRelays are relays whose token did not authenticate, until when they are skipped.
@@ -73,6 +77,10 @@ const (
 	badRelayFor         = time.Minute
 	unreachableRelayFor = 15 * time.Second
 	reportEvery         = 10 * time.Minute
+	// bootstrapPoll is how often the membership is read again while a peer is read with
+	// its bootstrap credential, whose reads send no events: its own Cluster may record
+	// its departure.
+	bootstrapPoll = 10 * time.Second
 )
 
 func (r *Reconciler) now() time.Time {
@@ -150,6 +158,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	in.Now = r.now()
 	plan, verified := r.plan(ctx, in)
 	r.report(clusters.Items, plan.Refused)
+	conflicts := make([]string, 0, len(plan.RelayConflicts))
+	for _, c := range plan.RelayConflicts {
+		conflicts = append(conflicts, c.Message())
+		log.Info("cluster not learnt: the members that relay it disagree", "clusters", c.Names, "reason", c.Message())
+	}
+	r.Conflicts.Set(conflicts)
 	var firstErr error
 	for _, w := range plan.Writes {
 		if w.Verify && !verified[w.RelayKey] {
@@ -185,6 +199,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	if len(r.skippedRelays()) > 0 {
 		return reconcile.Result{RequeueAfter: unreachableRelayFor}, nil
 	}
+	for _, v := range in.Peers {
+		if v.Bootstrap {
+			return reconcile.Result{RequeueAfter: bootstrapPoll}, nil
+		}
+	}
 	return reconcile.Result{RequeueAfter: resyncPeriod}, nil
 }
 
@@ -197,7 +216,9 @@ func (r *Reconciler) plan(ctx context.Context, in members.Input) (members.Result
 		in.BadRelays = r.skippedRelays()
 		plan := members.Plan(in)
 		again := false
-		for _, w := range plan.Writes {
+		// The relays of a cluster in conflict are verified too: one that does not
+		// authenticate as that cluster drops out, and the rest are judged again.
+		for _, w := range append(slices.Clone(plan.Writes), plan.Probes...) {
 			if !w.Verify || verified[w.RelayKey] {
 				continue
 			}

@@ -104,6 +104,12 @@ const (
 	// ReasonReaderKeyInvalid or ReasonNoReaderKey (nothing is issued to the peer: it reads
 	// only this cluster's membership); absent until the peer's own Cluster has been read.
 	ClusterConditionReaderKeyReady ClusterConditionType = "ReaderKeyReady"
+	// ClusterConditionRelaysAgree, on the local Cluster, is False when a cluster this
+	// cluster knows only through relays is relayed differently by the members that
+	// relay it (another name, ID, API server, CA or public key): it is not learnt until
+	// they agree or an admin of this cluster joins it here (ReasonConflictingRelays,
+	// naming the cluster and each relay).
+	ClusterConditionRelaysAgree ClusterConditionType = "RelaysAgree"
 )
 
 // Reasons of cluster conditions.
@@ -144,6 +150,11 @@ const (
 	// public key: this cluster issues it no credential (one in clear would be readable by
 	// every reader of the registry namespace).
 	ReasonNoReaderKey = "NoReaderKey"
+	// ReasonRelaysAgree (RelaysAgree True): every cluster learnt only through relays was
+	// relayed alike.
+	ReasonRelaysAgree = "RelaysAgree"
+	// ReasonConflictingRelays (RelaysAgree False): see ClusterConditionRelaysAgree.
+	ReasonConflictingRelays = "ConflictingRelays"
 )
 
 // ClusterCondition is one condition of a Cluster.

@@ -51,17 +51,33 @@ const (
 	// name of the rule), so it is deleted only if we created it and it is empty.
 	CreatedByAnnotation = "cluster-registry.k8s.cisco.com/created-by"
 
-	// LeftClustersAnnotation, on a cluster's own Cluster CR, lists the clusters that left
-	// the group: "<clusterID>@<RFC 3339 time>" entries separated by commas. "kubectl
-	// registry leave" writes it; every controller merges the lists it sees into its own
-	// Cluster CR, deletes its copies of the departed clusters' Cluster CRs and reader
-	// Secrets, and does not learn them again. A departed cluster that sees itself in a
-	// list forgets the group. An entry no longer applies once the cluster's
-	// JoinedAtAnnotation is later than its time.
+	// LeftClustersAnnotation, on a member's own Cluster CR, lists the departures in
+	// force as that member's controller decided them: "<clusterID>@<RFC 3339 time>"
+	// entries separated by commas. The controller keeps it (see planner/members
+	// Decide): a departure is in force when the departing cluster recorded it on its
+	// own Cluster, or when a strict majority of the members record it on theirs, each
+	// read over this cluster's own connection to that member. Each entry also counts
+	// as that member's record of the departure. Every controller deletes its copies of
+	// the departed clusters' Cluster CRs and reader Secrets and does not learn them
+	// again; a departed cluster forgets the group.
 	LeftClustersAnnotation = "cluster-registry.k8s.cisco.com/left-clusters"
-	// JoinedAtAnnotation, on a cluster's own Cluster CR, is the RFC 3339 time of the
-	// "kubectl registry join" that brought it back after it left. It travels with the
-	// copies of the Cluster CR and cancels earlier LeftClustersAnnotation entries.
+	// ConfirmedDeparturesAnnotation, on a member's own Cluster CR, lists the departures
+	// that member's admin recorded ("kubectl registry leave", "leave --force", "leave
+	// --confirm") and that are not in force yet: "<clusterID>@<RFC 3339 time>"
+	// entries. Each is that member's record of the departure; the controller moves an
+	// entry to LeftClustersAnnotation once the departure is in force, and drops it when
+	// a later admission (AdmittedClustersAnnotation) cancels it.
+	ConfirmedDeparturesAnnotation = "cluster-registry.k8s.cisco.com/confirmed-departures"
+	// AdmittedClustersAnnotation, on a member's own Cluster CR, lists the clusters that
+	// member's admin brought back into the group after they left ("kubectl registry
+	// join" on that member): "<clusterID>@<RFC 3339 time>" entries. An admission
+	// cancels every record of the cluster's departure dated at or before it. A
+	// cluster's own Cluster never admits it: a removed cluster cannot bring itself back.
+	AdmittedClustersAnnotation = "cluster-registry.k8s.cisco.com/admitted-clusters"
+	// JoinedAtAnnotation, on a cluster's own Cluster CR, was the time of the join that
+	// brought it back after it left. It is no longer read (a removed cluster could
+	// write it to cancel its removal) and is removed by join; admissions are
+	// AdmittedClustersAnnotation.
 	JoinedAtAnnotation = "cluster-registry.k8s.cisco.com/joined-at"
 
 	// EventReasonMembershipRefused is the reason of the Warning event a controller

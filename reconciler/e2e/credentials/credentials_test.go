@@ -736,9 +736,15 @@ func TestPerPeerCredentials(t *testing.T) {
 		}
 
 		start := time.Now()
-		out, err := exec.Command(harness.Binary(t), "leave", "north", "--kubeconfig", bed.KubeconfigPath, "--context", "east", "--wait", "--timeout", "60s").CombinedOutput()
+		// No single member removes another: east records the departure, west confirms it
+		// (two of the three members), and then it is in force.
+		out, err := exec.Command(harness.Binary(t), "leave", "north", "--kubeconfig", bed.KubeconfigPath, "--context", "east").CombinedOutput()
 		if err != nil {
 			t.Fatalf("leave: %v\n%s", err, out)
+		}
+		out, err = exec.Command(harness.Binary(t), "leave", "north", "--confirm", "--kubeconfig", bed.KubeconfigPath, "--context", "west", "--wait", "--timeout", "60s").CombinedOutput()
+		if err != nil {
+			t.Fatalf("leave --confirm: %v\n%s", err, out)
 		}
 		harness.Eventually(t, 30*time.Second, "every token north held is rejected by east and west", func() error {
 			var still []string

@@ -107,7 +107,7 @@ func waitRefused(t *testing.T, cl client.Client, ctl *harness.Controller, what s
 
 // TestHostileMembership: the admin of first is hostile and attacks the membership, not
 // the rules: a forged relay of third's reader Secret (a fake server answering with
-// third's ID, a far-future token), a departure and a join dated ahead, and objects of a
+// third's ID, a far-future token), a departure and an admission dated ahead, and objects of a
 // member second quarantined that first still reads. second also gets peers pointing
 // into its own network. Every attack fails on second, with the refusal reported, and
 // nothing a peer answers reaches a status.
@@ -327,7 +327,7 @@ spec:
 	})
 
 	top := t
-	t.Run("departures and joins dated ahead are refused", func(t *testing.T) {
+	t.Run("departures and admissions dated ahead are refused", func(t *testing.T) {
 		// The hostile admin runs no honest controller: first's own would drop the departure
 		// it refuses from first's Cluster at once (it keeps only the departures in force).
 		ctls["first"].Stop(t)
@@ -348,13 +348,13 @@ spec:
 			if own.Annotations == nil {
 				own.Annotations = map[string]string{}
 			}
-			own.Annotations[v1alpha1.JoinedAtAnnotation] = "9999-01-01T00:00:00Z"
+			own.Annotations[v1alpha1.AdmittedClustersAnnotation] = string(thirdID) + "@9999-01-01T00:00:00Z"
 			own.Annotations[v1alpha1.LeftClustersAnnotation] = string(thirdID) + "@9999-01-01T00:00:00Z"
 		}); err != nil {
 			t.Fatal(err)
 		}
 		waitRefused(t, second, ctls["second"], "the departure dated ahead is refused", "departure of "+string(thirdID)+" at 9999-01-01T00:00:00Z is ahead")
-		waitRefused(t, second, ctls["second"], "the join dated ahead is refused", "joined-at 9999-01-01T00:00:00Z is ahead")
+		waitRefused(t, second, ctls["second"], "the admission dated ahead is refused", "admission of "+string(thirdID)+" at 9999-01-01T00:00:00Z is ahead")
 		stays(t, 5*time.Second, "third stays a member of second", func() error {
 			var c v1alpha1.Cluster
 			if err := second.Get(ctx, client.ObjectKey{Name: "third"}, &c); err != nil {

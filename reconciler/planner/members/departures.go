@@ -68,117 +68,315 @@ func Disabled(c *v1alpha1.Cluster) bool {
 	return c.Annotations[v1alpha1.ClusterDisabledAnnotation] == "true"
 }
 
-// JoinedAt is the time of the join that brought the cluster a Cluster CR describes back
-// into the group, or the zero time.
-func JoinedAt(c *v1alpha1.Cluster) time.Time {
-	t, _ := time.Parse(time.RFC3339Nano, c.Annotations[v1alpha1.JoinedAtAnnotation])
-	return t
+// Tally is what the members record of one cluster's departure, as this cluster reads
+// them.
+type Tally struct {
+	// At is the time of the departure: the departing cluster's own record, or the
+	// latest of the members' records that count.
+	At time.Time
+	// Self is set when the departing cluster recorded its own departure.
+	Self bool
+	// Records are the members (cluster IDs, sorted) whose own Cluster records the
+	// departure after the cluster's last admission.
+	Records []types.UID
+	// Members is the number of members the majority is counted among.
+	Members int
+	// InForce is set when the departure takes effect: Self, or Records a strict
+	// majority of Members.
+	InForce bool
 }
 
-// InForce returns the departures that apply, judged at now by this cluster's clock,
-// given the local Cluster CRs and the Ready peers' views. Unreadable and refused entries
-// are reported in the second result.
-//
-// What a member may say is limited:
-//   - A member's departure records are read from its own Cluster CR only: the local
-//     cluster's, the local copies (written from each member's own view), and each peer's
-//     own Cluster CR in its view; never from a peer's copy of a third member's, which
-//     that peer could forge. A disabled member's records do not count.
-//   - An entry X@T counts only if T is not ahead of now by more than MaxSkew, and the
-//     member that recorded it had not joined (again) after T: it was part of the group
-//     when X left.
-//   - An entry for X is cancelled by a join of X at or after T, read from any Cluster CR
-//     describing X (joins spread through relays), unless the join time is ahead of now
-//     by more than MaxSkew.
-//
-// A zero now judges nothing ahead (the CLI's read of what is recorded).
-func InForce(now time.Time, local []v1alpha1.Cluster, views ...View) (Departures, []string) {
-	all := Departures{}
-	joined := map[types.UID]time.Time{}
-	var problems []string
-	ahead := func(t time.Time) bool { return !now.IsZero() && t.After(now.Add(MaxSkew)) }
-	disabled := map[types.UID]bool{}
-	for i := range local {
-		if Disabled(&local[i]) {
-			disabled[local[i].Spec.ClusterID] = true
-		}
+// Needed is how many more members must record the departure for it to take effect
+// (0 when it is in force).
+func (t Tally) Needed() int {
+	if t.InForce {
+		return 0
 	}
-	record := func(c *v1alpha1.Cluster) {
-		v, ok := c.Annotations[v1alpha1.LeftClustersAnnotation]
-		if !ok || disabled[c.Spec.ClusterID] {
-			return
+	return max(Majority(t.Members)-len(t.Records), 0)
+}
+
+// Majority is the number of members a strict majority of n is.
+func Majority(n int) int { return n/2 + 1 }
+
+// Decision is what Decide found.
+type Decision struct {
+	// InForce are the departures that take effect.
+	InForce Departures
+	// Tallies are every departure some member records, in force or not, by cluster ID.
+	Tallies map[types.UID]Tally
+	// Admitted is the latest admission of each cluster a member recorded (a join that
+	// brought it back after it left).
+	Admitted Departures
+	// Problems are the records refused or unreadable, for the reports.
+	Problems []string
+}
+
+// Records returns what a member's own Cluster records: its departure records (the
+// departures in force there and the ones its admin confirmed) and its admissions.
+// Unreadable entries are returned apart.
+func Records(c *v1alpha1.Cluster) (departures, admitted Departures, bad []string) {
+	departures, admitted = Departures{}, Departures{}
+	for _, k := range []string{v1alpha1.LeftClustersAnnotation, v1alpha1.ConfirmedDeparturesAnnotation, v1alpha1.AdmittedClustersAnnotation} {
+		v, ok := c.Annotations[k]
+		if !ok {
+			continue
 		}
-		d, bad := ParseDepartures(v)
-		for _, b := range bad {
-			problems = append(problems, fmt.Sprintf("Cluster %s: entry %q of %s is not <clusterID>@<RFC 3339 time>: ignored", c.Name, b, v1alpha1.LeftClustersAnnotation))
+		d, b := ParseDepartures(v)
+		for _, e := range b {
+			bad = append(bad, fmt.Sprintf("Cluster %s: entry %q of %s is not <clusterID>@<RFC 3339 time>: ignored", c.Name, e, k))
 		}
-		since := JoinedAt(c)
-		if ahead(since) {
-			since = time.Time{} // refused below, where joins are read
+		into := departures
+		if k == v1alpha1.AdmittedClustersAnnotation {
+			into = admitted
 		}
 		for id, t := range d {
-			switch {
-			case ahead(t):
-				problems = append(problems, fmt.Sprintf("Cluster %s: departure of %s at %s is ahead of this cluster's clock by more than %s: refused", c.Name, id, t.UTC().Format(time.RFC3339), MaxSkew))
-			case t.Before(since):
-				problems = append(problems, fmt.Sprintf("Cluster %s: departure of %s at %s was recorded by a member that joined at %s, after it: refused", c.Name, id, t.UTC().Format(time.RFC3339), since.UTC().Format(time.RFC3339)))
-			default:
-				all.Add(id, t)
-			}
+			into.Add(id, t)
 		}
 	}
-	join := func(c *v1alpha1.Cluster) {
-		t := JoinedAt(c)
-		if ahead(t) {
-			problems = append(problems, fmt.Sprintf("Cluster %s: %s %s is ahead of this cluster's clock by more than %s: refused", c.Name, v1alpha1.JoinedAtAnnotation, t.UTC().Format(time.RFC3339), MaxSkew))
-			return
-		}
-		if t.After(joined[c.Spec.ClusterID]) {
-			joined[c.Spec.ClusterID] = t
-		}
-	}
-	for i := range local {
-		record(&local[i])
-		join(&local[i])
-	}
-	for _, v := range views {
-		for i := range v.Clusters {
-			c := &v.Clusters[i]
-			if c.Spec.ClusterID == v.ClusterID {
-				record(c)
-			}
-			join(c)
-		}
-	}
-	for id, t := range all {
-		if !t.After(joined[id]) {
-			delete(all, id)
-		}
-	}
-	slices.Sort(problems)
-	problems = slices.Compact(problems)
-	return all, problems
+	return departures, admitted, bad
 }
 
-// planDepartures keeps the local cluster's own list of departures equal to the ones in
-// force, so that the list spreads with the local Cluster CR and entries cancelled by a
-// later join are dropped.
-func planDepartures(own *v1alpha1.Cluster, gone Departures) *Write {
-	want := gone.Format()
-	if own.Annotations[v1alpha1.LeftClustersAnnotation] == want {
-		return nil
+// Decided returns the departures in force as the controller of the cluster whose own
+// Cluster is own decided them (its LeftClustersAnnotation): what the CLI and the
+// other reconcilers of that cluster act on.
+func Decided(own *v1alpha1.Cluster) Departures {
+	if own == nil {
+		return Departures{}
+	}
+	d, _ := ParseDepartures(own.Annotations[v1alpha1.LeftClustersAnnotation])
+	return d
+}
+
+// OwnCluster returns the local cluster's own Cluster among clusters (the first by name
+// whose clusterID is id), or nil.
+func OwnCluster(clusters []v1alpha1.Cluster, id types.UID) *v1alpha1.Cluster {
+	var own *v1alpha1.Cluster
+	for i := range clusters {
+		c := &clusters[i]
+		if id != "" && c.Spec.ClusterID == id && (own == nil || c.Name < own.Name) {
+			own = c
+		}
+	}
+	return own
+}
+
+// InForce returns the departures in force (see Decide) and the problems found.
+func InForce(now time.Time, localID types.UID, local []v1alpha1.Cluster, views ...View) (Departures, []string) {
+	d := Decide(now, localID, local, views...)
+	return d.InForce, d.Problems
+}
+
+// Decide judges the departures at now, by this cluster's clock, from the records of
+// the members: the local cluster's own Cluster CR and each peer's own Cluster CR in
+// its view (read over this cluster's connection to that peer, pinned server and CA,
+// its cluster ID checked; a view read with the bootstrap credential counts too). A
+// local copy of a member's Cluster, or a peer's copy of a third member's, is never a
+// record: the member that relayed it could have written it.
+//
+// The rule:
+//   - A departure of X takes effect when X's own Cluster records it (X left by
+//     itself), or when a strict majority of the members record it. The members are
+//     the clusters this cluster has a Cluster CR of (itself included), but those that
+//     left by themselves; a cluster disabled here is a member whose records do not
+//     count. So one member alone can neither remove another (it is one record) nor
+//     keep one in (its record is not needed).
+//   - A record X@T counts only if T is not ahead of now by more than MaxSkew, and T is
+//     after the latest admission of X: an admission (AdmittedClustersAnnotation) is
+//     recorded by a member's admin's join on that member, never by X itself (X's own
+//     admissions of X are refused), and cancels every earlier record of X's departure.
+//     A date X writes (the old joined-at) cancels nothing.
+//   - A cluster that left by itself teaches nothing: its records of others do not
+//     count.
+//
+// A zero now judges nothing ahead.
+func Decide(now time.Time, localID types.UID, local []v1alpha1.Cluster, views ...View) Decision {
+	dec := Decision{InForce: Departures{}, Tallies: map[types.UID]Tally{}, Admitted: Departures{}}
+	ahead := func(t time.Time) bool { return !now.IsZero() && t.After(now.Add(MaxSkew)) }
+	members := map[types.UID]bool{}
+	disabled := map[types.UID]bool{}
+	if localID != "" {
+		members[localID] = true
+	}
+	for i := range local {
+		c := &local[i]
+		if c.Spec.ClusterID == "" {
+			continue
+		}
+		members[c.Spec.ClusterID] = true
+		if Disabled(c) && c.Spec.ClusterID != localID {
+			disabled[c.Spec.ClusterID] = true
+		}
+	}
+	// Each member's own Cluster, as this cluster reads it.
+	own := map[types.UID]*v1alpha1.Cluster{}
+	if c := OwnCluster(local, localID); c != nil {
+		own[localID] = c
+	}
+	for _, v := range views {
+		if v.ClusterID == "" || v.ClusterID == localID {
+			continue
+		}
+		for i := range v.Clusters {
+			c := &v.Clusters[i]
+			if c.Spec.ClusterID == v.ClusterID && (own[v.ClusterID] == nil || c.Name < own[v.ClusterID].Name) {
+				own[v.ClusterID] = c
+			}
+		}
+	}
+	records := map[types.UID]map[types.UID]time.Time{} // departing cluster -> member -> time
+	for _, m := range slices.Sorted(maps.Keys(own)) {
+		c := own[m]
+		if disabled[m] {
+			continue
+		}
+		deps, adms, bad := Records(c)
+		dec.Problems = append(dec.Problems, bad...)
+		for id, t := range adms {
+			switch {
+			case id == m:
+				dec.Problems = append(dec.Problems, fmt.Sprintf("Cluster %s: an admission of cluster %s recorded on its own Cluster: refused (a cluster that left is brought back by a member's join)", c.Name, id))
+			case ahead(t):
+				dec.Problems = append(dec.Problems, fmt.Sprintf("Cluster %s: admission of %s at %s is ahead of this cluster's clock by more than %s: refused", c.Name, id, t.UTC().Format(time.RFC3339), MaxSkew))
+			default:
+				dec.Admitted.Add(id, t)
+			}
+		}
+		for id, t := range deps {
+			if ahead(t) {
+				dec.Problems = append(dec.Problems, fmt.Sprintf("Cluster %s: departure of %s at %s is ahead of this cluster's clock by more than %s: refused", c.Name, id, t.UTC().Format(time.RFC3339), MaxSkew))
+				continue
+			}
+			if records[id] == nil {
+				records[id] = map[types.UID]time.Time{}
+			}
+			records[id][m] = t
+		}
+	}
+	// Records dated at or before the latest admission are cancelled.
+	for id, byMember := range records {
+		for m, t := range byMember {
+			if adm, ok := dec.Admitted[id]; ok && !t.After(adm) {
+				delete(byMember, m)
+			}
+		}
+		if len(byMember) == 0 {
+			delete(records, id)
+		}
+	}
+	// Clusters that left by themselves: in force, and neither members nor records.
+	selfLeft := map[types.UID]bool{}
+	for id, byMember := range records {
+		if t, ok := byMember[id]; ok {
+			selfLeft[id] = true
+			dec.Tallies[id] = Tally{At: t, Self: true, InForce: true}
+		}
+	}
+	n := 0
+	for m := range members {
+		if !selfLeft[m] {
+			n++
+		}
+	}
+	for id, byMember := range records {
+		if selfLeft[id] {
+			tl := dec.Tallies[id]
+			tl.Members = n
+			for m := range byMember {
+				if !selfLeft[m] {
+					tl.Records = append(tl.Records, m)
+				}
+			}
+			slices.Sort(tl.Records)
+			dec.Tallies[id] = tl
+			dec.InForce[id] = tl.At
+			continue
+		}
+		tl := Tally{Members: n}
+		for m, t := range byMember {
+			if selfLeft[m] {
+				continue
+			}
+			tl.Records = append(tl.Records, m)
+			if t.After(tl.At) {
+				tl.At = t
+			}
+		}
+		if len(tl.Records) == 0 {
+			continue
+		}
+		slices.Sort(tl.Records)
+		tl.InForce = len(tl.Records) >= Majority(n)
+		dec.Tallies[id] = tl
+		if tl.InForce {
+			dec.InForce[id] = tl.At
+		}
+	}
+	// A departure this cluster's controller decided (its own LeftClustersAnnotation)
+	// holds until an admission cancels it, even when the records that made it are no
+	// longer all read (the departed cluster's own Cluster, a member not Ready now).
+	if c := own[localID]; c != nil {
+		for id, t := range Decided(c) {
+			if _, in := dec.InForce[id]; in || ahead(t) {
+				continue
+			}
+			if adm, ok := dec.Admitted[id]; ok && !t.After(adm) {
+				continue
+			}
+			tl := dec.Tallies[id]
+			tl.InForce = true
+			if tl.At.IsZero() {
+				tl.At = t
+			}
+			dec.Tallies[id] = tl
+			dec.InForce[id] = tl.At
+		}
+	}
+	slices.Sort(dec.Problems)
+	dec.Problems = slices.Compact(dec.Problems)
+	return dec
+}
+
+// planDepartures keeps the local cluster's own records: LeftClustersAnnotation equal to
+// the departures in force (an entry the cluster already had keeps its time), and
+// ConfirmedDeparturesAnnotation holding the departures its admin recorded that are not
+// in force yet and not cancelled by a later admission. A record in force moves from
+// the second to the first; a cancelled one goes.
+func planDepartures(own *v1alpha1.Cluster, dec Decision) *Write {
+	mine, _, _ := Records(own)
+	left, confirmed := Departures{}, Departures{}
+	for id, t := range dec.InForce {
+		if at, ok := mine[id]; ok {
+			t = at
+		}
+		left[id] = t
+	}
+	for id, t := range mine {
+		if _, in := left[id]; in {
+			continue
+		}
+		if adm, ok := dec.Admitted[id]; ok && !t.After(adm) {
+			continue
+		}
+		confirmed[id] = t
 	}
 	c := own.DeepCopy()
-	if want == "" {
-		delete(c.Annotations, v1alpha1.LeftClustersAnnotation)
-		if len(c.Annotations) == 0 {
-			c.Annotations = nil
+	set := func(k string, d Departures) {
+		if len(d) == 0 {
+			delete(c.Annotations, k)
+			return
 		}
-	} else {
 		if c.Annotations == nil {
 			c.Annotations = map[string]string{}
 		}
-		c.Annotations[v1alpha1.LeftClustersAnnotation] = want
+		c.Annotations[k] = d.Format()
+	}
+	set(v1alpha1.LeftClustersAnnotation, left)
+	set(v1alpha1.ConfirmedDeparturesAnnotation, confirmed)
+	if len(c.Annotations) == 0 {
+		c.Annotations = nil
+	}
+	if sameMap(c.Annotations, own.Annotations) {
+		return nil
 	}
 	return &Write{Op: OpUpdate, Object: c, Base: own, Describes: own.Spec.ClusterID}
 }

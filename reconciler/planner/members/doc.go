@@ -4,8 +4,8 @@
 // plan out) and by `kubectl registry sync-diff --membership` (which shows it), and is
 // split by concern: plan.go (inputs, the choice of a source per member, Plan),
 // clusters.go (Cluster copies), secrets.go (reader Secrets: relays, pinning, token
-// freshness), received.go (per-peer credentials), departures.go (leave: departures in
-// force, trusted time, forgetting).
+// freshness), received.go (per-peer credentials), departures.go (leave: the records, the
+// majority, trusted time, forgetting).
 //
 // The rules:
 //   - The local cluster's own Cluster CR and Secret are never written from a peer.
@@ -14,9 +14,14 @@
 //     relayed by another peer brings a newer token (by the token's own claims, capped at
 //     MaxTokenLifetime) for the server and CA pinned for X; the controller writes it only
 //     after the token authenticated there.
-//   - A cluster this cluster has no Cluster CR for yet is learnt from the peer this
-//     cluster has known longest (then the lowest cluster ID), never by a name a member
-//     chooses, and only once its reader Secret verifies.
+//   - A cluster this cluster has no Cluster CR for yet (first contact) is learnt only
+//     when every peer that relays it relays it alike: the same name, cluster ID, API
+//     server, CA and public key (firstcontact.go). Relays that disagree are never
+//     settled by seniority: nothing is learnt and the conflict is reported
+//     (RelayConflict) until they agree or this cluster's admin joins the cluster here.
+//     When they agree it is learnt from the peer this cluster has known longest (then
+//     the lowest cluster ID), never by a name a member chooses, and only once its
+//     reader Secret verifies.
 //   - A local object without the ownership mark is left alone, except a Cluster CR that
 //     describes X and the Secret it references, which are adopted: they are the seed's
 //     hand-made swap, and adopting them lets token renewals reach them.
@@ -24,9 +29,12 @@
 //     decisions and are never copied or overwritten; a disabled cluster is quarantined:
 //     nothing about it is taken from other members.
 //   - Nothing is deleted, but for a cluster that left the group ("kubectl registry
-//     leave", see InForce): its Cluster CR and the reader Secret copies are deleted and
-//     it is not learnt again until a later join. Departures and joins dated ahead of this
-//     cluster's clock by more than MaxSkew are refused, and a member's departure records
-//     are read from its own Cluster CR only. A cluster that sees itself departed deletes
-//     its copies of every other member.
+//     leave", see Decide): its Cluster CR and the reader Secret copies are deleted and
+//     it is not learnt again until a member's admin admits it back (join). A departure
+//     takes effect when the departing cluster recorded it on its own Cluster, or when a
+//     strict majority of the members record it on theirs, each read over this cluster's
+//     own connection to that member (never a copy a member relays); one member alone
+//     neither removes another nor keeps one in. Records dated ahead of this cluster's
+//     clock by more than MaxSkew are refused. A cluster that sees itself departed
+//     deletes its copies of every other member.
 package members

@@ -4,7 +4,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -125,8 +127,17 @@ type Result struct {
 	// departures and joins dated ahead of this cluster's clock. The controller reports
 	// them as events.
 	Refused []string
-	// Departed are the departures in force the plan carried out (see InForce).
+	// Departed are the departures in force the plan carried out (see Decide).
 	Departed Departures
+	// Tallies are every departure a member records, in force or waiting for more
+	// members to record it (see Decide).
+	Tallies map[types.UID]Tally
+	// Probes are relays of clusters in RelayConflicts, to verify like the writes with
+	// Verify (a relay that fails is put in Input.BadRelays) and never to write.
+	Probes []Write
+	// RelayConflicts are the clusters learnt only through relays that disagree about
+	// where and who they are: not learnt (see Plan).
+	RelayConflicts []RelayConflict
 }
 
 // notCopied are annotations that are local decisions, never copied between clusters.
@@ -205,11 +216,15 @@ func Plan(in Input) Result {
 
 	// Departures: a cluster that left is deleted and not learnt again; a local cluster
 	// that left forgets the group.
-	gone, problems := InForce(in.Now, in.Local.Clusters, peers...)
+	// The records are read from every view, those read with the bootstrap credential
+	// too: a member's own Cluster, served by its own API server.
+	dec := Decide(in.Now, in.LocalID, in.Local.Clusters, all...)
+	gone := dec.InForce
 	res.Departed = gone
-	res.Refused = append(res.Refused, problems...)
+	res.Tallies = dec.Tallies
+	res.Refused = append(res.Refused, dec.Problems...)
 	if own := localClusters[in.LocalName]; own != nil && own.Spec.ClusterID == in.LocalID {
-		if w := planDepartures(own, gone); w != nil {
+		if w := planDepartures(own, dec); w != nil {
 			res.Writes = append(res.Writes, *w)
 		}
 	}
@@ -258,6 +273,10 @@ func Plan(in Input) Result {
 	}
 	chosen := map[string]source{}
 	var names []string
+	// offers are what the peers relay of clusters not known here (first contact), by
+	// name; probes the same relays, verified when they conflict.
+	offers := map[string][]Offer{}
+	probes := map[string][]source{}
 	for _, view := range peers {
 		if _, left := gone[view.ClusterID]; left {
 			continue // a cluster that left teaches nothing
@@ -277,7 +296,8 @@ func Plan(in Input) Result {
 				res.Conflicts = append(res.Conflicts, fmt.Sprintf("peer %s has Cluster %s for cluster %s, but %s is the local cluster's name", view.Name, c.Name, x, c.Name))
 				continue
 			}
-			src := source{view: view, cluster: c, secret: refSecret(view, &c, in.Namespace)}
+			offered := refSecret(view, &c, in.Namespace)
+			src := source{view: view, cluster: c, secret: offered}
 			switch {
 			case ready[x]:
 				if view.ClusterID != x {
@@ -316,6 +336,11 @@ func Plan(in Input) Result {
 			if src.relayOnly && src.secret == nil {
 				continue // a relay brings only a newer token
 			}
+			if !src.own && !src.relayOnly {
+				// First contact: every relay of it is compared, whichever is chosen.
+				offers[c.Name] = append(offers[c.Name], offerOf(view, &c, offered))
+				probes[c.Name] = append(probes[c.Name], src)
+			}
 			prev, seen := chosen[c.Name]
 			if seen {
 				r, p := rank(src), rank(prev)
@@ -330,6 +355,38 @@ func Plan(in Input) Result {
 		}
 	}
 	sort.Strings(names)
+	// A cluster learnt only through relays is learnt when they agree; relays that
+	// disagree are never settled by seniority: nothing is learnt, the conflict is
+	// reported, and each relay is verified (one whose token does not authenticate
+	// there as that cluster drops out, and the others are judged again).
+	relayed, covered := relayConflicts(offers)
+	res.RelayConflicts = relayed
+	for _, rc := range relayed {
+		res.Refused = append(res.Refused, rc.Message())
+		for _, n := range rc.Names {
+			for _, p := range probes[n] {
+				if p.secret == nil {
+					continue
+				}
+				res.Probes = append(res.Probes, Write{Op: OpCreate, Object: p.cluster.DeepCopy(), From: p.view.Name, Describes: p.cluster.Spec.ClusterID,
+					Verify: true, Credential: p.secret, RelayKey: p.key})
+			}
+		}
+	}
+	names = slices.DeleteFunc(names, func(n string) bool { return covered[n] })
+	// Relays are compared only once every member this cluster last saw Ready has been
+	// read: at a restart, or while one is not read yet, a hostile relay read first would
+	// otherwise be the only one.
+	if waiting := unread(in, ready, gone, disabled); len(waiting) > 0 {
+		names = slices.DeleteFunc(names, func(n string) bool {
+			src := chosen[n]
+			if src.own || src.relayOnly {
+				return false
+			}
+			res.Conflicts = append(res.Conflicts, fmt.Sprintf("Cluster %s (cluster %s) offered by peer %s not learnt yet: waiting to read what member(s) %s relay of it", n, src.cluster.Spec.ClusterID, src.view.Name, strings.Join(waiting, ", ")))
+			return true
+		})
+	}
 
 	for _, name := range names {
 		src := chosen[name]

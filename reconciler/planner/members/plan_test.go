@@ -832,11 +832,19 @@ func planCases() []planCase {
 
 		// 12. Departures ("kubectl registry leave").
 		{
-			name: "a departure on a peer's Cluster deletes the departed cluster's copies and is recorded locally",
+			name: "a departure one peer records deletes nothing",
 			in: dinput(steadyLocal, []View{
 				peer("a", idA, objs([]Object{cl("a", idA, left(idX, 1)), sec("a", defaultExpiryAt)}, copies("x", idX))...),
 				steadyX,
 			}),
+			want: []string{"update Cluster a from=a describes=uid-a"},
+		},
+		{
+			name: "a departure a majority records deletes the departed cluster's copies and is in force locally",
+			in: dinput(steadyLocal, []View{
+				peer("a", idA, objs([]Object{cl("a", idA, left(idX, 1)), sec("a", defaultExpiryAt)}, copies("x", idX))...),
+				steadyX,
+			}).withOwn(confirmed("uid-x@2")),
 			want: []string{
 				"update Cluster l from= describes=uid-l",
 				"delete Cluster x from= describes=uid-x",
@@ -854,44 +862,53 @@ func planCases() []planCase {
 			want: []string{"delete Secret cluster-registry/x from= describes=uid-x"},
 		},
 		{
-			name: "a later join cancels the departure: the cluster is learnt again and the entry dropped",
+			name: "a member's later admission cancels the departure: the cluster is learnt again and the entry dropped",
 			in: dinput(copies("a", idA), []View{
-				steadyA,
-				peer("x", idX, cl("x", idX, annotate(v1alpha1.JoinedAtAnnotation, at(2))), sec("x", defaultExpiryAt)),
+				peer("a", idA, objs([]Object{cl("a", idA, admitted("uid-x@2")), sec("a", defaultExpiryAt)}, copies("x", idX))...),
+				peer("x", idX, cl("x", idX), sec("x", defaultExpiryAt)),
 			}).withOwn(left(idX, 1)),
 			want: []string{
 				"update Cluster l from= describes=uid-l",
+				"update Cluster a from=a describes=uid-a",
 				"create Cluster x from=x describes=uid-x",
 				"create Secret cluster-registry/x from=x describes=uid-x",
 			},
 		},
 		{
-			name: "a join before the departure does not cancel it",
-			in: dinput(objs(copies("a", idA), []Object{cl("x", idX, mark(idX), annotate(v1alpha1.JoinedAtAnnotation, at(1))), sec("x", defaultExpiryAt, mark(idX))}), []View{
+			name: "the departed cluster's own later join does not cancel it",
+			in: dinput(copies("a", idA), []View{
 				steadyA,
-			}).withOwn(left(idX, 2)),
-			want: []string{
-				"delete Cluster x from= describes=uid-x",
-				"delete Secret cluster-registry/x from= describes=uid-x",
-			},
+				peer("x", idX, cl("x", idX, annotate(v1alpha1.JoinedAtAnnotation, at(2))), sec("x", defaultExpiryAt)),
+			}).withOwn(left(idX, 1)),
 		},
 		{
-			name: "the later of two departures of the same cluster is kept",
-			in: dinput(steadyLocal, []View{
-				peer("a", idA, objs([]Object{cl("a", idA, left(idX, 3)), sec("a", defaultExpiryAt)}, copies("x", idX))...),
-			}).withOwn(left(idX, 1)),
+			name: "an admission before the departure does not cancel it",
+			in: dinput(objs(copies("a", idA), []Object{cl("x", idX, mark(idX)), sec("x", defaultExpiryAt, mark(idX))}), []View{
+				peer("a", idA, objs([]Object{cl("a", idA, admitted("uid-x@1")), sec("a", defaultExpiryAt)}, copies("x", idX))...),
+			}).withOwn(left(idX, 2)),
 			want: []string{
-				"update Cluster l from= describes=uid-l",
 				"delete Cluster x from= describes=uid-x",
 				"delete Secret cluster-registry/x from= describes=uid-x",
 				"update Cluster a from=a describes=uid-a",
 			},
 		},
 		{
-			name: "the local cluster that left forgets the group and learns nothing",
+			name: "a departure decided here keeps its time",
+			in: dinput(steadyLocal, []View{
+				peer("a", idA, objs([]Object{cl("a", idA, left(idX, 3)), sec("a", defaultExpiryAt)}, copies("x", idX))...),
+			}).withOwn(left(idX, 1)),
+			want: []string{
+				"delete Cluster x from= describes=uid-x",
+				"delete Secret cluster-registry/x from= describes=uid-x",
+				"update Cluster a from=a describes=uid-a",
+			},
+		},
+		{
+			name: "the local cluster a majority removed forgets the group and learns nothing",
 			in: dinput(objs(steadyLocal, []Object{cl("b", idB, mark(idB))}), []View{
 				peer("a", idA, objs([]Object{cl("a", idA, left(idL, 1)), sec("a", defaultExpiryAt)}, copies("x", idX), copies("y", idY))...),
-				steadyX,
+				peer("b", idB, cl("b", idB, confirmed("uid-l@1"))),
+				peer("x", idX, objs([]Object{cl("x", idX, left(idL, 1)), sec("x", defaultExpiryAt)}, copies("a", idA))...),
 			}),
 			want: []string{
 				"update Cluster l from= describes=uid-l",
@@ -1038,7 +1055,7 @@ func TestPlan(t *testing.T) {
 
 // departures are the departures in force in an input.
 func departures(in Input) Departures {
-	d, _ := InForce(in.Now, in.Local.Clusters, in.Peers...)
+	d, _ := InForce(in.Now, in.LocalID, in.Local.Clusters, in.Peers...)
 	return d
 }
 
@@ -1051,8 +1068,10 @@ func checkOnlyDepartures(t *testing.T, in Input, c *v1alpha1.Cluster) {
 			continue
 		}
 		a, b := orig.DeepCopy(), c.DeepCopy()
-		delete(a.Annotations, v1alpha1.LeftClustersAnnotation)
-		delete(b.Annotations, v1alpha1.LeftClustersAnnotation)
+		for _, k := range []string{v1alpha1.LeftClustersAnnotation, v1alpha1.ConfirmedDeparturesAnnotation} {
+			delete(a.Annotations, k)
+			delete(b.Annotations, k)
+		}
 		if diff := cmp.Diff(a, b, cmpopts.EquateEmpty()); diff != "" {
 			t.Errorf("write of the local Cluster %s changes more than its departures (-before +after):\n%s", c.Name, diff)
 		}

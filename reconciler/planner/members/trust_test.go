@@ -154,27 +154,26 @@ func TestPlanTrust(t *testing.T) {
 			want: []write{{"create Cluster c from=a describes=uid-c", true}, {"create Secret cluster-registry/c from=a describes=uid-c", true}},
 		},
 		{
-			name: "a departure recorded by a member that joined after it is refused",
+			name: "one member's record of a departure is not enough: nothing is deleted",
 			in: input(steadyLocal, []View{
-				peer("a", idA, cl("a", idA, annotate(v1alpha1.JoinedAtAnnotation, at(8)), annotate(v1alpha1.LeftClustersAnnotation, string(idX)+"@"+at(7))), sec("a", defaultExpiryAt)),
+				peer("a", idA, cl("a", idA, annotate(v1alpha1.LeftClustersAnnotation, string(idX)+"@"+at(7))), sec("a", defaultExpiryAt)),
 				peer("x", idX, own("x", idX)...),
 			}),
-			want:    []write{{"update Cluster a from=a describes=uid-a", false}},
-			refused: []string{"Cluster a: departure of uid-x at 2026-01-01T07:00:00Z was recorded by a member that joined at 2026-01-01T08:00:00Z, after it: refused"},
+			want: []write{{"update Cluster a from=a describes=uid-a", false}},
 		},
 		{
-			name: "a member dating its own join ahead still leaves",
+			name: "a removed member dating its own join, or admitting itself, stays removed",
 			in: input(steadyLocal, []View{
-				peer("a", idA, cl("a", idA, annotate(v1alpha1.LeftClustersAnnotation, string(idX)+"@"+at(10))), sec("a", defaultExpiryAt)),
-				peer("x", idX, cl("x", idX, annotate(v1alpha1.JoinedAtAnnotation, "9999-01-01T00:00:00Z")), sec("x", defaultExpiryAt)),
-			}),
+				peer("a", idA, cl("a", idA, annotate(v1alpha1.ConfirmedDeparturesAnnotation, string(idX)+"@"+at(9))), sec("a", defaultExpiryAt)),
+				peer("x", idX, cl("x", idX, annotate(v1alpha1.JoinedAtAnnotation, at(10)), annotate(v1alpha1.AdmittedClustersAnnotation, string(idX)+"@"+at(10))), sec("x", defaultExpiryAt)),
+			}).withOwn(annotate(v1alpha1.ConfirmedDeparturesAnnotation, string(idX)+"@"+at(9))),
 			want: []write{
 				{"update Cluster l from= describes=uid-l", false},
 				{"delete Cluster x from= describes=uid-x", false},
 				{"delete Secret cluster-registry/x from= describes=uid-x", false},
 				{"update Cluster a from=a describes=uid-a", false},
 			},
-			refused: []string{"Cluster x: cluster-registry.k8s.cisco.com/joined-at 9999-01-01T00:00:00Z is ahead of this cluster's clock"},
+			refused: []string{"Cluster x: an admission of cluster uid-x recorded on its own Cluster: refused"},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
