@@ -10,7 +10,6 @@ package membership
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -216,9 +215,7 @@ func (r *Reconciler) plan(ctx context.Context, in members.Input) (members.Result
 		in.BadRelays = r.skippedRelays()
 		plan := members.Plan(in)
 		again := false
-		// The relays of a cluster in conflict are verified too: one that does not
-		// authenticate as that cluster drops out, and the rest are judged again.
-		for _, w := range append(slices.Clone(plan.Writes), plan.Probes...) {
+		for _, w := range plan.Writes {
 			if !w.Verify || verified[w.RelayKey] {
 				continue
 			}

@@ -132,9 +132,6 @@ type Result struct {
 	// Tallies are every departure a member records, in force or waiting for more
 	// members to record it (see Decide).
 	Tallies map[types.UID]Tally
-	// Probes are relays of clusters in RelayConflicts, to verify like the writes with
-	// Verify (a relay that fails is put in Input.BadRelays) and never to write.
-	Probes []Write
 	// RelayConflicts are the clusters learnt only through relays that disagree about
 	// where and who they are: not learnt (see Plan).
 	RelayConflicts []RelayConflict
@@ -274,9 +271,8 @@ func Plan(in Input) Result {
 	chosen := map[string]source{}
 	var names []string
 	// offers are what the peers relay of clusters not known here (first contact), by
-	// name; probes the same relays, verified when they conflict.
+	// name.
 	offers := map[string][]Offer{}
-	probes := map[string][]source{}
 	for _, view := range peers {
 		if _, left := gone[view.ClusterID]; left {
 			continue // a cluster that left teaches nothing
@@ -311,6 +307,12 @@ func Plan(in Input) Result {
 					src.secret = refSecret(view, local, in.Namespace)
 				}
 			}
+			if !src.own && !src.relayOnly {
+				// First contact: every relay of it is compared, whichever is chosen, and
+				// whether or not it verifies: a relay that fails (perhaps only for now)
+				// must not leave another, maybe forged, alone.
+				offers[c.Name] = append(offers[c.Name], offerOf(view, &c, offered))
+			}
 			if src.secret != nil {
 				src.key = RelayKey(view.Name, src.secret)
 				if !src.own && in.BadRelays[src.key] {
@@ -336,11 +338,6 @@ func Plan(in Input) Result {
 			if src.relayOnly && src.secret == nil {
 				continue // a relay brings only a newer token
 			}
-			if !src.own && !src.relayOnly {
-				// First contact: every relay of it is compared, whichever is chosen.
-				offers[c.Name] = append(offers[c.Name], offerOf(view, &c, offered))
-				probes[c.Name] = append(probes[c.Name], src)
-			}
 			prev, seen := chosen[c.Name]
 			if seen {
 				r, p := rank(src), rank(prev)
@@ -355,23 +352,13 @@ func Plan(in Input) Result {
 		}
 	}
 	sort.Strings(names)
-	// A cluster learnt only through relays is learnt when they agree; relays that
-	// disagree are never settled by seniority: nothing is learnt, the conflict is
-	// reported, and each relay is verified (one whose token does not authenticate
-	// there as that cluster drops out, and the others are judged again).
+	// A cluster learnt only through relays is learnt when they all agree (and the
+	// chosen one verifies); relays that disagree are never settled by seniority, nor by
+	// one of them failing to verify: nothing is learnt and the conflict is reported.
 	relayed, covered := relayConflicts(offers)
 	res.RelayConflicts = relayed
 	for _, rc := range relayed {
 		res.Refused = append(res.Refused, rc.Message())
-		for _, n := range rc.Names {
-			for _, p := range probes[n] {
-				if p.secret == nil {
-					continue
-				}
-				res.Probes = append(res.Probes, Write{Op: OpCreate, Object: p.cluster.DeepCopy(), From: p.view.Name, Describes: p.cluster.Spec.ClusterID,
-					Verify: true, Credential: p.secret, RelayKey: p.key})
-			}
-		}
 	}
 	names = slices.DeleteFunc(names, func(n string) bool { return covered[n] })
 	// Relays are compared only once every member this cluster last saw Ready has been
