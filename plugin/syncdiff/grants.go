@@ -56,6 +56,11 @@ func (p *differ) checkGrants(ctx context.Context, res *result) {
 			continue // the controller's own writes
 		}
 		member, ok := policy.MemberName(it.Origin)
+		if verb != "delete" {
+			// A copy is written as the member that served it (its origin, or the relay),
+			// as the engine writes it.
+			member, ok = it.From, it.From != ""
+		}
 		if !ok {
 			continue // refused before any write, or the controller's own delete
 		}

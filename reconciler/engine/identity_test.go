@@ -59,6 +59,7 @@ func TestWritesAsTheMember(t *testing.T) {
 	cl := crfake.NewClientBuilder().WithScheme(scheme).WithObjects(
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns"}},
 		&v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "peer"}, Spec: v1alpha1.ClusterSpec{ClusterID: "uid-peer"}},
+		&v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "origin"}, Spec: v1alpha1.ClusterSpec{ClusterID: "uid-origin"}},
 	).Build()
 	cfg := &rest.Config{Host: srv.URL}
 	hc := srv.Client()
@@ -85,6 +86,8 @@ func TestWritesAsTheMember(t *testing.T) {
 		return u
 	}
 	member := request{User: "system:serviceaccount:cluster-registry:member-peer", Groups: []string{v1alpha1.MembersGroup}}
+	relayed := writeAction(planner.ActionCreate, copyOf("v"), false)
+	relayed.Source.Origin = "uid-origin" // what the relay says; peer served it
 	core := writeAction(planner.ActionCreate, copyOf("v"), false)
 	core.Source.Rule = v1alpha1.CoreRuleName
 	for _, tc := range []struct {
@@ -94,6 +97,7 @@ func TestWritesAsTheMember(t *testing.T) {
 	}{
 		{"a member's copy is created as the member", writeAction(planner.ActionCreate, copyOf("v"), false), member},
 		{"and updated as the member", writeAction(planner.ActionUpdate, copyOf("v"), false), member},
+		{"a relayed copy is written as the relay, never as the origin it names", relayed, member},
 		{"and deleted as the member", planner.Action{Type: planner.ActionDelete, Object: marked("uid-peer")}, member},
 		{"a copy of a departed member is deleted by the controller", planner.Action{Type: planner.ActionDelete, Object: marked("uid-gone")}, request{}},
 		{"the built-in rule writes as the controller", core, request{}},
@@ -118,9 +122,9 @@ func TestWritesAsTheMember(t *testing.T) {
 		})
 	}
 
-	t.Run("a copy of a non-member is never written", func(t *testing.T) {
+	t.Run("a copy served by a non-member is never written", func(t *testing.T) {
 		act := writeAction(planner.ActionCreate, copyOf("v"), false)
-		act.Source.Origin = "uid-gone"
+		act.Source.PeerID = "uid-gone"
 		err := e.execute(context.Background(), cmItem, act, nil)
 		if err == nil || !strings.Contains(err.Error(), "not a member") {
 			t.Fatalf("execute = %v, want the origin refused as not a member", err)

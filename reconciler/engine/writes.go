@@ -342,7 +342,10 @@ func (e *Engine) writeClient(ctx context.Context, it item, act planner.Action) (
 		if err != nil {
 			return nil, nil, err
 		}
-		if w, err = e.writerOf(policy, act.Source.Origin, act.Source.Rule, false); err != nil {
+		// As the member whose API server served the copy: its origin when read from it,
+		// the relaying member otherwise (the origin's ID in a relayed copy is a string
+		// the relay writes, so it never lends the relay the origin's grants).
+		if w, err = e.writerOf(policy, act.Source.PeerID, act.Source.Rule, false); err != nil {
 			return nil, nil, err
 		}
 	case act.Type == planner.ActionDelete && act.Object != nil:
