@@ -337,7 +337,7 @@ func (o *Options) target(m *member) (*v1alpha1.Cluster, bool, error) {
 
 // notReady returns why a Cluster is not Ready in its status, or nil.
 func notReady(c *v1alpha1.Cluster) error {
-	if c.Annotations[v1alpha1.ClusterDisabledAnnotation] == "true" {
+	if c.Disabled() {
 		return errors.New("it is disabled")
 	}
 	cond, ok := conditions.Get(c.Status.Conditions, v1alpha1.ClusterConditionReady)

@@ -51,7 +51,7 @@ func (v *view) secrets(ctx context.Context, namespace string) ([]corev1.Secret, 
 // reconciler decides: not disabled, with a reader Secret of the right type, holding a
 // kubeconfig, in the registry namespace. Others are neither read nor counted unreachable.
 func isPeer(c *v1alpha1.Cluster, localSecrets map[string]*corev1.Secret, namespace string) bool {
-	if c.Annotations[v1alpha1.ClusterDisabledAnnotation] == "true" {
+	if c.Disabled() {
 		return false
 	}
 	ref := c.Spec.AuthInfo.SecretRef

@@ -3,8 +3,8 @@ package syncdiff
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -86,6 +86,8 @@ type differ struct {
 	namespace string
 	// deleting are the rules previewed as deleted (--deleting).
 	deleting []string
+	// maxRules is the controllers' --max-rules (planner.DefaultMaxRules when 0).
+	maxRules int
 	// afterMembership are the local Clusters once the membership sync has made its
 	// writes (set by membership, with --membership): the rules are planned on them, as
 	// the controller's rules run once its membership sync has written them. Nil: the
@@ -115,15 +117,12 @@ type result struct {
 	Notes    []string
 }
 
-type target struct {
-	gvk schema.GroupVersionKind
-	key types.NamespacedName
-}
-
-// ruleSet returns the rules the controller of the local cluster runs: its
-// ResourceSyncRules with the previewed ones replacing or joining them, and the built-in
-// rule. Invalid rules are left out, as the engine leaves them out, with a warning.
-func (p *differ) ruleSet(ctx context.Context, res *result) []planner.Rule {
+// ruleSet returns the rules the controller of the local cluster runs
+// (planner.AssembleRules, as the engine assembles them): its ResourceSyncRules with the
+// previewed ones replacing or joining them, those previewed as deleted marked so, the
+// first maxRules by name, and the built-in rule. Invalid rules and rules past the cap are
+// left out, as the engine leaves them out, with a note.
+func (p *differ) ruleSet(res *result, policy planner.Policy) []planner.Rule {
 	byName := map[string]*v1alpha1.ResourceSyncRule{}
 	for i := range p.local.Rules {
 		byName[p.local.Rules[i].Name] = &p.local.Rules[i]
@@ -131,43 +130,46 @@ func (p *differ) ruleSet(ctx context.Context, res *result) []planner.Rule {
 	for _, r := range p.preview {
 		byName[r.Name] = r
 	}
-	core := planner.CoreRule()
-	byName[core.Name] = core
-	names := make([]string, 0, len(byName))
-	for n := range byName {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	var out []planner.Rule
-	for _, n := range names {
-		rsr := byName[n]
+	specs := make([]*v1alpha1.ResourceSyncRule, 0, len(byName))
+	for n, rsr := range byName {
 		if slices.Contains(p.deleting, n) {
 			rsr = rsr.DeepCopy()
 			now := metav1.Now()
 			rsr.DeletionTimestamp = &now // as the engine sees a rule being deleted
 		}
-		compiled, err := planner.CompileRule(rsr)
-		if err != nil {
-			res.Notes = append(res.Notes, fmt.Sprintf("cluster %s: rule %s is invalid and is not run: %v", p.local.Name(), n, err))
-			continue
-		}
-		policy, _ := p.policy(ctx) // RuleAllowed reads no namespace label
-		if ref := policy.RuleAllowed(rsr, compiled); ref != nil {
-			res.Notes = append(res.Notes, fmt.Sprintf("cluster %s: rule %s does not run here (%s): %s", p.local.Name(), n, ref.Reason, ref.Message))
-		}
-		out = append(out, planner.Rule{Spec: rsr, Compiled: compiled})
+		specs = append(specs, rsr)
 	}
-	return out
+	maxRules := p.maxRules
+	if maxRules <= 0 {
+		maxRules = planner.DefaultMaxRules
+	}
+	states := planner.AssembleRules(specs, maxRules, nil)
+	for _, st := range states {
+		n := st.Spec.Name
+		switch {
+		case st.Capped():
+			res.Notes = append(res.Notes, fmt.Sprintf("cluster %s: rule %s does not run: its controller runs at most %d rules (--max-rules), the first by name", p.local.Name(), n, maxRules))
+		case st.Err != nil:
+			res.Notes = append(res.Notes, fmt.Sprintf("cluster %s: rule %s is invalid and is not run: %v", p.local.Name(), n, st.Err))
+		default:
+			if ref := policy.RuleAllowed(st.Spec, st.Compiled); ref != nil {
+				res.Notes = append(res.Notes, fmt.Sprintf("cluster %s: rule %s does not run here (%s): %s", p.local.Name(), n, ref.Reason, ref.Message))
+			}
+		}
+	}
+	return planner.Running(states)
 }
 
-// sources returns the peers the local controller reads: its Cluster CRs other than its
-// own, but disabled ones, each read through the context that maps to its cluster ID.
-func (p *differ) sources(ctx context.Context, res *result) []planner.Source {
+// sources returns the peers the local controller reads (planner.IsSource: its Cluster
+// CRs other than its own, but disabled ones), each read through the context that maps to
+// its cluster ID, and the views of those that can be read.
+func (p *differ) sources(ctx context.Context, res *result) ([]planner.Source, map[types.UID]planner.View) {
 	var out []planner.Source
+	views := map[types.UID]planner.View{}
 	clusters := p.clusters()
 	for i := range clusters {
 		c := &clusters[i]
-		if c.Spec.ClusterID == p.local.ID || c.Annotations[v1alpha1.ClusterDisabledAnnotation] == "true" {
+		if !planner.IsSource(p.local.ID, c) {
 			continue
 		}
 		clusterMap, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(c)
@@ -188,289 +190,99 @@ func (p *differ) sources(ctx context.Context, res *result) []planner.Source {
 		default:
 			src.Readable = true
 			src.Features = v.Features
-			src.Lookup = func(gvk schema.GroupVersionKind, ns, name string) (*unstructured.Unstructured, bool) {
-				return v.lookup(ctx, gvk, ns, name)
-			}
+			pv := v.at(ctx)
+			views[c.Spec.ClusterID] = pv
+			src.Lookup = pv.Get
 		}
 		if src.Lookup == nil {
 			src.Lookup = func(schema.GroupVersionKind, string, string) (*unstructured.Unstructured, bool) { return nil, false }
 		}
 		out = append(out, src)
 	}
-	return out
+	return out, views
 }
 
-func joinKey(k types.NamespacedName) string {
-	if k.Namespace == "" {
-		return k.Name
-	}
-	return k.String()
-}
-
-func orAll(nss []string) []string {
-	if len(nss) == 0 {
-		return []string{""}
-	}
-	return nss
-}
-
-// rsrGVK is the kind of ResourceSyncRules, which the built-in rule syncs.
-var rsrGVK = v1alpha1.GroupVersion.WithKind("ResourceSyncRule")
-
-// plan computes what the controller of the local cluster would do: for every local
-// object a rule may write (every target of a matching source object, and every local
-// copy a rule wrote), planner.Gather and planner.Decide, exactly as the engine calls them.
-//
-// The rules are planned first: the ResourceSyncRules the built-in rule would create,
-// update or delete here are the rules this cluster's controller runs once it has written
-// them, so the plan of every other object uses them. A rule applied on one member then
-// shows its effect on every member, as the controllers reach it.
+// plan computes what the controller of the local cluster would do: planner.PlanCluster
+// of this cluster's snapshot, exactly the questions the engine asks of its own
+// (planner.Snapshot.PlanKey and OnRuleDelete), then each answer as plan items.
 func (p *differ) plan(ctx context.Context) result {
 	var res result
-	ruleSet := p.ruleSet(ctx, &res)
-	sources := p.sources(ctx, &res)
-	var localCluster map[string]any
+	policy, policyErr := p.policy(ctx) // the policy without Pod Security levels when they cannot be read
+	snap := planner.Snapshot{LocalID: p.local.ID, Policy: policy, Rules: p.ruleSet(&res, policy)}
+	var views planner.Views
+	snap.Sources, views.Peers = p.sources(ctx, &res)
+	views.Local = p.local.at(ctx)
 	if c := p.local.localCluster(); c != nil {
-		localCluster, _ = runtime.DefaultUnstructuredConverter.ToUnstructured(c)
+		snap.LocalCluster, _ = runtime.DefaultUnstructuredConverter.ToUnstructured(c)
 	} else {
 		res.Notes = append(res.Notes, fmt.Sprintf("cluster %s (context %s) has no local Cluster CR: its controller has not bootstrapped it", p.local.Name(), p.local.Context))
 	}
-	var first result // its warnings come again in the second pass
-	ruleItems := p.items(ctx, &first, ruleSet, sources, localCluster, func(gvk schema.GroupVersionKind) bool { return gvk == rsrGVK })
-	ruleSet = p.withRuleCopies(ruleSet, ruleItems, &res)
-	res.Items = p.items(ctx, &res, ruleSet, sources, localCluster, nil)
-	res.Items = append(res.Items, p.deletedRuleItems(ctx, &res, ruleSet, sources, localCluster)...)
+	pinned := make([]string, 0, len(p.preview))
+	for _, r := range p.preview {
+		pinned = append(pinned, r.Name)
+	}
+	cp := planner.PlanCluster(snap, views, planner.PlanOptions{Pinned: pinned})
+	for _, w := range cp.Warnings {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("cluster %s: %s", p.local.Name(), w))
+	}
+	for _, n := range cp.Notes {
+		res.Notes = append(res.Notes, fmt.Sprintf("cluster %s: %s", p.local.Name(), n))
+	}
+	for _, pl := range cp.Planned {
+		res.Items = append(res.Items, p.items(ctx, &res, cp.Rules, pl, policyErr)...)
+	}
 	p.checkGrants(ctx, &res)
 	return res
 }
 
-// deletedRuleItems are the copies the controller deletes for rules being deleted (or
-// previewed as deleted with --deleting) whose deletionPolicy is Delete: every local
-// object the rule wrote (labelled with its name and marked with an origin) that no other
-// rule asks for (planner.KeepOnRuleDelete), as the engine's finalizer deletes them; a
-// copy another rule asks for is that rule's update in the plan. Copies of a rule with
-// deletionPolicy Retain stay.
-func (p *differ) deletedRuleItems(ctx context.Context, res *result, ruleSet []planner.Rule, sources []planner.Source, localCluster map[string]any) []Item {
+// items turns one planned object into plan items: the failures and refusals of the rules
+// that ask for it, and its action.
+func (p *differ) items(ctx context.Context, res *result, ruleSet []planner.Rule, pl planner.Planned, policyErr error) []Item {
+	t := pl.Target
+	switch {
+	case pl.DeletedRule != "" && policyErr != nil:
+		res.Warnings = append(res.Warnings, fmt.Sprintf("cluster %s: rule %s: %v", p.local.Name(), pl.DeletedRule, policyErr))
+		return nil
+	case pl.DeletedRule != "":
+		it := p.item(pl.DeletedRule, string(planner.ActionDelete), t, fmt.Sprintf("rule %s is deleted with deletionPolicy Delete", pl.DeletedRule))
+		it.live = pl.Observed
+		it.Origin = types.UID(pl.Observed.GetAnnotations()[v1alpha1.OwnershipAnnotation])
+		return []Item{it}
+	case pl.Unlisted:
+		return []Item{p.item("", ActionFailed, t, fmt.Sprintf("cannot list %s in cluster %s", t.GVK.Kind, p.local.Name()))}
+	case pl.Plan.Membership:
+		return nil // the membership sync's, never the engine's
+	case policyErr != nil:
+		return []Item{p.item("", ActionFailed, t, fmt.Sprintf("cannot list the Namespaces of cluster %s, whose Pod Security labels the policy reads: %v", p.local.Name(), policyErr))}
+	}
 	var out []Item
-	for _, r := range ruleSet {
-		if r.Spec.DeletionTimestamp == nil || r.Spec.Name == v1alpha1.CoreRuleName {
-			continue
-		}
-		if r.Spec.Spec.DeletionPolicy != v1alpha1.DeletionPolicyDelete {
-			res.Notes = append(res.Notes, fmt.Sprintf("cluster %s: rule %s is deleted with deletionPolicy Retain: its copies stay", p.local.Name(), r.Spec.Name))
-			continue
-		}
-		for _, gvk := range r.Compiled.TargetGVKs {
-			l := p.local.objects(ctx, gvk, "")
-			if l.err != nil {
-				res.Warnings = append(res.Warnings, fmt.Sprintf("cluster %s: rule %s: %v", p.local.Name(), r.Spec.Name, l.err))
-				continue
-			}
-			for i := range l.objs {
-				o := &l.objs[i]
-				if o.GetLabels()[v1alpha1.RuleLabel] != r.Spec.Name || o.GetAnnotations()[v1alpha1.OwnershipAnnotation] == "" {
-					continue
-				}
-				t := target{gvk, types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}}
-				policy, err := p.policy(ctx)
-				if err != nil {
-					res.Warnings = append(res.Warnings, fmt.Sprintf("cluster %s: rule %s: %v", p.local.Name(), r.Spec.Name, err))
-					continue
-				}
-				g := planner.Gather(p.local.ID, localCluster, policy, ruleSet, sources, gvk, t.key, o)
-				switch keep, wait := planner.KeepOnRuleDelete(o, g); {
-				case keep:
-					continue // another rule takes it over: its update is in the plan
-				case wait:
-					res.Warnings = append(res.Warnings, fmt.Sprintf("cluster %s: rule %s is deleted with deletionPolicy Delete, but whether another rule keeps %s %s cannot be told: its origin is not read", p.local.Name(), r.Spec.Name, gvk.Kind, joinKey(t.key)))
-					continue
-				}
-				it := p.item(r.Spec.Name, string(planner.ActionDelete), t, fmt.Sprintf("rule %s is deleted with deletionPolicy Delete", r.Spec.Name))
-				it.live = o
-				it.Origin = types.UID(o.GetAnnotations()[v1alpha1.OwnershipAnnotation])
-				out = append(out, it)
-			}
+	g := pl.Plan.Gathered
+	for _, rule := range slices.Sorted(maps.Keys(g.Failures)) {
+		for _, f := range g.Failures[rule] {
+			out = append(out, p.item(rule, ActionFailed, t, f))
 		}
 	}
-	return out
+	for _, rule := range slices.Sorted(maps.Keys(g.Refusals)) {
+		for _, r := range g.Refusals[rule] {
+			out = append(out, p.item(rule, ActionFailed, t, "refused here ("+r.Reason+"): "+r.Message))
+		}
+	}
+	act := pl.Plan.Action
+	if act.Type == planner.ActionNone && act.Withheld == "" && (len(out) > 0 || pl.Observed == nil) {
+		return out // nothing there and nothing to write: not an object of the plan
+	}
+	return append(out, p.actionItem(ctx, ruleSet, t, pl.Observed, g, act))
 }
 
-// withRuleCopies returns the rules the local controller runs after it wrote the
-// ResourceSyncRules of items: created and updated rules replace or join ruleSet, deleted
-// ones leave it. Previewed rules (-f) and the built-in rule stay as they are.
-func (p *differ) withRuleCopies(ruleSet []planner.Rule, items []Item, res *result) []planner.Rule {
-	byName := map[string]planner.Rule{}
-	for _, r := range ruleSet {
-		byName[r.Spec.Name] = r
-	}
-	keep := map[string]bool{v1alpha1.CoreRuleName: true}
-	for _, r := range p.preview {
-		keep[r.Name] = true
-	}
-	changed := false
-	for _, it := range items {
-		if it.Kind != rsrGVK.Kind || it.APIVersion != rsrGVK.GroupVersion().String() || keep[it.Name] {
-			continue
-		}
-		switch it.Action {
-		case string(planner.ActionCreate), string(planner.ActionUpdate):
-			var rsr v1alpha1.ResourceSyncRule
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(it.Object.Object, &rsr); err != nil {
-				res.Notes = append(res.Notes, fmt.Sprintf("cluster %s: the copy of rule %s cannot be read: %v", p.local.Name(), it.Name, err))
-				continue
-			}
-			compiled, err := planner.CompileRule(&rsr)
-			if err != nil {
-				res.Notes = append(res.Notes, fmt.Sprintf("cluster %s: rule %s, copied from %s, is invalid and is not run: %v", p.local.Name(), it.Name, it.From, err))
-				delete(byName, it.Name)
-			} else {
-				byName[it.Name] = planner.Rule{Spec: &rsr, Compiled: compiled}
-			}
-			changed = true
-		case string(planner.ActionDelete):
-			delete(byName, it.Name)
-			changed = true
-		}
-	}
-	if !changed {
-		return ruleSet
-	}
-	names := make([]string, 0, len(byName))
-	for n := range byName {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	out := make([]planner.Rule, 0, len(names))
-	for _, n := range names {
-		out = append(out, byName[n])
-	}
-	return out
-}
-
-// items plans every local object of ruleSet whose kind passes only (nil for all).
-func (p *differ) items(ctx context.Context, res *result, ruleSet []planner.Rule, sources []planner.Source, localCluster map[string]any, only func(schema.GroupVersionKind) bool) []Item {
-	var out []Item
-	fail := func(rule string, t target, reason string) {
-		out = append(out, p.item(rule, string(ActionFailed), t, reason))
-	}
-	add := func(t target) bool { return only == nil || only(t.gvk) }
-
-	targets := map[target]bool{}
-	for _, r := range ruleSet {
-		if r.Spec.DeletionTimestamp != nil {
-			continue
-		}
-		// What the sources have.
-		srcNS, _ := r.Compiled.SourceNamespaces()
-		for _, s := range sources {
-			if !s.Readable || !r.Compiled.Sources(s.Features) {
-				continue
-			}
-			v := p.byID[s.ClusterID]
-			for _, ns := range orAll(srcNS) {
-				l := v.objects(ctx, r.Compiled.GVK, ns)
-				if l.err != nil {
-					res.Warnings = append(res.Warnings, fmt.Sprintf("cluster %s: rule %s: %v", p.local.Name(), r.Spec.Name, l.err))
-					continue
-				}
-				for i := range l.objs {
-					tg, ok := planner.TargetOf(r.Compiled, p.local.ID, &l.objs[i])
-					if t := (target{tg.GVK, tg.Key}); ok && add(t) {
-						targets[t] = true
-					}
-				}
-			}
-		}
-		// The copies the local cluster has: possible deletes.
-		for _, gvk := range r.Compiled.TargetGVKs {
-			for _, ns := range orAll(planner.LocalNamespaces(r.Spec, r.Compiled)) {
-				l := p.local.objects(ctx, gvk, ns)
-				if l.err != nil {
-					res.Warnings = append(res.Warnings, fmt.Sprintf("cluster %s: rule %s: %v", p.local.Name(), r.Spec.Name, l.err))
-					continue
-				}
-				for i := range l.objs {
-					o := &l.objs[i]
-					if o.GetAnnotations()[v1alpha1.OwnershipAnnotation] != "" {
-						if t := (target{gvk, types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}}); add(t) {
-							targets[t] = true
-						}
-					}
-				}
-			}
-		}
-	}
-
-	sorted := make([]target, 0, len(targets))
-	for t := range targets {
-		sorted = append(sorted, t)
-	}
-	sort.Slice(sorted, func(i, j int) bool {
-		a, b := sorted[i], sorted[j]
-		if a.gvk.String() != b.gvk.String() {
-			return a.gvk.String() < b.gvk.String()
-		}
-		if a.key.Namespace != b.key.Namespace {
-			return a.key.Namespace < b.key.Namespace
-		}
-		return a.key.Name < b.key.Name
-	})
-	for _, t := range sorted {
-		observed, ok := p.local.lookup(ctx, t.gvk, t.key.Namespace, t.key.Name)
-		if !ok {
-			fail("", t, fmt.Sprintf("cannot list %s in cluster %s", t.gvk.Kind, p.local.Name()))
-			continue
-		}
-		if observed != nil && planner.MembershipObject(observed) {
-			continue // the membership sync's, never the engine's
-		}
-		policy, err := p.policy(ctx)
-		if err != nil {
-			fail("", t, fmt.Sprintf("cannot list the Namespaces of cluster %s, whose Pod Security labels the policy reads: %v", p.local.Name(), err))
-			continue
-		}
-		g := planner.Gather(p.local.ID, localCluster, policy, ruleSet, sources, t.gvk, t.key, observed)
-		failed := false
-		failing := make([]string, 0, len(g.Failures))
-		for rule := range g.Failures {
-			failing = append(failing, rule)
-		}
-		sort.Strings(failing)
-		for _, rule := range failing {
-			for _, f := range g.Failures[rule] {
-				fail(rule, t, f)
-				failed = true
-			}
-		}
-		refused := make([]string, 0, len(g.Refusals))
-		for rule := range g.Refusals {
-			refused = append(refused, rule)
-		}
-		sort.Strings(refused)
-		for _, rule := range refused {
-			for _, r := range g.Refusals[rule] {
-				fail(rule, t, "refused here ("+r.Reason+"): "+r.Message)
-				failed = true
-			}
-		}
-		act := planner.Decide(g.Input(p.local.ID, observed))
-		if act.Type == planner.ActionNone && act.Withheld == "" && (failed || observed == nil) {
-			continue // nothing there and nothing to write: not an object of the plan
-		}
-		out = append(out, p.actionItem(ctx, ruleSet, t, observed, g, act))
-	}
-	return out
-}
-
-func (p *differ) item(rule, action string, t target, reason string) Item {
+func (p *differ) item(rule, action string, t planner.Target, reason string) Item {
 	return Item{Cluster: p.local.Name(), Context: p.local.Context, Rule: rule, Action: action,
-		APIVersion: t.gvk.GroupVersion().String(), Kind: t.gvk.Kind, Namespace: t.key.Namespace, Name: t.key.Name, Reason: reason}
+		APIVersion: t.GVK.GroupVersion().String(), Kind: t.GVK.Kind, Namespace: t.Key.Namespace, Name: t.Key.Name, Reason: reason}
 }
 
 // actionItem turns Decide's action into a plan item. The drift a ReportOnly rule
 // withholds is shown as the write it would be, with the reason saying it is not made;
 // what a CreateOnly rule leaves to the cluster is not a difference.
-func (p *differ) actionItem(ctx context.Context, ruleSet []planner.Rule, t target, observed *unstructured.Unstructured, g planner.Gathered, act planner.Action) Item {
+func (p *differ) actionItem(ctx context.Context, ruleSet []planner.Rule, t planner.Target, observed *unstructured.Unstructured, g planner.Gathered, act planner.Action) Item {
 	if act.Withheld != "" {
 		if g.Modes[act.Rule()] == v1alpha1.SyncModeReportOnly {
 			act.Type = act.Withheld
@@ -513,10 +325,10 @@ func (p *differ) actionItem(ctx context.Context, ruleSet []planner.Rule, t targe
 	case planner.ActionCreate, planner.ActionUpdate:
 		it.Object = act.Object
 	}
-	if act.Type == planner.ActionCreate && t.key.Namespace != "" {
+	if act.Type == planner.ActionCreate && t.Key.Namespace != "" {
 		// The engine creates a missing namespace only when the rule allows it.
 		nsGVK := schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}
-		if ns, ok := p.local.lookup(ctx, nsGVK, "", t.key.Namespace); ok && ns == nil {
+		if ns, ok := p.local.lookup(ctx, nsGVK, "", t.Key.Namespace); ok && ns == nil {
 			create := false
 			for _, r := range ruleSet {
 				if r.Spec.Name == rule {
@@ -524,10 +336,10 @@ func (p *differ) actionItem(ctx context.Context, ruleSet []planner.Rule, t targe
 				}
 			}
 			if create {
-				it.Reason = fmt.Sprintf("namespace %s is created too", t.key.Namespace)
+				it.Reason = fmt.Sprintf("namespace %s is created too", t.Key.Namespace)
 			} else {
 				it.Action = ActionFailed
-				it.Reason = fmt.Sprintf("namespace %s does not exist in this cluster: create it, or set spec.createNamespaces on the rule", t.key.Namespace)
+				it.Reason = fmt.Sprintf("namespace %s does not exist in this cluster: create it, or set spec.createNamespaces on the rule", t.Key.Namespace)
 			}
 		}
 	}

@@ -124,6 +124,8 @@ type Options struct {
 	Namespace string
 	// Output is "", "yaml" or "json".
 	Output string
+	// MaxRules is the controllers' --max-rules: the rules past it by name do not run.
+	MaxRules int
 
 	// Set by Complete.
 	contextFlag string
@@ -141,7 +143,7 @@ type Options struct {
 
 // NewOptions returns Options with the defaults of the flags.
 func NewOptions(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *Options {
-	return &Options{Namespace: v1alpha1.DefaultNamespace, Factory: kube.NewFactory(restClientGetter), scheme: kube.NewScheme(), IOStreams: streams}
+	return &Options{Namespace: v1alpha1.DefaultNamespace, MaxRules: planner.DefaultMaxRules, Factory: kube.NewFactory(restClientGetter), scheme: kube.NewScheme(), IOStreams: streams}
 }
 
 // NewCmdSyncDiff returns the "sync-diff" command.
@@ -169,6 +171,8 @@ func (o *Options) AddFlags(cmd *cobra.Command) {
 	fs.BoolVar(&o.ShowSecrets, "show-secrets", o.ShowSecrets, "Show the data of Secrets instead of masking it.")
 	fs.BoolVarP(&o.Verbose, "verbose", "v", o.Verbose, "List unchanged objects too.")
 	fs.StringVarP(&o.Output, "output", "o", o.Output, "Output format: yaml or json, a machine-readable plan. Default: a human-readable diff.")
+	fs.IntVar(&o.MaxRules, "max-rules", o.MaxRules,
+		"The controllers' --max-rules: each runs at most this many ResourceSyncRules, the first by name, and the diff plans only those.")
 	fs.BoolVar(&o.Membership, "membership", o.Membership,
 		"Also diff the membership sync: the Cluster CRs and reader Secrets each controller copies from its peers.")
 	// Shadows the root's --namespace: for sync-diff it is the registry namespace.
@@ -272,6 +276,9 @@ func (o *Options) Validate() error {
 	if err := kube.ValidateContexts(o.Contexts); err != nil {
 		return err
 	}
+	if o.MaxRules < 1 {
+		return fmt.Errorf("--max-rules must be at least 1, got %d", o.MaxRules)
+	}
 	if errs := validation.IsDNS1123Label(o.Namespace); len(errs) > 0 {
 		return fmt.Errorf("--namespace %q: %s", o.Namespace, strings.Join(errs, "; "))
 	}
@@ -364,7 +371,7 @@ func (o *Options) Run(ctx context.Context) error {
 	members := make([]result, len(diffed))
 	for i, v := range diffed {
 		wg.Go(func() {
-			p := &differ{local: v, byID: byID, preview: o.preview, unreadable: unreadable, namespace: o.Namespace, deleting: o.Deleting}
+			p := &differ{local: v, byID: byID, preview: o.preview, unreadable: unreadable, namespace: o.Namespace, deleting: o.Deleting, maxRules: o.MaxRules}
 			if o.Membership {
 				// First: the rules are planned on the Clusters the membership sync leaves.
 				members[i] = p.membership(ctx, o.Namespace, o.scheme)

@@ -119,6 +119,33 @@ func (v *view) lookup(ctx context.Context, gvk schema.GroupVersionKind, namespac
 	return o, true
 }
 
+// at returns the view as the planner reads it (planner.View), its lists made under ctx.
+func (v *view) at(ctx context.Context) planner.View { return boundView{ctx: ctx, v: v} }
+
+// boundView is a view with the context its lists are made under.
+type boundView struct {
+	ctx context.Context
+	v   *view
+}
+
+func (b boundView) List(gvk schema.GroupVersionKind, namespace string) ([]*unstructured.Unstructured, error) {
+	r := b.v.objects(b.ctx, gvk, namespace)
+	if r.err != nil {
+		return nil, r.err
+	}
+	out := make([]*unstructured.Unstructured, 0, len(r.objs))
+	for i := range r.objs {
+		if namespace == "" || r.objs[i].GetNamespace() == namespace {
+			out = append(out, &r.objs[i])
+		}
+	}
+	return out, nil
+}
+
+func (b boundView) Get(gvk schema.GroupVersionKind, namespace, name string) (*unstructured.Unstructured, bool) {
+	return b.v.lookup(b.ctx, gvk, namespace, name)
+}
+
 // namespaceGVK is the kind whose Pod Security labels the policy reads.
 var namespaceGVK = schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}
 

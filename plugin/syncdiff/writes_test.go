@@ -118,6 +118,7 @@ type scope struct {
 }
 
 var (
+	rsrGVK           = v1alpha1.GroupVersion.WithKind("ResourceSyncRule")
 	membershipScopes = []scope{{clusterGVK, ""}, {secretGVK, v1alpha1.DefaultNamespace}}
 	seedScopes       = append([]scope{{rsrGVK, ""}}, membershipScopes...)
 )

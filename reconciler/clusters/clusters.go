@@ -326,7 +326,7 @@ func (r *Reconciler) peerStatus(ctx context.Context, cluster *v1alpha1.Cluster, 
 		return r.HeartbeatPeriod
 	}
 
-	if cluster.Annotations[v1alpha1.ClusterDisabledAnnotation] == "true" {
+	if cluster.Disabled() {
 		return notReady(v1alpha1.ClusterStateDisabled, v1alpha1.ReasonClusterDisabled,
 			"disabled by the annotation "+v1alpha1.ClusterDisabledAnnotation)
 	}

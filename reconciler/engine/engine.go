@@ -42,6 +42,14 @@ import (
 // DefaultWorkers is how many objects are reconciled at once.
 const DefaultWorkers = 8
 
+// Peers are the peer connections the engine reads: *peers.Manager, or a fake in tests.
+type Peers interface {
+	// List returns every peer, by name.
+	List() []peers.Peer
+	// Subscribe registers ch for an event whenever a peer or its cache changes.
+	Subscribe(ch chan<- event.GenericEvent)
+}
+
 // Options configure the Engine.
 type Options struct {
 	LocalID   types.UID
@@ -62,7 +70,7 @@ type Options struct {
 	HTTPClient *http.Client
 	// Mapper resolves kinds in the local cluster.
 	Mapper meta.RESTMapper
-	Peers  *peers.Manager
+	Peers  Peers
 	// Workers is how many objects are reconciled at once.
 	Workers  int
 	Recorder record.EventRecorder
@@ -116,6 +124,9 @@ type ruleEntry struct {
 	compiled *rules.Rule
 	err      error
 	builtin  bool
+	// pending is true on the entry of a rule seen changed, until assemble compiles it
+	// (or caps it); it carries the old entry's tracking meanwhile.
+	pending bool
 	// namespaces the rule reads from sources; nil means all.
 	namespaces []string
 
@@ -337,6 +348,13 @@ func newEntry(rsr *v1alpha1.ResourceSyncRule, compiled *rules.Rule, err error, b
 		conflicts: map[item]string{}, failures: map[item]failure{}, synced: map[item]bool{}, held: map[item]string{}, drift: map[item]string{}, overlaps: map[item]string{}}
 }
 
+// keepTracking takes over what old tracked of the rule's objects, for a rule compiled
+// again.
+func (r *ruleEntry) keepTracking(old *ruleEntry) {
+	r.conflicts, r.failures, r.synced, r.held, r.drift, r.lastSync, r.watch, r.peerScopes = old.conflicts, old.failures, old.synced, old.held, old.drift, old.lastSync, old.watch, old.peerScopes
+	r.overlaps = old.overlaps
+}
+
 // Start runs the engine until ctx is done.
 func (e *Engine) Start(ctx context.Context) error {
 	e.log = logr.FromContextOrDiscard(ctx).WithName("sync")
@@ -467,6 +485,12 @@ func (e *Engine) ruleChanged(o any) {
 	if !ok {
 		return
 	}
+	if rsr.Name == v1alpha1.CoreRuleName {
+		// The built-in rule's name is reserved: a ResourceSyncRule of that name (made
+		// here, or copied from a member) never replaces it, nor runs (AssembleRules).
+		e.log.Info("ignoring a ResourceSyncRule with the built-in rule's reserved name", "rule", rsr.Name)
+		return
+	}
 	rsr = rsr.DeepCopy()
 	e.mu.Lock()
 	if old, ok := e.rules[rsr.Name]; ok && !old.builtin && old.rsr.Generation == rsr.Generation &&
@@ -476,21 +500,13 @@ func (e *Engine) ruleChanged(o any) {
 		e.mu.Unlock()
 		return
 	}
-	e.mu.Unlock()
-	entry := e.cappedEntry(rsr)
-	if entry == nil {
-		compiled, err := planner.CompileRule(rsr)
-		entry = newEntry(rsr, compiled, err, false)
-	}
-	e.mu.Lock()
+	entry := newEntry(rsr, nil, nil, false)
+	entry.pending = true
 	if old, ok := e.rules[rsr.Name]; ok && !old.builtin {
-		entry.conflicts, entry.failures, entry.synced, entry.held, entry.drift, entry.lastSync, entry.watch, entry.peerScopes = old.conflicts, old.failures, old.synced, old.held, old.drift, old.lastSync, old.watch, old.peerScopes
-		entry.overlaps = old.overlaps
+		entry.keepTracking(old)
 	}
 	e.rules[rsr.Name] = entry
-	if !isCapped(entry) {
-		e.capRules()
-	}
+	e.assemble()
 	e.mu.Unlock()
 	e.triggerRefresh()
 }
@@ -498,11 +514,14 @@ func (e *Engine) ruleChanged(o any) {
 // ruleDeleted forgets a deleted rule; ctx is the engine's run context (Start's), which
 // the deletion of its copies runs under.
 func (e *Engine) ruleDeleted(ctx context.Context, rsr *v1alpha1.ResourceSyncRule) {
+	if rsr.Name == v1alpha1.CoreRuleName {
+		return // never ran (ruleChanged): its deletion policy is not applied to the built-in rule's copies
+	}
 	e.mu.Lock()
 	if r, ok := e.rules[rsr.Name]; ok && !r.builtin {
 		delete(e.rules, rsr.Name)
 		e.opts.Metrics.heldObjects.DeleteLabelValues(rsr.Name)
-		e.capRules()
+		e.assemble()
 	}
 	e.mu.Unlock()
 	if rsr.Spec.DeletionPolicy == v1alpha1.DeletionPolicyDelete {

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -479,14 +480,10 @@ func (ws *watchers) waitSynced(s scope, d time.Duration) bool {
 	if !ok {
 		return false
 	}
-	deadline := time.Now().Add(d)
-	for !w.informer.HasSynced() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return true
+	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, d, true, func(context.Context) (bool, error) {
+		return w.informer.HasSynced(), nil
+	})
+	return err == nil
 }
 
 func clusterName(c string) string {

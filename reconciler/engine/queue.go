@@ -235,17 +235,17 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 		}
 	}
 	e.settledKey(it, observed)
-	membership := observed != nil && planner.MembershipObject(observed)
 	if observed != nil && observed.GetDeletionTimestamp() != nil && observed.GetAnnotations()[v1alpha1.OwnershipAnnotation] != "" {
 		// A copy being deleted (to be recreated, or with its namespace): nothing is written
 		// to it; it is looked at again once it is gone.
 		return 2 * time.Second, nil
 	}
-	gd, err := e.gather(ctx, it, observed)
+	snap, gd, err := e.snapshotFor(ctx, it.gvk)
 	if err != nil {
 		return 0, err
 	}
-	g, entries := gd.Gathered, gd.entries
+	plan := snap.PlanKey(planner.Target{GVK: it.gvk, Key: types.NamespacedName{Namespace: it.namespace, Name: it.name}}, observed)
+	g, entries := plan.Gathered, gd.entries
 	// The objects a rule failed to mutate (a template error or limit) are reported on the
 	// rule after the action is recorded, which would clear them; not retried: a change of
 	// the object or the rule brings them back.
@@ -271,13 +271,13 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 			}
 		}
 	}
-	if membership {
+	if plan.Membership {
 		// The membership sync owns the Clusters and their reader Secrets: no rule writes
 		// them, and a rule that tries is reported (its copy is refused by the policy).
 		recordFailures("")
 		return 0, nil
 	}
-	act := planner.Decide(g.Input(e.opts.LocalID, observed))
+	act := plan.Action
 	if act.Type == planner.ActionCreate || planner.TakesOver(act, observed) {
 		// The origin this copy starts from (or changes to) is chosen for good: wait for the
 		// views that may still offer one with a lower cluster ID.
@@ -360,11 +360,10 @@ func (e *Engine) waitForViews(it item, unsynced, failing map[types.UID]bool) boo
 	return false
 }
 
-// gathered is planner.Gather's answer for one local object, with the rules that cover
-// its kind and what the engine knows of the sources' views.
-type gathered struct {
-	planner.Gathered
-	// entries are the rules that may write the object (not being deleted).
+// views is what the engine knows of the sources' views while it plans one local object,
+// besides the plan's snapshot: the rules that cover its kind, and what the lookups met.
+type views struct {
+	// entries are the rules that may write objects of the kind (not being deleted).
 	entries []*ruleEntry
 	// failingViews are the readable sources whose view fails to sync; overCapViews the
 	// sources whose view is over the cap on objects.
@@ -374,46 +373,46 @@ type gathered struct {
 	firstContact, readable map[types.UID]bool
 }
 
-// gather runs planner.Gather for the local object it, observed (nil when absent), with
-// the engine's rules, peers' views and this cluster's policy: the one way the engine
-// asks what the sources want of a local object (reconcile, and the deletion policy of a
-// rule, which deletes only copies no other rule asks for).
-func (e *Engine) gather(ctx context.Context, it item, observed *unstructured.Unstructured) (gathered, error) {
-	gd := gathered{failingViews: map[types.UID]bool{}, overCapViews: map[types.UID]bool{}, firstContact: map[types.UID]bool{}, readable: map[types.UID]bool{}}
-	var ruleSet []planner.Rule
+// snapshotFor returns the planner's snapshot of this cluster for objects of gvk, built
+// from the engine's rules, its peers' views and this cluster's policy: the one way the
+// engine asks what the sources want of a local object (reconcile, and the deletion
+// policy of a rule, which deletes only copies no other rule asks for), as sync-diff asks
+// it of what it read. The lookups record in vs what they meet.
+func (e *Engine) snapshotFor(ctx context.Context, gvk schema.GroupVersionKind) (planner.Snapshot, *views, error) {
+	vs := &views{failingViews: map[types.UID]bool{}, overCapViews: map[types.UID]bool{}, firstContact: map[types.UID]bool{}, readable: map[types.UID]bool{}}
+	s := planner.Snapshot{LocalID: e.opts.LocalID}
 	for _, r := range e.snapshot() {
-		if r.compiled == nil || r.rsr.DeletionTimestamp != nil || !planner.ContainsGVK(r.compiled.TargetGVKs, it.gvk) {
+		if r.compiled == nil || r.rsr.DeletionTimestamp != nil || !planner.ContainsGVK(r.compiled.TargetGVKs, gvk) {
 			continue
 		}
-		gd.entries = append(gd.entries, r)
-		ruleSet = append(ruleSet, planner.Rule{Spec: r.rsr, Compiled: r.compiled})
+		vs.entries = append(vs.entries, r)
+		s.Rules = append(s.Rules, planner.Rule{Spec: r.rsr, Compiled: r.compiled})
 	}
 	// The peers' ClusterFeatures are listed only for rules that select sources by them.
 	needFeatures := false
-	for _, r := range ruleSet {
+	for _, r := range s.Rules {
 		needFeatures = needFeatures || r.Compiled.NeedsFeatures()
 	}
-	var sources []planner.Source
 	now := e.opts.Clock.Now()
 	for _, p := range e.opts.Peers.List() {
 		name, id := p.Name, p.ClusterID
-		gd.firstContact[id] = e.contacts.seen(id, now, createWait)
-		gd.readable[id] = p.Ready && p.Config() != nil
+		vs.firstContact[id] = e.contacts.seen(id, now, createWait)
+		vs.readable[id] = p.Ready && p.Config() != nil
 		var features []v1alpha1.ClusterFeature
 		if needFeatures {
 			features = peerFeatures(ctx, p)
 		}
-		sources = append(sources, planner.Source{
-			Name: p.Name, ClusterID: p.ClusterID, Readable: gd.readable[id],
+		s.Sources = append(s.Sources, planner.Source{
+			Name: p.Name, ClusterID: p.ClusterID, Readable: vs.readable[id],
 			Features: features, Cluster: e.peerCluster(ctx, p.Name),
 			Lookup: func(gvk schema.GroupVersionKind, ns, n string) (*unstructured.Unstructured, bool) {
 				obj, synced, err := e.watchers.lookup(name, gvk, ns, n)
 				if !synced && (err != nil || !e.watchers.covers(name, gvk, ns)) {
-					gd.failingViews[id] = true // failing, or never started (the peer does not serve the kind)
+					vs.failingViews[id] = true // failing, or never started (the peer does not serve the kind)
 				}
 				var tooMany *TooManyObjectsError
 				if !synced && errors.As(err, &tooMany) {
-					gd.overCapViews[id] = true
+					vs.overCapViews[id] = true
 				}
 				return obj, synced
 			},
@@ -421,9 +420,9 @@ func (e *Engine) gather(ctx context.Context, it item, observed *unstructured.Uns
 	}
 	policy, err := e.policy(ctx)
 	if err != nil {
-		return gd, err
+		return s, vs, err
 	}
-	target := types.NamespacedName{Namespace: it.namespace, Name: it.name}
-	gd.Gathered = planner.Gather(e.opts.LocalID, e.localCluster(ctx), policy, ruleSet, sources, it.gvk, target, observed)
-	return gd, nil
+	s.Policy = policy
+	s.LocalCluster = e.localCluster(ctx)
+	return s, vs, nil
 }

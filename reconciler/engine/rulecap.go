@@ -1,36 +1,21 @@
 package engine
 
 import (
-	"fmt"
-
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/planner"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/rules"
 )
 
-// A member may make any number of rules, and the built-in rule copies them to every
-// member: each rule costs watches (its scopes, times the peers) and work. The engine runs
-// at most Options.MaxRules of them, the first by name; the others are not compiled, not
-// watched and not run, and their status says so (Ready False, TooManyRulesError). When a
-// rule that runs goes away, or the cap is raised, the first rule by name past the cap
-// runs. The built-in rule always runs and does not count.
+// The rules the engine runs are planner.AssembleRules of the ResourceSyncRules it sees,
+// as sync-diff assembles them: the built-in rule, and the first Options.MaxRules by name;
+// the others are not compiled, not watched and not run, and their status says so (Ready
+// False, TooManyRulesError).
 
 // DefaultMaxRules is the default cap on the ResourceSyncRules the engine runs.
-const DefaultMaxRules = 500
+const DefaultMaxRules = planner.DefaultMaxRules
 
 // TooManyRulesError is the error of a rule past the cap on rules.
-type TooManyRulesError struct {
-	// Name is the rule's name; Limit the cap.
-	Name  string
-	Limit int
-}
-
-// Reason is the rule's Ready reason.
-func (e *TooManyRulesError) Reason() string { return v1alpha1.ReasonTooManyRules }
-
-func (e *TooManyRulesError) Error() string {
-	return fmt.Sprintf("%s: this cluster runs at most %d ResourceSyncRules (--max-rules), the first by name, and this one is past them: it does not run; "+
-		"delete rules or raise --max-rules", v1alpha1.ReasonTooManyRules, e.Limit)
-}
+type TooManyRulesError = planner.TooManyRulesError
 
 // isCapped reports whether r is past the cap on rules.
 func isCapped(r *ruleEntry) bool {
@@ -38,57 +23,35 @@ func isCapped(r *ruleEntry) bool {
 	return ok
 }
 
-// cappedEntry returns the entry of a rule past the cap, without compiling it, or nil
-// when the rule would be among the first MaxRules by name. A rule past the cap changes
-// nothing of the others: the rules that run all sort before it (capRules is not needed).
-func (e *Engine) cappedEntry(rsr *v1alpha1.ResourceSyncRule) *ruleEntry {
-	e.mu.RLock()
-	before := 0
-	for name, r := range e.rules {
-		if !r.builtin && name < rsr.Name {
-			if before++; before >= e.opts.MaxRules {
-				break
-			}
+// assemble makes e.rules what planner.AssembleRules says of the rules' specs: a rule
+// that comes in under the cap is compiled, one that goes past it stops. The compiled
+// rule (and the tracking) of a rule whose spec did not change and whose place under the
+// cap did not either is kept as it is. Called with e.mu held.
+func (e *Engine) assemble() {
+	specs := make([]*v1alpha1.ResourceSyncRule, 0, len(e.rules))
+	for _, r := range e.rules {
+		if !r.builtin {
+			specs = append(specs, r.rsr)
 		}
 	}
-	e.mu.RUnlock()
-	if before < e.opts.MaxRules {
-		return nil
+	compile := func(rsr *v1alpha1.ResourceSyncRule) (*rules.Rule, error) {
+		if r := e.rules[rsr.Name]; r != nil && !r.pending && !isCapped(r) {
+			return r.compiled, r.err
+		}
+		return planner.CompileRule(rsr)
 	}
-	return newEntry(rsr, nil, &TooManyRulesError{Name: rsr.Name, Limit: e.opts.MaxRules}, false)
-}
-
-// capRules makes the rules that run the first MaxRules by name (the built-in rule
-// aside): a running rule past them stops, a capped rule among them is compiled and
-// runs. A rule comes or goes at a time, so one pass over the rules (never a sort) moves
-// the one rule at the edge. Called with e.mu held.
-func (e *Engine) capRules() {
-	for {
-		running, lastRunning, firstCapped := 0, "", ""
-		for name, r := range e.rules {
-			switch {
-			case r.builtin:
-			case isCapped(r):
-				if firstCapped == "" || name < firstCapped {
-					firstCapped = name
-				}
-			default:
-				running++
-				if name > lastRunning {
-					lastRunning = name
-				}
-			}
+	for _, st := range planner.AssembleRules(specs, e.opts.MaxRules, compile) {
+		if st.Builtin {
+			continue
 		}
-		switch {
-		case running > e.opts.MaxRules || (running == e.opts.MaxRules && firstCapped != "" && firstCapped < lastRunning):
-			r := e.rules[lastRunning]
-			e.rules[lastRunning] = newEntry(r.rsr, nil, &TooManyRulesError{Name: lastRunning, Limit: e.opts.MaxRules}, false)
-		case running < e.opts.MaxRules && firstCapped != "":
-			r := e.rules[firstCapped]
-			compiled, err := planner.CompileRule(r.rsr)
-			e.rules[firstCapped] = newEntry(r.rsr, compiled, err, false)
-		default:
-			return
+		r := e.rules[st.Spec.Name]
+		if !r.pending && isCapped(r) == st.Capped() {
+			continue
 		}
+		next := newEntry(st.Spec, st.Compiled, st.Err, false)
+		if r.pending && !st.Capped() {
+			next.keepTracking(r)
+		}
+		e.rules[st.Spec.Name] = next
 	}
 }

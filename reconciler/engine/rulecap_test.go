@@ -7,6 +7,7 @@ import (
 	"sort"
 	"testing"
 
+	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
@@ -84,4 +85,25 @@ func TestRuleCap(t *testing.T) {
 	changed.Generation = 2
 	e.ruleChanged(changed)
 	check("a capped rule changed", []string{"a", names[1], names[2]}, names[3:])
+}
+
+// TestReservedRuleName: a ResourceSyncRule with the built-in rule's name (made here, or
+// copied from a member) neither replaces the built-in rule nor runs, and its deletion
+// does not apply a deletion policy to the built-in rule's copies.
+func TestReservedRuleName(t *testing.T) {
+	e, err := New(Options{LocalID: "uid-local", LocalName: "local", Namespace: "cluster-registry", Peers: &peers.Manager{}, Metrics: NewMetrics(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.log = logr.Discard()
+	t.Cleanup(e.queue.ShutDown)
+	impostor := capRule(v1alpha1.CoreRuleName)
+	impostor.Spec.GVK = v1alpha1.GroupVersionKind{Group: v1alpha1.GroupVersion.Group, Version: v1alpha1.GroupVersion.Version, Kind: "Cluster"}
+	impostor.Spec.DeletionPolicy = v1alpha1.DeletionPolicyDelete
+	e.ruleChanged(impostor)
+	e.ruleDeleted(context.Background(), impostor)
+	rules := e.snapshot()
+	if len(rules) != 1 || !rules[0].builtin || rules[0].compiled == nil || rules[0].compiled.GVK.Kind != "ResourceSyncRule" {
+		t.Fatalf("rules after a rule named %s came and went: %+v", v1alpha1.CoreRuleName, rules)
+	}
 }

@@ -358,17 +358,17 @@ func (e *Engine) deleteCopies(ctx context.Context, gvk schema.GroupVersionKind, 
 	if err != nil {
 		return false, fmt.Errorf("listing the copies of %s: %w", gvk.Kind, err)
 	}
+	snap, _, err := e.snapshotFor(ctx, gvk)
+	if err != nil {
+		return false, err
+	}
 	for i := range list.Items {
 		o := &list.Items[i]
 		if o.GetAnnotations()[v1alpha1.OwnershipAnnotation] == "" {
 			continue // never delete what was made here
 		}
 		it := item{gvk: gvk, namespace: o.GetNamespace(), name: o.GetName()}
-		gd, err := e.gather(ctx, it, o)
-		if err != nil {
-			return false, err
-		}
-		switch keep, wait := planner.KeepOnRuleDelete(o, gd.Gathered); {
+		switch keep, wait := snap.OnRuleDelete(planner.Target{GVK: gvk, Key: types.NamespacedName{Namespace: it.namespace, Name: it.name}}, o); {
 		case keep:
 			e.add(it, e.opts.Clock.Now()) // the rule that asks for it takes it over
 			continue
@@ -376,11 +376,7 @@ func (e *Engine) deleteCopies(ctx context.Context, gvk schema.GroupVersionKind, 
 			pending = true
 			continue
 		}
-		policy, err := e.policy(ctx)
-		if err != nil {
-			return false, err
-		}
-		w, err := e.writerOf(policy, types.UID(o.GetAnnotations()[v1alpha1.OwnershipAnnotation]), o.GetLabels()[v1alpha1.RuleLabel], true)
+		w, err := e.writerOf(snap.Policy, types.UID(o.GetAnnotations()[v1alpha1.OwnershipAnnotation]), o.GetLabels()[v1alpha1.RuleLabel], true)
 		if err != nil {
 			return false, err
 		}

@@ -172,6 +172,13 @@ func Connected(name string, id types.UID, reader client.Reader) Peer {
 		Reason: v1alpha1.ReasonClusterReachable, Message: "the peer answers", reader: reader}
 }
 
+// WithConfig returns the peer read with cfg and hc: for tests and tools that stand in for
+// the connection of a peer whose objects are read.
+func (p Peer) WithConfig(cfg *rest.Config, hc *http.Client) Peer {
+	p.config, p.http = cfg, hc
+	return p
+}
+
 // Manager owns the peer connections. It is a manager.Runnable: connections live while it
 // runs (on the leader only).
 type Manager struct {

@@ -121,7 +121,7 @@ func PolicyOf(policies []v1alpha1.SyncPolicy, clusters []v1alpha1.Cluster, regis
 		if c.Spec.ClusterID != "" {
 			known[c.Spec.ClusterID] = c.Name
 		}
-		if c.Annotations[v1alpha1.ClusterDisabledAnnotation] == "true" && c.Spec.ClusterID != localID {
+		if c.Disabled() && c.Spec.ClusterID != localID {
 			quarantined = append(quarantined, c.Spec.ClusterID)
 		}
 		if c.Spec.ClusterID == localID && localID != "" {

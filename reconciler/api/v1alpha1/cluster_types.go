@@ -264,6 +264,13 @@ type Cluster struct {
 	Status ClusterStatus `json:"status,omitempty"`
 }
 
+// Disabled reports whether the cluster-disabled annotation is set on this copy of the
+// Cluster: it stops all work with that cluster here. The one place the annotation is
+// read.
+func (c *Cluster) Disabled() bool {
+	return c.Annotations[ClusterDisabledAnnotation] == "true"
+}
+
 // ClusterList is a list of Clusters.
 //
 // +kubebuilder:object:root=true

@@ -62,12 +62,6 @@ func (d Departures) Format() string {
 // made to leave.
 const MaxSkew = 5 * time.Minute
 
-// Disabled reports whether a local Cluster CR has the cluster-disabled annotation: the
-// cluster is quarantined here, and nothing about it is taken from other members.
-func Disabled(c *v1alpha1.Cluster) bool {
-	return c.Annotations[v1alpha1.ClusterDisabledAnnotation] == "true"
-}
-
 // Tally is what the members record of one cluster's departure, as this cluster reads
 // them.
 type Tally struct {
@@ -203,7 +197,7 @@ func Decide(now time.Time, localID types.UID, local []v1alpha1.Cluster, views ..
 			continue
 		}
 		members[c.Spec.ClusterID] = true
-		if Disabled(c) && c.Spec.ClusterID != localID {
+		if c.Disabled() && c.Spec.ClusterID != localID {
 			disabled[c.Spec.ClusterID] = true
 		}
 	}

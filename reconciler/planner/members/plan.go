@@ -179,7 +179,7 @@ func Plan(in Input) Result {
 		c := &in.Local.Clusters[i]
 		localClusters[c.Name] = c
 		known[c.Spec.ClusterID] = true
-		if Disabled(c) {
+		if c.Disabled() {
 			disabled[c.Spec.ClusterID] = true
 		}
 		if t := c.CreationTimestamp.Time; !t.IsZero() && (since[c.Spec.ClusterID].IsZero() || t.Before(since[c.Spec.ClusterID])) {
