@@ -279,6 +279,9 @@ func (p Policy) CheckCopy(source, copy *unstructured.Unstructured, origin string
 	if registryOwned(gvk.GroupKind()) {
 		return refuse("the registry's own objects are never written by rules")
 	}
+	if gvk.Group == v1alpha1.GroupVersion.Group && gvk.Kind == "ResourceSyncRule" && name == v1alpha1.CoreRuleName {
+		return refuse("%s is the built-in rule's reserved name: a rule of that name never runs, and is not copied", name)
+	}
 	if p.namespace != "" && ns == p.namespace {
 		switch {
 		case gvk.Group == "" && gvk.Kind == "ServiceAccount",

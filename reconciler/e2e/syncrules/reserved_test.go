@@ -114,4 +114,7 @@ spec:
 	if err := first.Get(ctx, client.ObjectKey{Namespace: reservedNS, Name: "impostor"}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("the ConfigMap of the rule with the built-in rule's name reached first: %v", err)
 	}
+	if err := first.Get(ctx, client.ObjectKey{Name: v1alpha1.CoreRuleName}, &v1alpha1.ResourceSyncRule{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the rule with the built-in rule's name was copied to first: %v", err)
+	}
 }
