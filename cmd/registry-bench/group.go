@@ -43,6 +43,8 @@ type group struct {
 	cs         map[string]kubernetes.Interface
 	ctrls      []*controller
 	setupTime  time.Duration
+	// stops counts stopControllers, whose controllers' logs are kept as serve-NAME.log.stopN.
+	stops int
 	// apiPIDs are the API servers' processes, found when first read (cost.go).
 	apiPIDs map[string]int
 }
@@ -135,7 +137,7 @@ func (g *group) stopKeepingLogs(err error) {
 // keepLogs copies the *.log files of the group's directory into a new directory, and
 // returns it.
 func (g *group) keepLogs() (string, error) {
-	logs, err := filepath.Glob(filepath.Join(g.logs, "*.log"))
+	logs, err := filepath.Glob(filepath.Join(g.logs, "*.log*"))
 	if err != nil {
 		return "", err
 	}
@@ -155,24 +157,42 @@ func (g *group) keepLogs() (string, error) {
 	return dir, nil
 }
 
-// pauseControllers stops every controller process (SIGSTOP) and returns what continues
-// them (SIGCONT). The controllers run without leader election, so a pause loses nothing:
-// they carry on where they stopped.
-func (g *group) pauseControllers() (resume func(), err error) {
-	var paused []*controller
-	resume = func() {
-		for _, c := range paused {
-			_ = c.cmd.Process.Signal(syscall.SIGCONT)
+// stopControllers ends every controller process (SIGTERM, and waits for it), so that no
+// controller holds a watch while the floor is measured alone: a stopped process's open
+// watches (SIGSTOP) still cost the API servers every event they filter and send. It
+// returns what starts them again (their logs so far kept as serve-NAME.log.stopN) and waits
+// until each reports its Cluster Ready and the registry syncs again; the controllers run
+// without leader election and lose nothing by a restart.
+func (g *group) stopControllers(ctx context.Context, reg *side) (restart func() error, err error) {
+	for _, c := range g.ctrls {
+		if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			return nil, fmt.Errorf("stopping the controller of %s: %w", c.name, err)
 		}
 	}
 	for _, c := range g.ctrls {
-		if err := c.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-			resume()
-			return nil, fmt.Errorf("stopping the controller of %s: %w", c.name, err)
+		select {
+		case <-c.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
 		}
-		paused = append(paused, c)
 	}
-	return resume, nil
+	g.stops++
+	for _, c := range g.ctrls {
+		if err := os.Rename(c.log, fmt.Sprintf("%s.stop%d", c.log, g.stops)); err != nil {
+			return nil, err
+		}
+	}
+	g.ctrls = nil
+	return func() error {
+		step("[%s] starting the controllers again", g.label)
+		if err := g.startControllers(ctx); err != nil {
+			return err
+		}
+		if reg == nil {
+			return nil
+		}
+		return g.warmUp(ctx, reg)
+	}, nil
 }
 
 // prepare installs the registry on every cluster and creates the bench's namespaces; no

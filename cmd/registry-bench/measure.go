@@ -96,13 +96,13 @@ func (g *group) floorAlone(ctx context.Context, samples int, phases []string, bu
 	return res, nil
 }
 
-// whileStopped runs measure on the floor alone in its own namespace with the
-// controllers stopped (SIGSTOP: no CPU, no request; their watches stay open but select
-// nothing of the floor's namespace), after the registry's measurements, and continues
-// them. With the floor alone measured before any controller ran, it brackets the
-// registry's figures in time, so that the ratios do not follow the host's drift, nor the
-// clusters' growth, between the start of the run and its middle.
-func (g *group) whileStopped(ctx context.Context, what string, measure func(context.Context, *side) error) error {
+// whileStopped runs measure on the floor alone in its own namespace with no controller
+// running (stopControllers: no process of the registry holds a watch, so the API servers
+// pay nothing for it), after the registry's measurements, and starts the controllers
+// again, warmed up through reg. With the floor alone measured before any controller ran,
+// it brackets the registry's figures in time, so that the ratios do not follow the host's
+// drift, nor the clusters' growth, between the start of the run and its middle.
+func (g *group) whileStopped(ctx context.Context, reg *side, what string, measure func(context.Context, *side) error) (err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	s, err := g.newSide(ctx, "floor", nsAlone)
@@ -116,12 +116,16 @@ func (g *group) whileStopped(ctx context.Context, what string, measure func(cont
 	if _, err := startCopier(ctx, g.origin(), peers, nsAlone, g.b.o.floorWorkers); err != nil {
 		return err
 	}
-	resume, err := g.pauseControllers()
+	restart, err := g.stopControllers(ctx, reg)
 	if err != nil {
 		return err
 	}
-	defer resume()
-	step("[%s] floor alone again (controllers stopped): warm-up", g.label)
+	defer func() {
+		if rerr := restart(); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("starting the controllers again: %w", rerr))
+		}
+	}()
+	step("[%s] floor alone again (no controller running): warm-up", g.label)
 	if err := g.warmUp(ctx, s); err != nil {
 		return err
 	}
@@ -315,7 +319,7 @@ func (b *bench) runMain(ctx context.Context, res *results) (err error) {
 	res.addStages(stageQuantile(stagesBefore, stagesAfter, 0.5), alone.writeTimes, cp.takeWriteTimes())
 	var aloneAfter map[string][]time.Duration
 	var afterFailures map[string]int
-	if err := g.whileStopped(mctx, fmt.Sprintf("%d samples of %s", b.o.samples, strings.Join(phases, ", ")), func(ctx context.Context, s *side) error {
+	if err := g.whileStopped(mctx, reg, fmt.Sprintf("%d samples of %s", b.o.samples, strings.Join(phases, ", ")), func(ctx context.Context, s *side) error {
 		lat, failures, err := g.latency(ctx, b.o.samples, phases, s)
 		aloneAfter, afterFailures = lat["floor"], failures
 		return err
@@ -379,7 +383,7 @@ func (b *bench) runMain(ctx context.Context, res *results) (err error) {
 		}
 	}
 	var aloneBurstAfter time.Duration
-	if err := g.whileStopped(mctx, fmt.Sprintf("burst of %d ConfigMaps", b.o.burst), func(ctx context.Context, s *side) error {
+	if err := g.whileStopped(mctx, reg, fmt.Sprintf("burst of %d ConfigMaps", b.o.burst), func(ctx context.Context, s *side) error {
 		d, err := g.createAll(ctx, s, names("burst-after", 0, b.o.burst))
 		aloneBurstAfter = d
 		return err
