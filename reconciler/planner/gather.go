@@ -64,14 +64,14 @@ type Gathered struct {
 // consent: a rule it refuses does not run, a copy it refuses is no candidate.
 func Gather(localID types.UID, localCluster map[string]any, policy Policy, ruleSet []Rule, sources []Source,
 	gvk schema.GroupVersionKind, target types.NamespacedName, observed *unstructured.Unstructured) Gathered {
-	out := Gathered{OriginGone: map[types.UID]bool{}, Failures: map[string][]string{}, Unsynced: map[types.UID]bool{}, Modes: map[string]v1alpha1.SyncMode{},
-		Refusals: map[string][]Refusal{}}
-	names := make(map[types.UID]string, len(sources))
+	g := gatherer{localID: localID, localCluster: localCluster, policy: policy, gvk: gvk, target: target,
+		out: Gathered{OriginGone: map[types.UID]bool{}, Failures: map[string][]string{}, Unsynced: map[types.UID]bool{}, Modes: map[string]v1alpha1.SyncMode{},
+			Refusals: map[string][]Refusal{}},
+		names:   make(map[types.UID]string, len(sources)),
+		present: map[types.UID]bool{}, unknown: map[types.UID]bool{}, gone: map[types.UID]bool{}}
 	for _, p := range sources {
-		names[p.ClusterID] = p.Name
+		g.names[p.ClusterID] = p.Name
 	}
-	var cands []Candidate
-	present, unknown, gone := map[types.UID]bool{}, map[types.UID]bool{}, map[types.UID]bool{}
 	var covering []string
 	for _, r := range ruleSet {
 		if r.Compiled == nil || r.Spec.DeletionTimestamp != nil || !ContainsGVK(r.Compiled.TargetGVKs, gvk) {
@@ -81,100 +81,13 @@ func Gather(localID types.UID, localCluster map[string]any, policy Policy, ruleS
 			continue // inert here: its copies are neither written nor deleted
 		}
 		covering = append(covering, r.Spec.Name)
-		ruleOrigin, ruleSince := RuleOrigin(r.Spec, localID), r.Spec.CreationTimestamp.Time
 		if m := r.Spec.Spec.SyncMode; m != "" && m != v1alpha1.SyncModeEnforce {
-			out.Modes[r.Spec.Name] = m
+			g.out.Modes[r.Spec.Name] = m
 		}
-		kept := KeptFor(gvk.GroupKind(), r.Compiled.IgnoreFields)
+		g.ruleOrigin, g.kept = RuleOrigin(r.Spec, localID), KeptFor(gvk.GroupKind(), r.Compiled.IgnoreFields)
 		for _, srcKey := range r.Compiled.SourceKeys(target) {
 			for _, p := range sources {
-				if !p.Readable || !r.Compiled.Sources(p.Features) {
-					unknown[p.ClusterID] = true
-					continue
-				}
-				obj, synced := p.Lookup(r.Compiled.GVK, srcKey.Namespace, srcKey.Name)
-				if !synced {
-					unknown[p.ClusterID] = true
-					out.Unsynced[p.ClusterID] = true
-					continue
-				}
-				if obj == nil {
-					gone[p.ClusterID] = true
-					continue
-				}
-				if MembershipObject(obj) {
-					continue
-				}
-				origin := types.UID(obj.GetAnnotations()[v1alpha1.OwnershipAnnotation])
-				if origin == "" {
-					origin = p.ClusterID
-				}
-				if policy.Quarantined(origin) {
-					// Disabled or departed here: its objects are neither copied, through
-					// any member, nor taken for gone.
-					unknown[origin] = true
-					continue
-				}
-				direct := origin == p.ClusterID
-				if obj.GetAnnotations()[v1alpha1.SyncDisabledAnnotation] == "true" {
-					if direct {
-						present[origin] = true // not synced, but not gone either
-					}
-					continue
-				}
-				mut, ok := r.Compiled.Match(obj)
-				if !ok {
-					if direct {
-						gone[p.ClusterID] = true
-					}
-					continue
-				}
-				tk, ok := mut.TargetKey(srcKey)
-				if !ok || tk != target || mut.TargetGVK(r.Compiled.GVK) != gvk {
-					if direct {
-						gone[p.ClusterID] = true
-					}
-					continue
-				}
-				originName, member := names[origin]
-				if !member {
-					originName, member = policy.MemberName(origin)
-				}
-				if !member && origin != localID {
-					// The annotation is a string the peer writes: an origin is a member this
-					// cluster knows by ID, or the object is refused.
-					out.Refusals[r.Spec.Name] = append(out.Refusals[r.Spec.Name], Refusal{Reason: v1alpha1.ReasonUnknownOrigin, Message: fmt.Sprintf(
-						"%s %s offered by %s: its ownership annotation names cluster %s, which is not a member of this cluster's group: refused",
-						r.Compiled.GVK.Kind, joinKey(srcKey.Namespace, srcKey.Name), p.Name, quoteShort(string(origin)))})
-					continue
-				}
-				if origin == localID {
-					continue // a peer's copy of an object of ours
-				}
-				if direct {
-					present[origin] = true
-				}
-				desired, err := mut.Apply(obj, rules.TemplateContext{Object: obj.Object, Cluster: p.Cluster, LocalCluster: localCluster})
-				if err != nil {
-					out.Failures[r.Spec.Name] = append(out.Failures[r.Spec.Name], fmt.Sprintf("mutating %s %s from %s: %v", gvk.Kind, target, p.Name, err))
-					if direct {
-						unknown[origin] = true
-					}
-					continue
-				}
-				if ref := policy.CheckCopy(obj, desired, originName, len(mut.Overrides) > 0); ref != nil {
-					out.Refusals[r.Spec.Name] = append(out.Refusals[r.Spec.Name], *ref)
-					continue
-				}
-				Mark(desired, origin, r.Spec.Name)
-				if r.Spec.Spec.SyncStatusBack {
-					a := desired.GetAnnotations()
-					delete(a, v1alpha1.OriginGenerationAnnotation)
-					delete(a, v1alpha1.CopyGenerationAnnotation)
-					a[v1alpha1.SourceGenerationAnnotation] = strconv.FormatInt(obj.GetGeneration(), 10)
-					desired.SetAnnotations(a)
-				}
-				cands = append(cands, Candidate{Rule: r.Spec.Name, RuleOrigin: ruleOrigin, RuleSince: ruleSince, Peer: p.Name, PeerID: p.ClusterID, Origin: origin, Object: desired, SyncStatus: mut.SyncStatus, Kept: kept})
+				g.offer(r, srcKey, p)
 			}
 		}
 	}
@@ -184,22 +97,134 @@ func Gather(localID types.UID, localCluster map[string]any, policy Policy, ruleS
 	for _, p := range sources {
 		members[p.ClusterID] = true
 	}
-	for _, c := range cands {
+	for _, c := range g.cands {
 		if c.PeerID == c.Origin || !members[c.Origin] {
-			out.Candidates = append(out.Candidates, c)
+			g.out.Candidates = append(g.out.Candidates, c)
 		}
 	}
 	// Only a copy a rule of this kind wrote (labelled with its name) may be deleted: not
 	// the membership sync's copies, not copies of a rule that is gone (deletionPolicy
 	// Retain), not copies another tool marked.
 	if observed != nil && contains(covering, observed.GetLabels()[v1alpha1.RuleLabel]) {
-		for id := range gone {
-			if !present[id] && !unknown[id] {
-				out.OriginGone[id] = true
+		for id := range g.gone {
+			if !g.present[id] && !g.unknown[id] {
+				g.out.OriginGone[id] = true
 			}
 		}
 	}
-	return out
+	return g.out
+}
+
+// gatherer is Gather's state for one local object.
+type gatherer struct {
+	localID      types.UID
+	localCluster map[string]any
+	policy       Policy
+	gvk          schema.GroupVersionKind
+	target       types.NamespacedName
+	out          Gathered
+	// names are the sources' names by cluster ID; cands the copies offered, hops included.
+	names map[types.UID]string
+	cands []Candidate
+	// present, unknown and gone say, per origin read directly, whether it has a matching
+	// object, cannot tell, or has none: the deletion evidence.
+	present, unknown, gone map[types.UID]bool
+	// ruleOrigin and kept are the rule's being gathered (RuleOrigin, KeptFor).
+	ruleOrigin types.UID
+	kept       Kept
+}
+
+// offer looks at what the source p holds at srcKey for the rule r: a candidate copy, a
+// refusal, a failure, or evidence that the origin has (or has not) the object.
+func (g *gatherer) offer(r Rule, srcKey types.NamespacedName, p Source) {
+	if !p.Readable || !r.Compiled.Sources(p.Features) {
+		g.unknown[p.ClusterID] = true
+		return
+	}
+	obj, synced := p.Lookup(r.Compiled.GVK, srcKey.Namespace, srcKey.Name)
+	if !synced {
+		g.unknown[p.ClusterID] = true
+		g.out.Unsynced[p.ClusterID] = true
+		return
+	}
+	if obj == nil {
+		g.gone[p.ClusterID] = true
+		return
+	}
+	if MembershipObject(obj) {
+		return
+	}
+	origin := types.UID(obj.GetAnnotations()[v1alpha1.OwnershipAnnotation])
+	if origin == "" {
+		origin = p.ClusterID
+	}
+	if g.policy.Quarantined(origin) {
+		// Disabled or departed here: its objects are neither copied, through any member,
+		// nor taken for gone.
+		g.unknown[origin] = true
+		return
+	}
+	direct := origin == p.ClusterID
+	if obj.GetAnnotations()[v1alpha1.SyncDisabledAnnotation] == "true" {
+		if direct {
+			g.present[origin] = true // not synced, but not gone either
+		}
+		return
+	}
+	mut, ok := r.Compiled.Match(obj)
+	if !ok {
+		if direct {
+			g.gone[p.ClusterID] = true
+		}
+		return
+	}
+	tk, ok := mut.TargetKey(srcKey)
+	if !ok || tk != g.target || mut.TargetGVK(r.Compiled.GVK) != g.gvk {
+		if direct {
+			g.gone[p.ClusterID] = true
+		}
+		return
+	}
+	originName, member := g.names[origin]
+	if !member {
+		originName, member = g.policy.MemberName(origin)
+	}
+	if !member && origin != g.localID {
+		// The annotation is a string the peer writes: an origin is a member this cluster
+		// knows by ID, or the object is refused.
+		g.out.Refusals[r.Spec.Name] = append(g.out.Refusals[r.Spec.Name], Refusal{Reason: v1alpha1.ReasonUnknownOrigin, Message: fmt.Sprintf(
+			"%s %s offered by %s: its ownership annotation names cluster %s, which is not a member of this cluster's group: refused",
+			r.Compiled.GVK.Kind, joinKey(srcKey.Namespace, srcKey.Name), p.Name, quoteShort(string(origin)))})
+		return
+	}
+	if origin == g.localID {
+		return // a peer's copy of an object of ours
+	}
+	if direct {
+		g.present[origin] = true
+	}
+	desired, err := mut.Apply(obj, rules.TemplateContext{Object: obj.Object, Cluster: p.Cluster, LocalCluster: g.localCluster})
+	if err != nil {
+		g.out.Failures[r.Spec.Name] = append(g.out.Failures[r.Spec.Name], fmt.Sprintf("mutating %s %s from %s: %v", g.gvk.Kind, g.target, p.Name, err))
+		if direct {
+			g.unknown[origin] = true
+		}
+		return
+	}
+	if ref := g.policy.CheckCopy(obj, desired, originName, len(mut.Overrides) > 0); ref != nil {
+		g.out.Refusals[r.Spec.Name] = append(g.out.Refusals[r.Spec.Name], *ref)
+		return
+	}
+	Mark(desired, origin, r.Spec.Name)
+	if r.Spec.Spec.SyncStatusBack {
+		a := desired.GetAnnotations()
+		delete(a, v1alpha1.OriginGenerationAnnotation)
+		delete(a, v1alpha1.CopyGenerationAnnotation)
+		a[v1alpha1.SourceGenerationAnnotation] = strconv.FormatInt(obj.GetGeneration(), 10)
+		desired.SetAnnotations(a)
+	}
+	g.cands = append(g.cands, Candidate{Rule: r.Spec.Name, RuleOrigin: g.ruleOrigin, RuleSince: r.Spec.CreationTimestamp.Time,
+		Peer: p.Name, PeerID: p.ClusterID, Origin: origin, Object: desired, SyncStatus: mut.SyncStatus, Kept: g.kept})
 }
 
 // RuleOrigin returns the cluster a rule was made on, as this cluster (localID) knows it:
