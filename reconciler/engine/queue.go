@@ -197,18 +197,41 @@ func (e *Engine) processNext(ctx context.Context) bool {
 	return true
 }
 
-// reconcile brings one local object to what the rules ask for.
+// reconcile brings one local object to what the rules ask for: its view (observe), the
+// plan of the planner's snapshot (snapshotFor, PlanKey), and the writer (write).
 func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) {
-	_, full := e.full.LoadAndDelete(it)
-	cached, synced, err := e.watchers.lookupCached("", it.gvk, it.namespace, it.name)
+	observed, retry, done, err := e.observe(it)
+	if done || err != nil {
+		return retry, err
+	}
+	snap, vs, err := e.snapshotFor(ctx, it.gvk)
 	if err != nil {
 		return 0, err
 	}
+	plan := snap.PlanKey(planner.Target{GVK: it.gvk, Key: types.NamespacedName{Namespace: it.namespace, Name: it.name}}, observed)
+	if plan.Membership {
+		// The membership sync owns the Clusters and their reader Secrets: no rule writes
+		// them, and a rule that tries is reported (its copy is refused by the policy).
+		e.recordFailures(it, plan.Gathered, vs.entries, "")
+		return 0, nil
+	}
+	return e.write(ctx, it, observed, plan, vs)
+}
+
+// observe returns the local object of it (nil when absent), or done with when to look
+// again: the local view has not synced, the event is the engine's own write, or a copy is
+// being deleted.
+func (e *Engine) observe(it item) (observed *unstructured.Unstructured, retry time.Duration, done bool, err error) {
+	_, full := e.full.LoadAndDelete(it)
+	cached, synced, err := e.watchers.lookupCached("", it.gvk, it.namespace, it.name)
+	if err != nil {
+		return nil, 0, true, err
+	}
 	if !synced {
 		if _, any := e.anyLocalScope(it.gvk); !any {
-			return 0, nil // no rule watches this kind any more
+			return nil, 0, true, nil // no rule watches this kind any more
 		}
-		return time.Second, nil
+		return nil, time.Second, true, nil
 	}
 	if w, pending := e.ownWrites.Load(it); pending {
 		// Told before the copy is decoded: the event of the engine's own write, the most
@@ -222,67 +245,63 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 		case next == nil:
 			e.ownWrites.CompareAndDelete(it, ow)
 			if skip && !e.keyWatched(it) {
-				return 0, nil // else on, for settledKey to stop the watch of the key
+				return nil, 0, true, nil // else on, for settledKey to stop the watch of the key
 			}
 		case *next != ow:
 			e.ownWrites.CompareAndSwap(it, ow, *next) // not if the copy's delete dropped it meanwhile
 		}
 	}
-	var observed *unstructured.Unstructured
 	if cached != nil {
 		if observed, err = cached.object(it.gvk); err != nil {
-			return 0, err
+			return nil, 0, true, err
 		}
 	}
 	e.settledKey(it, observed)
 	if observed != nil && observed.GetDeletionTimestamp() != nil && observed.GetAnnotations()[v1alpha1.OwnershipAnnotation] != "" {
 		// A copy being deleted (to be recreated, or with its namespace): nothing is written
 		// to it; it is looked at again once it is gone.
-		return 2 * time.Second, nil
+		return nil, 2 * time.Second, true, nil
 	}
-	snap, gd, err := e.snapshotFor(ctx, it.gvk)
-	if err != nil {
-		return 0, err
-	}
-	plan := snap.PlanKey(planner.Target{GVK: it.gvk, Key: types.NamespacedName{Namespace: it.namespace, Name: it.name}}, observed)
-	g, entries := plan.Gathered, gd.entries
-	// The objects a rule failed to mutate (a template error or limit) are reported on the
-	// rule after the action is recorded, which would clear them; not retried: a change of
-	// the object or the rule brings them back.
-	recordFailures := func(synced string) {
-		for rule, fails := range g.Failures {
-			if rule == synced {
-				continue // another source's object synced it
-			}
-			for _, r := range entries {
-				if r.rsr.Name == rule {
-					r.record(it, false, "", failure{v1alpha1.ReasonMutationFailed, fails[0]})
-				}
-			}
+	return observed, 0, false, nil
+}
+
+// recordFailures reports on the rules the objects they failed to mutate (a template error
+// or limit) and the copies the policy refused, but for the rule synced, whose write made
+// them moot. They are reported after the action is recorded, which would clear them; not
+// retried: a change of the object or the rule brings them back.
+func (e *Engine) recordFailures(it item, g planner.Gathered, entries []*ruleEntry, synced string) {
+	for rule, fails := range g.Failures {
+		if rule == synced {
+			continue // another source's object synced it
 		}
-		for rule, refs := range g.Refusals {
-			if rule == synced {
-				continue
-			}
-			for _, r := range entries {
-				if r.rsr.Name == rule {
-					e.refused(it, r, refs[0])
-				}
+		for _, r := range entries {
+			if r.rsr.Name == rule {
+				r.record(it, false, "", failure{v1alpha1.ReasonMutationFailed, fails[0]})
 			}
 		}
 	}
-	if plan.Membership {
-		// The membership sync owns the Clusters and their reader Secrets: no rule writes
-		// them, and a rule that tries is reported (its copy is refused by the policy).
-		recordFailures("")
-		return 0, nil
+	for rule, refs := range g.Refusals {
+		if rule == synced {
+			continue
+		}
+		for _, r := range entries {
+			if r.rsr.Name == rule {
+				e.refused(it, r, refs[0])
+			}
+		}
 	}
-	act := plan.Action
+}
+
+// write carries out the plan of it: after the waits a create or a change of origin makes
+// (views still syncing, the engine's own create not seen yet) and the settle of content
+// someone else keeps changing (hold), the writer's execute.
+func (e *Engine) write(ctx context.Context, it item, observed *unstructured.Unstructured, plan planner.KeyPlan, vs *views) (time.Duration, error) {
+	g, entries, act := plan.Gathered, vs.entries, plan.Action
 	if act.Type == planner.ActionCreate || planner.TakesOver(act, observed) {
 		// The origin this copy starts from (or changes to) is chosen for good: wait for the
 		// views that may still offer one with a lower cluster ID.
-		if unseen := unseenSources(g.Unsynced, gd.failingViews, gd.firstContact, gd.readable); e.waitForViews(it, unseen, nil) {
-			return waitRetry(unseen, gd.readable), nil
+		if unseen := unseenSources(g.Unsynced, vs.failingViews, vs.firstContact, vs.readable); e.waitForViews(it, unseen, nil) {
+			return waitRetry(unseen, vs.readable), nil
 		}
 	}
 	if act.Type == planner.ActionCreate {
@@ -294,32 +313,10 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 	}
 	if act.Type == planner.ActionCreate || act.Type == planner.ActionUpdate {
 		if v := e.settle(it, act.Source, observed); v.Hold {
-			if v.Rejected {
-				// Content the API server refused for good waits for the source to change, or
-				// is recreated when the rule says so (it may have been refused before the
-				// rule did).
-				for _, r := range entries {
-					if r.rsr.Name != act.Source.Rule {
-						continue
-					}
-					if act.Type == planner.ActionUpdate && v.RejectedReason == v1alpha1.ReasonImmutableField && recreates(r) {
-						_, ri, err := e.writeClient(ctx, it, act)
-						if err != nil {
-							return 0, err
-						}
-						return 0, e.recreate(ctx, it, act, r, ri, v.Reason)
-					}
-					r.record(it, false, "", failure{v.RejectedReason, v.Reason})
-				}
-				recordFailures(act.Source.Rule)
-				return max(v.Until.Sub(e.opts.Clock.Now()), time.Second), nil
-			}
-			e.held(it, act.Source.Rule, v, entries)
-			recordFailures(act.Source.Rule)
-			return max(v.Until.Sub(e.opts.Clock.Now()), time.Second), nil
+			return e.hold(ctx, it, act, g, entries, v)
 		}
 	}
-	err = e.execute(ctx, it, act, entries)
+	err := e.execute(ctx, it, act, entries)
 	if errors.Is(err, errAppeared) {
 		return appearedRetry, nil
 	}
@@ -327,7 +324,7 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 	if err == nil && act.Source != nil && act.Type != planner.ActionConflict {
 		syncedBy = act.Source.Rule
 	}
-	recordFailures(syncedBy)
+	e.recordFailures(it, g, entries, syncedBy)
 	if err == nil {
 		recordOverlaps(it, act, g.Candidates, entries)
 	}
@@ -338,11 +335,37 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 		// the origin's informer, once synced, only enqueues the objects it still has.
 		// A view over the cap is not waited for: the copy is kept as it is, and looked at
 		// again when the view syncs under the cap (underCap).
-		if origin := types.UID(observed.GetAnnotations()[v1alpha1.OwnershipAnnotation]); origin != "" && g.Unsynced[origin] && !gd.overCapViews[origin] {
+		if origin := types.UID(observed.GetAnnotations()[v1alpha1.OwnershipAnnotation]); origin != "" && g.Unsynced[origin] && !vs.overCapViews[origin] {
 			return unsyncedRetry, nil
 		}
 	}
 	return 0, err
+}
+
+// hold does not write the create or update act that the settle verdict v holds: content
+// the API server refused for good waits for the source to change, or is recreated when
+// the rule says so (it may have been refused before the rule did); content someone else
+// keeps changing is held, backing off.
+func (e *Engine) hold(ctx context.Context, it item, act planner.Action, g planner.Gathered, entries []*ruleEntry, v planner.Verdict) (time.Duration, error) {
+	if v.Rejected {
+		for _, r := range entries {
+			if r.rsr.Name != act.Source.Rule {
+				continue
+			}
+			if act.Type == planner.ActionUpdate && v.RejectedReason == v1alpha1.ReasonImmutableField && recreates(r) {
+				_, ri, err := e.writeClient(ctx, it, act)
+				if err != nil {
+					return 0, err
+				}
+				return 0, e.recreate(ctx, it, act, r, ri, v.Reason)
+			}
+			r.record(it, false, "", failure{v.RejectedReason, v.Reason})
+		}
+	} else {
+		e.held(it, act.Source.Rule, v, entries)
+	}
+	e.recordFailures(it, g, entries, act.Source.Rule)
+	return max(v.Until.Sub(e.opts.Clock.Now()), time.Second), nil
 }
 
 // waitForViews reports whether a create of it waits for the views of sources that are
