@@ -69,78 +69,15 @@ func (e *Engine) status(ctx context.Context, r *ruleEntry) v1alpha1.ResourceSync
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: r.rsr.Generation})
 	}
 
-	st.Sources = nil
-	failing := 0
-	var tooMany []string // the sources over the cap on objects or the byte limits
-	tooManyReason := v1alpha1.ReasonTooManyObjects
-	if r.compiled != nil {
-		all := e.opts.Peers.List()
-		members := memberIDs(all)
-		gvk := r.compiled.GVK
-		decode := func(c *cachedObject) (*unstructured.Unstructured, error) { return c.object(gvk) }
-		if !r.compiled.ReadsContent() {
-			decode = func(c *cachedObject) (*unstructured.Unstructured, error) { return c.metadataOnly(gvk) }
-		}
-		for _, p := range all {
-			src := v1alpha1.RuleSource{Cluster: p.Name}
-			switch {
-			case p.Ready && p.Bootstrap:
-				src.State, src.Message = v1alpha1.SourceUnreachable, "waiting for the reader credential the peer issues this cluster (it is read with its bootstrap credential, which reads none of its objects); its copies are kept as they are"
-			case !p.Ready || p.Config() == nil:
-				src.State, src.Message = v1alpha1.SourceUnreachable, "the peer is not Ready; its copies are kept as they are"
-			case !r.compiled.Sources(peerFeatures(ctx, p)):
-				src.State, src.Message = v1alpha1.SourceNotSelected, "the peer's ClusterFeatures do not satisfy clusterFeatureMatch"
-			default:
-				src.State = v1alpha1.SourceSyncing
-				if err := e.sourceError(p.Name, r); err != nil {
-					src.State, src.Message = v1alpha1.SourceFailing, err.Error()
-					var over *TooManyObjectsError
-					if errors.As(err, &over) {
-						if over.TooLarge != nil {
-							tooManyReason = over.Reason()
-						}
-						tooMany = append(tooMany, err.Error())
-					} else {
-						failing++
-					}
-				}
-				// What the peer offers: not its copies of our objects or of other members'
-				// (its informer may hold them for syncStatusBack).
-				src.Objects = int32(e.watchers.count(p.Name, gvk, r.compiled, decode, func(o *unstructured.Unstructured) bool {
-					if !offered(o, e.opts.LocalID, p.ClusterID, members) {
-						return false
-					}
-					_, ok := r.compiled.Match(o)
-					return ok
-				}))
-			}
-			st.Sources = append(st.Sources, src)
-		}
-	}
+	var src sourceStates
+	st.Sources, src = e.sourceStates(ctx, r)
 
-	r.mu.Lock()
-	st.SyncedObjects = int32(len(r.synced))
-	st.Conflicts = int32(len(r.conflicts))
-	conflicts := summarize(r.conflicts, 5)
-	failureMsgs := make(map[item]string, len(r.failures))
-	failureReasons := map[string]int{}
-	for it, f := range r.failures {
-		failureMsgs[it] = f.message
-		failureReasons[f.reason]++
+	t := r.tally()
+	st.SyncedObjects, st.Conflicts, st.Drift = t.synced, t.conflicts, t.drift
+	if !t.lastSync.IsZero() {
+		ls := metav1.NewTime(t.lastSync.Truncate(time.Second))
+		st.LastSyncTime = &ls
 	}
-	failures := summarizeReasons(failureMsgs, 5)
-	nFailures := len(r.failures)
-	st.Drift = int32(len(r.drift))
-	drift := summarizeReasons(r.drift, 5)
-	nHeld := len(r.held)
-	held := summarizeReasons(r.held, 5)
-	nOverlaps := len(r.overlaps)
-	overlaps := summarizeReasons(r.overlaps, 5)
-	if !r.lastSync.IsZero() {
-		t := metav1.NewTime(r.lastSync.Truncate(time.Second))
-		st.LastSyncTime = &t
-	}
-	r.mu.Unlock()
 
 	var refusal *planner.Refusal
 	if r.compiled != nil {
@@ -166,41 +103,7 @@ func (e *Engine) status(ctx context.Context, r *ruleEntry) v1alpha1.ResourceSync
 	default:
 		set(v1alpha1.RuleConditionReady, true, v1alpha1.ReasonSynced, fmt.Sprintf("%d objects synced", st.SyncedObjects))
 	}
-	overlapMsg := ""
-	if nOverlaps > 0 {
-		overlapMsg = fmt.Sprintf("%d objects this rule matches are written by another rule, which takes precedence: %s", nOverlaps, overlaps)
-	}
-	switch {
-	case st.Conflicts > 0:
-		set(v1alpha1.RuleConditionConflict, true, v1alpha1.ReasonObjectConflict,
-			joinMsg(fmt.Sprintf("%d local objects without the ownership mark are in the way and were not touched: %s", st.Conflicts, conflicts), overlapMsg))
-	case nOverlaps > 0:
-		set(v1alpha1.RuleConditionConflict, true, v1alpha1.ReasonRuleOverlap, overlapMsg)
-	default:
-		set(v1alpha1.RuleConditionConflict, false, v1alpha1.ReasonNoConflicts, "")
-	}
-	heldMsg := ""
-	if nHeld > 0 {
-		heldMsg = fmt.Sprintf("%d copies are changed by something else after each write and are no longer rewritten on every change (held, backing off up to %s; "+
-			"if a local controller, an HPA or a mutating webhook owns the fields, list them in the rule's spec.ignoreFields; otherwise stop the other writer): %s",
-			nHeld, e.opts.Settle.MaxHold, held)
-	}
-	failuresMsg := ""
-	if nFailures > 0 {
-		failuresMsg = fmt.Sprintf("%d objects fail to sync: %s", nFailures, failures)
-	}
-	switch {
-	case len(tooMany) > 0:
-		set(v1alpha1.RuleConditionDegraded, true, tooManyReason, joinMsg(joinMsg(strings.Join(tooMany, "; "), failuresMsg), heldMsg))
-	case nFailures > 0:
-		set(v1alpha1.RuleConditionDegraded, true, failureReason(failureReasons), joinMsg(fmt.Sprintf("%d objects fail to sync: %s", nFailures, failures), heldMsg))
-	case failing > 0:
-		set(v1alpha1.RuleConditionDegraded, true, v1alpha1.ReasonSourceFailing, joinMsg(fmt.Sprintf("%d sources fail; see status.sources", failing), heldMsg))
-	case nHeld > 0:
-		set(v1alpha1.RuleConditionDegraded, true, ReasonChangedAfterWrite, heldMsg)
-	default:
-		set(v1alpha1.RuleConditionDegraded, false, v1alpha1.ReasonAllSourcesOK, "")
-	}
+	e.setHealth(set, t, src)
 	r.mu.Lock()
 	note := r.watch
 	r.mu.Unlock()
@@ -210,7 +113,7 @@ func (e *Engine) status(ctx context.Context, r *ruleEntry) v1alpha1.ResourceSync
 	if r.rsr.Spec.SyncMode == v1alpha1.SyncModeReportOnly {
 		if st.Drift > 0 {
 			set(v1alpha1.RuleConditionDrifted, true, v1alpha1.ReasonDrift,
-				fmt.Sprintf("%d copies differ from their sources; syncMode ReportOnly writes nothing: %s", st.Drift, drift))
+				fmt.Sprintf("%d copies differ from their sources; syncMode ReportOnly writes nothing: %s", st.Drift, t.driftList))
 		} else {
 			set(v1alpha1.RuleConditionDrifted, false, v1alpha1.ReasonNoDrift, "")
 		}
@@ -218,6 +121,134 @@ func (e *Engine) status(ctx context.Context, r *ruleEntry) v1alpha1.ResourceSync
 		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.RuleConditionDrifted)
 	}
 	return st
+}
+
+// setHealth sets the Conflict and Degraded conditions of a rule (set) from its tally and
+// its sources.
+func (e *Engine) setHealth(set func(t string, ok bool, reason, msg string), t ruleTally, src sourceStates) {
+	overlapMsg := ""
+	if t.nOverlaps > 0 {
+		overlapMsg = fmt.Sprintf("%d objects this rule matches are written by another rule, which takes precedence: %s", t.nOverlaps, t.overlaps)
+	}
+	switch {
+	case t.conflicts > 0:
+		set(v1alpha1.RuleConditionConflict, true, v1alpha1.ReasonObjectConflict,
+			joinMsg(fmt.Sprintf("%d local objects without the ownership mark are in the way and were not touched: %s", t.conflicts, t.conflictList), overlapMsg))
+	case t.nOverlaps > 0:
+		set(v1alpha1.RuleConditionConflict, true, v1alpha1.ReasonRuleOverlap, overlapMsg)
+	default:
+		set(v1alpha1.RuleConditionConflict, false, v1alpha1.ReasonNoConflicts, "")
+	}
+	heldMsg := ""
+	if t.nHeld > 0 {
+		heldMsg = fmt.Sprintf("%d copies are changed by something else after each write and are no longer rewritten on every change (held, backing off up to %s; "+
+			"if a local controller, an HPA or a mutating webhook owns the fields, list them in the rule's spec.ignoreFields; otherwise stop the other writer): %s",
+			t.nHeld, e.opts.Settle.MaxHold, t.held)
+	}
+	failuresMsg := ""
+	if t.nFailures > 0 {
+		failuresMsg = fmt.Sprintf("%d objects fail to sync: %s", t.nFailures, t.failures)
+	}
+	switch {
+	case len(src.tooMany) > 0:
+		set(v1alpha1.RuleConditionDegraded, true, src.tooManyReason, joinMsg(joinMsg(strings.Join(src.tooMany, "; "), failuresMsg), heldMsg))
+	case t.nFailures > 0:
+		set(v1alpha1.RuleConditionDegraded, true, failureReason(t.failureReasons), joinMsg(fmt.Sprintf("%d objects fail to sync: %s", t.nFailures, t.failures), heldMsg))
+	case src.failing > 0:
+		set(v1alpha1.RuleConditionDegraded, true, v1alpha1.ReasonSourceFailing, joinMsg(fmt.Sprintf("%d sources fail; see status.sources", src.failing), heldMsg))
+	case t.nHeld > 0:
+		set(v1alpha1.RuleConditionDegraded, true, ReasonChangedAfterWrite, heldMsg)
+	default:
+		set(v1alpha1.RuleConditionDegraded, false, v1alpha1.ReasonAllSourcesOK, "")
+	}
+}
+
+// ruleTally is what a rule's entry tracks, counted and summarized for its status.
+type ruleTally struct {
+	synced, conflicts, drift int32
+	lastSync                 time.Time
+	// conflictList, failures, driftList, held and overlaps summarize the first objects of
+	// each, with their reasons; failureReasons counts the failures by reason.
+	conflictList, failures, driftList, held, overlaps string
+	nFailures, nHeld, nOverlaps                       int
+	failureReasons                                    map[string]int
+}
+
+// tally counts and summarizes what the entry tracks, under its lock.
+func (r *ruleEntry) tally() ruleTally {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t := ruleTally{synced: int32(len(r.synced)), conflicts: int32(len(r.conflicts)), drift: int32(len(r.drift)), lastSync: r.lastSync,
+		conflictList: summarize(r.conflicts, 5), driftList: summarizeReasons(r.drift, 5),
+		nHeld: len(r.held), held: summarizeReasons(r.held, 5), nOverlaps: len(r.overlaps), overlaps: summarizeReasons(r.overlaps, 5),
+		nFailures: len(r.failures), failureReasons: map[string]int{}}
+	failureMsgs := make(map[item]string, len(r.failures))
+	for it, f := range r.failures {
+		failureMsgs[it] = f.message
+		t.failureReasons[f.reason]++
+	}
+	t.failures = summarizeReasons(failureMsgs, 5)
+	return t
+}
+
+// sourceStates are how a rule's sources fare: those failing, and those over the cap on
+// objects or the byte limits (tooMany, with their reason).
+type sourceStates struct {
+	failing       int
+	tooMany       []string
+	tooManyReason string
+}
+
+// sourceStates returns the state of each peer as a source of the rule r: unreachable,
+// not selected by its features, syncing (with the objects it offers) or failing.
+func (e *Engine) sourceStates(ctx context.Context, r *ruleEntry) (sources []v1alpha1.RuleSource, out sourceStates) {
+	out.tooManyReason = v1alpha1.ReasonTooManyObjects
+	if r.compiled == nil {
+		return nil, out
+	}
+	all := e.opts.Peers.List()
+	members := memberIDs(all)
+	gvk := r.compiled.GVK
+	decode := func(c *cachedObject) (*unstructured.Unstructured, error) { return c.object(gvk) }
+	if !r.compiled.ReadsContent() {
+		decode = func(c *cachedObject) (*unstructured.Unstructured, error) { return c.metadataOnly(gvk) }
+	}
+	for _, p := range all {
+		src := v1alpha1.RuleSource{Cluster: p.Name}
+		switch {
+		case p.Ready && p.Bootstrap:
+			src.State, src.Message = v1alpha1.SourceUnreachable, "waiting for the reader credential the peer issues this cluster (it is read with its bootstrap credential, which reads none of its objects); its copies are kept as they are"
+		case !p.Ready || p.Config() == nil:
+			src.State, src.Message = v1alpha1.SourceUnreachable, "the peer is not Ready; its copies are kept as they are"
+		case !r.compiled.Sources(peerFeatures(ctx, p)):
+			src.State, src.Message = v1alpha1.SourceNotSelected, "the peer's ClusterFeatures do not satisfy clusterFeatureMatch"
+		default:
+			src.State = v1alpha1.SourceSyncing
+			if err := e.sourceError(p.Name, r); err != nil {
+				src.State, src.Message = v1alpha1.SourceFailing, err.Error()
+				var over *TooManyObjectsError
+				if errors.As(err, &over) {
+					if over.TooLarge != nil {
+						out.tooManyReason = over.Reason()
+					}
+					out.tooMany = append(out.tooMany, err.Error())
+				} else {
+					out.failing++
+				}
+			}
+			// What the peer offers: not its copies of our objects or of other members'
+			// (its informer may hold them for syncStatusBack).
+			src.Objects = int32(e.watchers.count(p.Name, gvk, r.compiled, decode, func(o *unstructured.Unstructured) bool {
+				if !offered(o, e.opts.LocalID, p.ClusterID, members) {
+					return false
+				}
+				_, ok := r.compiled.Match(o)
+				return ok
+			}))
+		}
+		sources = append(sources, src)
+	}
+	return sources, out
 }
 
 // failureReason is the Degraded reason of objects that fail for reasons: the one
