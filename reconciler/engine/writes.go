@@ -63,29 +63,10 @@ func (e *Engine) execute(ctx context.Context, it item, act planner.Action, entri
 		e.opts.Metrics.conflicts.WithLabelValues(rule).Inc()
 		return nil
 	case planner.ActionCreate:
-		if err := e.ensureNamespace(ctx, w, it, entry(rule)); err != nil {
-			f := planner.ClassifyWriteError(err)
-			if r := entry(rule); r != nil {
-				r.record(it, false, "", failure{f.Reason, f.String()})
-			}
-			if f.Reason == v1alpha1.ReasonNamespaceMissing {
-				return nil // looked at again when the rule or the object changes
-			}
+		created, done, err := e.createCopy(ctx, w, it, act, ri, entry(rule))
+		if done {
 			return err
 		}
-		sent := e.opts.Clock.Now()
-		created, err := e.writeCopy(ctx, w, it, ri, act.Object, false)
-		e.observeStages(ctx, it, sent, err)
-		if apierrors.IsAlreadyExists(err) {
-			// The local cache had not seen it yet (its event queues the copy again), or an
-			// object made here, which the local informers do not hold, is in the way.
-			e.inTheWay(ctx, it, ri)
-			return fmt.Errorf("%s appeared meanwhile: %w", it, errAppeared)
-		}
-		if err != nil {
-			return e.writeFailed(ctx, it, act, entry(rule), ri, fmt.Errorf("creating %s: %w", it, err))
-		}
-		e.written(it, act.Source, created)
 		statusErr = e.writeCopyStatus(ctx, it, ri, act, created)
 	case planner.ActionUpdate:
 		sent := e.opts.Clock.Now()
@@ -109,6 +90,44 @@ func (e *Engine) execute(ctx context.Context, it item, act planner.Action, entri
 		}
 		rule = act.Object.GetLabels()[v1alpha1.RuleLabel]
 	}
+	return e.recordWrite(it, act, rule, entry(rule), entries, statusErr)
+}
+
+// createCopy creates the copy it of act, with its namespace when the rule creates
+// namespaces, and returns it as stored; done is true when there is nothing more to do
+// (the namespace is missing, the copy appeared meanwhile or the write failed), with what
+// execute returns.
+func (e *Engine) createCopy(ctx context.Context, w *writer, it item, act planner.Action, ri dynamic.ResourceInterface, r *ruleEntry) (created *unstructured.Unstructured, done bool, err error) {
+	if err := e.ensureNamespace(ctx, w, it, r); err != nil {
+		f := planner.ClassifyWriteError(err)
+		if r != nil {
+			r.record(it, false, "", failure{f.Reason, f.String()})
+		}
+		if f.Reason == v1alpha1.ReasonNamespaceMissing {
+			return nil, true, nil // looked at again when the rule or the object changes
+		}
+		return nil, true, err
+	}
+	sent := e.opts.Clock.Now()
+	created, err = e.writeCopy(ctx, w, it, ri, act.Object, false)
+	e.observeStages(ctx, it, sent, err)
+	if apierrors.IsAlreadyExists(err) {
+		// The local cache had not seen it yet (its event queues the copy again), or an
+		// object made here, which the local informers do not hold, is in the way.
+		e.inTheWay(ctx, it, ri)
+		return nil, true, fmt.Errorf("%s appeared meanwhile: %w", it, errAppeared)
+	}
+	if err != nil {
+		return nil, true, e.writeFailed(ctx, it, act, r, ri, fmt.Errorf("creating %s: %w", it, err))
+	}
+	e.written(it, act.Source, created)
+	return created, false, nil
+}
+
+// recordWrite records a write of the copy it made for act by rule (entry, nil when the
+// rule is gone) in the metrics and the rules' status, with the failure of the status
+// write that followed it (statusErr), which it returns.
+func (e *Engine) recordWrite(it item, act planner.Action, rule string, entry *ruleEntry, entries []*ruleEntry, statusErr error) error {
 	e.log.Info("synced", "op", string(act.Type), "object", it.String(), "rule", rule, "reason", act.Reason)
 	e.opts.Metrics.writes.WithLabelValues(rule, string(act.Type)).Inc()
 	if t, ok := e.seen.Load(it); ok {
@@ -127,7 +146,7 @@ func (e *Engine) execute(ctx context.Context, it item, act planner.Action, entri
 		statusFailure = failure{f.Reason, fmt.Sprintf("status: %s", f.String())}
 		e.log.Info("the status of a copy was not written; retrying", "object", it.String(), "rule", rule, "reason", f.Reason, "error", statusErr.Error())
 	}
-	if r := entry(rule); r != nil {
+	if r := entry; r != nil {
 		unholdOthers(it, rule, entries)
 		r.record(it, act.Type != planner.ActionDelete && statusErr == nil, "", statusFailure)
 		r.mu.Lock()
