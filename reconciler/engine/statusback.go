@@ -43,50 +43,7 @@ func (e *Engine) reconcileBack(ctx context.Context, it item) error {
 	if err != nil {
 		return err
 	}
-	key := types.NamespacedName{Namespace: it.namespace, Name: it.name}
-	peerList := e.opts.Peers.List()
-	sort.Slice(peerList, func(i, j int) bool { return peerList[i].ClusterID < peerList[j].ClusterID })
-	var copyObj *unstructured.Unstructured
-	var from *ruleEntry
-	var fromPeer types.UID
-	for _, r := range e.snapshot() {
-		if r.compiled == nil || !r.rsr.Spec.SyncStatusBack || r.compiled.GVK != it.gvk || r.rsr.DeletionTimestamp != nil {
-			continue
-		}
-		if policy.RuleAllowed(r.rsr, r.compiled) != nil {
-			continue // inert here, as for its copies
-		}
-		mut, ok := r.compiled.Match(orig)
-		if !ok {
-			continue
-		}
-		tk, ok := mut.TargetKey(key)
-		if !ok {
-			continue
-		}
-		tgvk := mut.TargetGVK(it.gvk)
-		for _, p := range peerList {
-			if !p.Ready || p.Bootstrap || policy.Quarantined(p.ClusterID) {
-				continue
-			}
-			c, synced, _ := e.watchers.lookup(p.Name, tgvk, tk.Namespace, tk.Name)
-			if !synced || c == nil || types.UID(c.GetAnnotations()[v1alpha1.OwnershipAnnotation]) != e.opts.LocalID {
-				continue
-			}
-			if _, has := c.Object["status"]; !has {
-				continue // no status to bring back: another peer's copy may have one
-			}
-			if ref := backCheck(policy, orig, c, p.Name); ref != nil {
-				e.refused(it, r, *ref)
-				continue
-			}
-			copyObj, from, fromPeer = c, r, p.ClusterID
-			break
-		}
-		if copyObj != nil {
-			break
-		}
-	}
+	copyObj, from, fromPeer := e.backSource(it, orig, policy)
 	if copyObj == nil {
 		return nil
 	}
@@ -140,6 +97,55 @@ func (e *Engine) reconcileBack(ctx context.Context, it item) error {
 	}
 	e.log.Info("status synced back", "object", it.String(), "copyGeneration", wantAnn[v1alpha1.CopyGenerationAnnotation])
 	return nil
+}
+
+// backSource returns the peer's copy whose status comes back to the local original orig:
+// of the first rule by name with syncStatusBack that matches it and runs here, the copy
+// with a status of the Ready, unquarantined peer with the lowest cluster ID whose copy
+// passes backCheck (a refused copy is reported on the rule); nil when there is none.
+func (e *Engine) backSource(it item, orig *unstructured.Unstructured, policy planner.Policy) (copyObj *unstructured.Unstructured, from *ruleEntry, fromPeer types.UID) {
+	key := types.NamespacedName{Namespace: it.namespace, Name: it.name}
+	peerList := e.opts.Peers.List()
+	sort.Slice(peerList, func(i, j int) bool { return peerList[i].ClusterID < peerList[j].ClusterID })
+	for _, r := range e.snapshot() {
+		if r.compiled == nil || !r.rsr.Spec.SyncStatusBack || r.compiled.GVK != it.gvk || r.rsr.DeletionTimestamp != nil {
+			continue
+		}
+		if policy.RuleAllowed(r.rsr, r.compiled) != nil {
+			continue // inert here, as for its copies
+		}
+		mut, ok := r.compiled.Match(orig)
+		if !ok {
+			continue
+		}
+		tk, ok := mut.TargetKey(key)
+		if !ok {
+			continue
+		}
+		tgvk := mut.TargetGVK(it.gvk)
+		for _, p := range peerList {
+			if !p.Ready || p.Bootstrap || policy.Quarantined(p.ClusterID) {
+				continue
+			}
+			c, synced, _ := e.watchers.lookup(p.Name, tgvk, tk.Namespace, tk.Name)
+			if !synced || c == nil || types.UID(c.GetAnnotations()[v1alpha1.OwnershipAnnotation]) != e.opts.LocalID {
+				continue
+			}
+			if _, has := c.Object["status"]; !has {
+				continue // no status to bring back: another peer's copy may have one
+			}
+			if ref := backCheck(policy, orig, c, p.Name); ref != nil {
+				e.refused(it, r, *ref)
+				continue
+			}
+			copyObj, from, fromPeer = c, r, p.ClusterID
+			break
+		}
+		if copyObj != nil {
+			break
+		}
+	}
+	return copyObj, from, fromPeer
 }
 
 // backCheck checks the status a peer's copy brings back to the local original orig as a
