@@ -355,9 +355,10 @@ func (r *ruleEntry) keepTracking(old *ruleEntry) {
 	r.overlaps = old.overlaps
 }
 
-// Start runs the engine until ctx is done.
-func (e *Engine) Start(ctx context.Context) error {
-	e.log = logr.FromContextOrDiscard(ctx).WithName("sync")
+// watchLocal registers the engine's handlers of this cluster's ResourceSyncRules (the
+// rules it runs), SyncPolicies and Clusters (its policy) and namespaces' Pod Security
+// labels.
+func (e *Engine) watchLocal(ctx context.Context) error {
 	inf, err := e.opts.Cache.GetInformer(ctx, &v1alpha1.ResourceSyncRule{})
 	if err != nil {
 		return fmt.Errorf("watching ResourceSyncRules: %w", err)
@@ -420,6 +421,15 @@ func (e *Engine) Start(ctx context.Context) error {
 	}
 	// And after a change of a namespace's Pod Security label (policy.go).
 	if err := e.watchNamespaceLevels(ctx); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Start runs the engine until ctx is done.
+func (e *Engine) Start(ctx context.Context) error {
+	e.log = logr.FromContextOrDiscard(ctx).WithName("sync")
+	if err := e.watchLocal(ctx); err != nil {
 		return err
 	}
 	peerEvents := make(chan event.GenericEvent, 256)
