@@ -27,7 +27,7 @@ const reservedNS = "reserved"
 // once first's admin grants second).
 func TestHostileBuiltinRuleName(t *testing.T) {
 	testbed.SkipIfNoAssets(t)
-	names := []string{"first", "second"}
+	names := []string{"first", "second", "third"} // the package's bed holds these three
 	cl, _ := harness.FormGroupControllers(t, bed, nil, names...)
 	first, second := cl["first"], cl["second"]
 	ctx := context.Background()
