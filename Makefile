@@ -61,10 +61,15 @@ charts: ## Regenerate the Helm chart (manifests/helm) and kustomize base (manife
 DIST           ?= $(CURDIR)/dist
 DIST_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64
 DIST_BASE_URL  ?= https://github.com/kubectl-registry/kubectl-registry/releases/download/$(VERSION)
-# The controller image's name in the tarball; empty means the manifests' default image
-# (manifests.DefaultImage), which `kubectl registry install` deploys.
+# The controller image's name: for `make image`, the name in the tarball (empty means the
+# manifests' default image, manifests.DefaultImage, which `kubectl registry install`
+# deploys); for `make image-push`, the names to push to (required, separated by spaces).
 IMAGE          ?=
 IMAGE_ARCH     ?= amd64
+# The platforms of the multi-arch controller image (make image-index, make image-push).
+IMAGE_PLATFORMS ?= linux/amd64 linux/arm64
+# PUSH_FLAGS=--insecure lets make image-push use a registry served over plain HTTP.
+PUSH_FLAGS     ?=
 
 .PHONY: dist
 dist: ## Cross-build release archives, the Helm chart, the kustomize base, checksums.txt and the krew manifest into dist/
@@ -89,6 +94,28 @@ image: ## Controller image tarball dist/kubectl-registry-image.tar without Docke
 		-o $(DIST)/bin/linux_$(IMAGE_ARCH)/kubectl-registry ./cmd/kubectl-registry
 	$(GO) run ./cmd/registry-dist image --binary $(DIST)/bin/linux_$(IMAGE_ARCH)/kubectl-registry \
 		--arch $(IMAGE_ARCH) --version '$(VERSION)' --output $(DIST)/kubectl-registry-image.tar $(if $(IMAGE),--tag '$(IMAGE)')
+
+# The multi-arch controller image: one static binary per platform of IMAGE_PLATFORMS,
+# each alone on an empty base, in one OCI image index (an OCI image layout at
+# dist/image), without Docker. registry-dist checks every binary's ELF machine.
+.PHONY: image-index
+image-index: ## Controller image for IMAGE_PLATFORMS (linux/amd64 linux/arm64) as one OCI image index in dist/image, without Docker
+	for p in $(IMAGE_PLATFORMS); do \
+		os=$${p%/*}; arch=$${p#*/}; \
+		echo "building $$os/$$arch" >&2; \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' \
+			-o $(DIST)/bin/$${os}_$${arch}/kubectl-registry ./cmd/kubectl-registry; \
+	done
+	$(GO) run ./cmd/registry-dist image-index --bin-dir $(DIST)/bin --platforms '$(IMAGE_PLATFORMS)' \
+		--version '$(VERSION)' --output $(DIST)/image
+
+# Pushes with go-containerregistry (no Docker needed), authenticated as `docker login`
+# left it (~/.docker/config.json or its credential helper).
+.PHONY: image-push
+image-push: ## Push the multi-arch controller image to every name of IMAGE (IMAGE='registry.example.com/team/kubectl-registry:v0.2.0 ...')
+	@[ -n "$(strip $(IMAGE))" ] || { echo "make image-push needs IMAGE, the names to push to: make image-push IMAGE=registry.example.com/team/kubectl-registry:$(VERSION)" >&2; exit 1; }
+	$(MAKE) image-index
+	$(GO) run ./cmd/registry-dist push --layout $(DIST)/image $(PUSH_FLAGS) $(IMAGE)
 
 ##@ Demo
 
