@@ -117,6 +117,39 @@ image-push: ## Push the multi-arch controller image to every name of IMAGE (IMAG
 	$(MAKE) image-index
 	$(GO) run ./cmd/registry-dist push --layout $(DIST)/image $(PUSH_FLAGS) $(IMAGE)
 
+# Cutting a release (docs/development.md#releases): from a clean tree, the manifests'
+# default image takes the version's tag (manifests/deployment.yaml, then make charts), a
+# commit "Release vX.Y.Z" records it, make dist builds the release from that commit, and
+# an annotated tag vX.Y.Z marks it. Nothing is pushed: push the branch and the tag, then
+# publish dist/ and make image-push yourself.
+RELEASE_IMAGE_REPOSITORY := ghcr.io/kubectl-registry/kubectl-registry
+
+.PHONY: release
+release: ## Cut release VERSION=vX.Y.Z: clean tree, default image tag, commit, make dist, annotated tag (pushes nothing)
+	@[ "$(origin VERSION)" = "command line" ] || { echo "usage: make release VERSION=vX.Y.Z" >&2; exit 1; }
+	@[[ "$(VERSION)" =~ ^v[0-9]+\.[0-9]+\.[0-9]+(-(alpha|beta|rc)\.[0-9]+)?$$ ]] || \
+		{ echo "VERSION=$(VERSION) is not a release version (vX.Y.Z or vX.Y.Z-rc.N)" >&2; exit 1; }
+	@[ -z "$$(git status --porcelain)" ] || { echo "the tree is not clean (git status): commit or stash first" >&2; git status --short >&2; exit 1; }
+	@! git rev-parse -q --verify "refs/tags/$(VERSION)" >/dev/null || { echo "tag $(VERSION) exists already" >&2; exit 1; }
+	@prev=$$(git describe --tags --match 'v*' --abbrev=0 2>/dev/null || true); \
+		if [ -n "$$prev" ]; then echo "previous release: $$prev (make test-upgrade upgrades from it)"; fi
+	sed -i -E 's#^(\s+image: $(RELEASE_IMAGE_REPOSITORY)):.*$$#\1:$(VERSION)#' manifests/deployment.yaml
+	@grep -qE '^\s+image: $(RELEASE_IMAGE_REPOSITORY):$(VERSION)$$' manifests/deployment.yaml || \
+		{ echo "manifests/deployment.yaml does not name $(RELEASE_IMAGE_REPOSITORY):$(VERSION)" >&2; exit 1; }
+	$(MAKE) charts
+	@if [ -n "$$(git status --porcelain)" ]; then \
+		git add manifests && git commit -q -m "Release $(VERSION): the default controller image is $(RELEASE_IMAGE_REPOSITORY):$(VERSION)" && \
+		echo "committed: $$(git log -1 --format='%h %s')"; \
+	fi
+	$(MAKE) dist VERSION=$(VERSION)
+	@v=$$($(DIST)/bin/$$($(GO) env GOOS)_$$($(GO) env GOARCH)/kubectl-registry version 2>/dev/null | head -1 || true); \
+		case "$$v" in *"$(VERSION)"*) ;; *) echo "the built binary says $$v, not $(VERSION)" >&2; exit 1;; esac
+	git tag -a $(VERSION) -m "kubectl-registry $(VERSION)"
+	@echo; echo "Tagged $(VERSION) at $$(git rev-parse --short HEAD); dist/ holds the release. Next, by hand:"; \
+		echo "  git push origin HEAD $(VERSION)"; \
+		echo "  upload dist/*.tar.gz dist/*.zip dist/*.tgz dist/checksums.txt dist/registry.yaml to the GitHub release $(VERSION)"; \
+		echo "  make image-push VERSION=$(VERSION) IMAGE=$(RELEASE_IMAGE_REPOSITORY):$(VERSION)"
+
 ##@ Demo
 
 .PHONY: demo
