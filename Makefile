@@ -215,6 +215,17 @@ test-seedmix: $(addprefix $(TESTBIN)/,$(KUBE_COMMANDS)) $(TESTBIN)/etcd seed-con
 	SEED_SRC=$(abspath $(SEED_SRC)) SEED_CONTROLLER=$(SEED_BIN) KUBEBUILDER_ASSETS=$(TESTBIN) \
 		$(GO) test $(GOTEST_FLAGS) -p 1 ./reconciler/e2e/seedmix/
 
+# The upgrade e2e test (reconciler/e2e/upgrade): a group formed with the previous
+# release's binary, built from the git history (REGISTRY_PREVIOUS_REF: a tag, branch or
+# commit; empty means the latest v* tag before HEAD), upgraded member by member to this
+# tree's. It skips when the checkout holds no previous release (a clone without tags).
+REGISTRY_PREVIOUS_REF ?=
+
+.PHONY: test-upgrade
+test-upgrade: $(addprefix $(TESTBIN)/,$(KUBE_COMMANDS)) $(TESTBIN)/etcd ## Upgrade a group from the previous release (REGISTRY_PREVIOUS_REF, default the latest v* tag) to this tree, member by member
+	REGISTRY_PREVIOUS_REF='$(REGISTRY_PREVIOUS_REF)' REGISTRY_NEW_VERSION='$(VERSION)' KUBEBUILDER_ASSETS=$(TESTBIN) \
+		$(GO) test $(GOTEST_FLAGS) -p 1 -v -run '^TestUpgrade$$' ./reconciler/e2e/upgrade/
+
 # Fuzz targets: package:FuzzName.
 FUZZ_TARGETS := ./reconciler/kubeconfig:FuzzParse ./reconciler/rules:FuzzApply ./reconciler/rules:FuzzPath ./reconciler/planner:FuzzDecide ./reconciler/planner:FuzzChoose
 FUZZTIME ?= 2m

@@ -141,6 +141,13 @@ type Controller struct {
 // proxy address to its peers.
 func Serve(t *testing.T, c *testbed.Cluster, extra ...string) *Controller {
 	t.Helper()
+	return ServeBinary(t, Binary(t), c, extra...)
+}
+
+// ServeBinary is Serve with the given kubectl-registry binary (an older release's, say:
+// BuildRef), which must know the flags Serve passes.
+func ServeBinary(t *testing.T, binary string, c *testbed.Cluster, extra ...string) *Controller {
+	t.Helper()
 	dir := t.TempDir()
 	kc := clientcmdapi.NewConfig()
 	cfg := c.DirectConfig()
@@ -169,7 +176,7 @@ func Serve(t *testing.T, c *testbed.Cluster, extra ...string) *Controller {
 		"--heartbeat-period", "1m",
 		"--leader-elect", "--leader-election-id", "registry-e2e",
 	}, extra...)
-	cmd := exec.Command(Binary(t), args...)
+	cmd := exec.Command(binary, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
