@@ -105,7 +105,13 @@ func Install(t *testing.T, c *testbed.Cluster) client.Client {
 // installObjects returns what `install` would apply, in its order, as the binary prints
 // it with --dry-run=client (which contacts no cluster).
 func installObjects(binary string) ([]*unstructured.Unstructured, error) {
-	cmd := exec.Command(binary, "install", "--dry-run=client", "-o", "json")
+	return InstallObjects(binary)
+}
+
+// InstallObjects returns what binary's `install` with the flags args would apply, in its
+// order, as it prints it with --dry-run=client (which contacts no cluster).
+func InstallObjects(binary string, args ...string) ([]*unstructured.Unstructured, error) {
+	cmd := exec.Command(binary, append([]string{"install", "--dry-run=client", "-o", "json"}, args...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
