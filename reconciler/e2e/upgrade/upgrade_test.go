@@ -163,12 +163,14 @@ func binaries(t *testing.T) (oldBin, oldVersion, newBin, newVersion string) {
 // TestUpgrade forms a group of three with the previous release (its install, its
 // controllers), then upgrades it the way docs/upgrade.md says, one member at a time:
 // stop the controller, `install` with the newer binary, start the newer controller.
-// ConfigMaps are created on every member throughout. After each step every member sees
-// every other Ready; the upgraded member's peers are cut off from it and reconnect (an
-// older member must keep reading an upgraded one with the credential it holds, not only
-// over the watches it opened before); a ConfigMap made on each member then reaches every
-// other, so the skewed group syncs both ways; and at no time does any member lose a
-// ConfigMap it had (neither gone nor replaced by a new object).
+// ConfigMaps are created on every member throughout. After each step the member's RBAC
+// is what the newer install renders (the older version's rules, labels and subjects
+// pruned); every member sees every other Ready; the upgraded member's peers are cut off
+// from it and reconnect, and an older member's controller restarts (an older member must
+// keep reading an upgraded one with the credential it holds, not only over the watches it
+// opened before); a ConfigMap made on each member then reaches every other, so the skewed
+// group syncs both ways; and at no time does any member lose a ConfigMap it had (neither
+// gone nor replaced by a new object).
 func TestUpgrade(t *testing.T) {
 	if previous.err != nil {
 		t.Fatal(previous.err)
