@@ -106,7 +106,7 @@ func buildIndex(o indexOptions) (v1.ImageIndex, error) {
 }
 
 // writeIndex builds the index and writes it to dir as an OCI image layout (dir is
-// replaced): what `registry-dist push`, `crane push` and `skopeo copy oci:` read.
+// replaced): what `registry-dist push`, `crane push --index` and `skopeo copy oci:` read.
 func writeIndex(o indexOptions, dir string, log io.Writer) error {
 	idx, err := buildIndex(o)
 	if err != nil {
