@@ -113,7 +113,7 @@ image-index: ## Controller image for IMAGE_PLATFORMS (linux/amd64 linux/arm64) a
 # left it (~/.docker/config.json or its credential helper).
 .PHONY: image-push
 image-push: ## Push the multi-arch controller image to every name of IMAGE (IMAGE='registry.example.com/team/kubectl-registry:v0.2.0 ...')
-	@[ -n "$(strip $(IMAGE))" ] || { echo "make image-push needs IMAGE, the names to push to: make image-push IMAGE=registry.example.com/team/kubectl-registry:$(VERSION)" >&2; exit 1; }
+	@[ -n "$(strip $(IMAGE))" ] || { echo "make image-push needs IMAGE, the names to push to, e.g. make image-push IMAGE=registry.example.com/team/kubectl-registry:v0.2.0 (this tree builds $(VERSION))" >&2; exit 1; }
 	$(MAKE) image-index
 	$(GO) run ./cmd/registry-dist push --layout $(DIST)/image $(PUSH_FLAGS) $(IMAGE)
 
