@@ -169,8 +169,10 @@ func binaries(t *testing.T) (oldBin, oldVersion, newBin, newVersion string) {
 // from it and reconnect, and an older member's controller restarts (an older member must
 // keep reading an upgraded one with the credential it holds, not only over the watches it
 // opened before); a ConfigMap made on each member then reaches every other, so the skewed
-// group syncs both ways; and at no time does any member lose a ConfigMap it had (neither
-// gone nor replaced by a new object).
+// group syncs both ways. Then the last member is rolled back to the previous release as
+// docs/upgrade.md says (the older install, the newer objects deleted by hand: its RBAC is
+// then what the older install renders) and the group syncs again. At no time does any
+// member lose a ConfigMap it had (neither gone nor replaced by a new object).
 func TestUpgrade(t *testing.T) {
 	if previous.err != nil {
 		t.Fatal(previous.err)
@@ -295,6 +297,28 @@ func TestUpgrade(t *testing.T) {
 		}
 	}
 
+	// docs/upgrade.md, "Rolling back": the last member goes back to the previous release.
+	if !t.Failed() {
+		last := names[len(names)-1]
+		t.Run("roll back "+last, func(t *testing.T) {
+			ctls[last].Stop(t)
+			install(t, oldBin, last)
+			rollbackLeftovers(t, admins[last])
+			installedAsRendered(t, oldBin, last, admins[last])
+			ctls[last] = harness.ServeBinary(top, oldBin, bed.Cluster(last))
+			groupReady(t, admins)
+			if err := bed.Cluster(last).Cut(); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(3 * time.Second)
+			if err := bed.Cluster(last).Heal(); err != nil {
+				t.Fatal(err)
+			}
+			groupReady(t, admins)
+			tr.marker(t, "rollback")
+		})
+	}
+
 	tr.stop(t)
 	if !t.Failed() {
 		t.Run("every ConfigMap made during the upgrade is everywhere", func(t *testing.T) {
@@ -328,10 +352,10 @@ func install(t *testing.T, binary, n string) {
 }
 
 // installedAsRendered checks that after binary's install on cluster n, the RBAC objects
-// are exactly what that install renders: the labels, rules, role and subjects an older
-// version applied and this one does not are gone (server-side apply prunes them), which
-// docs/upgrade.md promises. The rules of an aggregated ClusterRole are the aggregation
-// controller's, not compared.
+// are exactly what that install renders: the labels, rules, role and subjects another
+// version applied and this one does not are gone (server-side apply prunes them), and no
+// RBAC object another install applied is left, which docs/upgrade.md promises. The rules
+// of an aggregated ClusterRole are the aggregation controller's, not compared.
 func installedAsRendered(t *testing.T, binary, n string, cl client.Client) {
 	t.Helper()
 	objs, err := harness.InstallObjects(binary, "--cluster-name", n, "--api-server-endpoint", bed.Cluster(n).Host())
@@ -357,7 +381,56 @@ func installedAsRendered(t *testing.T, binary, n string, cl client.Client) {
 			wantFields[f], gotFields[f] = want.Object[f], got.Object[f]
 		}
 		if diff := cmp.Diff(wantFields, gotFields, cmpopts.EquateEmpty()); diff != "" {
-			t.Errorf("on %s after the upgrade, %s %s is not what install renders (-rendered +live):\n%s", n, want.GetKind(), want.GetName(), diff)
+			t.Errorf("on %s, %s %s is not what install renders (-rendered +live):\n%s", n, want.GetKind(), want.GetName(), diff)
+		}
+	}
+
+	// Nothing an install applied is left that this one does not render.
+	rendered := map[string]bool{}
+	for _, o := range objs {
+		rendered[o.GetKind()+" "+o.GetNamespace()+"/"+o.GetName()] = true
+	}
+	for _, kind := range []string{"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"} {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(rbacv1.SchemeGroupVersion.WithKind(kind + "List"))
+		if err := cl.List(context.Background(), list); err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range list.Items {
+			key := kind + " " + o.GetNamespace() + "/" + o.GetName()
+			if !rendered[key] && appliedByInstall(&o) {
+				t.Errorf("on %s, %s is left behind: an install applied it and this one does not render it", n, key)
+			}
+		}
+	}
+}
+
+// appliedByInstall reports whether an install applied o (a server-side apply by its field
+// manager; the controller writes with the same manager name, by update).
+func appliedByInstall(o *unstructured.Unstructured) bool {
+	for _, m := range o.GetManagedFields() {
+		if m.Manager == v1alpha1.FieldManager && m.Operation == metav1.ManagedFieldsOperationApply {
+			return true
+		}
+	}
+	return false
+}
+
+// rollbackLeftovers deletes what docs/upgrade.md says to delete by hand after rolling a
+// member back: the objects of the newer version the older install does not know.
+func rollbackLeftovers(t *testing.T, cl client.Client) {
+	t.Helper()
+	leftovers := []client.Object{
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "cluster-registry-members"}},
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "cluster-registry-controller-own"}},
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "cluster-registry-legacy-reader"}},
+		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "cluster-registry-legacy-reader"}},
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: v1alpha1.DefaultNamespace, Name: "cluster-registry-members"}},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: v1alpha1.DefaultNamespace, Name: "cluster-registry-members"}},
+	}
+	for _, o := range leftovers {
+		if err := cl.Delete(context.Background(), o); client.IgnoreNotFound(err) != nil {
+			t.Errorf("deleting %T %s: %v", o, o.GetName(), err)
 		}
 	}
 }
