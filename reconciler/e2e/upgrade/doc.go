@@ -2,7 +2,8 @@
 // previous release's binary (built from this repository's git history: the latest v* tag
 // reachable from HEAD, or REGISTRY_PREVIOUS_REF), upgraded cluster by cluster with this
 // tree's `install` and controller while objects are created, checked to lose no copy and
-// to keep syncing both ways while its members run different versions. It skips when the
+// to keep syncing both ways while its members run different versions, then one member
+// rolled back as docs/upgrade.md says. It skips when the
 // checkout holds no previous release (CI's clone may have no tags). It has no non-test
 // code.
 package upgrade
