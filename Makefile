@@ -61,10 +61,15 @@ charts: ## Regenerate the Helm chart (manifests/helm) and kustomize base (manife
 DIST           ?= $(CURDIR)/dist
 DIST_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64
 DIST_BASE_URL  ?= https://github.com/kubectl-registry/kubectl-registry/releases/download/$(VERSION)
-# The controller image's name in the tarball; empty means the manifests' default image
-# (manifests.DefaultImage), which `kubectl registry install` deploys.
+# The controller image's name: for `make image`, the name in the tarball (empty means the
+# manifests' default image, manifests.DefaultImage, which `kubectl registry install`
+# deploys); for `make image-push`, the names to push to (required, separated by spaces).
 IMAGE          ?=
 IMAGE_ARCH     ?= amd64
+# The platforms of the multi-arch controller image (make image-index, make image-push).
+IMAGE_PLATFORMS ?= linux/amd64 linux/arm64
+# PUSH_FLAGS=--insecure lets make image-push use a registry served over plain HTTP.
+PUSH_FLAGS     ?=
 
 .PHONY: dist
 dist: ## Cross-build release archives, the Helm chart, the kustomize base, checksums.txt and the krew manifest into dist/
@@ -89,6 +94,61 @@ image: ## Controller image tarball dist/kubectl-registry-image.tar without Docke
 		-o $(DIST)/bin/linux_$(IMAGE_ARCH)/kubectl-registry ./cmd/kubectl-registry
 	$(GO) run ./cmd/registry-dist image --binary $(DIST)/bin/linux_$(IMAGE_ARCH)/kubectl-registry \
 		--arch $(IMAGE_ARCH) --version '$(VERSION)' --output $(DIST)/kubectl-registry-image.tar $(if $(IMAGE),--tag '$(IMAGE)')
+
+# The multi-arch controller image: one static binary per platform of IMAGE_PLATFORMS,
+# each alone on an empty base, in one OCI image index (an OCI image layout at
+# dist/image), without Docker. registry-dist checks every binary's ELF machine.
+.PHONY: image-index
+image-index: ## Controller image for IMAGE_PLATFORMS (linux/amd64 linux/arm64) as one OCI image index in dist/image, without Docker
+	for p in $(IMAGE_PLATFORMS); do \
+		os=$${p%/*}; arch=$${p#*/}; \
+		echo "building $$os/$$arch" >&2; \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' \
+			-o $(DIST)/bin/$${os}_$${arch}/kubectl-registry ./cmd/kubectl-registry; \
+	done
+	$(GO) run ./cmd/registry-dist image-index --bin-dir $(DIST)/bin --platforms '$(IMAGE_PLATFORMS)' \
+		--version '$(VERSION)' --output $(DIST)/image
+
+# Pushes with go-containerregistry (no Docker needed), authenticated as `docker login`
+# left it (~/.docker/config.json or its credential helper).
+.PHONY: image-push
+image-push: ## Push the multi-arch controller image to every name of IMAGE (IMAGE='registry.example.com/team/kubectl-registry:v0.2.0 ...')
+	@[ -n "$(strip $(IMAGE))" ] || { echo "make image-push needs IMAGE, the names to push to, e.g. make image-push IMAGE=registry.example.com/team/kubectl-registry:v0.2.0 (this tree builds $(VERSION))" >&2; exit 1; }
+	$(MAKE) image-index
+	$(GO) run ./cmd/registry-dist push --layout $(DIST)/image $(PUSH_FLAGS) $(IMAGE)
+
+# Cutting a release (docs/development.md#releases): from a clean tree, the manifests'
+# default image takes the version's tag (manifests/deployment.yaml, then make charts), a
+# commit "Release vX.Y.Z" records it, make dist builds the release from that commit, and
+# an annotated tag vX.Y.Z marks it. Nothing is pushed: push the branch and the tag, then
+# publish dist/ and make image-push yourself.
+RELEASE_IMAGE_REPOSITORY := ghcr.io/kubectl-registry/kubectl-registry
+
+.PHONY: release
+release: ## Cut release VERSION=vX.Y.Z: clean tree, default image tag, commit, make dist, annotated tag (pushes nothing)
+	@[ "$(origin VERSION)" = "command line" ] || { echo "usage: make release VERSION=vX.Y.Z" >&2; exit 1; }
+	@[[ "$(VERSION)" =~ ^v[0-9]+\.[0-9]+\.[0-9]+(-(alpha|beta|rc)\.[0-9]+)?$$ ]] || \
+		{ echo "VERSION=$(VERSION) is not a release version (vX.Y.Z or vX.Y.Z-rc.N)" >&2; exit 1; }
+	@[ -z "$$(git status --porcelain)" ] || { echo "the tree is not clean (git status): commit or stash first" >&2; git status --short >&2; exit 1; }
+	@! git rev-parse -q --verify "refs/tags/$(VERSION)" >/dev/null || { echo "tag $(VERSION) exists already" >&2; exit 1; }
+	@prev=$$(git describe --tags --match 'v*' --abbrev=0 2>/dev/null || true); \
+		if [ -n "$$prev" ]; then echo "previous release: $$prev (make test-upgrade upgrades from it)"; fi
+	sed -i -E 's#^(\s+image: $(RELEASE_IMAGE_REPOSITORY)):.*$$#\1:$(VERSION)#' manifests/deployment.yaml
+	@grep -qE '^\s+image: $(RELEASE_IMAGE_REPOSITORY):$(VERSION)$$' manifests/deployment.yaml || \
+		{ echo "manifests/deployment.yaml does not name $(RELEASE_IMAGE_REPOSITORY):$(VERSION)" >&2; exit 1; }
+	$(MAKE) charts
+	@if [ -n "$$(git status --porcelain)" ]; then \
+		git add manifests && git commit -q -m "Release $(VERSION): the default controller image is $(RELEASE_IMAGE_REPOSITORY):$(VERSION)" && \
+		echo "committed: $$(git log -1 --format='%h %s')"; \
+	fi
+	$(MAKE) dist VERSION=$(VERSION)
+	@v=$$($(DIST)/bin/$$($(GO) env GOOS)_$$($(GO) env GOARCH)/kubectl-registry version 2>/dev/null | head -1 || true); \
+		case "$$v" in *"$(VERSION)"*) ;; *) echo "the built binary says $$v, not $(VERSION)" >&2; exit 1;; esac
+	git tag -a $(VERSION) -m "kubectl-registry $(VERSION)"
+	@echo; echo "Tagged $(VERSION) at $$(git rev-parse --short HEAD); dist/ holds the release. Next, by hand:"; \
+		echo "  git push origin HEAD $(VERSION)"; \
+		echo "  upload dist/*.tar.gz dist/*.zip dist/*.tgz dist/checksums.txt dist/registry.yaml to the GitHub release $(VERSION)"; \
+		echo "  make image-push VERSION=$(VERSION) IMAGE=$(RELEASE_IMAGE_REPOSITORY):$(VERSION)"
 
 ##@ Demo
 
@@ -154,6 +214,17 @@ seed-controller: ## Build the seed's controller from the checkout at SEED_SRC in
 test-seedmix: $(addprefix $(TESTBIN)/,$(KUBE_COMMANDS)) $(TESTBIN)/etcd seed-controller ## A group of the seed's controller and two of ours on real API servers (needs SEED_SRC)
 	SEED_SRC=$(abspath $(SEED_SRC)) SEED_CONTROLLER=$(SEED_BIN) KUBEBUILDER_ASSETS=$(TESTBIN) \
 		$(GO) test $(GOTEST_FLAGS) -p 1 ./reconciler/e2e/seedmix/
+
+# The upgrade e2e test (reconciler/e2e/upgrade): a group formed with the previous
+# release's binary, built from the git history (REGISTRY_PREVIOUS_REF: a tag, branch or
+# commit; empty means the latest v* tag before HEAD), upgraded member by member to this
+# tree's. It skips when the checkout holds no previous release (a clone without tags).
+REGISTRY_PREVIOUS_REF ?=
+
+.PHONY: test-upgrade
+test-upgrade: $(addprefix $(TESTBIN)/,$(KUBE_COMMANDS)) $(TESTBIN)/etcd ## Upgrade a group from the previous release (REGISTRY_PREVIOUS_REF, default the latest v* tag) to this tree, member by member
+	REGISTRY_PREVIOUS_REF='$(REGISTRY_PREVIOUS_REF)' REGISTRY_NEW_VERSION='$(VERSION)' KUBEBUILDER_ASSETS=$(TESTBIN) \
+		$(GO) test $(GOTEST_FLAGS) -p 1 -v -run '^TestUpgrade$$' ./reconciler/e2e/upgrade/
 
 # Fuzz targets: package:FuzzName.
 FUZZ_TARGETS := ./reconciler/kubeconfig:FuzzParse ./reconciler/rules:FuzzApply ./reconciler/rules:FuzzPath ./reconciler/planner:FuzzDecide ./reconciler/planner:FuzzChoose

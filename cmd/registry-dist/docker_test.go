@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/google/go-containerregistry/pkg/authn"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -221,5 +222,42 @@ func TestImageServesInDocker(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(advertised, " "), endpoint) {
 		t.Errorf("kubernetesApiEndpoints %q, want --api-server-endpoint %s", advertised, endpoint)
+	}
+}
+
+// TestImageIndexInDocker: Docker pulls the multi-platform image make image-push pushes,
+// each platform its own (docker pull --platform, no emulation needed to pull). The
+// registry is the in-memory one of TestPushIndex on loopback, which Docker trusts over
+// plain HTTP. It skips without a Docker engine on this machine.
+func TestImageIndexInDocker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	skipWithoutDocker(t)
+	if h := os.Getenv("DOCKER_HOST"); h != "" && !strings.HasPrefix(h, "unix://") {
+		t.Skipf("DOCKER_HOST=%s: the engine cannot reach this test's registry on loopback", h)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	layoutDir := filepath.Join(t.TempDir(), "image")
+	if err := writeIndex(indexOptions{BinDir: binDir(t), Platforms: imagePlatforms, Version: "v1.2.3"}, layoutDir, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	image := fmt.Sprintf("%s/kubectl-registry-e2e:%d-%d", localRegistry(t), os.Getpid(), time.Now().UnixNano())
+	if err := pushIndex(pushOptions{Layout: layoutDir, Images: []string{image}, Insecure: true, Keychain: authn.NewMultiKeychain()}, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = docker(context.Background(), "rmi", "-f", image) })
+	for _, arch := range []string{"arm64", "amd64"} {
+		if _, err := docker(ctx, "pull", "--platform", "linux/"+arch, image); err != nil {
+			t.Fatal(err)
+		}
+		got, err := docker(ctx, "image", "inspect", "-f", "{{.Os}}/{{.Architecture}} {{json .Config.Entrypoint}} {{.Config.User}}", image)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "linux/" + arch + ` ["/kubectl-registry","serve"] 65532:65532`; got != want {
+			t.Errorf("docker pull --platform linux/%s gave %q, want %q", arch, got, want)
+		}
 	}
 }

@@ -55,19 +55,33 @@ func buildImage(o imageOptions) (v1.Image, name.Tag, error) {
 	if err != nil {
 		return nil, name.Tag{}, fmt.Errorf("image tag: %w", err)
 	}
-	bin, err := os.ReadFile(o.Binary)
+	img, err := assembleImage(o.Binary, o.Arch, o.Version)
 	if err != nil {
-		return nil, name.Tag{}, fmt.Errorf("reading the binary: %w", err)
+		return nil, name.Tag{}, err
+	}
+	return img, tag, nil
+}
+
+// assembleImage builds the image of the static linux binary built for arch, after
+// checking that it is one (checkBinary): an image whose binary cannot run on its
+// platform would be pulled by a node and crash there.
+func assembleImage(binary, arch, version string) (v1.Image, error) {
+	if err := checkBinary(binary, arch); err != nil {
+		return nil, err
+	}
+	bin, err := os.ReadFile(binary)
+	if err != nil {
+		return nil, fmt.Errorf("reading the binary: %w", err)
 	}
 	layerTar, err := singleFileTar(binaryName, 0o755, bin)
 	if err != nil {
-		return nil, name.Tag{}, err
+		return nil, err
 	}
 	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
 		return io.NopCloser(bytes.NewReader(layerTar)), nil
 	}, tarball.WithMediaType(types.OCILayer))
 	if err != nil {
-		return nil, name.Tag{}, fmt.Errorf("building the layer: %w", err)
+		return nil, fmt.Errorf("building the layer: %w", err)
 	}
 
 	created := v1.Time{Time: archiveTime}
@@ -83,15 +97,15 @@ func buildImage(o imageOptions) (v1.Image, name.Tag, error) {
 		},
 	})
 	if err != nil {
-		return nil, name.Tag{}, fmt.Errorf("adding the layer: %w", err)
+		return nil, fmt.Errorf("adding the layer: %w", err)
 	}
 	cf, err := img.ConfigFile()
 	if err != nil {
-		return nil, name.Tag{}, err
+		return nil, err
 	}
 	cf = cf.DeepCopy()
 	cf.OS = "linux"
-	cf.Architecture = o.Arch
+	cf.Architecture = arch
 	cf.Created = created
 	cf.Config = v1.Config{
 		Entrypoint: imageEntrypoint,
@@ -100,15 +114,15 @@ func buildImage(o imageOptions) (v1.Image, name.Tag, error) {
 		Labels: map[string]string{
 			"org.opencontainers.image.title":    binaryName,
 			"org.opencontainers.image.source":   imageSource,
-			"org.opencontainers.image.version":  o.Version,
+			"org.opencontainers.image.version":  version,
 			"org.opencontainers.image.licenses": "Apache-2.0",
 		},
 	}
 	img, err = mutate.ConfigFile(img, cf)
 	if err != nil {
-		return nil, name.Tag{}, fmt.Errorf("setting the image config: %w", err)
+		return nil, fmt.Errorf("setting the image config: %w", err)
 	}
-	return img, tag, nil
+	return img, nil
 }
 
 // writeImage builds the image and writes it to o's output as a tarball `docker load`

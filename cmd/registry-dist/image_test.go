@@ -3,6 +3,7 @@ package main
 import (
 	"archive/tar"
 	"bytes"
+	"debug/elf"
 	"errors"
 	"io"
 	"os"
@@ -30,7 +31,7 @@ func TestImageTagIsTheDefaultImage(t *testing.T) {
 func TestImageTarball(t *testing.T) {
 	dir := t.TempDir()
 	binary := filepath.Join(dir, "kubectl-registry")
-	content := []byte("\x7fELF fake static binary")
+	content := fakeELF(elf.EM_X86_64, false)
 	if err := os.WriteFile(binary, content, 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,11 @@
 //	                        kustomize base and monitoring pack as one archive
 //	registry-dist image     the controller image as a tarball `docker load` reads, from the
 //	                        static linux binary, without Docker
+//	registry-dist image-index
+//	                        the controller image for several platforms (linux/amd64 and
+//	                        linux/arm64) as one OCI image index, in an OCI image layout
+//	registry-dist push      pushes the image index of such a layout to registry names,
+//	                        with the credentials of `docker login`, without Docker
 //	registry-dist validate  checks a krew manifest (and, with --dist, its archives)
 //	registry-dist krew-version VERSION
 //	                        prints the version the manifest gets for VERSION
@@ -21,6 +26,8 @@ import (
 	"os"
 	"runtime"
 	"strings"
+
+	"github.com/kubectl-registry/kubectl-registry/manifests"
 )
 
 func main() {
@@ -34,6 +41,8 @@ const usage = `usage:
   registry-dist package --version V --bin-dir DIR --out DIR --license FILE --template FILE --base-url URL [--platforms "os/arch ..."]
                         [--chart DIR] [--kustomize DIR --monitoring DIR]
   registry-dist image --binary FILE --output FILE [--arch ARCH] [--version V] [--tag IMAGE]
+  registry-dist image-index --bin-dir DIR --output DIR [--platforms "linux/amd64 linux/arm64"] [--version V]
+  registry-dist push --layout DIR [--insecure] IMAGE...
   registry-dist validate [--name registry] [--dist DIR] MANIFEST
   registry-dist krew-version VERSION`
 
@@ -67,6 +76,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 		if o.Platforms, err = parsePlatforms(*platforms); err != nil {
 			return fmt.Errorf("--platforms: %w", err)
 		}
+		if err := checkReleaseImage(o.Version, manifests.DefaultImage); err != nil {
+			return err
+		}
 		return packageDist(o, stderr)
 	case "image":
 		var o imageOptions
@@ -82,6 +94,35 @@ func run(args []string, stdout, stderr io.Writer) error {
 			return errors.New("image: --binary and --output are required")
 		}
 		return writeImage(o, *output, stderr)
+	case "image-index":
+		var o indexOptions
+		output := fs.String("output", "", "OCI image layout directory to write (replaced)")
+		platforms := fs.String("platforms", platformList(imagePlatforms), "the image's platforms, linux/arch separated by spaces or commas")
+		fs.StringVar(&o.BinDir, "bin-dir", "", "directory of the static binaries: <bin-dir>/linux_<arch>/kubectl-registry")
+		fs.StringVar(&o.Version, "version", "", "version label of the images")
+		if err := parse(fs, args, 0); err != nil {
+			return err
+		}
+		if o.BinDir == "" || *output == "" {
+			return errors.New("image-index: --bin-dir and --output are required")
+		}
+		var err error
+		if o.Platforms, err = parsePlatforms(*platforms); err != nil {
+			return fmt.Errorf("--platforms: %w", err)
+		}
+		return writeIndex(o, *output, stderr)
+	case "push":
+		var o pushOptions
+		fs.StringVar(&o.Layout, "layout", "", "OCI image layout written by image-index")
+		fs.BoolVar(&o.Insecure, "insecure", false, "allow registries served over plain HTTP")
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		if o.Layout == "" {
+			return errors.New("push: --layout is required")
+		}
+		o.Images = fs.Args()
+		return pushIndex(o, stdout)
 	case "validate":
 		name := fs.String("name", pluginName, "plugin name the manifest must have (krew: its file name)")
 		dist := fs.String("dist", "", "directory of the archives and checksums.txt to check the manifest against")

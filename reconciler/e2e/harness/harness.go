@@ -105,7 +105,13 @@ func Install(t *testing.T, c *testbed.Cluster) client.Client {
 // installObjects returns what `install` would apply, in its order, as the binary prints
 // it with --dry-run=client (which contacts no cluster).
 func installObjects(binary string) ([]*unstructured.Unstructured, error) {
-	cmd := exec.Command(binary, "install", "--dry-run=client", "-o", "json")
+	return InstallObjects(binary)
+}
+
+// InstallObjects returns what binary's `install` with the flags args would apply, in its
+// order, as it prints it with --dry-run=client (which contacts no cluster).
+func InstallObjects(binary string, args ...string) ([]*unstructured.Unstructured, error) {
+	cmd := exec.Command(binary, append([]string{"install", "--dry-run=client", "-o", "json"}, args...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -141,6 +147,13 @@ type Controller struct {
 // proxy address to its peers.
 func Serve(t *testing.T, c *testbed.Cluster, extra ...string) *Controller {
 	t.Helper()
+	return ServeBinary(t, Binary(t), c, extra...)
+}
+
+// ServeBinary is Serve with the given kubectl-registry binary (an older release's, say:
+// BuildRef), which must know the flags Serve passes.
+func ServeBinary(t *testing.T, binary string, c *testbed.Cluster, extra ...string) *Controller {
+	t.Helper()
 	dir := t.TempDir()
 	kc := clientcmdapi.NewConfig()
 	cfg := c.DirectConfig()
@@ -169,7 +182,7 @@ func Serve(t *testing.T, c *testbed.Cluster, extra ...string) *Controller {
 		"--heartbeat-period", "1m",
 		"--leader-elect", "--leader-election-id", "registry-e2e",
 	}, extra...)
-	cmd := exec.Command(Binary(t), args...)
+	cmd := exec.Command(binary, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
