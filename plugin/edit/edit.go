@@ -25,7 +25,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -131,18 +130,18 @@ type Options struct {
 }
 
 // NewOptions returns Options with the defaults of the flags.
-func NewOptions(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *Options {
+func NewOptions(f kube.Factory, streams genericiooptions.IOStreams) *Options {
 	return &Options{
 		Timeout:   serverapply.ContextTimeout,
-		Factory:   kube.NewFactory(restClientGetter),
+		Factory:   f,
 		IOStreams: streams,
 	}
 }
 
-// NewCmdEdit returns the "edit" command. restClientGetter is the root command's
-// kubeconfig flags.
-func NewCmdEdit(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *cobra.Command {
-	o := NewOptions(restClientGetter, streams)
+// NewCmdEdit returns the "edit" command. f is the Factory of the
+// root command's kubeconfig flags.
+func NewCmdEdit(f kube.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+	o := NewOptions(f, streams)
 	cmd := &cobra.Command{
 		Use:                   "edit (rsr|cf) NAME [--contexts A,B,...]",
 		DisableFlagsInUseLine: true,

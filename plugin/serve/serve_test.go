@@ -8,10 +8,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/spf13/cobra"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube/kubefake"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/manager"
 )
 
@@ -19,7 +19,7 @@ import (
 func parse(t *testing.T, args ...string) (*Options, error) {
 	t.Helper()
 	streams, _, _, _ := genericiooptions.NewTestIOStreams()
-	o := NewOptions(genericclioptions.NewConfigFlags(false), streams)
+	o := NewOptions(kubefake.New(nil), streams)
 	cmd := &cobra.Command{Use: "serve"}
 	o.AddFlags(cmd)
 	if err := cmd.ParseFlags(args); err != nil {
@@ -149,7 +149,7 @@ func TestValidate(t *testing.T) {
 // read, names the flag value, points at the help and exits with 2.
 func TestInvalidClusterName(t *testing.T) {
 	streams, _, out, errOut := genericiooptions.NewTestIOStreams()
-	cmd := NewCmdServe(genericclioptions.NewConfigFlags(false), streams)
+	cmd := NewCmdServe(kubefake.New(nil), streams)
 	cmd.SilenceErrors, cmd.SilenceUsage = true, true
 	cmd.SetArgs([]string{"--cluster-name", "Foo_Bar"})
 	err := cmd.ExecuteContext(t.Context())
