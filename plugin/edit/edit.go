@@ -126,6 +126,9 @@ type Options struct {
 
 	// Factory resolves the contexts and builds the clients.
 	Factory kube.Factory
+	// Edit opens the editor on the file at path and returns when it exits: kubectl's
+	// editor ($KUBE_EDITOR, $EDITOR, vi) by default; tests edit the file themselves.
+	Edit func(path string) error
 	genericiooptions.IOStreams
 }
 
@@ -134,6 +137,7 @@ func NewOptions(f kube.Factory, streams genericiooptions.IOStreams) *Options {
 	return &Options{
 		Timeout:   serverapply.ContextTimeout,
 		Factory:   f,
+		Edit:      launchEditor,
 		IOStreams: streams,
 	}
 }
@@ -141,7 +145,11 @@ func NewOptions(f kube.Factory, streams genericiooptions.IOStreams) *Options {
 // NewCmdEdit returns the "edit" command. f is the Factory of the
 // root command's kubeconfig flags.
 func NewCmdEdit(f kube.Factory, streams genericiooptions.IOStreams) *cobra.Command {
-	o := NewOptions(f, streams)
+	return newCmdEdit(NewOptions(f, streams))
+}
+
+// newCmdEdit returns the "edit" command of o (tests set its editor).
+func newCmdEdit(o *Options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:                   "edit (rsr|cf) NAME [--contexts A,B,...]",
 		DisableFlagsInUseLine: true,
@@ -244,7 +252,7 @@ func (o *Options) Run(ctx context.Context) error {
 		_ = os.Remove(path)
 		return fmt.Errorf("writing %s: %w", path, werr)
 	}
-	if err := launchEditor(path); err != nil {
+	if err := o.Edit(path); err != nil {
 		return keep(path, err)
 	}
 	edited, err := os.ReadFile(path)

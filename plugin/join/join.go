@@ -173,7 +173,11 @@ func peerFactory(kubeconfig string) kube.Factory {
 // NewCmdJoin returns the "join" command. f is the Factory of the
 // root command's kubeconfig flags: they name side A.
 func NewCmdJoin(f kube.Factory, streams genericiooptions.IOStreams) *cobra.Command {
-	o := NewOptions(f, streams)
+	return newCmdJoin(NewOptions(f, streams))
+}
+
+// newCmdJoin returns the "join" command of o (tests set its clock and polls).
+func newCmdJoin(o *Options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "join --context A --peer-context B [flags]",
 		Short:   "Join two clusters: swap their Cluster CRs and reader Secrets",

@@ -161,7 +161,11 @@ func NewOptions(f kube.Factory, streams genericiooptions.IOStreams) *Options {
 // NewCmdLeave returns the "leave" command. f is the Factory of the
 // root command's kubeconfig flags: they name the member leave talks to.
 func NewCmdLeave(f kube.Factory, streams genericiooptions.IOStreams) *cobra.Command {
-	o := NewOptions(f, streams)
+	return newCmdLeave(NewOptions(f, streams))
+}
+
+// newCmdLeave returns the "leave" command of o (tests set its clock and polls).
+func newCmdLeave(o *Options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "leave [CLUSTER] [--context MEMBER] [--force] [--wait]",
 		Short:   "Remove a cluster from the group (keeps synced objects)",

@@ -123,7 +123,11 @@ func NewOptions(f kube.Factory, streams genericiooptions.IOStreams) *Options {
 // NewCmdRevoke returns the "revoke" command. f is the Factory of the
 // root command's kubeconfig flags: they name the member whose reader is revoked.
 func NewCmdRevoke(f kube.Factory, streams genericiooptions.IOStreams) *cobra.Command {
-	o := NewOptions(f, streams)
+	return newCmdRevoke(NewOptions(f, streams))
+}
+
+// newCmdRevoke returns the "revoke" command of o (tests set its clock and polls).
+func newCmdRevoke(o *Options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "revoke CLUSTER [--context MEMBER] [--keep-shared] [--wait]",
 		Short:   "Revoke the reader tokens a member issued to one peer (the controller issues new ones)",
