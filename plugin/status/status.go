@@ -130,7 +130,11 @@ func NewOptions(f kube.Factory, streams genericiooptions.IOStreams) *Options {
 // NewCmdStatus returns the "status" command. f is the Factory of the
 // root command's kubeconfig flags.
 func NewCmdStatus(f kube.Factory, streams genericiooptions.IOStreams) *cobra.Command {
-	o := NewOptions(f, streams)
+	return newCmdStatus(NewOptions(f, streams))
+}
+
+// newCmdStatus returns the "status" command of o (tests set its clock).
+func newCmdStatus(o *Options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "status [--context C | --contexts A,B,...] [-w] [--events] [-o json|yaml]",
 		Short:   "Show the group of clusters and the sync rules as a cluster's controller sees them",
