@@ -241,9 +241,11 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 2m; make test runs the
 # lint, cheapest check first: no tracked file over 1 MB outside testdata/; go.mod and
 # go.sum as `go mod tidy` leaves them (direct dependencies marked right); a doc comment on
 # every package; gofmt; go vet; staticcheck (pinned as a tool in go.mod; a finding kept on
-# purpose carries a //lint:ignore with the reason).
+# purpose carries a //lint:ignore with the reason); errcheck (pinned too) on the product
+# and test infrastructure code, _test.go files apart, with the calls it leaves alone and
+# why in .ci/errcheck-excludes.txt.
 .PHONY: lint
-lint: ## Check tracked file sizes, go mod tidy, package docs, gofmt, go vet and staticcheck
+lint: ## Check tracked file sizes, go mod tidy, package docs, gofmt, go vet, staticcheck and errcheck
 	.ci/large-files.sh
 	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy (the diff above): run go mod tidy" >&2; exit 1; }
 	.ci/package-docs.sh
@@ -251,3 +253,4 @@ lint: ## Check tracked file sizes, go mod tidy, package docs, gofmt, go vet and 
 		if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
+	$(GO) tool errcheck -ignoretests -exclude .ci/errcheck-excludes.txt ./...

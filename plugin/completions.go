@@ -2,9 +2,9 @@ package plugin
 
 import (
 	"github.com/spf13/cobra"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/completion"
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube"
 )
 
 // registerCompletions gives the flags and arguments of the command tree their dynamic
@@ -18,7 +18,7 @@ import (
 //   - get RESOURCE: the kinds the API server serves (discovery).
 //
 // What reads an API server gives up after completion.Timeout and then offers nothing.
-func registerCompletions(root *cobra.Command, flags *genericclioptions.ConfigFlags) {
+func registerCompletions(root *cobra.Command, flags kube.Factory) {
 	register := func(cmd *cobra.Command, flag string, f cobra.CompletionFunc) {
 		if cmd.Flags().Lookup(flag) == nil && cmd.PersistentFlags().Lookup(flag) == nil {
 			return

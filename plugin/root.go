@@ -19,6 +19,7 @@ import (
 	"github.com/kubectl-registry/kubectl-registry/plugin/get"
 	"github.com/kubectl-registry/kubectl-registry/plugin/install"
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube"
 	"github.com/kubectl-registry/kubectl-registry/plugin/join"
 	"github.com/kubectl-registry/kubectl-registry/plugin/leave"
 	"github.com/kubectl-registry/kubectl-registry/plugin/revoke"
@@ -61,6 +62,9 @@ func NewCmdRegistry(streams genericiooptions.IOStreams) *cobra.Command {
 	configFlags := genericclioptions.NewConfigFlags(true).
 		WithDiscoveryBurst(300).
 		WithDiscoveryQPS(50.0)
+	// The one Factory of the tree: every verb resolves its contexts and builds its
+	// clients through it, so a test hands the verbs a kubefake.Factory instead.
+	f := kube.NewFactory(configFlags)
 
 	cmd := &cobra.Command{
 		Use:   "kubectl-registry",
@@ -100,40 +104,40 @@ func NewCmdRegistry(streams genericiooptions.IOStreams) *cobra.Command {
 		{
 			Message: "Form the group:",
 			Commands: []*cobra.Command{
-				install.NewCmdInstall(configFlags, streams),
-				join.NewCmdJoin(configFlags, streams),
-				leave.NewCmdLeave(configFlags, streams),
-				revoke.NewCmdRevoke(configFlags, streams),
-				uninstall.NewCmdUninstall(configFlags, streams),
+				install.NewCmdInstall(f, streams),
+				join.NewCmdJoin(f, streams),
+				leave.NewCmdLeave(f, streams),
+				revoke.NewCmdRevoke(f, streams),
+				uninstall.NewCmdUninstall(f, streams),
 			},
 		},
 		{
 			Message: "See the group:",
 			Commands: []*cobra.Command{
-				status.NewCmdStatus(configFlags, streams),
-				get.NewCmdGet(configFlags, streams),
-				syncdiff.NewCmdSyncDiff(configFlags, streams),
+				status.NewCmdStatus(f, streams),
+				get.NewCmdGet(f, streams),
+				syncdiff.NewCmdSyncDiff(f, streams),
 			},
 		},
 		{
 			Message: "Sync resources:",
 			Commands: []*cobra.Command{
-				create.NewCmdCreate(configFlags, streams),
-				apply.NewCmdApply(configFlags, streams),
-				edit.NewCmdEdit(configFlags, streams),
+				create.NewCmdCreate(f, streams),
+				apply.NewCmdApply(f, streams),
+				edit.NewCmdEdit(f, streams),
 			},
 		},
 		{
 			Message:  "Run the controller:",
-			Commands: []*cobra.Command{serve.NewCmdServe(configFlags, streams)},
+			Commands: []*cobra.Command{serve.NewCmdServe(f, streams)},
 		},
 	}
 	addGroups(cmd, groups)
 	cmd.AddCommand(
-		version.NewCmdVersion(configFlags, streams),
+		version.NewCmdVersion(f, streams),
 		completion.NewCmdCompletion(streams),
 	)
-	registerCompletions(cmd, configFlags)
+	registerCompletions(cmd, f)
 	return cmd
 }
 

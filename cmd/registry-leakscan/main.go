@@ -93,7 +93,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 				return 2
 			}
 			r = f
-			defer f.Close()
+			defer func() { _ = f.Close() }() // read only: a failed close loses nothing
 		}
 		found, err := s.scanFile(name, r)
 		if err != nil {

@@ -17,7 +17,6 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/resource"
 
@@ -85,19 +84,19 @@ type Options struct {
 }
 
 // NewOptions returns Options with the defaults of the flags.
-func NewOptions(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *Options {
+func NewOptions(f kube.Factory, streams genericiooptions.IOStreams) *Options {
 	return &Options{
 		DryRun:    cmdutil.DryRunNone,
 		Timeout:   serverapply.ContextTimeout,
-		Factory:   kube.NewFactory(restClientGetter),
+		Factory:   f,
 		IOStreams: streams,
 	}
 }
 
-// NewCmdApply returns the "apply" command. restClientGetter is the root command's
-// kubeconfig flags.
-func NewCmdApply(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *cobra.Command {
-	o := NewOptions(restClientGetter, streams)
+// NewCmdApply returns the "apply" command. f is the Factory of the
+// root command's kubeconfig flags.
+func NewCmdApply(f kube.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+	o := NewOptions(f, streams)
 	cmd := &cobra.Command{
 		Use:                   "apply (-f FILENAME [-R] | -k DIR)... [--contexts A,B,...] [--dry-run=server]",
 		DisableFlagsInUseLine: true,

@@ -92,32 +92,22 @@ func TestCompleteDryRun(t *testing.T) {
 	}
 }
 
-// run runs Complete, Validate and Run of o against f with stdin, like cmdutil.RunE.
-func runFake(t *testing.T, f *kubefake.Factory, stdin, contextFlag string, modify func(*Options)) (string, error) {
+// runFake runs "kubectl registry apply -f - <args>" through the real command, as the
+// plugin does, with f as its Factory and stdin as its standard input.
+func runFake(t *testing.T, f *kubefake.Factory, stdin string, args ...string) (string, error) {
 	t.Helper()
-	streams, in, out, _ := genericiooptions.NewTestIOStreams()
-	in.WriteString(stdin)
-	o := NewOptions(nil, streams)
-	o.Factory = f
-	o.Filenames = []string{"-"}
-	modify(o)
-	if err := o.Complete(newCmd(contextFlag), nil); err != nil {
-		return out.String(), err
-	}
-	if err := o.Validate(); err != nil {
-		return out.String(), err
-	}
-	err := o.Run(context.Background())
-	return out.String(), err
+	cmd := plugintest.Command{New: []plugintest.NewCmd{NewCmdApply}, Factory: f, Stdin: stdin}
+	out, _, err := cmd.Run(t, append([]string{"apply", "-f", "-"}, args...)...)
+	return out, err
 }
 
 // TestRunFake applies to in-memory clusters: the outcomes per context, the order of the
 // report, and a failing context that does not stop the others.
 func TestRunFake(t *testing.T) {
 	f := kubefake.New([]string{"a", "b", "c"})
-	two := func(o *Options) { o.Contexts = []string{"a", "b"} }
+	two := []string{"--contexts", "a,b"}
 
-	out, err := runFake(t, f, feature, "", two)
+	out, err := runFake(t, f, feature, two...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +129,7 @@ func TestRunFake(t *testing.T) {
 	}
 
 	// Without --contexts: the current context.
-	out, err = runFake(t, f, feature, "", func(*Options) {})
+	out, err = runFake(t, f, feature)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +138,7 @@ func TestRunFake(t *testing.T) {
 	}
 
 	// --context names the one context.
-	out, err = runFake(t, f, feature, "c", func(*Options) {})
+	out, err = runFake(t, f, feature, "--context", "c")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +149,7 @@ func TestRunFake(t *testing.T) {
 	// A changed object is configured; an unreachable context is reported, the other
 	// still applied.
 	f.Cluster("b").Err = errors.New("connection refused")
-	out, err = runFake(t, f, strings.Replace(feature, "featureName: gpu", "featureName: gpu-2", 1), "", two)
+	out, err = runFake(t, f, strings.Replace(feature, "featureName: gpu", "featureName: gpu-2", 1), two...)
 	if diff := cmp.Diff("a: clusterfeature.clusterregistry.k8s.cisco.com/gpu configured\n", out); diff != "" {
 		t.Errorf("with b unreachable (-want +got):\n%s", diff)
 	}
@@ -172,22 +162,22 @@ func TestRunFake(t *testing.T) {
 // any cluster is contacted.
 func TestRunFakeInputErrors(t *testing.T) {
 	tests := []struct {
-		Name        string
-		stdin       string
-		contextFlag string
-		Modify      func(*Options)
-		want        string
+		Name  string
+		stdin string
+		args  []string
+		want  string
 	}{
-		{Name: "no objects", stdin: "# nothing\n", Modify: func(*Options) {}, want: "no objects found in -"},
-		{Name: "not YAML", stdin: "kind: [", Modify: func(*Options) {}, want: "standard input:"},
-		{Name: "unknown context", stdin: feature, Modify: func(o *Options) { o.Contexts = []string{"a", "x"} }, want: `--contexts: no context "x" in the kubeconfig`},
-		{Name: "unknown --context", stdin: feature, contextFlag: "x", Modify: func(*Options) {}, want: `--context "x": no such context in the kubeconfig`},
-		{Name: "--context and --contexts", stdin: feature, contextFlag: "a", Modify: func(o *Options) { o.Contexts = []string{"b"} }, want: "--context and --contexts cannot be used together"},
+		{Name: "no objects", stdin: "# nothing\n", want: "no objects found in -"},
+		{Name: "not YAML", stdin: "kind: [", want: "standard input:"},
+		{Name: "unknown context", stdin: feature, args: []string{"--contexts", "a,x"}, want: `--contexts: no context "x" in the kubeconfig`},
+		{Name: "unknown --context", stdin: feature, args: []string{"--context", "x"}, want: `--context "x": no such context in the kubeconfig`},
+		{Name: "--context and --contexts", stdin: feature, args: []string{"--context", "a", "--contexts", "b"}, want: "--context and --contexts cannot be used together"},
+		{Name: "client dry run", stdin: feature, args: []string{"--dry-run=client"}, want: `--dry-run must be "none" or "server", got "client"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.Name, func(t *testing.T) {
 			f := kubefake.New([]string{"a", "b"})
-			out, err := runFake(t, f, tt.stdin, tt.contextFlag, tt.Modify)
+			out, err := runFake(t, f, tt.stdin, tt.args...)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v, want it to contain %q", err, tt.want)
 			}

@@ -50,8 +50,8 @@ const (
 )
 
 // NewCmdCreate returns the "create" command and its subcommands "rule" and "feature".
-// restClientGetter is the root command's kubeconfig flags.
-func NewCmdCreate(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *cobra.Command {
+// f is the Factory of the root command's kubeconfig flags.
+func NewCmdCreate(f kube.Factory, streams genericiooptions.IOStreams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:                   "create (rule|feature) NAME [flags]",
 		DisableFlagsInUseLine: true,
@@ -69,8 +69,8 @@ func NewCmdCreate(restClientGetter genericclioptions.RESTClientGetter, streams g
 		},
 	}
 	cmd.AddCommand(
-		NewCmdCreateRule(restClientGetter, streams),
-		NewCmdCreateFeature(restClientGetter, streams),
+		NewCmdCreateRule(f, streams),
+		NewCmdCreateFeature(f, streams),
 	)
 	return cmd
 }
@@ -103,11 +103,11 @@ type common struct {
 	genericiooptions.IOStreams
 }
 
-func newCommon(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) common {
+func newCommon(f kube.Factory, streams genericiooptions.IOStreams) common {
 	return common{
 		DryRun:     cmdutil.DryRunNone,
 		PrintFlags: genericclioptions.NewPrintFlags("created").WithTypeSetter(clientgoscheme.Scheme),
-		Factory:    kube.NewFactory(restClientGetter),
+		Factory:    f,
 		IOStreams:  streams,
 	}
 }

@@ -12,10 +12,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 )
 
@@ -44,13 +44,13 @@ type FeatureOptions struct {
 }
 
 // NewFeatureOptions returns FeatureOptions with the defaults of the flags.
-func NewFeatureOptions(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *FeatureOptions {
-	return &FeatureOptions{common: newCommon(restClientGetter, streams)}
+func NewFeatureOptions(f kube.Factory, streams genericiooptions.IOStreams) *FeatureOptions {
+	return &FeatureOptions{common: newCommon(f, streams)}
 }
 
 // NewCmdCreateFeature returns the "create feature" command.
-func NewCmdCreateFeature(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *cobra.Command {
-	o := NewFeatureOptions(restClientGetter, streams)
+func NewCmdCreateFeature(f kube.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+	o := NewFeatureOptions(f, streams)
 	cmd := &cobra.Command{
 		Use:                   "feature NAME --feature FEATURENAME [--label KEY=VALUE]... [--dry-run=client|server] [-o yaml|json|name]",
 		DisableFlagsInUseLine: true,

@@ -2,14 +2,16 @@ package create
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
-	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube/kubefake"
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/plugintest"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
@@ -46,32 +48,24 @@ func TestValidateFeature(t *testing.T) {
 	})
 }
 
-// TestRunFeatureFake creates a feature in an in-memory cluster, then finds it unchanged;
-// a server dry run writes nothing.
+// runFake runs "kubectl registry create <args>" through the real command with f as its
+// Factory.
+func runFake(t *testing.T, f *kubefake.Factory, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	return plugintest.Command{New: []plugintest.NewCmd{NewCmdCreate}, Factory: f}.Run(t, append([]string{"create"}, args...)...)
+}
+
+// TestRunFeatureFake creates a feature on an in-memory cluster, kubectl style: created,
+// unchanged, configured, and a server dry run writes nothing.
 func TestRunFeatureFake(t *testing.T) {
 	f := kubefake.New([]string{"east"})
 	run := func(dryRun, featureName string) string {
 		t.Helper()
-		streams, _, out, _ := genericiooptions.NewTestIOStreams()
-		o := NewFeatureOptions(nil, streams)
-		o.Factory = f
-		o.FeatureName = featureName
-		cmd := &cobra.Command{}
-		cmd.Flags().String("context", "", "")
-		cmdutil.AddDryRunFlag(cmd, "")
-		if err := cmd.Flags().Set("dry-run", dryRun); err != nil {
+		out, _, err := runFake(t, f, "feature", "gpu", "--feature", featureName, "--dry-run="+dryRun)
+		if err != nil {
 			t.Fatal(err)
 		}
-		if err := o.Complete(cmd, []string{"gpu"}); err != nil {
-			t.Fatal(err)
-		}
-		if err := o.Validate(); err != nil {
-			t.Fatal(err)
-		}
-		if err := o.Run(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		return out.String()
+		return out
 	}
 	ref := "clusterfeature.clusterregistry.k8s.cisco.com/gpu "
 	got := []string{run("server", "gpu"), run("none", "gpu"), run("none", "gpu"), run("server", "gpu-2"), run("none", "gpu-2")}
@@ -82,5 +76,62 @@ func TestRunFeatureFake(t *testing.T) {
 	var cf v1alpha1.ClusterFeature
 	if err := f.Cluster("east").Client.Get(context.Background(), client.ObjectKey{Name: "gpu"}, &cf); err != nil || cf.Spec.FeatureName != "gpu-2" {
 		t.Errorf("feature %+v, %v", cf.Spec, err)
+	}
+}
+
+// TestRunRuleFake creates a rule on the cluster of --context among in-memory clusters:
+// the rule written is the one the flags describe, -o name and -o yaml print the object,
+// a client dry run contacts no cluster, and an unreachable cluster is an error that
+// names its context.
+func TestRunRuleFake(t *testing.T) {
+	f := kubefake.New([]string{"east", "west"})
+	args := []string{"rule", "secrets", "--kind", "Secret", "--name", "s", "--namespace-match", "team", "--feature", "gpu", "--context", "west"}
+	ref := "resourcesyncrule.clusterregistry.k8s.cisco.com/secrets"
+
+	f.Cluster("west").Err = errors.New("connection refused")
+	out, _, err := runFake(t, f, append(args, "--dry-run=client", "-o", "name")...)
+	if err != nil || out != ref+"\n" {
+		t.Errorf("client dry run with west unreachable: %q, %v; want %q", out, err, ref)
+	}
+	_, _, err = runFake(t, f, args...)
+	if err == nil || !strings.Contains(err.Error(), "connection refused") {
+		t.Errorf("west unreachable: err = %v, want connection refused", err)
+	}
+	f.Cluster("west").Err = nil
+
+	out, _, err = runFake(t, f, args...)
+	if err != nil || out != ref+" created\n" {
+		t.Fatalf("create: %q, %v", out, err)
+	}
+	out, _, err = runFake(t, f, append(args, "-o", "yaml")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	printed := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(out), &printed.Object); err != nil || printed.GetName() != "secrets" || printed.GetResourceVersion() == "" {
+		t.Errorf("-o yaml printed the live object? %v\n%s", err, out)
+	}
+
+	var rule v1alpha1.ResourceSyncRule
+	if err := f.Cluster("west").Client.Get(context.Background(), client.ObjectKey{Name: "secrets"}, &rule); err != nil {
+		t.Fatal(err)
+	}
+	// What was written is what a client dry run prints.
+	out, _, err = runFake(t, f, append(args, "--dry-run=client", "-o", "yaml")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want v1alpha1.ResourceSyncRule
+	if err := yaml.UnmarshalStrict([]byte(out), &want); err != nil {
+		t.Fatal(err)
+	}
+	if want.Spec.GVK.Kind != "Secret" || len(want.Spec.ClusterFeatureMatches) != 1 {
+		t.Errorf("client dry run printed:\n%s", out)
+	}
+	if diff := cmp.Diff(want.Spec, rule.Spec); diff != "" {
+		t.Errorf("rule on west (-want +got):\n%s", diff)
+	}
+	if err := f.Cluster("east").Client.Get(context.Background(), client.ObjectKey{Name: "secrets"}, &rule); err == nil {
+		t.Error("the rule was written to east too")
 	}
 }

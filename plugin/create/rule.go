@@ -13,10 +13,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 )
 
@@ -70,16 +70,16 @@ type RuleOptions struct {
 }
 
 // NewRuleOptions returns RuleOptions with the defaults of the flags.
-func NewRuleOptions(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *RuleOptions {
+func NewRuleOptions(f kube.Factory, streams genericiooptions.IOStreams) *RuleOptions {
 	return &RuleOptions{
-		common:  newCommon(restClientGetter, streams),
+		common:  newCommon(f, streams),
 		Version: "v1",
 	}
 }
 
 // NewCmdCreateRule returns the "create rule" command.
-func NewCmdCreateRule(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *cobra.Command {
-	o := NewRuleOptions(restClientGetter, streams)
+func NewCmdCreateRule(f kube.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+	o := NewRuleOptions(f, streams)
 	cmd := &cobra.Command{
 		Use:                   "rule NAME --kind KIND [--group G] [--version V] [--name OBJ] [--namespace-match NS]... [--label-selector SEL]... [--feature F]... [--dry-run=client|server] [-o yaml|json|name]",
 		DisableFlagsInUseLine: true,

@@ -25,7 +25,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -127,22 +126,30 @@ type Options struct {
 
 	// Factory resolves the contexts and builds the clients.
 	Factory kube.Factory
+	// Edit opens the editor on the file at path and returns when it exits: kubectl's
+	// editor ($KUBE_EDITOR, $EDITOR, vi) by default; tests edit the file themselves.
+	Edit func(path string) error
 	genericiooptions.IOStreams
 }
 
 // NewOptions returns Options with the defaults of the flags.
-func NewOptions(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *Options {
+func NewOptions(f kube.Factory, streams genericiooptions.IOStreams) *Options {
 	return &Options{
 		Timeout:   serverapply.ContextTimeout,
-		Factory:   kube.NewFactory(restClientGetter),
+		Factory:   f,
+		Edit:      launchEditor,
 		IOStreams: streams,
 	}
 }
 
-// NewCmdEdit returns the "edit" command. restClientGetter is the root command's
-// kubeconfig flags.
-func NewCmdEdit(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *cobra.Command {
-	o := NewOptions(restClientGetter, streams)
+// NewCmdEdit returns the "edit" command. f is the Factory of the
+// root command's kubeconfig flags.
+func NewCmdEdit(f kube.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+	return newCmdEdit(NewOptions(f, streams))
+}
+
+// newCmdEdit returns the "edit" command of o (tests set its editor).
+func newCmdEdit(o *Options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:                   "edit (rsr|cf) NAME [--contexts A,B,...]",
 		DisableFlagsInUseLine: true,
@@ -245,7 +252,7 @@ func (o *Options) Run(ctx context.Context) error {
 		_ = os.Remove(path)
 		return fmt.Errorf("writing %s: %w", path, werr)
 	}
-	if err := launchEditor(path); err != nil {
+	if err := o.Edit(path); err != nil {
 		return keep(path, err)
 	}
 	edited, err := os.ReadFile(path)

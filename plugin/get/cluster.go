@@ -19,7 +19,6 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube"
@@ -66,7 +65,8 @@ type tableRow struct {
 
 // clusterConn holds the clients of one context.
 type clusterConn struct {
-	config    *rest.Config
+	// target is the context's cluster, for the clients of --watch.
+	target    kube.Target
 	kube      kubernetes.Interface
 	dynamic   dynamic.Interface
 	discovery discovery.DiscoveryInterface
@@ -152,7 +152,7 @@ func (o *Options) connect(t target) (*clusterConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &clusterConn{config: kube.Configure(kt.Config, opts), kube: kc, dynamic: dyn, discovery: dc}, nil
+	return &clusterConn{target: kt, kube: kc, dynamic: dyn, discovery: dc}, nil
 }
 
 // identify names the cluster of r's context after its local registry Cluster CR.

@@ -128,19 +128,19 @@ type target struct {
 }
 
 // NewOptions returns Options with the defaults of the flags.
-func NewOptions(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *Options {
+func NewOptions(f kube.Factory, streams genericiooptions.IOStreams) *Options {
 	return &Options{
 		ClusterTimeout: DefaultClusterTimeout,
 		PrintFlags:     genericclioptions.NewPrintFlags(""),
-		Factory:        kube.NewFactory(restClientGetter),
+		Factory:        f,
 		IOStreams:      streams,
 	}
 }
 
-// NewCmdGet returns the "get" command. restClientGetter is the root command's kubeconfig
-// flags: its kubeconfig lists the contexts, its --namespace is the namespace to search.
-func NewCmdGet(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *cobra.Command {
-	return newCmdGet(NewOptions(restClientGetter, streams))
+// NewCmdGet returns the "get" command. f is the Factory of the root command's
+// kubeconfig flags: its kubeconfig lists the contexts, its --namespace is the namespace to search.
+func NewCmdGet(f kube.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+	return newCmdGet(NewOptions(f, streams))
 }
 
 // newCmdGet returns the "get" command of o.

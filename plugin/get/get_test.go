@@ -13,13 +13,10 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/spf13/cobra"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -342,18 +339,9 @@ func TestRelaxedJSONPath(t *testing.T) {
 // printed again, and cancelling ends the watch cleanly.
 func TestGetWatch(t *testing.T) {
 	setup(t)
-	streams, _, _, errOut := genericiooptions.NewTestIOStreams()
-	out := &plugintest.SyncBuffer{}
-	streams.Out = out
-	root := &cobra.Command{Use: "kubectl-registry", SilenceUsage: true, SilenceErrors: true}
-	flags := genericclioptions.NewConfigFlags(true)
-	flags.AddFlags(root.PersistentFlags())
-	root.AddCommand(NewCmdGet(flags, streams))
-	root.SetArgs([]string{"get", "--kubeconfig", bed.KubeconfigPath, "cm", "-n", "default", "-l", "app=watched", "--contexts", "a,b", "--no-headers", "-w"})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- root.ExecuteContext(ctx) }()
+	run := plugintest.Command{New: []plugintest.NewCmd{NewCmdGet}}.Start(t,
+		"get", "--kubeconfig", bed.KubeconfigPath, "cm", "-n", "default", "-l", "app=watched", "--contexts", "a,b", "--no-headers", "-w")
+	out, errOut := run.Out, run.ErrOut
 
 	// rows returns the rows (CLUSTER NAME DATA) of the last frame printed.
 	lastFrame := func() []string {
@@ -420,13 +408,7 @@ func TestGetWatch(t *testing.T) {
 	}
 	waitFor()
 
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("the watch ended with %v, want nil", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the watch did not end within 5s of the cancel")
+	if err := run.Stop(t, 5*time.Second); err != nil {
+		t.Errorf("the watch ended with %v, want nil", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -43,8 +44,17 @@ import (
 // namespace, and the registry's resources as server-side Tables with the CRDs' printer
 // columns, as the API server builds them.
 type fakeAPI struct {
-	uid     types.UID
+	uid types.UID
+
+	mu      sync.Mutex
 	objects map[string][]*unstructured.Unstructured // by resource
+}
+
+// set replaces the objects of resource, while get may be reading them.
+func (a *fakeAPI) set(resource string, objs ...*unstructured.Unstructured) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.objects[resource] = objs
 }
 
 // crdColumns returns the printer columns of the registry's CRD for resource.
@@ -88,11 +98,13 @@ func (a *fakeAPI) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		list := &unstructured.UnstructuredList{}
 		list.SetAPIVersion(v1alpha1.GroupVersion.String())
+		a.mu.Lock()
 		for _, o := range a.objects[resource] {
 			if selector.Matches(labels.Set(o.GetLabels())) {
 				list.Items = append(list.Items, *o.DeepCopy())
 			}
 		}
+		a.mu.Unlock()
 		table, err := toTable(columns, list.Items)
 		if err != nil {
 			return nil, err
@@ -183,8 +195,8 @@ var registryResources = []*metav1.APIResourceList{
 
 // addCluster adds context name to f: a cluster whose kube-system UID is id-<uid> and
 // which holds objs (Clusters and ResourceSyncRules); without objs the registry is not
-// installed there.
-func addCluster(t *testing.T, f *kubefake.Factory, name, uid string, objs ...*unstructured.Unstructured) {
+// installed there. It returns the cluster's HTTP side.
+func addCluster(t *testing.T, f *kubefake.Factory, name, uid string, objs ...*unstructured.Unstructured) *fakeAPI {
 	t.Helper()
 	c := f.Add(name)
 	api := &fakeAPI{uid: types.UID("id-" + uid), objects: map[string][]*unstructured.Unstructured{}}
@@ -215,6 +227,7 @@ func addCluster(t *testing.T, f *kubefake.Factory, name, uid string, objs ...*un
 		})
 	}
 	c.Discovery = &discoveryfake.FakeDiscovery{Fake: &k8stesting.Fake{Resources: resources}}
+	return api
 }
 
 // fakeGroup returns the contexts a and b of a group of two (a with two rules, b with
@@ -236,10 +249,7 @@ func fakeGroup(t *testing.T) *kubefake.Factory {
 func runGetFake(t *testing.T, f *kubefake.Factory, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	streams, _, out, errOut := genericiooptions.NewTestIOStreams()
-	o := NewOptions(nil, streams)
-	o.Factory = f
-	cmd := newCmdGet(o)
-	err := plugintest.RunVerb(t, cmd, args...)
+	err := plugintest.RunVerb(t, NewCmdGet(f, streams), args...)
 	if err != nil && err.Error() != "" {
 		errOut.WriteString("error: " + err.Error() + "\n")
 	}
@@ -342,5 +352,57 @@ func TestPrintNoResources(t *testing.T) {
 				t.Errorf("stderr (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestWatchFake runs "get clusters -w" against in-memory clusters: the watch is opened
+// through the Factory's dynamic client of each context (a client for watching), a
+// change on a cluster prints the tables again, and cancelling ends the watch cleanly.
+func TestWatchFake(t *testing.T) {
+	f := kubefake.New(nil)
+	addCluster(t, f, "a", "a", registryCluster("a", true), registryCluster("b", false))
+	apiB := addCluster(t, f, "b", "b", registryCluster("a", false), registryCluster("b", true))
+	f.Current = "a"
+
+	run := plugintest.Command{New: []plugintest.NewCmd{NewCmdGet}, Factory: f}.Start(t, "get", "clusters", "--contexts", "a,b", "--no-headers", "-w")
+	waitFor := func(what string, ok func(string) bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !ok(run.Out.String()); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the watch did not print %s; stdout:\n%s\nstderr:\n%s", what, run.Out, run.ErrOut)
+			}
+		}
+	}
+	waitFor("the first frame", func(out string) bool { return strings.Count(out, "id-") == 4 })
+	// The watches were opened before the first frame, each with the last client built
+	// for its cluster.
+	for _, name := range []string{"a", "b"} {
+		if got := f.Cluster(name).Options; !got.Watch || got.Verb != "get" {
+			t.Errorf("the last client of %s was built with %+v, want a watch client of get", name, got)
+		}
+	}
+
+	// b's peer a fails: the copy of its Cluster on b changes.
+	failed := registryCluster("a", false)
+	_ = unstructured.SetNestedField(failed.Object, "Failed", "status", "state")
+	apiB.set("clusters", failed, registryCluster("b", true))
+	var typed v1alpha1.Cluster
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(failed.Object, &typed); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Cluster("b").Dynamic.Tracker().Update(v1alpha1.GroupVersion.WithResource("clusters"), &typed, ""); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("the change", func(out string) bool { return strings.Contains(out, "Failed") })
+
+	if err := run.Stop(t, 5*time.Second); err != nil {
+		t.Errorf("the watch ended with %v, want nil", err)
+	}
+	frames := strings.Split(strings.TrimSpace(run.Out.String()), "\n\n")
+	if len(frames) != 2 {
+		t.Errorf("%d frames printed, want 2:\n%s", len(frames), run.Out)
+	}
+	if run.ErrOut.Len() != 0 {
+		t.Errorf("stderr: %s", run.ErrOut)
 	}
 }

@@ -64,8 +64,9 @@ func (o *Options) watchSources(results []*clusterResult) ([]cmdutil.WatchSource,
 		if r.err != nil || r.skip || r.conn == nil {
 			continue
 		}
-		// A watch lasts; each list is bounded by --cluster-timeout.
-		dc, err := dynamic.NewForConfig(kube.Configure(r.conn.config, kube.ClientOptions{Verb: "get", Watch: true}))
+		// A watch lasts (a Watch client has no request timeout); each list is bounded
+		// by --cluster-timeout.
+		dc, err := o.Factory.Dynamic(r.conn.target, kube.ClientOptions{Verb: "get", Watch: true})
 		if err != nil {
 			return nil, fmt.Errorf("watching cluster %s: %w", r.cluster, err)
 		}

@@ -129,7 +129,7 @@ type Options struct {
 }
 
 // NewOptions returns Options with the defaults of the flags.
-func NewOptions(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *Options {
+func NewOptions(f kube.Factory, streams genericiooptions.IOStreams) *Options {
 	return &Options{
 		Render: manifests.RenderOptions{
 			Namespace: v1alpha1.DefaultNamespace,
@@ -139,15 +139,15 @@ func NewOptions(restClientGetter genericclioptions.RESTClientGetter, streams gen
 		DryRun:     cmdutil.DryRunNone,
 		Timeout:    DefaultTimeout,
 		PrintFlags: genericclioptions.NewPrintFlags("").WithTypeSetter(clientgoscheme.Scheme),
-		Factory:    kube.NewFactory(restClientGetter),
+		Factory:    f,
 		IOStreams:  streams,
 	}
 }
 
-// NewCmdInstall returns the "install" command. restClientGetter is the root command's
-// kubeconfig flags.
-func NewCmdInstall(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *cobra.Command {
-	o := NewOptions(restClientGetter, streams)
+// NewCmdInstall returns the "install" command. f is the Factory of the
+// root command's kubeconfig flags.
+func NewCmdInstall(f kube.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+	o := NewOptions(f, streams)
 	cmd := &cobra.Command{
 		Use:                   "install [--cluster-name NAME] [--api-server-endpoint URL] [--monitoring] [--dry-run=client|server] [--wait] [-o yaml|json|name]",
 		DisableFlagsInUseLine: true,

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -65,22 +64,7 @@ func TestRunDryRunFake(t *testing.T) {
 			if tt.unreachable {
 				f.Cluster("east").Err = context.DeadlineExceeded
 			}
-			o := NewOptions(nil, streams)
-			o.Factory = f
-			o.Render.ClusterName = "east"
-			cmd := &cobra.Command{}
-			cmd.Flags().String("context", "", "")
-			cmdutil.AddDryRunFlag(cmd, "")
-			if err := cmd.Flags().Set("dry-run", tt.dryRun); err != nil {
-				t.Fatal(err)
-			}
-			if err := o.Complete(cmd, nil); err != nil {
-				t.Fatal(err)
-			}
-			if err := o.Validate(); err != nil {
-				t.Fatal(err)
-			}
-			if err := o.Run(context.Background()); err != nil {
+			if err := plugintest.RunVerb(t, NewCmdInstall(f, streams), "--cluster-name", "east", "--dry-run="+tt.dryRun); err != nil {
 				t.Fatalf("Run: %v\nstderr: %s", err, errOut)
 			}
 			if diff := cmp.Diff(strings.ReplaceAll(want.String(), "%s", tt.outcome), out.String()); diff != "" {
@@ -113,13 +97,7 @@ func TestRunFakeUnreachable(t *testing.T) {
 	})
 	f.Current = "east"
 	streams, _, out, _ := genericiooptions.NewTestIOStreams()
-	o := NewOptions(nil, streams)
-	o.Factory = f
-	o.Render.ClusterName = "east"
-	if err := o.Complete(&cobra.Command{}, nil); err != nil {
-		t.Fatal(err)
-	}
-	err := o.Run(context.Background())
+	err := plugintest.RunVerb(t, NewCmdInstall(f, streams), "--cluster-name", "east")
 	if err == nil || !strings.Contains(err.Error(), `cannot reach the API server at https://east.example:6443 (context "east"): dial tcp: connection refused`) {
 		t.Errorf("err = %v", err)
 	}

@@ -13,6 +13,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube"
 )
 
 // writeKubeconfig writes a kubeconfig with one context per name (servers that are never
@@ -47,7 +48,7 @@ func parseJoin(t *testing.T, args ...string) (*Options, error) {
 	}
 	root.SetFlagErrorFunc(cmdutil.FlagErrorFunc)
 	configFlags.AddFlags(root.PersistentFlags())
-	o := NewOptions(configFlags, streams)
+	o := NewOptions(kube.NewFactory(configFlags), streams)
 	cmd := &cobra.Command{
 		Use:  "join",
 		Args: cmdutil.NoArgs,
@@ -162,7 +163,7 @@ func TestFlags(t *testing.T) {
 
 func TestHelp(t *testing.T) {
 	streams, _, out, _ := genericiooptions.NewTestIOStreams()
-	cmd := NewCmdJoin(genericclioptions.NewConfigFlags(true), streams)
+	cmd := NewCmdJoin(kube.NewFactory(genericclioptions.NewConfigFlags(true)), streams)
 	cmd.SetOut(out)
 	cmd.SetArgs([]string{"--help"})
 	if err := cmd.Execute(); err != nil {

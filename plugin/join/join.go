@@ -150,13 +150,13 @@ type Options struct {
 }
 
 // NewOptions returns Options with the defaults of the flags.
-func NewOptions(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *Options {
+func NewOptions(f kube.Factory, streams genericiooptions.IOStreams) *Options {
 	return &Options{
 		Namespace:   v1alpha1.DefaultNamespace,
 		DryRun:      cmdutil.DryRunNone,
 		Timeout:     DefaultTimeout,
 		PrintFlags:  genericclioptions.NewPrintFlags("").WithTypeSetter(kube.NewScheme()),
-		Factory:     kube.NewFactory(restClientGetter),
+		Factory:     f,
 		PeerFactory: peerFactory,
 		IOStreams:   streams,
 	}
@@ -170,10 +170,14 @@ func peerFactory(kubeconfig string) kube.Factory {
 	return kube.NewFactory(flags)
 }
 
-// NewCmdJoin returns the "join" command. restClientGetter is the root command's
-// kubeconfig flags: they name side A.
-func NewCmdJoin(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *cobra.Command {
-	o := NewOptions(restClientGetter, streams)
+// NewCmdJoin returns the "join" command. f is the Factory of the
+// root command's kubeconfig flags: they name side A.
+func NewCmdJoin(f kube.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+	return newCmdJoin(NewOptions(f, streams))
+}
+
+// newCmdJoin returns the "join" command of o (tests set its clock and polls).
+func newCmdJoin(o *Options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "join --context A --peer-context B [flags]",
 		Short:   "Join two clusters: swap their Cluster CRs and reader Secrets",

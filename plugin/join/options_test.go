@@ -61,8 +61,7 @@ func fakeGroup(t *testing.T, names ...string) *kubefake.Factory {
 func runFake(t *testing.T, f *kubefake.Factory, peers map[string]*kubefake.Factory, args ...string) (o *Options, stdout, stderr string, err error) {
 	t.Helper()
 	streams, _, out, errOut := genericiooptions.NewTestIOStreams()
-	o = NewOptions(nil, streams)
-	o.Factory = f
+	o = NewOptions(f, streams)
 	o.PeerFactory = func(path string) kube.Factory {
 		if path == f.Explicit {
 			return f
@@ -73,9 +72,7 @@ func runFake(t *testing.T, f *kubefake.Factory, peers map[string]*kubefake.Facto
 		return kubefake.New(nil)
 	}
 	o.Now = func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }
-	cmd := &cobra.Command{Use: "join", Args: cmdutil.NoArgs, RunE: cmdutil.RunE(o)}
-	o.AddFlags(cmd)
-	err = plugintest.RunVerb(t, cmd, args...)
+	err = plugintest.RunVerb(t, newCmdJoin(o), args...)
 	return o, out.String(), errOut.String(), err
 }
 
@@ -194,9 +191,8 @@ func TestComplete(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			o := NewOptions(nil, genericiooptions.NewTestIOStreamsDiscard())
 			f := fakeGroup(t, "a", "b")
-			o.Factory = f
+			o := NewOptions(f, genericiooptions.NewTestIOStreamsDiscard())
 			o.PeerFactory = func(path string) kube.Factory {
 				if p, ok := peers[path]; ok {
 					return p

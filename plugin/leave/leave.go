@@ -147,21 +147,25 @@ type Options struct {
 }
 
 // NewOptions returns Options with the defaults of the flags.
-func NewOptions(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *Options {
+func NewOptions(f kube.Factory, streams genericiooptions.IOStreams) *Options {
 	return &Options{
 		Namespace:  v1alpha1.DefaultNamespace,
 		DryRun:     cmdutil.DryRunNone,
 		Timeout:    DefaultTimeout,
 		PrintFlags: genericclioptions.NewPrintFlags("left the group").WithTypeSetter(kube.NewScheme()),
-		Factory:    kube.NewFactory(restClientGetter),
+		Factory:    f,
 		IOStreams:  streams,
 	}
 }
 
-// NewCmdLeave returns the "leave" command. restClientGetter is the root command's
-// kubeconfig flags: they name the member leave talks to.
-func NewCmdLeave(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *cobra.Command {
-	o := NewOptions(restClientGetter, streams)
+// NewCmdLeave returns the "leave" command. f is the Factory of the
+// root command's kubeconfig flags: they name the member leave talks to.
+func NewCmdLeave(f kube.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+	return newCmdLeave(NewOptions(f, streams))
+}
+
+// newCmdLeave returns the "leave" command of o (tests set its clock and polls).
+func newCmdLeave(o *Options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "leave [CLUSTER] [--context MEMBER] [--force] [--wait]",
 		Short:   "Remove a cluster from the group (keeps synced objects)",

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -15,7 +14,6 @@ import (
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube/kubefake"
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/plugintest"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
@@ -58,12 +56,9 @@ func fakeMember() *kubefake.Factory {
 func runFake(t *testing.T, f *kubefake.Factory, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
 	streams, _, out, errOut := genericiooptions.NewTestIOStreams()
-	o := NewOptions(nil, streams)
-	o.Factory = f
+	o := NewOptions(f, streams)
 	o.Now = func() time.Time { return now }
-	cmd := &cobra.Command{Use: "leave", Args: cmdutil.UsageErrorArgs(cobra.MaximumNArgs(1)), RunE: cmdutil.RunE(o)}
-	o.AddFlags(cmd)
-	err = plugintest.RunVerb(t, cmd, args...)
+	err = plugintest.RunVerb(t, newCmdLeave(o), args...)
 	return out.String(), errOut.String(), err
 }
 

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
-	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube/kubefake"
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/plugintest"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
@@ -67,13 +65,10 @@ func selfLeaver(t *testing.T, accepted int32, calls *atomic.Int32) *kubefake.Fac
 func runWait(t *testing.T, f *kubefake.Factory, args ...string) (stderr string, err error) {
 	t.Helper()
 	streams, _, _, errOut := genericiooptions.NewTestIOStreams()
-	o := NewOptions(nil, streams)
-	o.Factory = f
+	o := NewOptions(f, streams)
 	o.Now = func() time.Time { return now }
 	o.PollInterval = 10 * time.Millisecond
-	cmd := &cobra.Command{Use: "leave", Args: cmdutil.UsageErrorArgs(cobra.MaximumNArgs(1)), RunE: cmdutil.RunE(o)}
-	o.AddFlags(cmd)
-	err = plugintest.RunVerb(t, cmd, args...)
+	err = plugintest.RunVerb(t, newCmdLeave(o), args...)
 	return errOut.String(), err
 }
 

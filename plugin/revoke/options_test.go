@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
-	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube/kubefake"
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/plugintest"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
@@ -184,12 +182,9 @@ func (f *fake) serviceAccounts(t *testing.T) (perPeer, shared types.UID) {
 func (f *fake) run(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
 	streams, _, out, errOut := genericiooptions.NewTestIOStreams()
-	o := NewOptions(nil, streams)
-	o.Factory = f.factory
+	o := NewOptions(f.factory, streams)
 	o.PollInterval = time.Millisecond
-	cmd := &cobra.Command{Use: "revoke", Args: cmdutil.UsageErrorArgs(cobra.ExactArgs(1)), RunE: cmdutil.RunE(o)}
-	o.AddFlags(cmd)
-	err = plugintest.RunVerb(t, cmd, args...)
+	err = plugintest.RunVerb(t, newCmdRevoke(o), args...)
 	return out.String(), errOut.String(), err
 }
 

@@ -29,7 +29,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
@@ -111,20 +110,24 @@ type Options struct {
 }
 
 // NewOptions returns Options with the defaults of the flags.
-func NewOptions(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *Options {
+func NewOptions(f kube.Factory, streams genericiooptions.IOStreams) *Options {
 	return &Options{
 		Namespace: v1alpha1.DefaultNamespace,
 		DryRun:    cmdutil.DryRunNone,
 		Timeout:   DefaultTimeout,
-		Factory:   kube.NewFactory(restClientGetter),
+		Factory:   f,
 		IOStreams: streams,
 	}
 }
 
-// NewCmdRevoke returns the "revoke" command. restClientGetter is the root command's
-// kubeconfig flags: they name the member whose reader is revoked.
-func NewCmdRevoke(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *cobra.Command {
-	o := NewOptions(restClientGetter, streams)
+// NewCmdRevoke returns the "revoke" command. f is the Factory of the
+// root command's kubeconfig flags: they name the member whose reader is revoked.
+func NewCmdRevoke(f kube.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+	return newCmdRevoke(NewOptions(f, streams))
+}
+
+// newCmdRevoke returns the "revoke" command of o (tests set its clock and polls).
+func newCmdRevoke(o *Options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "revoke CLUSTER [--context MEMBER] [--keep-shared] [--wait]",
 		Short:   "Revoke the reader tokens a member issued to one peer (the controller issues new ones)",

@@ -18,15 +18,14 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap/zapcore"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/buildinfo"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/manager"
@@ -90,27 +89,29 @@ type Options struct {
 	KubeAPIQPS   float32
 	KubeAPIBurst int
 
-	restClientGetter genericclioptions.RESTClientGetter
+	// Factory resolves the kubeconfig flags (or, in a pod, the in-cluster config).
+	Factory kube.Factory
+	cmd     *cobra.Command
 	genericiooptions.IOStreams
 }
 
 // NewOptions returns Options with the defaults of the flags.
-func NewOptions(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *Options {
+func NewOptions(f kube.Factory, streams genericiooptions.IOStreams) *Options {
 	return &Options{
-		Manager:          manager.DefaultOptions(),
-		Memory:           manager.MemoryOptions{GCPercent: manager.DefaultGCPercent, LimitRatio: manager.DefaultMemoryLimitRatio},
-		MetricsSecure:    true,
-		KubeAPIQPS:       -1,
-		KubeAPIBurst:     0,
-		restClientGetter: restClientGetter,
-		IOStreams:        streams,
+		Manager:       manager.DefaultOptions(),
+		Memory:        manager.MemoryOptions{GCPercent: manager.DefaultGCPercent, LimitRatio: manager.DefaultMemoryLimitRatio},
+		MetricsSecure: true,
+		KubeAPIQPS:    -1,
+		KubeAPIBurst:  0,
+		Factory:       f,
+		IOStreams:     streams,
 	}
 }
 
-// NewCmdServe returns the "serve" command. restClientGetter is the root command's
+// NewCmdServe returns the "serve" command. f is the Factory of the root command's
 // kubeconfig flags.
-func NewCmdServe(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *cobra.Command {
-	o := NewOptions(restClientGetter, streams)
+func NewCmdServe(f kube.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+	o := NewOptions(f, streams)
 	cmd := &cobra.Command{
 		Use:     "serve [flags]",
 		Short:   "Run the registry controller (in a cluster, or against a kubeconfig context)",
@@ -207,6 +208,7 @@ func (o *Options) AddFlags(cmd *cobra.Command) {
 
 // Complete derives the options that follow other flags.
 func (o *Options) Complete(cmd *cobra.Command, _ []string) error {
+	o.cmd = cmd
 	if !cmd.Flags().Changed("leader-election-namespace") {
 		o.Manager.LeaderElectionNamespace = o.Manager.Namespace
 	}
@@ -250,11 +252,8 @@ func (o *Options) Run(ctx context.Context) error {
 	klog.SetLogger(logger)
 	ctx = logr.NewContext(ctx, logger)
 
-	cfg, err := o.restClientGetter.ToRESTConfig()
+	cfg, err := o.restConfig()
 	if err != nil {
-		return fmt.Errorf("loading the kubeconfig: %w", err)
-	}
-	if err := o.checkConfigFound(cfg); err != nil {
 		return err
 	}
 	if err := o.completeLocalServer(cfg); err != nil {
@@ -306,18 +305,21 @@ func (o *Options) completeLocalServer(cfg *rest.Config) error {
 	return nil
 }
 
-// checkConfigFound reports a missing kubeconfig out of a cluster instead of letting
-// client-go fall back to its legacy default server (http://localhost:8080). In a pod
-// cfg is the in-cluster config, and with --server cfg.Host is that server.
-func (o *Options) checkConfigFound(cfg *rest.Config) error {
-	if cfg.Host != clientcmd.ClusterDefaults.Server {
-		return nil
+// errNoConfig is a missing kubeconfig out of a cluster: serve says so instead of letting
+// client-go fall back to its legacy default server (http://localhost:8080).
+var errNoConfig = errors.New("no kubeconfig found and not running in a cluster: pass --kubeconfig (and --context), or set KUBECONFIG")
+
+// restConfig returns a copy of the REST config the kubeconfig flags select through the
+// Factory: in a pod the in-cluster config, and with --server that server.
+func (o *Options) restConfig() (*rest.Config, error) {
+	targets, err := o.Factory.Targets(o.cmd, nil)
+	if errors.Is(err, kube.ErrNoKubeconfig) {
+		return nil, errNoConfig
 	}
-	raw, err := o.restClientGetter.ToRawKubeConfigLoader().RawConfig()
-	if err != nil || len(raw.Clusters) > 0 {
-		return nil
+	if err != nil {
+		return nil, err
 	}
-	return errors.New("no kubeconfig found and not running in a cluster: pass --kubeconfig (and --context), or set KUBECONFIG")
+	return rest.CopyConfig(targets[0].Config), nil
 }
 
 // newLogger builds the logger from the logging flags; it writes to ErrOut.

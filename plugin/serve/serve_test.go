@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -8,10 +9,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/spf13/cobra"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube/kubefake"
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/plugintest"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/manager"
 )
 
@@ -19,7 +21,7 @@ import (
 func parse(t *testing.T, args ...string) (*Options, error) {
 	t.Helper()
 	streams, _, _, _ := genericiooptions.NewTestIOStreams()
-	o := NewOptions(genericclioptions.NewConfigFlags(false), streams)
+	o := NewOptions(kubefake.New(nil), streams)
 	cmd := &cobra.Command{Use: "serve"}
 	o.AddFlags(cmd)
 	if err := cmd.ParseFlags(args); err != nil {
@@ -149,7 +151,7 @@ func TestValidate(t *testing.T) {
 // read, names the flag value, points at the help and exits with 2.
 func TestInvalidClusterName(t *testing.T) {
 	streams, _, out, errOut := genericiooptions.NewTestIOStreams()
-	cmd := NewCmdServe(genericclioptions.NewConfigFlags(false), streams)
+	cmd := NewCmdServe(kubefake.New(nil), streams)
 	cmd.SilenceErrors, cmd.SilenceUsage = true, true
 	cmd.SetArgs([]string{"--cluster-name", "Foo_Bar"})
 	err := cmd.ExecuteContext(t.Context())
@@ -190,6 +192,30 @@ func TestMemoryFlags(t *testing.T) {
 			if diff := cmp.Diff(tc.want, o.Memory); diff != "" {
 				t.Errorf("memory options (-want +got):\n%s", diff)
 			}
+		})
+	}
+}
+
+// TestRunFakeNoKubeconfig: Run resolves its config through the Factory, and without a
+// kubeconfig (nor a cluster to run in) it says so instead of falling back to
+// client-go's default server; a --context the kubeconfig lacks is a usage error.
+func TestRunFakeNoKubeconfig(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		f       *kubefake.Factory
+		args    []string
+		code    int
+		wantErr string
+	}{
+		{name: "no kubeconfig", f: kubefake.New(nil), code: cmdutil.ExitCodeError, wantErr: errNoConfig.Error()},
+		{name: "unknown --context", f: kubefake.New([]string{"a"}), args: []string{"--context", "x"}, code: cmdutil.ExitCodeError, wantErr: `--context "x": no such context in the kubeconfig`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, in := os.LookupEnv("KUBERNETES_SERVICE_HOST"); in {
+				t.Skip("running in a pod: the in-cluster config is found")
+			}
+			_, _, err := plugintest.Command{New: []plugintest.NewCmd{NewCmdServe}, Factory: tt.f}.Run(t, append([]string{"serve"}, tt.args...)...)
+			plugintest.WantExitCode(t, err, tt.code, tt.wantErr)
 		})
 	}
 }

@@ -1,7 +1,6 @@
 package status
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -88,13 +87,13 @@ func TestRunFake(t *testing.T) {
 	f.Cluster("b").Err = errors.New("connection refused")
 
 	streams, _, out, errOut := genericiooptions.NewTestIOStreams()
-	o := NewOptions(nil, streams)
-	o.Factory = f
-	o.Now = func() time.Time { return now }
-	if err := o.Complete(statusCmd(""), nil); err != nil {
-		t.Fatal(err)
+	run := func(args ...string) error {
+		t.Helper()
+		o := NewOptions(f, streams)
+		o.Now = func() time.Time { return now }
+		return plugintest.RunVerb(t, newCmdStatus(o), args...)
 	}
-	if err := o.Run(context.Background()); err != nil {
+	if err := run(); err != nil {
 		t.Fatalf("one context: %v", err)
 	}
 	if !strings.Contains(out.String(), "east") {
@@ -105,11 +104,7 @@ func TestRunFake(t *testing.T) {
 	}
 
 	out.Reset()
-	o.Contexts = []string{"a", "b"}
-	if err := o.Complete(statusCmd(""), nil); err != nil {
-		t.Fatal(err)
-	}
-	err := o.Run(context.Background())
+	err := run("--contexts", "a,b")
 	if cmdutil.ExitCode(err) != 2 || !strings.Contains(err.Error(), "could not read 1 of 2 contexts: b") {
 		t.Errorf("err = %v (exit %d)", err, cmdutil.ExitCode(err))
 	}

@@ -21,7 +21,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
@@ -119,19 +118,23 @@ type target struct {
 }
 
 // NewOptions returns Options with the defaults of the flags.
-func NewOptions(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *Options {
+func NewOptions(f kube.Factory, streams genericiooptions.IOStreams) *Options {
 	return &Options{
 		Timeout:   ContextTimeout,
 		MaxEvents: DefaultMaxEvents,
-		Factory:   kube.NewFactory(restClientGetter),
+		Factory:   f,
 		IOStreams: streams,
 	}
 }
 
-// NewCmdStatus returns the "status" command. restClientGetter is the root command's
-// kubeconfig flags.
-func NewCmdStatus(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *cobra.Command {
-	o := NewOptions(restClientGetter, streams)
+// NewCmdStatus returns the "status" command. f is the Factory of the
+// root command's kubeconfig flags.
+func NewCmdStatus(f kube.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+	return newCmdStatus(NewOptions(f, streams))
+}
+
+// newCmdStatus returns the "status" command of o (tests set its clock).
+func newCmdStatus(o *Options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "status [--context C | --contexts A,B,...] [-w] [--events] [-o json|yaml]",
 		Short:   "Show the group of clusters and the sync rules as a cluster's controller sees them",

@@ -13,12 +13,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -306,18 +303,8 @@ const healthBound = 3*300*time.Millisecond + 10*time.Second
 // and heals it, and checks that the watch printed peer not Ready, then Ready again, each
 // within healthBound, and that cancelling ends the watch cleanly.
 func testWatchCutAndHeal(t *testing.T, kc string, peer *testbed.Cluster) {
-	streams, _, _, errOut := genericiooptions.NewTestIOStreams()
-	out := &plugintest.SyncBuffer{}
-	streams.Out = out
-	root := &cobra.Command{Use: "kubectl-registry", SilenceUsage: true, SilenceErrors: true}
-	flags := genericclioptions.NewConfigFlags(true)
-	flags.AddFlags(root.PersistentFlags())
-	root.AddCommand(NewCmdStatus(flags, streams))
-	root.SetArgs([]string{"status", "--kubeconfig", kc, "--context", "a", "--watch"})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- root.ExecuteContext(ctx) }()
+	run := plugintest.Command{New: []plugintest.NewCmd{NewCmdStatus}}.Start(t, "status", "--kubeconfig", kc, "--context", "a", "--watch")
+	out, errOut := run.Out, run.ErrOut
 
 	// peerRows returns the READY cell of every row of peer printed so far, in order.
 	peerRows := func() []string {
@@ -365,14 +352,8 @@ func testWatchCutAndHeal(t *testing.T, kc string, peer *testbed.Cluster) {
 		t.Errorf("%d views printed after the first, want at least 2 (not Ready, Ready)", n-frames)
 	}
 
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("the watch ended with %v, want nil", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the watch did not end within 5s of the cancel")
+	if err := run.Stop(t, 5*time.Second); err != nil {
+		t.Errorf("the watch ended with %v, want nil", err)
 	}
 	if errOut.Len() != 0 {
 		t.Errorf("stderr: %s", errOut.String())

@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
-	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube/kubefake"
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/plugintest"
 )
@@ -93,17 +92,11 @@ func TestValidate(t *testing.T) {
 func TestRunFakeUnreachable(t *testing.T) {
 	f := kubefake.New([]string{"a"})
 	f.Cluster("a").Err = context.DeadlineExceeded
-	streams, _, out, errOut := genericiooptions.NewTestIOStreams()
-	o := NewOptions(nil, streams)
-	o.Factory = f
-	if err := o.Complete(syncDiffCmd(""), nil); err != nil {
-		t.Fatal(err)
+	out, errOut, code := plugintest.Command{New: []plugintest.NewCmd{NewCmdSyncDiff}, Factory: f}.Exit(t, "sync-diff")
+	if code != 2 {
+		t.Errorf("exit code %d, want 2", code)
 	}
-	err := o.Run(context.Background())
-	if code := cmdutil.ExitCode(err); code != 2 {
-		t.Errorf("exit code %d (%v), want 2", code, err)
-	}
-	if !strings.Contains(errOut.String(), "context a") {
+	if !strings.Contains(errOut, "context a") {
 		t.Errorf("stderr does not name the context: %q (stdout %q)", errOut, out)
 	}
 }

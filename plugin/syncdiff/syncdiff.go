@@ -22,7 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/resource"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -142,13 +141,13 @@ type Options struct {
 }
 
 // NewOptions returns Options with the defaults of the flags.
-func NewOptions(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *Options {
-	return &Options{Namespace: v1alpha1.DefaultNamespace, MaxRules: planner.DefaultMaxRules, Factory: kube.NewFactory(restClientGetter), scheme: kube.NewScheme(), IOStreams: streams}
+func NewOptions(f kube.Factory, streams genericiooptions.IOStreams) *Options {
+	return &Options{Namespace: v1alpha1.DefaultNamespace, MaxRules: planner.DefaultMaxRules, Factory: f, scheme: kube.NewScheme(), IOStreams: streams}
 }
 
 // NewCmdSyncDiff returns the "sync-diff" command.
-func NewCmdSyncDiff(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *cobra.Command {
-	o := NewOptions(restClientGetter, streams)
+func NewCmdSyncDiff(f kube.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+	o := NewOptions(f, streams)
 	cmd := &cobra.Command{
 		Use:     "sync-diff [--contexts A,B,C | --context A] [-f RULE_FILE] [RULE...]",
 		Short:   "Preview what the ResourceSyncRules write on each cluster, or show drift",

@@ -4,7 +4,6 @@ import (
 	"context"
 	"testing"
 
-	"github.com/spf13/cobra"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -44,21 +43,7 @@ func TestRunFake(t *testing.T) {
 	run := func(dryRun string) (string, error) {
 		t.Helper()
 		streams, _, out, _ := genericiooptions.NewTestIOStreams()
-		o := NewOptions(nil, streams)
-		o.Factory = f
-		o.Output = "name"
-		cmd := &cobra.Command{}
-		cmdutil.AddDryRunFlag(cmd, "")
-		if err := cmd.Flags().Set("dry-run", dryRun); err != nil {
-			t.Fatal(err)
-		}
-		if err := o.Complete(cmd, nil); err != nil {
-			return "", err
-		}
-		if err := o.Validate(); err != nil {
-			return "", err
-		}
-		err := o.Run(context.Background())
+		err := plugintest.RunVerb(t, NewCmdUninstall(f, streams), "-o", "name", "--dry-run="+dryRun)
 		return out.String(), err
 	}
 	exists := func() bool {

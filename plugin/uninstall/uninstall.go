@@ -22,7 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -120,20 +119,20 @@ type Options struct {
 }
 
 // NewOptions returns Options with the defaults of the flags.
-func NewOptions(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *Options {
+func NewOptions(f kube.Factory, streams genericiooptions.IOStreams) *Options {
 	return &Options{
 		Namespace: v1alpha1.DefaultNamespace,
 		DryRun:    cmdutil.DryRunNone,
 		Timeout:   DefaultTimeout,
-		Factory:   kube.NewFactory(restClientGetter),
+		Factory:   f,
 		IOStreams: streams,
 	}
 }
 
-// NewCmdUninstall returns the "uninstall" command. restClientGetter is the root command's
-// kubeconfig flags.
-func NewCmdUninstall(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *cobra.Command {
-	o := NewOptions(restClientGetter, streams)
+// NewCmdUninstall returns the "uninstall" command. f is the Factory of the
+// root command's kubeconfig flags.
+func NewCmdUninstall(f kube.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+	o := NewOptions(f, streams)
 	cmd := &cobra.Command{
 		Use:                   "uninstall [--delete-crds] [--dry-run=client] [--wait]",
 		DisableFlagsInUseLine: true,

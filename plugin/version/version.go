@@ -12,7 +12,6 @@ import (
 	"k8s.io/kubectl/pkg/util/templates"
 
 	"github.com/spf13/cobra"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/yaml"
 
@@ -67,18 +66,16 @@ type Options struct {
 	genericiooptions.IOStreams
 }
 
-// NewOptions returns Options that write to streams and read the contexts of getter.
-func NewOptions(getter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *Options {
-	o := &Options{IOStreams: streams}
-	if getter != nil {
-		o.Factory = kube.NewFactory(getter)
-	}
-	return o
+// NewOptions returns Options that write to streams and resolve the contexts of
+// --contexts through f (nil when the controllers' versions are never asked for).
+func NewOptions(f kube.Factory, streams genericiooptions.IOStreams) *Options {
+	return &Options{Factory: f, IOStreams: streams}
 }
 
-// NewCmdVersion returns the "version" command.
-func NewCmdVersion(getter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *cobra.Command {
-	o := NewOptions(getter, streams)
+// NewCmdVersion returns the "version" command. f is the Factory of the root command's
+// kubeconfig flags.
+func NewCmdVersion(f kube.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+	o := NewOptions(f, streams)
 	cmd := &cobra.Command{
 		Use:                   "version [--contexts A,B,...] [-o json|yaml]",
 		DisableFlagsInUseLine: true,

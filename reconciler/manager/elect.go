@@ -57,7 +57,9 @@ func runElected(ctx context.Context, cfg *rest.Config, opts Options, apiServerVe
 	go func() { probesDone <- probes.Start(probesCtx) }()
 	defer func() {
 		stopProbes()
-		<-probesDone
+		if err := <-probesDone; err != nil {
+			logger.Error(err, "stopping the probes and metrics")
+		}
 	}()
 
 	for term := 1; ; term++ {

@@ -427,7 +427,7 @@ func logTail(path string) string {
 	if err != nil {
 		return ""
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only: a failed close loses nothing
 	fi, err := f.Stat()
 	if err != nil || fi.Size() == 0 {
 		return ""

@@ -17,7 +17,6 @@ import (
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube"
@@ -45,23 +44,18 @@ func featuresResource() schema.GroupVersionResource {
 }
 
 // ClusterNames completes the name of a Cluster CR of the current context.
-func ClusterNames(getter genericclioptions.RESTClientGetter) cobra.CompletionFunc {
-	return Names(getter, clustersResource(), false)
+func ClusterNames(factory kube.Factory) cobra.CompletionFunc {
+	return Names(factory, clustersResource(), false)
 }
 
 // RuleNames completes the names of ResourceSyncRules, leaving out those already given
 // as arguments.
-func RuleNames(getter genericclioptions.RESTClientGetter) cobra.CompletionFunc {
-	return Names(getter, rulesResource(), true)
+func RuleNames(factory kube.Factory) cobra.CompletionFunc {
+	return Names(factory, rulesResource(), true)
 }
 
 // Collections are the resource arguments of get that stand for several kinds.
 func Collections() []string { return []string{"workloads"} }
-
-// rawConfig returns the merged kubeconfig the root's flags point at.
-func rawConfig(getter genericclioptions.RESTClientGetter) (clientcmdapi.Config, error) {
-	return getter.ToRawKubeConfigLoader().RawConfig()
-}
 
 // filter keeps the candidates that start with prefix and are not in skip, sorted and
 // without duplicates.
@@ -86,23 +80,23 @@ func keys[V any](m map[string]V) []string {
 }
 
 // Contexts completes one kubeconfig context name (--context, --peer-context).
-func Contexts(getter genericclioptions.RESTClientGetter) cobra.CompletionFunc {
-	return fromKubeconfig(getter, func(c clientcmdapi.Config) []string { return keys(c.Contexts) })
+func Contexts(factory kube.Factory) cobra.CompletionFunc {
+	return fromKubeconfig(factory, func(c clientcmdapi.Config) []string { return keys(c.Contexts) })
 }
 
 // KubeconfigClusters completes a kubeconfig cluster name (--cluster).
-func KubeconfigClusters(getter genericclioptions.RESTClientGetter) cobra.CompletionFunc {
-	return fromKubeconfig(getter, func(c clientcmdapi.Config) []string { return keys(c.Clusters) })
+func KubeconfigClusters(factory kube.Factory) cobra.CompletionFunc {
+	return fromKubeconfig(factory, func(c clientcmdapi.Config) []string { return keys(c.Clusters) })
 }
 
 // KubeconfigUsers completes a kubeconfig user name (--user).
-func KubeconfigUsers(getter genericclioptions.RESTClientGetter) cobra.CompletionFunc {
-	return fromKubeconfig(getter, func(c clientcmdapi.Config) []string { return keys(c.AuthInfos) })
+func KubeconfigUsers(factory kube.Factory) cobra.CompletionFunc {
+	return fromKubeconfig(factory, func(c clientcmdapi.Config) []string { return keys(c.AuthInfos) })
 }
 
-func fromKubeconfig(getter genericclioptions.RESTClientGetter, names func(clientcmdapi.Config) []string) cobra.CompletionFunc {
+func fromKubeconfig(factory kube.Factory, names func(clientcmdapi.Config) []string) cobra.CompletionFunc {
 	return func(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
-		raw, err := rawConfig(getter)
+		raw, err := factory.RawConfig()
 		if err != nil {
 			return nil, noFile
 		}
@@ -112,8 +106,8 @@ func fromKubeconfig(getter genericclioptions.RESTClientGetter, names func(client
 
 // ContextList completes the last element of a comma-separated list of contexts
 // (--contexts a,b,<TAB>), leaving out those already listed.
-func ContextList(getter genericclioptions.RESTClientGetter) cobra.CompletionFunc {
-	return List(Contexts(getter))
+func ContextList(factory kube.Factory) cobra.CompletionFunc {
+	return List(Contexts(factory))
 }
 
 // List turns a completion of one value into a completion of the last element of a
@@ -140,8 +134,8 @@ func List(one cobra.CompletionFunc) cobra.CompletionFunc {
 // clients returns the Factory and the target completions use: the first context of the
 // command's --contexts when set, else the one of the root's flags (--context, or the
 // current context); with options that bound each request by Timeout and drop warnings.
-func clients(cmd *cobra.Command, getter genericclioptions.RESTClientGetter) (kube.Factory, kube.Target, kube.ClientOptions, error) {
-	f := kube.NewFactory(getter)
+func clients(cmd *cobra.Command, factory kube.Factory) (kube.Factory, kube.Target, kube.ClientOptions, error) {
+	f := factory
 	opts := kube.ClientOptions{Verb: "completion", Timeout: Timeout, Warnings: io.Discard}
 	contexts, _ := cmd.Flags().GetStringSlice("contexts")
 	if fl := cmd.Flags().Lookup("contexts"); fl != nil && fl.Changed && len(contexts) > 0 && contexts[0] != "" {
@@ -157,8 +151,8 @@ func clients(cmd *cobra.Command, getter genericclioptions.RESTClientGetter) (kub
 
 // ListNames lists the names of the objects of a cluster-scoped resource of the registry
 // through the clients of cmd (see clients), within Timeout.
-func ListNames(ctx context.Context, cmd *cobra.Command, getter genericclioptions.RESTClientGetter, gvr schema.GroupVersionResource) ([]string, error) {
-	f, t, opts, err := clients(cmd, getter)
+func ListNames(ctx context.Context, cmd *cobra.Command, factory kube.Factory, gvr schema.GroupVersionResource) ([]string, error) {
+	f, t, opts, err := clients(cmd, factory)
 	if err != nil {
 		return nil, err
 	}
@@ -190,9 +184,9 @@ func commandContext(cmd *cobra.Command) context.Context {
 // Names completes the name of an object of a registry resource (Cluster, rule,
 // feature) read from the API server; skipArgs leaves out the names already given as
 // arguments.
-func Names(getter genericclioptions.RESTClientGetter, gvr schema.GroupVersionResource, skipArgs bool) cobra.CompletionFunc {
+func Names(factory kube.Factory, gvr schema.GroupVersionResource, skipArgs bool) cobra.CompletionFunc {
 	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
-		names, err := ListNames(commandContext(cmd), cmd, getter, gvr)
+		names, err := ListNames(commandContext(cmd), cmd, factory, gvr)
 		if err != nil {
 			return nil, noFile
 		}
@@ -226,7 +220,7 @@ func editTypes() map[string]schema.GroupVersionResource {
 
 // EditArgs completes "edit TYPE NAME" and "edit TYPE/NAME": the TYPE (rsr, cf, ...),
 // then the names of the rules or features.
-func EditArgs(getter genericclioptions.RESTClientGetter) cobra.CompletionFunc {
+func EditArgs(factory kube.Factory) cobra.CompletionFunc {
 	types := editTypes()
 	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
 		switch {
@@ -236,7 +230,7 @@ func EditArgs(getter genericclioptions.RESTClientGetter) cobra.CompletionFunc {
 			if !ok {
 				return nil, noFile
 			}
-			names, directive := Names(getter, gvr, false)(cmd, args, name)
+			names, directive := Names(factory, gvr, false)(cmd, args, name)
 			for i := range names {
 				names[i] = typ + "/" + names[i]
 			}
@@ -248,7 +242,7 @@ func EditArgs(getter genericclioptions.RESTClientGetter) cobra.CompletionFunc {
 			if !ok {
 				return nil, noFile
 			}
-			return Names(getter, gvr, false)(cmd, args, toComplete)
+			return Names(factory, gvr, false)(cmd, args, toComplete)
 		}
 		return nil, noFile
 	}
@@ -257,9 +251,9 @@ func EditArgs(getter genericclioptions.RESTClientGetter) cobra.CompletionFunc {
 // Kinds completes the RESOURCE argument of get: the resources the API server serves
 // that can be listed (plural, or plural.group outside the core group), and the
 // collections; a comma-separated list completes its last element.
-func Kinds(getter genericclioptions.RESTClientGetter) cobra.CompletionFunc {
+func Kinds(factory kube.Factory) cobra.CompletionFunc {
 	one := func(cmd *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
-		names, err := ResourceNames(commandContext(cmd), cmd, getter)
+		names, err := ResourceNames(commandContext(cmd), cmd, factory)
 		if err != nil {
 			return nil, noFile
 		}
@@ -270,8 +264,8 @@ func Kinds(getter genericclioptions.RESTClientGetter) cobra.CompletionFunc {
 
 // ResourceNames lists, through discovery within Timeout, the resources that can be
 // listed: "configmaps", "deployments.apps".
-func ResourceNames(ctx context.Context, cmd *cobra.Command, getter genericclioptions.RESTClientGetter) ([]string, error) {
-	f, t, opts, err := clients(cmd, getter)
+func ResourceNames(ctx context.Context, cmd *cobra.Command, factory kube.Factory) ([]string, error) {
+	f, t, opts, err := clients(cmd, factory)
 	if err != nil {
 		return nil, err
 	}

@@ -13,8 +13,6 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/rest"
-
-	"github.com/kubectl-registry/kubectl-registry/plugin/internal/plugintest"
 )
 
 const kubeconfig = `apiVersion: v1
@@ -78,7 +76,7 @@ func TestTargets(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			cmd, f := newRoot(t, append([]string{"--kubeconfig", path}, tt.args...)...)
 			got, err := f.Targets(cmd, tt.contexts)
-			if !plugintest.WantErr(t, err, tt.wantErr) {
+			if !wantErr(t, err, tt.wantErr) {
 				return
 			}
 			var gotT []target
@@ -125,4 +123,20 @@ func TestConfigure(t *testing.T) {
 	if got := Configure(base, ClientOptions{Watch: true, Timeout: time.Second, Warnings: io.Discard}); got.Timeout != 0 || got.WarningHandler != (rest.NoWarnings{}) {
 		t.Errorf("watch client: timeout %s, warnings %T", got.Timeout, got.WarningHandler)
 	}
+}
+
+// wantErr is plugintest.WantErr, which imports this package: it checks that err holds
+// want (no error when want is empty) and reports whether the test goes on.
+func wantErr(t testing.TB, err error, want string) bool {
+	t.Helper()
+	if want != "" {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("err = %v, want %q", err, want)
+		}
+		return false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return true
 }

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"regexp"
 	"strings"
 	"sync"
@@ -17,18 +18,22 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube"
 )
 
 // DefaultTimeout bounds a run when Command.Timeout is zero.
 const DefaultTimeout = time.Minute
 
 // NewCmd is the constructor of a verb, like apply.NewCmdApply.
-type NewCmd func(genericclioptions.RESTClientGetter, genericiooptions.IOStreams) *cobra.Command
+type NewCmd func(kube.Factory, genericiooptions.IOStreams) *cobra.Command
 
 // Command is how a test runs "kubectl registry <args>".
 type Command struct {
 	// New are the verbs the root command gets.
 	New []NewCmd
+	// Factory, when set, is the Factory the verbs get (a kubefake.Factory); else they
+	// get the Factory of the root's kubeconfig flags, as in plugin/root.go.
+	Factory kube.Factory
 	// Stdin is what the command reads from its standard input.
 	Stdin string
 	// Timeout bounds the run's context; zero means DefaultTimeout.
@@ -48,15 +53,8 @@ func Run(t testing.TB, newCmd NewCmd, args ...string) (stdout, stderr string, er
 // and its error.
 func (c Command) Run(t testing.TB, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
-	streams, in, out, errOut := genericiooptions.NewTestIOStreams()
-	in.WriteString(c.Stdin)
-	root, configFlags := newRoot()
-	root.SetOut(out)
-	root.SetErr(errOut)
-	for _, newCmd := range c.New {
-		root.AddCommand(newCmd(configFlags, streams))
-	}
-	root.SetArgs(args)
+	out, errOut := &bytes.Buffer{}, &bytes.Buffer{}
+	root := c.root(out, errOut, args)
 	timeout := c.Timeout
 	if timeout == 0 {
 		timeout = DefaultTimeout
@@ -66,6 +64,60 @@ func (c Command) Run(t testing.TB, args ...string) (stdout, stderr string, err e
 	err = root.ExecuteContext(ctx)
 	t.Logf("%s\nstdout:\n%sstderr:\n%serr: %v", strings.Join(args, " "), Redact(out.String()), Redact(errOut.String()), err)
 	return out.String(), errOut.String(), err
+}
+
+// root returns the root command that runs args with the verbs of c, writing to out and
+// errOut.
+func (c Command) root(out, errOut io.Writer, args []string) *cobra.Command {
+	streams := genericiooptions.IOStreams{In: strings.NewReader(c.Stdin), Out: out, ErrOut: errOut}
+	root, configFlags := newRoot()
+	root.SetOut(out)
+	root.SetErr(errOut)
+	f := c.Factory
+	if f == nil {
+		f = kube.NewFactory(configFlags)
+	}
+	for _, newCmd := range c.New {
+		root.AddCommand(newCmd(f, streams))
+	}
+	root.SetArgs(args)
+	return root
+}
+
+// Running is a command that Command.Start started: a --watch.
+type Running struct {
+	// Out and ErrOut are what the command printed so far on stdout and stderr.
+	Out, ErrOut *SyncBuffer
+
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// Start runs "kubectl registry <args>" like Run, in the background and until Stop, with
+// output that can be read while it runs.
+func (c Command) Start(t testing.TB, args ...string) *Running {
+	t.Helper()
+	r := &Running{Out: &SyncBuffer{}, ErrOut: &SyncBuffer{}, done: make(chan error, 1)}
+	root := c.root(r.Out, r.ErrOut, args)
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	go func() { r.done <- root.ExecuteContext(ctx) }()
+	t.Cleanup(cancel)
+	return r
+}
+
+// Stop cancels the command and returns its error; it fails the test when the command
+// does not end within within.
+func (r *Running) Stop(t testing.TB, within time.Duration) error {
+	t.Helper()
+	r.cancel()
+	select {
+	case err := <-r.done:
+		return err
+	case <-time.After(within):
+		t.Fatalf("the command did not end within %s of the cancel", within)
+		return nil
+	}
 }
 
 // newRoot returns a root command built like plugin/root.go: its errors are returned,
@@ -164,6 +216,13 @@ func (s *SyncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(p)
+}
+
+// Len returns how many bytes were written so far.
+func (s *SyncBuffer) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Len()
 }
 
 // String returns what was written so far.

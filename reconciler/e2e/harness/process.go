@@ -21,7 +21,8 @@ func (c *Controller) Kill(t *testing.T) {
 	c.stopped = true
 	_ = c.cmd.Process.Kill()
 	select {
-	case <-c.done:
+	case err := <-c.done:
+		t.Logf("controller of %s killed: %v", c.name, err)
 	case <-time.After(20 * time.Second):
 		t.Errorf("controller of %s did not exit within 20s of SIGKILL", c.name)
 	}

@@ -385,13 +385,11 @@ func copyLegacyCredential(t *testing.T, seedCl client.Client, n string, kubeconf
 		t.Fatal(err)
 	}
 	ref := c.Spec.AuthInfo.SecretRef
-	var s corev1.Secret
-	if err := seedCl.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &s); err != nil {
-		t.Fatalf("the Secret %s/%s the seed's member reads %s with: %v", ref.Namespace, ref.Name, n, err)
-	}
-	s.Data = map[string][]byte{v1alpha1.KubeconfigKey: kubeconfig}
-	if err := seedCl.Update(ctx, &s); err != nil {
-		t.Fatalf("copying %s's legacy credential to the seed's member: %v", n, err)
+	// The Secret is a copy the seed's controller syncs (and ours may write): an update
+	// retries on conflict.
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ref.Namespace, Name: ref.Name}}
+	if err := harness.Update(ctx, seedCl, s, func() { s.Data = map[string][]byte{v1alpha1.KubeconfigKey: kubeconfig} }); err != nil {
+		t.Fatalf("copying %s's legacy credential to the seed's member (the Secret %s/%s it reads %s with): %v", n, ref.Namespace, ref.Name, n, err)
 	}
 }
 

@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kubectl-registry/kubectl-registry/reconciler/e2e/harness"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/testbed"
 )
 
@@ -326,14 +327,12 @@ func replaceCRDs(t *testing.T, cl client.Client, paths []string) {
 		if err := yaml.Unmarshal(b, &want); err != nil {
 			t.Fatalf("decoding %s: %v", path, err)
 		}
-		var have apiextensionsv1.CustomResourceDefinition
-		err = cl.Get(ctx, client.ObjectKey{Name: want.Name}, &have)
-		switch {
-		case apierrors.IsNotFound(err):
+		// The API server's CRD controllers write the status (Established, NamesAccepted)
+		// of a CRD just created or changed: an update retries on conflict.
+		have := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: want.Name}}
+		err = harness.Update(ctx, cl, have, func() { have.Spec = want.Spec })
+		if apierrors.IsNotFound(err) {
 			err = cl.Create(ctx, &want)
-		case err == nil:
-			have.Spec = want.Spec
-			err = cl.Update(ctx, &have)
 		}
 		if err != nil {
 			t.Fatalf("installing the CRD %s: %v", want.Name, err)
