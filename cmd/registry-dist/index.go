@@ -48,7 +48,7 @@ func checkBinary(path, arch string) error {
 	if err != nil {
 		return fmt.Errorf("%s is not a linux executable: %w", path, err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only: nothing to flush
 	if f.Machine != want {
 		return fmt.Errorf("%s is built for %s, not for %s (%s): build it with GOOS=linux GOARCH=%s", path, f.Machine, arch, want, arch)
 	}
@@ -276,7 +276,7 @@ func extractFile(img v1.Image, name, path string) error {
 			return err
 		}
 		if _, err := io.Copy(f, tr); err != nil {
-			f.Close()
+			_ = f.Close() // the copy's error is the one to report
 			return err
 		}
 		return f.Close()
