@@ -141,6 +141,7 @@ type Result struct {
 var notCopied = []string{
 	v1alpha1.ClusterDisabledAnnotation,
 	v1alpha1.LegacyPeerAnnotation,
+	v1alpha1.PinnedServerAnnotation,
 	corev1.LastAppliedConfigAnnotation,
 }
 
@@ -379,7 +380,7 @@ func Plan(in Input) Result {
 		src := chosen[name]
 		x := src.cluster.Spec.ClusterID
 		from := src.view.Name
-		if w, conflict := planCluster(localClusters[name], &src.cluster, x, in.LocalID, src.relayOnly); conflict != "" {
+		if w, conflict := planCluster(localClusters[name], &src.cluster, advertisedServer(src.view, &src.cluster, in.Namespace), x, in.LocalID, src.relayOnly); conflict != "" {
 			res.Conflicts = append(res.Conflicts, conflict)
 			continue
 		} else if w != nil {
