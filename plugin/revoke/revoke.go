@@ -250,6 +250,14 @@ func (o *Options) Run(ctx context.Context) error {
 			secret: types.NamespacedName{Namespace: o.Namespace, Name: v1alpha1.IssuedReaderSecretName(peer.Spec.ClusterID)},
 			what:   fmt.Sprintf("%s issued %s a new credential", m.Own.Name, peer.Name),
 		})
+	case departed:
+		// Revoked when the departure reached this member: nothing left of it to revoke
+		// or to wait for.
+		fmt.Fprintf(o.ErrOut, "%s has left the group (its departure is in force on %s): its reader on %s was revoked already, and %s issues it no new credential\n",
+			peer.Name, m.Name, m.Name, m.Own.Name)
+		if o.KeepShared {
+			return nil
+		}
 	default:
 		if o.KeepShared {
 			return fmt.Errorf("no reader of %s on %s to revoke: %s has not issued %s a reader yet (no ServiceAccount %s/%s; see \"kubectl registry status --context %s\"), and --keep-shared keeps the shared one: nothing was revoked",

@@ -263,6 +263,8 @@ func SetupRegistry(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		Recorder:  recorder,
 		Addresses: kubeconfig.AddressPolicy{AllowLoopback: ro.AllowLoopbackPeers},
 		Conflicts: relayConflicts,
+		// Opens the departure notice tokens the members issued this cluster.
+		Keys: keys,
 	}
 	if err := member.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up membership sync: %w", err)
