@@ -85,7 +85,10 @@ const (
 // ContextTimeout bounds the reading of one context.
 const ContextTimeout = 10 * time.Second
 
-func outputFormats() []string { return []string{"json", "yaml"} }
+func outputFormats() []string { return []string{"json", "yaml", "wide"} }
+
+// document reports whether the output is a JSON or YAML document (not a table).
+func (o *Options) document() bool { return o.Output == "json" || o.Output == "yaml" }
 
 // Options holds the flags and the state of "kubectl registry status".
 type Options struct {
@@ -155,7 +158,7 @@ func NewCmdStatus(restClientGetter genericclioptions.RESTClientGetter, streams g
 // AddFlags adds the flags of status to cmd.
 func (o *Options) AddFlags(cmd *cobra.Command) {
 	fs := cmd.Flags()
-	fs.StringVarP(&o.Output, "output", "o", o.Output, "Output format: one of ("+strings.Join(outputFormats(), ", ")+"). Tables when empty.")
+	fs.StringVarP(&o.Output, "output", "o", o.Output, "Output format: one of ("+strings.Join(outputFormats(), ", ")+"). Tables when empty; wide adds each cluster's key and credential states (the reasons of its ReaderKeyReady, ReaderCredentialReady and RelaysAgree conditions).")
 	fs.StringSliceVar(&o.Contexts, "contexts", o.Contexts, "Kubeconfig contexts to compare, comma-separated: each one's view of the group side by side.")
 	fs.BoolVarP(&o.Watch, "watch", "w", o.Watch, "After printing, watch the Clusters and ResourceSyncRules and print again on every change (Ctrl-C ends).")
 	fs.BoolVar(&o.Events, "events", o.Events, "Also show the last warning events of the registry's objects of each cluster, newest first.")
@@ -219,10 +222,10 @@ func (o *Options) runOnce(ctx context.Context, out, errOut io.Writer) error {
 		if err != nil {
 			return err
 		}
-		if o.Output != "" {
+		if o.document() {
 			return printDocument(out, o.Output, v)
 		}
-		if err := printView(out, v, o.Now()); err != nil {
+		if err := printView(out, v, o.Now(), o.Output == "wide"); err != nil {
 			return err
 		}
 		if o.Events {
@@ -254,7 +257,7 @@ func (o *Options) runMulti(ctx context.Context, out, errOut io.Writer) error {
 		}
 	}
 	var perr error
-	if o.Output != "" {
+	if o.document() {
 		doc := MultiView{Contexts: make([]ContextView, len(o.targets))}
 		for i, t := range o.targets {
 			doc.Contexts[i] = ContextView{View: views[i]}

@@ -232,7 +232,12 @@ func SetupRegistry(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		return fmt.Errorf("building a discovery client: %w", err)
 	}
 	relayConflicts := membership.NewRelayConflicts()
+	clusterMetrics, err := clusters.NewMetrics(metrics.Registry)
+	if err != nil {
+		return fmt.Errorf("registering the Cluster metrics: %w", err)
+	}
 	status := &clusters.Reconciler{
+		Metrics:   clusterMetrics,
 		Client:    mgr.GetClient(),
 		Identity:  identity,
 		Peers:     pm,
