@@ -48,7 +48,9 @@ const (
 		Every member issues each peer a reader ServiceAccount of its own, named
 		cluster-registry-reader-ID (ID: the peer's clusterID) in the readers namespace
 		(cluster-registry-readers). revoke deletes the one of CLUSTER, so that the API
-		server of --context rejects every token of it within seconds, and, unless
+		server of --context rejects every new request with a token of it within seconds (a
+		watch opened before keeps streaming until the API server ends it, 30 to 60 minutes
+		with its default --min-request-timeout: revocation closes no open stream), and, unless
 		--keep-shared, the member's shared reader ServiceAccount cluster-registry-reader of
 		the registry namespace, whose token any reader token could read. The controller of
 		--context recreates both and issues new tokens: CLUSTER gets a new credential,
