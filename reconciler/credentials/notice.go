@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -53,19 +54,12 @@ func NewNoticeName() (string, error) {
 }
 
 func validNoticeName(name string) bool {
-	h, ok := cutPrefix(name, v1alpha1.DepartureNoticePrefix)
+	h, ok := strings.CutPrefix(name, v1alpha1.DepartureNoticePrefix)
 	if !ok || len(h) != 2*noticeNameBytes {
 		return false
 	}
 	_, err := hex.DecodeString(h)
 	return err == nil
-}
-
-func cutPrefix(s, prefix string) (string, bool) {
-	if len(s) < len(prefix) || s[:len(prefix)] != prefix {
-		return "", false
-	}
-	return s[len(prefix):], true
 }
 
 // NoticeRules are the rules of the Role v1alpha1.NoticeName: get, by name, of the

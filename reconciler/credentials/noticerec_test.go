@@ -126,4 +126,3 @@ func TestReconcileNotices(t *testing.T) {
 		t.Errorf("notice Role lists %v once no notice is left", got)
 	}
 }
-
