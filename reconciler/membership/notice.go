@@ -2,6 +2,9 @@ package membership
 
 import (
 	"context"
+	"maps"
+	"slices"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -10,6 +13,7 @@ import (
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials/seal"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/peers"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/planner/members"
@@ -44,8 +48,9 @@ func (r *Reconciler) readNotices(ctx context.Context, clusters []v1alpha1.Cluste
 	}
 	log := logf.FromContext(ctx)
 	now := r.now()
-	var out []members.View
 	pending := map[types.UID]noticeRead{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
 	for i := range clusters {
 		c := &clusters[i]
 		x := c.Spec.ClusterID
@@ -66,50 +71,70 @@ func (r *Reconciler) readNotices(ctx context.Context, clusters []v1alpha1.Cluste
 		r.mu.Unlock()
 		if seen && now.Sub(last.at) < noticeEvery {
 			pending[x] = last
-			if last.view != nil {
-				out = append(out, *last.view)
-			}
 			continue
 		}
-		got := noticeRead{at: now}
-		pin, ok := kubeconfig.Read(pinnedSecret.Data[v1alpha1.KubeconfigKey])
-		raw, err := key.Open(x, r.Identity.ID, received.Data[v1alpha1.SealedNoticeKey])
-		var notice credentials.Notice
-		if err == nil {
-			notice, err = credentials.ParseNotice(raw)
+		// Each member is read on its own: one that does not answer holds up no other.
+		wg.Go(func() {
+			got := r.readNotice(ctx, c, key, received, pinnedSecret, read)
+			got.at = now
+			mu.Lock()
+			pending[x] = got
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	var out []members.View
+	for _, x := range slices.Sorted(maps.Keys(pending)) {
+		if v := pending[x].view; v != nil {
+			out = append(out, *v)
+			log.V(1).Info("departure notice counted as the member's record", "cluster", v.Name)
 		}
-		switch {
-		case !ok || pin.Server == "":
-			log.V(1).Info("departure notice not read: no server pinned for the member", "cluster", c.Name)
-		case err != nil:
-			log.Info("departure notice not read: its credential does not open", "cluster", c.Name, "error", err.Error())
-		default:
-			rctx, cancel := context.WithTimeout(ctx, noticeTimeout)
-			cm, err := read(rctx, pin.Server, pin.CAData, notice.Token, r.Addresses, v1alpha1.ReadersNamespace(r.Namespace), notice.Name)
-			cancel()
-			switch {
-			case apierrors.IsNotFound(err) || apierrors.IsForbidden(err):
-				log.V(1).Info("no departure notice of this cluster on the member", "cluster", c.Name)
-			case err != nil:
-				_, class := peers.Classify(err)
-				log.V(1).Info("departure notice not read", "cluster", c.Name, "class", class, "error", err.Error())
-			default:
-				v, err := members.NoticeView(c.Name, x, r.Identity.ID, cm)
-				if err != nil {
-					log.Info("departure notice refused", "cluster", c.Name, "error", err.Error())
-					break
-				}
-				log.Info("departure notice read: the member records this cluster's departure", "cluster", c.Name, "record", cm.Data[v1alpha1.DepartureKey])
-				got.view = &v
-				out = append(out, v)
-			}
-		}
-		pending[x] = got
 	}
 	r.mu.Lock()
 	r.notices = pending
 	r.mu.Unlock()
 	return out
+}
+
+// readNotice reads the departure notice member c keeps of this cluster, with the notice
+// credential in received (sealed to key) and the server and CA of pinnedSecret.
+func (r *Reconciler) readNotice(ctx context.Context, c *v1alpha1.Cluster, key *seal.Key, received, pinnedSecret *corev1.Secret,
+	read func(ctx context.Context, server string, ca []byte, token string, addresses kubeconfig.AddressPolicy, namespace, name string) (*corev1.ConfigMap, error)) noticeRead {
+	log := logf.FromContext(ctx)
+	x := c.Spec.ClusterID
+	pin, ok := kubeconfig.Read(pinnedSecret.Data[v1alpha1.KubeconfigKey])
+	raw, err := key.Open(x, r.Identity.ID, received.Data[v1alpha1.SealedNoticeKey])
+	var notice credentials.Notice
+	if err == nil {
+		notice, err = credentials.ParseNotice(raw)
+	}
+	switch {
+	case !ok || pin.Server == "":
+		log.V(1).Info("departure notice not read: no server pinned for the member", "cluster", c.Name)
+		return noticeRead{}
+	case err != nil:
+		log.Info("departure notice not read: its credential does not open", "cluster", c.Name, "error", err.Error())
+		return noticeRead{}
+	}
+	rctx, cancel := context.WithTimeout(ctx, noticeTimeout)
+	defer cancel()
+	cm, err := read(rctx, pin.Server, pin.CAData, notice.Token, r.Addresses, v1alpha1.ReadersNamespace(r.Namespace), notice.Name)
+	switch {
+	case apierrors.IsNotFound(err) || apierrors.IsForbidden(err):
+		log.V(1).Info("no departure notice of this cluster on the member", "cluster", c.Name)
+		return noticeRead{}
+	case err != nil:
+		_, class := peers.Classify(err)
+		log.V(1).Info("departure notice not read", "cluster", c.Name, "class", class, "error", err.Error())
+		return noticeRead{}
+	}
+	v, err := members.NoticeView(c.Name, x, r.Identity.ID, cm)
+	if err != nil {
+		log.Info("departure notice refused", "cluster", c.Name, "error", err.Error())
+		return noticeRead{}
+	}
+	log.Info("departure notice read: the member records this cluster's departure", "cluster", c.Name, "record", cm.Data[v1alpha1.DepartureKey])
+	return noticeRead{view: &v}
 }
 
 // noticesPending reports whether a member's notice was read (or tried) at the last
