@@ -48,8 +48,16 @@ const (
 		syncing / selected peers), SYNCED (objects), CONFLICTS and MESSAGE (the Ready
 		condition's message when False, else the Conflict's or the Degraded's when True).
 
+		-o wide adds to the clusters' table the key and credential states, the reasons of
+		each Cluster's conditions: KEY (ReaderKeyReady: this cluster's key pair on the local
+		Cluster, the key a peer advertises on a peer's), CREDENTIAL (ReaderCredentialReady:
+		IssuedCredential, or BootstrapCredential when the peer is read with its shared reader
+		token only) and RELAYS (RelaysAgree, on the local Cluster: ConflictingRelays when the
+		members relay a cluster differently).
+
 		-o json|yaml prints the same as a document {context, clusters: [...], rules: [...]}
-		with full messages and timestamps instead of ages.
+		with full messages and timestamps instead of ages (and the three conditions as
+		readerKey, readerCredential and relays).
 
 		--events adds the last warning events of the registry's objects (Clusters,
 		ClusterFeatures, ResourceSyncRules) of each cluster read, newest first, at most
@@ -92,7 +100,7 @@ func (o *Options) document() bool { return o.Output == "json" || o.Output == "ya
 
 // Options holds the flags and the state of "kubectl registry status".
 type Options struct {
-	// Output is "" (tables), "json" or "yaml".
+	// Output is "" or "wide" (tables), "json" or "yaml".
 	Output string
 	// Contexts, when set, are the contexts to compare (--contexts).
 	Contexts []string
@@ -136,7 +144,7 @@ func NewOptions(restClientGetter genericclioptions.RESTClientGetter, streams gen
 func NewCmdStatus(restClientGetter genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *cobra.Command {
 	o := NewOptions(restClientGetter, streams)
 	cmd := &cobra.Command{
-		Use:     "status [--context C | --contexts A,B,...] [-w] [--events] [-o json|yaml]",
+		Use:     "status [--context C | --contexts A,B,...] [-w] [--events] [-o json|yaml|wide]",
 		Short:   "Show the group of clusters and the sync rules as a cluster's controller sees them",
 		Long:    templates.LongDesc(statusLong),
 		Example: templates.Examples(statusExample),
