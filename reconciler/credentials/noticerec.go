@@ -72,6 +72,8 @@ func (r *Reconciler) ensureNoticeName(ctx context.Context, sa *corev1.ServiceAcc
 	}
 	sa.Annotations[v1alpha1.DepartureNoticeAnnotation] = name
 	if err := r.Client.Patch(ctx, sa, client.MergeFrom(base), client.FieldOwner(v1alpha1.FieldManager)); err != nil {
+		// Not named: no notice token is issued with a name the ServiceAccount does not keep.
+		sa.Annotations = base.Annotations
 		return apiError("naming the departure notice of "+sa.Namespace+"/"+sa.Name, err)
 	}
 	return nil

@@ -167,7 +167,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 				errs = append(errs, r.deleteLegacy(ctx, id))
 			}
 		}
-		return reconcile.Result{}, errors.Join(append(errs, r.ensureBootstrapRole(ctx, nil), r.deleteIssued(ctx))...)
+		// The notices this cluster keeps of peers it removed go when their tokens expire.
+		noticeNext, err := r.ensureNotices(ctx, own, sas.Items)
+		res := reconcile.Result{}
+		if !noticeNext.IsZero() {
+			res.RequeueAfter = max(noticeNext.Sub(now), time.Second)
+		}
+		return res, errors.Join(append(errs, err, r.ensureBootstrapRole(ctx, nil), r.deleteIssued(ctx))...)
 	}
 	// The bootstrap credential may get the credentials of the peers that stay or come,
 	// and no longer those of the revoked ones. A failure is retried, and does not stop
