@@ -2,13 +2,16 @@ package syncrules
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -182,5 +185,92 @@ func TestStoppedDuringRemoval(t *testing.T) {
 			}
 			return nil
 		})
+	})
+}
+
+// TestHostileNotice: first's admin is hostile. With first's controller stopped, it makes
+// first unreadable to second (it deletes second's reader and its shared reader on
+// first) and serves second a departure notice of second's own, under the name first's
+// controller sealed to second, listed in the notice Role. second reads it (its log says
+// so), counts it as first's record, one of three, and stays a member: one member's
+// notice removes nobody.
+func TestHostileNotice(t *testing.T) {
+	testbed.SkipIfNoAssets(t)
+	names := []string{"first", "second", "third"}
+	t.Cleanup(func() { clearRecords(t, names) })
+	cl, ctls := harness.FormGroupControllers(t, bed, nil, names...)
+	first, second := cl["first"], cl["second"]
+	ctx := context.Background()
+	ids := map[string]types.UID{}
+	for _, n := range names {
+		id, err := bed.Cluster(n).KubeSystemUID(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[n] = id
+	}
+	var notice credentials.Notice
+	harness.Eventually(t, 60*time.Second, "second holds a notice token of first", func() error {
+		var err error
+		notice, err = receivedNotice(second, ids["second"], ids["first"])
+		return err
+	})
+
+	ctls["first"].Stop(t)
+	readers := v1alpha1.ReadersNamespace(ns)
+	forged := &corev1.ConfigMap{}
+	forged.Namespace, forged.Name = readers, notice.Name
+	forged.Annotations = map[string]string{v1alpha1.PeerClusterIDAnnotation: string(ids["second"])}
+	forged.Data = map[string]string{v1alpha1.DepartureKey: string(ids["second"]) + "@" + time.Now().UTC().Format(time.RFC3339Nano)}
+	if err := first.Create(ctx, forged); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = first.Delete(context.Background(), forged) })
+	role := &rbacv1.Role{}
+	role.Namespace, role.Name = readers, v1alpha1.NoticeName
+	if err := harness.Update(ctx, first, role, func() {
+		role.Rules = []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}, ResourceNames: []string{notice.Name}}}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, sa := range []client.ObjectKey{{Namespace: readers, Name: v1alpha1.ReaderServiceAccountName(ids["second"])}, {Namespace: ns, Name: v1alpha1.ReaderName}} {
+		if err := first.Delete(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: sa.Namespace, Name: sa.Name}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	harness.Eventually(t, 60*time.Second, "second reads first's forged notice", func() error {
+		if !ctls["second"].LogContains("departure notice read") {
+			return errors.New("second's log does not say it read a departure notice yet")
+		}
+		return nil
+	})
+	stays(t, 20*time.Second, "second stays a member", func() error {
+		for _, n := range []string{"first", "third"} {
+			if _, held, err := holdsClusterOf(second, ids[n]); err != nil || !held {
+				return fmt.Errorf("second no longer holds %s (%v)", n, err)
+			}
+		}
+		var own v1alpha1.Cluster
+		if err := second.Get(ctx, client.ObjectKey{Name: "second"}, &own); err != nil {
+			return err
+		}
+		if v := own.Annotations[v1alpha1.LeftClustersAnnotation]; strings.Contains(v, string(ids["second"])) {
+			return fmt.Errorf("second's controller decided it left: %s", v)
+		}
+		return nil
+	})
+
+	// first's controller again: it issues second a new reader and shared token.
+	if err := first.Delete(ctx, forged); err != nil {
+		t.Fatal(err)
+	}
+	ctls["first"] = harness.Serve(t, bed.Cluster("first"))
+	harness.Eventually(t, 120*time.Second, "the group is whole again", func() error {
+		for _, n := range names {
+			if err := harness.Members(cl[n], n, names...); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 }
