@@ -68,6 +68,8 @@ func TestObjectsInApplyOrder(t *testing.T) {
 		"ClusterRole /" + v1alpha1.BootstrapRoleName,
 		"ClusterRoleBinding /" + v1alpha1.BootstrapRoleName,
 		"RoleBinding " + ns + "/" + v1alpha1.BootstrapRoleName,
+		"ServiceAccount " + ns + "/" + v1alpha1.NoticeName,
+		"RoleBinding " + ns + "-readers/" + v1alpha1.NoticeName,
 		"ClusterRole /" + v1alpha1.LegacyReaderRoleName,
 		"ClusterRoleBinding /" + v1alpha1.LegacyReaderRoleName,
 		"ClusterRole /" + v1alpha1.MetricsReaderRoleName,

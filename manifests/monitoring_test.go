@@ -22,6 +22,7 @@ import (
 
 	"github.com/kubectl-registry/kubectl-registry/manifests"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/bootstrap"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/clusters"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/engine"
 	_ "github.com/kubectl-registry/kubectl-registry/reconciler/manager" // the controller's metric registrations (init)
 	"github.com/kubectl-registry/kubectl-registry/reconciler/peers"
@@ -397,6 +398,9 @@ func exportedSeries(t *testing.T) map[string]bool {
 	t.Helper()
 	rec := &recordingRegisterer{Registry: prometheus.NewRegistry()}
 	engine.NewMetrics(rec)
+	if _, err := clusters.NewMetrics(rec); err != nil {
+		t.Fatal(err)
+	}
 	bootstrap.NewMetrics(rec)
 	scheme := runtime.NewScheme()
 	if _, err := peers.NewManager(peers.Options{Scheme: scheme, Namespace: "cluster-registry", LocalID: "local", Registerer: rec}); err != nil {

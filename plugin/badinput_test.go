@@ -157,7 +157,7 @@ func TestBadInput(t *testing.T) {
 			path: []string{"status"},
 			malformed: []badArgs{
 				{"bad bool", []string{"--insecure-skip-tls-verify=maybe"}, []string{`invalid argument "maybe" for "--insecure-skip-tls-verify" flag`}},
-				{"bad output", []string{"-o", "foo"}, []string{`--output must be one of (json, yaml), got "foo"`}},
+				{"bad output", []string{"-o", "foo"}, []string{`--output must be one of (json, yaml, wide), got "foo"`}},
 				{"bad request timeout", []string{"--request-timeout=abc"}, []string{"Invalid timeout value"}},
 			},
 			extra: []badArgs{

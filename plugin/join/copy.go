@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
-	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 	memberplan "github.com/kubectl-registry/kubectl-registry/reconciler/planner/members"
 )
 
@@ -44,6 +43,12 @@ func buildCopies(cluster *v1alpha1.Cluster, secret *corev1.Secret, namespace, se
 		}
 		s.Data[v1alpha1.KubeconfigKey] = rewritten
 		c.Spec.KubernetesAPIEndpoints = rewriteEndpoints(c.Spec.KubernetesAPIEndpoints, old, server)
+		// Pinned: the membership sync of that side keeps the endpoint at server (the
+		// reader Secret's server is pinned in any case) until a join without it.
+		if c.Annotations == nil {
+			c.Annotations = map[string]string{}
+		}
+		c.Annotations[v1alpha1.PinnedServerAnnotation] = server
 	}
 	return copies{Secret: s, Cluster: c}, nil
 }
@@ -82,33 +87,10 @@ func rewriteServer(data []byte, server string) ([]byte, string, error) {
 	return out, old, nil
 }
 
-// rewriteEndpoints returns eps with every endpoint whose address is old (after
-// normalisation) moved to server, keeping its client network and CA bundle. When none
-// matches, the endpoint for any network (empty clientNetwork) is moved, or added.
+// rewriteEndpoints is memberplan.RewriteEndpoints: the rewrite the membership sync keeps
+// while the copy carries v1alpha1.PinnedServerAnnotation.
 func rewriteEndpoints(eps []v1alpha1.KubernetesAPIEndpoint, old, server string) []v1alpha1.KubernetesAPIEndpoint {
-	out := make([]v1alpha1.KubernetesAPIEndpoint, len(eps))
-	for i := range eps {
-		eps[i].DeepCopyInto(&out[i])
-	}
-	matched := false
-	if oldNorm, err := kubeconfig.NormalizeServer(old); err == nil {
-		for i := range out {
-			if addr, err := kubeconfig.NormalizeServer(out[i].ServerAddress); err == nil && addr == oldNorm {
-				out[i].ServerAddress = server
-				matched = true
-			}
-		}
-	}
-	if matched {
-		return out
-	}
-	for i := range out {
-		if out[i].ClientNetwork == "" {
-			out[i].ServerAddress = server
-			return out
-		}
-	}
-	return append(out, v1alpha1.KubernetesAPIEndpoint{ServerAddress: server})
+	return memberplan.RewriteEndpoints(eps, old, server)
 }
 
 // subset reports whether every entry of want is in have with the same value.
@@ -134,10 +116,13 @@ func secretUpToDate(existing, desired *corev1.Secret) bool {
 	return true
 }
 
-// clusterUpToDate reports whether applying desired would change nothing in existing.
+// clusterUpToDate reports whether applying desired would change nothing in existing
+// (an address pinned on existing that desired does not pin is a change: the apply
+// removes it).
 func clusterUpToDate(existing, desired *v1alpha1.Cluster) bool {
 	return apiequality.Semantic.DeepEqual(existing.Spec, desired.Spec) &&
-		subset(desired.Labels, existing.Labels) && subset(desired.Annotations, existing.Annotations)
+		subset(desired.Labels, existing.Labels) && subset(desired.Annotations, existing.Annotations) &&
+		existing.Annotations[v1alpha1.PinnedServerAnnotation] == desired.Annotations[v1alpha1.PinnedServerAnnotation]
 }
 
 // toApply turns a copy into the unstructured body of a server-side apply: only the

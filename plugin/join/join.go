@@ -66,10 +66,13 @@ const (
 		--server and --peer-server replace the address A and B advertise to each other (the
 		server of the copied reader kubeconfig and the matching kubernetesApiEndpoints entry of
 		the copied Cluster), for API servers that the other side reaches at another address
-		than their own controller advertises. The rewrite is checked and lets the other side
-		connect, but it does not last: once connected, a controller takes a peer's Cluster and
-		Secret from the peer itself (join warns about it). Make the address permanent on the
-		cluster itself with "kubectl registry serve --api-server-endpoint".
+		than their own controller advertises. The address is checked, and pinned on the side
+		it is written to: that side's Cluster of the other carries the annotation
+		cluster-registry.k8s.cisco.com/pinned-server, and its controller keeps the address
+		(and the CA) when it takes renewed tokens and the other's Cluster from the other
+		itself. Only an admin of that side changes it: a join run again (without the flag,
+		the advertised address is pinned again). The other members reach the cluster at
+		the address it advertises ("kubectl registry serve --api-server-endpoint").
 
 		With --wait, join then waits until each side's controller reports the other's Cluster
 		Ready and ClustersSynced (Ready only with --one-way), as read from the Cluster status
@@ -202,9 +205,9 @@ func (o *Options) AddFlags(cmd *cobra.Command) {
 		"Kubeconfig file of side B (default: the kubeconfig of side A: --kubeconfig, else KUBECONFIG, else ~/.kube/config).")
 	// Shadows the root's --server: for join it is the address side A advertises.
 	fs.StringVar(&o.Server, "server", o.Server,
-		"API server address of side A as side B reaches it (host, host:port or https URL); replaces the server of A's reader kubeconfig and API endpoint in the copies written on B.")
+		"API server address of side A as side B reaches it (host, host:port or https URL); replaces the server of A's reader kubeconfig and API endpoint in the copies written on B, pinned there until the next join.")
 	fs.StringVar(&o.PeerServer, "peer-server", o.PeerServer,
-		"API server address of side B as side A reaches it; replaces the server of B's reader kubeconfig and API endpoint in the copies written on A.")
+		"API server address of side B as side A reaches it; replaces the server of B's reader kubeconfig and API endpoint in the copies written on A, pinned there until the next join.")
 	fs.BoolVar(&o.AllowLoopback, "allow-loopback", o.AllowLoopback,
 		"Accept advertised API server addresses on loopback (127.0.0.1, localhost): only when every cluster and controller runs on this machine.")
 	fs.BoolVar(&o.OneWay, "one-way", o.OneWay,

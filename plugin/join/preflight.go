@@ -159,10 +159,10 @@ func (o *Options) preflight(ctx context.Context) (plan, error) {
 			return plan{}, err
 		}
 		if own := s.ownServer(); s.advertise != "" && own != s.advertise {
-			// The membership sync of the other side re-copies this side's Cluster and Secret
-			// from this side itself once connected: the rewrite does not last.
-			fmt.Fprintf(o.ErrOut, "warning: context %s advertises its API server at %s itself; once connected, the controller of %s takes %s's own Cluster and Secret and replaces %s with it. Make the address permanent on %s: kubectl registry serve --api-server-endpoint %s\n",
-				s.name, own, o.other(s).name, s.name, s.advertise, s.name, s.advertise)
+			// The other side's membership sync keeps the chosen address (the Cluster copy
+			// carries v1alpha1.PinnedServerAnnotation) until a join without it.
+			fmt.Fprintf(o.ErrOut, "note: context %s advertises its API server at %s itself; %s reaches it at %s, pinned there (annotation %s on its Cluster of %s) until a join without %s\n",
+				s.name, own, o.other(s).name, s.advertise, v1alpha1.PinnedServerAnnotation, s.name, s.serverFlag)
 		}
 	}
 	for _, s := range sources {

@@ -60,16 +60,20 @@ const (
 		it.
 
 		Once in force, every member deletes its Cluster CR of the departed cluster and its
-		copy of that cluster's reader Secret, revokes its access, and does not learn it again
-		from the others; the departed cluster deletes its copies of every other member's
+		copy of that cluster's reader Secret, revokes its access (new requests with its tokens
+		are rejected within seconds; a watch it opened before keeps streaming until the API
+		server ends it, 30 to 60 minutes by default, see docs/guarantees.md), stops reading
+		it, and does not learn it again from the others; the departed cluster deletes its copies of every other member's
 		Cluster CR and reader Secret. Nothing else is deleted: objects synced to or from the
 		departed cluster are kept (they keep their ownership mark and are no longer updated),
 		and the registry stays installed on it ("kubectl registry uninstall" removes it).
 
 		The departed cluster must be Ready in the view of --context, so that it can be told to
 		forget the group. --force records the departure of a cluster that cannot be reached (a
-		dead or unreachable cluster); it forgets the group when its controller next reads a
-		majority of the members. leave talks only to the API server of --context and, with
+		dead, stopped or unreachable cluster); it forgets the group when its controller runs
+		again, from the departure notices the members keep for it (readable with a token they
+		issued it before, for at least half of --reader-token-lifetime after the removal,
+		12 hours by default), once a majority of the members record the departure. leave talks only to the API server of --context and, with
 		--wait, reads the members with their reader kubeconfigs; it never waits on a member
 		that is not Ready.
 

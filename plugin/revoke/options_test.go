@@ -465,7 +465,11 @@ func TestRunFakeWait(t *testing.T) {
 			wantErr string
 			// self records a's own departure instead of b's.
 			self bool
+			// revoked: a deleted b's reader already (when the departure reached it).
+			revoked bool
 		}{
+			{name: "b's reader was revoked already, keeping the shared reader: says so and returns", args: []string{"b", "--wait", "--timeout", "50ms", "--keep-shared"}, revoked: true,
+				wantErr: "b has left the group (its departure is in force on a): its reader on a was revoked already, and a issues it no new credential\n"},
 			{name: "the member itself left, keeping the shared reader: nothing to wait for", args: []string{"b", "--wait", "--timeout", "50ms", "--keep-shared"}, self: true,
 				wantErr: selfLine},
 			{name: "the member itself left: only the shared reader", args: []string{"b", "--wait", "--timeout", "30s"}, self: true,
@@ -486,11 +490,23 @@ func TestRunFakeWait(t *testing.T) {
 					who = "a"
 				}
 				left(f, who)
+				if tt.revoked {
+					// Deleted by a's controller, which does not recreate it.
+					f.controller = false
+					sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: readers, Name: perPeerB}}
+					if err := f.client.Delete(context.Background(), sa); err != nil {
+						t.Fatal(err)
+					}
+					f.controller = true
+				}
 				stdout, stderr, err := f.run(t, tt.args...)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if !strings.HasPrefix(stdout, "serviceaccount/"+perPeerB+" deleted on a (every token a issued to b is revoked)\n") {
+				switch {
+				case tt.revoked && stdout != "":
+					t.Errorf("stdout reports a deletion of what was revoked already:\n%s", stdout)
+				case !tt.revoked && !strings.HasPrefix(stdout, "serviceaccount/"+perPeerB+" deleted on a (every token a issued to b is revoked)\n"):
 					t.Errorf("stdout does not report b's reader deleted:\n%s", stdout)
 				}
 				if diff := cmp.Diff(tt.wantErr, stderr); diff != "" {

@@ -47,7 +47,9 @@ const (
 		Every member issues each peer a reader ServiceAccount of its own, named
 		cluster-registry-reader-ID (ID: the peer's clusterID) in the readers namespace
 		(cluster-registry-readers). revoke deletes the one of CLUSTER, so that the API
-		server of --context rejects every token of it within seconds, and, unless
+		server of --context rejects every new request with a token of it within seconds (a
+		watch opened before keeps streaming until the API server ends it, 30 to 60 minutes
+		with its default --min-request-timeout: revocation closes no open stream), and, unless
 		--keep-shared, the member's shared reader ServiceAccount cluster-registry-reader of
 		the registry namespace, whose token any reader token could read. The controller of
 		--context recreates both and issues new tokens: CLUSTER gets a new credential,
@@ -253,6 +255,14 @@ func (o *Options) Run(ctx context.Context) error {
 			secret: types.NamespacedName{Namespace: o.Namespace, Name: v1alpha1.IssuedReaderSecretName(peer.Spec.ClusterID)},
 			what:   fmt.Sprintf("%s issued %s a new credential", m.Own.Name, peer.Name),
 		})
+	case departed:
+		// Revoked when the departure reached this member: nothing left of it to revoke
+		// or to wait for.
+		fmt.Fprintf(o.ErrOut, "%s has left the group (its departure is in force on %s): its reader on %s was revoked already, and %s issues it no new credential\n",
+			peer.Name, m.Name, m.Name, m.Own.Name)
+		if o.KeepShared {
+			return nil
+		}
 	default:
 		if o.KeepShared {
 			return fmt.Errorf("no reader of %s on %s to revoke: %s has not issued %s a reader yet (no ServiceAccount %s/%s; see \"kubectl registry status --context %s\"), and --keep-shared keeps the shared one: nothing was revoked",

@@ -22,7 +22,7 @@ func TestValidate(t *testing.T) {
 	plugintest.RunValidate(t, func() *Options { return NewOptions(nil, genericiooptions.NewTestIOStreamsDiscard()) }, []plugintest.ValidateCase[*Options]{
 		{Name: "defaults", Modify: func(*Options) {}},
 		{Name: "yaml, two contexts, events", Modify: func(o *Options) { o.Output = "yaml"; o.Contexts = []string{"a", "b"}; o.Events = true }},
-		{Name: "output", Modify: func(o *Options) { o.Output = "wide" }, Want: []string{`--output must be one of (json, yaml), got "wide"`}},
+		{Name: "output", Modify: func(o *Options) { o.Output = "name" }, Want: []string{`--output must be one of (json, yaml, wide), got "name"`}},
 		{Name: "empty context", Modify: func(o *Options) { o.Contexts = []string{"a", ""} }, Want: []string{"--contexts: empty context name"}},
 		{Name: "context twice", Modify: func(o *Options) { o.Contexts = []string{"a", "a"} }, Want: []string{`--contexts: context "a" named twice`}},
 		{Name: "timeout", Modify: func(o *Options) { o.Timeout = 0 }, Want: []string{"timeout must be positive"}},

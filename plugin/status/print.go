@@ -13,14 +13,24 @@ import (
 	"github.com/kubectl-registry/kubectl-registry/reconciler/buildinfo"
 )
 
-// printView prints the two tables of one view: the clusters, then the rules.
-func printView(out io.Writer, v View, now time.Time) error {
+// printView prints the two tables of one view: the clusters, then the rules. wide adds
+// the key and credential states of each cluster: the reasons of its ReaderKeyReady,
+// ReaderCredentialReady and RelaysAgree conditions.
+func printView(out io.Writer, v View, now time.Time, wide bool) error {
 	w := printers.GetNewTabWriter(out)
-	fmt.Fprintln(w, "NAME\tID\tTYPE\tSTATE\tREADY\tSYNCED\tVERSION\tPROVIDER\tLAST HEARTBEAT\tMESSAGE")
+	header := "NAME\tID\tTYPE\tSTATE\tREADY\tSYNCED\tVERSION\tPROVIDER\tLAST HEARTBEAT\tMESSAGE"
+	if wide {
+		header += "\tKEY\tCREDENTIAL\tRELAYS"
+	}
+	fmt.Fprintln(w, header)
 	for _, c := range v.Clusters {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s",
 			c.Name, orNone(c.ID), typeCell(c), orNone(c.State), c.Ready, c.Synced,
 			orNone(c.Version), orNone(c.Provider), age(c.LastHeartbeatTime, now), orNone(addressNote(c)))
+		if wide {
+			fmt.Fprintf(w, "\t%s\t%s\t%s", condCell(c.ReaderKey), condCell(c.ReaderCredential), condCell(c.Relays))
+		}
+		fmt.Fprintln(w)
 	}
 	if err := w.Flush(); err != nil {
 		return err
@@ -165,4 +175,16 @@ func typeCell(c ClusterInfo) string {
 		return orNone(c.Type) + " (legacy)"
 	}
 	return orNone(c.Type)
+}
+
+// condCell is a condition in a wide table: its reason, or <none> when the controller set
+// none (the condition does not apply, or is not known yet).
+func condCell(c *CondInfo) string {
+	if c == nil {
+		return orNone("")
+	}
+	if c.Reason == "" {
+		return c.Status
+	}
+	return c.Reason
 }

@@ -47,8 +47,16 @@ const (
 		syncing / selected peers), SYNCED (objects), CONFLICTS and MESSAGE (the Ready
 		condition's message when False, else the Conflict's or the Degraded's when True).
 
+		-o wide adds to the clusters' table the key and credential states, the reasons of
+		each Cluster's conditions: KEY (ReaderKeyReady: this cluster's key pair on the local
+		Cluster, the key a peer advertises on a peer's), CREDENTIAL (ReaderCredentialReady:
+		IssuedCredential, or BootstrapCredential when the peer is read with its shared reader
+		token only) and RELAYS (RelaysAgree, on the local Cluster: ConflictingRelays when the
+		members relay a cluster differently).
+
 		-o json|yaml prints the same as a document {context, clusters: [...], rules: [...]}
-		with full messages and timestamps instead of ages.
+		with full messages and timestamps instead of ages (and the three conditions as
+		readerKey, readerCredential and relays).
 
 		--events adds the last warning events of the registry's objects (Clusters,
 		ClusterFeatures, ResourceSyncRules) of each cluster read, newest first, at most
@@ -84,11 +92,14 @@ const (
 // ContextTimeout bounds the reading of one context.
 const ContextTimeout = 10 * time.Second
 
-func outputFormats() []string { return []string{"json", "yaml"} }
+func outputFormats() []string { return []string{"json", "yaml", "wide"} }
+
+// document reports whether the output is a JSON or YAML document (not a table).
+func (o *Options) document() bool { return o.Output == "json" || o.Output == "yaml" }
 
 // Options holds the flags and the state of "kubectl registry status".
 type Options struct {
-	// Output is "" (tables), "json" or "yaml".
+	// Output is "" or "wide" (tables), "json" or "yaml".
 	Output string
 	// Contexts, when set, are the contexts to compare (--contexts).
 	Contexts []string
@@ -136,7 +147,7 @@ func NewCmdStatus(f kube.Factory, streams genericiooptions.IOStreams) *cobra.Com
 // newCmdStatus returns the "status" command of o (tests set its clock).
 func newCmdStatus(o *Options) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:     "status [--context C | --contexts A,B,...] [-w] [--events] [-o json|yaml]",
+		Use:     "status [--context C | --contexts A,B,...] [-w] [--events] [-o json|yaml|wide]",
 		Short:   "Show the group of clusters and the sync rules as a cluster's controller sees them",
 		Long:    templates.LongDesc(statusLong),
 		Example: templates.Examples(statusExample),
@@ -158,7 +169,7 @@ func newCmdStatus(o *Options) *cobra.Command {
 // AddFlags adds the flags of status to cmd.
 func (o *Options) AddFlags(cmd *cobra.Command) {
 	fs := cmd.Flags()
-	fs.StringVarP(&o.Output, "output", "o", o.Output, "Output format: one of ("+strings.Join(outputFormats(), ", ")+"). Tables when empty.")
+	fs.StringVarP(&o.Output, "output", "o", o.Output, "Output format: one of ("+strings.Join(outputFormats(), ", ")+"). Tables when empty; wide adds each cluster's key and credential states (the reasons of its ReaderKeyReady, ReaderCredentialReady and RelaysAgree conditions).")
 	fs.StringSliceVar(&o.Contexts, "contexts", o.Contexts, "Kubeconfig contexts to compare, comma-separated: each one's view of the group side by side.")
 	fs.BoolVarP(&o.Watch, "watch", "w", o.Watch, "After printing, watch the Clusters and ResourceSyncRules and print again on every change (Ctrl-C ends).")
 	fs.BoolVar(&o.Events, "events", o.Events, "Also show the last warning events of the registry's objects of each cluster, newest first.")
@@ -222,10 +233,10 @@ func (o *Options) runOnce(ctx context.Context, out, errOut io.Writer) error {
 		if err != nil {
 			return err
 		}
-		if o.Output != "" {
+		if o.document() {
 			return printDocument(out, o.Output, v)
 		}
-		if err := printView(out, v, o.Now()); err != nil {
+		if err := printView(out, v, o.Now(), o.Output == "wide"); err != nil {
 			return err
 		}
 		if o.Events {
@@ -257,7 +268,7 @@ func (o *Options) runMulti(ctx context.Context, out, errOut io.Writer) error {
 		}
 	}
 	var perr error
-	if o.Output != "" {
+	if o.document() {
 		doc := MultiView{Contexts: make([]ContextView, len(o.targets))}
 		for i, t := range o.targets {
 			doc.Contexts[i] = ContextView{View: views[i]}

@@ -385,7 +385,7 @@ func TestBadFlags(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"-o", "wide"}, []string{`--output must be one of (json, yaml), got "wide"`, "See 'kubectl registry status --help' for usage."}},
+		{[]string{"-o", "name"}, []string{`--output must be one of (json, yaml, wide), got "name"`, "See 'kubectl registry status --help' for usage."}},
 		{[]string{"--bogus"}, []string{"unknown flag: --bogus"}},
 		{[]string{"extra"}, []string{`unexpected argument "extra"`}},
 		{[]string{"--context", "a", "--contexts", "a,b"}, []string{"--context and --contexts cannot be used together"}},
@@ -476,7 +476,7 @@ func TestNewView(t *testing.T) {
 	}
 
 	var b strings.Builder
-	if err := printView(&b, got, hb.Add(90*time.Second)); err != nil {
+	if err := printView(&b, got, hb.Add(90*time.Second), false); err != nil {
 		t.Fatal(err)
 	}
 	wantOut := `NAME   ID     TYPE            STATE    READY     SYNCED    VERSION   PROVIDER   LAST HEARTBEAT   MESSAGE

@@ -64,6 +64,30 @@ type ClusterInfo struct {
 	// kubeconfig, pinned at join (join --server may have chosen it); empty when the
 	// Secret cannot be read.
 	ReachedAt string `json:"reachedAt,omitempty"`
+	// ReaderKey is the ReaderKeyReady condition: on the local Cluster, this cluster's key
+	// pair; on a peer's, the key the peer advertises, as an issuer judges it.
+	ReaderKey *CondInfo `json:"readerKey,omitempty"`
+	// ReaderCredential is a peer's ReaderCredentialReady condition: read with the
+	// credential the peer issued this cluster, or with its bootstrap credential.
+	ReaderCredential *CondInfo `json:"readerCredential,omitempty"`
+	// Relays is the local Cluster's RelaysAgree condition.
+	Relays *CondInfo `json:"relays,omitempty"`
+}
+
+// CondInfo is one condition of a Cluster.
+type CondInfo struct {
+	Status  string `json:"status"`
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// condInfo returns condition t of c, or nil.
+func condInfo(c v1alpha1.Cluster, t v1alpha1.ClusterConditionType) *CondInfo {
+	cond, ok := conditions.Get(c.Status.Conditions, t)
+	if !ok {
+		return nil
+	}
+	return &CondInfo{Status: string(cond.Status), Reason: cond.Reason, Message: cond.Message}
 }
 
 // RuleInfo is the status of one ResourceSyncRule as the controller wrote it.
@@ -130,6 +154,9 @@ func clusterInfo(c v1alpha1.Cluster) ClusterInfo {
 		Distribution:      c.Status.Distribution,
 		Message:           c.Status.Message,
 		Legacy:            v1alpha1.IsLegacyPeer(&c),
+		ReaderKey:         condInfo(c, v1alpha1.ClusterConditionReaderKeyReady),
+		ReaderCredential:  condInfo(c, v1alpha1.ClusterConditionReaderCredentialReady),
+		Relays:            condInfo(c, v1alpha1.ClusterConditionRelaysAgree),
 	}
 	for _, ep := range c.Spec.KubernetesAPIEndpoints {
 		if info.Advertised == "" || ep.ClientNetwork == "" {

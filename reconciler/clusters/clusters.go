@@ -75,6 +75,8 @@ type Reconciler struct {
 	ControllerVersion string
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Metrics exports the Clusters' conditions; nil exports nothing.
+	Metrics *Metrics
 
 	mu sync.Mutex
 	// rejected holds, per peer, the reader credential the peer issued to this cluster
@@ -164,6 +166,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		if apierrors.IsNotFound(err) {
 			r.Peers.Remove(req.Name)
 			r.forget(req.Name)
+			r.Metrics.forget(req.Name)
 			return reconcile.Result{}, nil
 		}
 		return reconcile.Result{}, err
@@ -182,6 +185,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		requeue = r.peerStatus(ctx, &cluster, all.Items, status)
 	}
 
+	r.Metrics.observe(cluster.Name, status.Conditions)
 	if !apiequality.Semantic.DeepEqual(&cluster.Status, status) {
 		before := cluster.DeepCopy()
 		cluster.Status = *status
@@ -321,6 +325,7 @@ func (r *Reconciler) peerStatus(ctx context.Context, cluster *v1alpha1.Cluster, 
 	notReady := func(state v1alpha1.ClusterState, reason, msg string) time.Duration {
 		r.Peers.Remove(cluster.Name)
 		status.State, status.Message = state, msg
+		status.Conditions = conditions.Remove(status.Conditions, v1alpha1.ClusterConditionReaderCredentialReady)
 		r.set(status, conditions.New(v1alpha1.ClusterConditionReady, false, reason, msg))
 		r.set(status, conditions.New(v1alpha1.ClusterConditionClustersSynced, false, v1alpha1.ReasonClusterNotConnected, "not connected to the peer"))
 		return r.HeartbeatPeriod
@@ -367,8 +372,14 @@ func (r *Reconciler) peerStatus(ctx context.Context, cluster *v1alpha1.Cluster, 
 	// issues this cluster another one.
 	conn := &secret
 	var received corev1.Secret
-	unused := ""
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: v1alpha1.ReceivedReaderSecretName(cluster.Spec.ClusterID)}, &received); err == nil && !r.isRejected(cluster.Name, &received) {
+	unused, why := "", credentials.NotIssued
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: v1alpha1.ReceivedReaderSecretName(cluster.Spec.ClusterID)}, &received)
+	switch {
+	case err != nil:
+	case r.isRejected(cluster.Name, &received):
+		why = credentials.Rejected
+	default:
+		why = credentials.Expired // unless Choose takes it, below
 		var open credentials.Opener
 		if key := r.Keys.Get(); key != nil {
 			open = func(issuer types.UID, sealed []byte) ([]byte, error) { return key.Open(issuer, r.Identity.ID, sealed) }
@@ -376,6 +387,9 @@ func (r *Reconciler) peerStatus(ctx context.Context, cluster *v1alpha1.Cluster, 
 		var err error
 		if conn, err = credentials.Choose(&secret, &received, cluster.Spec.ClusterID, r.now(), open); err != nil {
 			unused = err.Error()
+		}
+		if received.Annotations[v1alpha1.OwnershipAnnotation] != string(cluster.Spec.ClusterID) || len(received.Data[v1alpha1.SealedKubeconfigKey]) == 0 {
+			why = credentials.NotIssued // not a credential of the peer's
 		}
 	}
 	if r.unusedChanged(cluster.Name, unused) && unused != "" {
@@ -390,7 +404,9 @@ func (r *Reconciler) peerStatus(ctx context.Context, cluster *v1alpha1.Cluster, 
 		log.Info("the peer rejected the reader credential it issued to this cluster: using its shared reader Secret", "cluster", cluster.Name, "secret", received.Name, "reason", p.Reason)
 		r.reject(cluster.Name, &received)
 		p = r.Peers.Ensure(cluster, &secret, !legacy)
+		conn, why = &secret, credentials.Rejected
 	}
+	r.set(status, credentials.ReaderCredentialCondition(conn != &secret, legacy, why, unused))
 	switch {
 	case p.State == "":
 		status.State, status.Message = "", p.Message

@@ -426,6 +426,8 @@ func TestReconcileStatus(t *testing.T) {
 				condLocal:  {isFalse, v1alpha1.ReasonPeerCluster},
 				condReady:  {isUnknown, v1alpha1.ReasonClusterNotConnected},
 				condSynced: {isFalse, v1alpha1.ReasonClusterNotConnected},
+				// No credential of its own yet: the shared reader Secret.
+				v1alpha1.ClusterConditionReaderCredentialReady: {isFalse, v1alpha1.ReasonBootstrapCredential},
 			},
 			wantCondMsgs: map[v1alpha1.ClusterConditionType]string{condReady: "the controller is starting", condSynced: "the peer is not connected yet"},
 			wantRequeue:  heartbeat,
@@ -442,6 +444,7 @@ func TestReconcileStatus(t *testing.T) {
 				condLocal:  {isFalse, v1alpha1.ReasonPeerCluster},
 				condReady:  {isFalse, v1alpha1.ReasonInvalidAuthInfo},
 				condSynced: {isFalse, v1alpha1.ReasonClusterNotConnected},
+				v1alpha1.ClusterConditionReaderCredentialReady: {isFalse, v1alpha1.ReasonBootstrapCredential},
 			},
 			wantRequeue: heartbeat,
 			wantEvents:  []string{"Warning StateInvalidAuthInfo Secret " + ns + "/peer: "},

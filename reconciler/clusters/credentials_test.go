@@ -81,19 +81,27 @@ func TestPeerCredential(t *testing.T) {
 		s.Data = map[string][]byte{v1alpha1.SealedKubeconfigKey: b}
 		return s
 	}
+	// reason and says are the ReaderCredentialReady condition the peer's Cluster gets.
 	tests := []struct {
 		name     string
 		shared   string
 		received *corev1.Secret
+		reason   string
+		says     string
 	}{
-		{"a rejected credential gives way to the shared Secret", "good-token", sealed("bad-token", localKey)},
-		{"a sealed credential is opened with the local key: the shared token is rejected", "bad-token", sealed("good-token", localKey)},
-		{"a credential sealed to another key gives way to the shared Secret", "good-token", sealed("bad-token", otherKey)},
+		{"a rejected credential gives way to the shared Secret", "good-token", sealed("bad-token", localKey), v1alpha1.ReasonBootstrapCredential, "rejected the credential"},
+		{"a sealed credential is opened with the local key: the shared token is rejected", "bad-token", sealed("good-token", localKey), v1alpha1.ReasonIssuedCredential, "issued this cluster"},
+		{"a credential sealed to another key gives way to the shared Secret", "good-token", sealed("bad-token", otherKey), v1alpha1.ReasonBootstrapCredential, "not usable"},
+		{"no credential issued yet: the shared Secret", "good-token", nil, v1alpha1.ReasonBootstrapCredential, "not issued this cluster a reader credential yet"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFixture(t, interceptor.Funcs{}, cluster("local", localID, "local"), cluster("peer", peerID, "peer"),
-				readerSecret("peer", v1alpha1.SecretTypeClusterRegistry, kc(tt.shared)), tt.received)
+			objs := []client.Object{cluster("local", localID, "local"), cluster("peer", peerID, "peer"),
+				readerSecret("peer", v1alpha1.SecretTypeClusterRegistry, kc(tt.shared))}
+			if tt.received != nil {
+				objs = append(objs, tt.received)
+			}
+			f := newFixture(t, interceptor.Funcs{}, objs...)
 			f.r.Keys = bootstrap.NewKeys(localKey)
 			pm, err := peers.NewManager(peers.Options{Scheme: newScheme(t), Namespace: v1alpha1.DefaultNamespace, LocalID: localID,
 				Addresses: kubeconfig.AddressPolicy{AllowLoopback: true}, HealthInterval: time.Hour})
@@ -108,6 +116,15 @@ func TestPeerCredential(t *testing.T) {
 					t.Fatal(err)
 				}
 				if p, ok := f.peers.Get("peer"); ok && p.Ready {
+					if _, err := f.reconcile(t, "peer"); err != nil {
+						t.Fatal(err)
+					}
+					st := f.get(t, "peer").Status
+					c, ok := condsOf(st)[v1alpha1.ClusterConditionReaderCredentialReady]
+					msg := condMessage(st, v1alpha1.ClusterConditionReaderCredentialReady)
+					if !ok || c.Reason != tt.reason || !strings.Contains(msg, tt.says) {
+						t.Errorf("ReaderCredentialReady %s %q, want reason %s saying %q", c.Reason, msg, tt.reason, tt.says)
+					}
 					return
 				}
 				if time.Now().After(deadline) {

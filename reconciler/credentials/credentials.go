@@ -321,3 +321,44 @@ func LegacyPeerCondition(readers, secret string) v1alpha1.ClusterCondition {
 	return conditions.New(v1alpha1.ClusterConditionReaderKeyReady, false, v1alpha1.ReasonLegacyPeer,
 		fmt.Sprintf("named a legacy peer by this cluster's admin (annotation %s): it is issued a reader credential in the clear, sealed to no key, in the Secret %s/%s, for the admin to copy to it (docs/migrate.md); it is read with the reader Secret its Cluster names, and its membership is not taken. Remove the annotation once it runs kubectl-registry: the credential is then revoked", v1alpha1.LegacyPeerAnnotation, readers, secret))
 }
+
+// Why this cluster reads a peer with its bootstrap credential (ReaderCredentialCondition).
+const (
+	// NotIssued: the peer has issued this cluster no reader credential yet.
+	NotIssued = "not issued"
+	// Rejected: the peer rejected the credential it issued this cluster.
+	Rejected = "rejected"
+	// Expired: the credential the peer issued this cluster has expired, or holds no
+	// usable token.
+	Expired = "expired"
+)
+
+// ReaderCredentialCondition returns the ReaderCredentialReady condition of a peer's
+// Cluster: which credential this cluster reads the peer with. own says the credential
+// the peer issued this cluster is used; legacy that the peer is a legacy one, read with
+// the reader Secret its Cluster names. Otherwise the peer is read with its bootstrap
+// credential, because: why (NotIssued, Rejected, Expired) or, when the credential does
+// not open, unusable (what Choose said).
+func ReaderCredentialCondition(own, legacy bool, why, unusable string) v1alpha1.ClusterCondition {
+	switch {
+	case legacy:
+		return conditions.New(v1alpha1.ClusterConditionReaderCredentialReady, true, v1alpha1.ReasonLegacyPeer,
+			fmt.Sprintf("named a legacy peer by this cluster's admin (annotation %s): read with the reader Secret its Cluster names, as a reader credential", v1alpha1.LegacyPeerAnnotation))
+	case own:
+		return conditions.New(v1alpha1.ClusterConditionReaderCredentialReady, true, v1alpha1.ReasonIssuedCredential,
+			"read with the reader credential the peer issued this cluster (sealed to this cluster's key; the peer's audit log names this cluster)")
+	}
+	const fallback = "read with the peer's shared reader token, a bootstrap credential: its Clusters and the credential it issues this cluster, no object (its rules' sources are Unreachable, its copies kept, no membership taken from it): "
+	var because string
+	switch {
+	case unusable != "":
+		because = "the credential the peer issued this cluster is not usable: " + unusable + ". This cluster's own ReaderKeyReady condition says whether its key is loaded; a credential sealed to an older key is replaced once the peer has read this cluster's current key"
+	case why == Rejected:
+		because = "the peer rejected the credential it issued this cluster (it revoked it: kubectl registry revoke, or a departure); it issues another, unless this cluster left the group"
+	case why == Expired:
+		because = "the credential the peer issued this cluster has expired; the peer renews it at half its lifetime, so its controller is not running or cannot issue tokens"
+	default:
+		because = "the peer has not issued this cluster a reader credential yet; it issues one once it has read this cluster's own Cluster and the public key it advertises (the peer's Cluster of this cluster there says why not, in its ReaderKeyReady condition)"
+	}
+	return conditions.New(v1alpha1.ClusterConditionReaderCredentialReady, false, v1alpha1.ReasonBootstrapCredential, fallback+because)
+}

@@ -70,6 +70,14 @@ type Reconciler struct {
 	// v1alpha1.LegacyReaderRoleName, at legacyAt; read again after bootstrapRecheck.
 	legacySubjects []rbacv1.Subject
 	legacyAt       time.Time
+	// noticeRules and noticeAt are to the notice Role what bootstrapRules and
+	// bootstrapAt are to the bootstrap Role.
+	noticeRules []rbacv1.PolicyRule
+	noticeAt    time.Time
+	// noticeFailedAt is when a notice token could last not be minted (an older install
+	// without the notice ServiceAccount): credentials lacking one are not re-issued for
+	// it until bootstrapRecheck later.
+	noticeFailedAt time.Time
 }
 
 // DefaultLegacyTokenLifetime is the lifetime of the tokens issued in the clear to legacy
@@ -159,7 +167,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 				errs = append(errs, r.deleteLegacy(ctx, id))
 			}
 		}
-		return reconcile.Result{}, errors.Join(append(errs, r.ensureBootstrapRole(ctx, nil), r.deleteIssued(ctx))...)
+		// The notices this cluster keeps of peers it removed go when their tokens expire.
+		noticeNext, err := r.ensureNotices(ctx, own, sas.Items)
+		res := reconcile.Result{}
+		if !noticeNext.IsZero() {
+			res.RequeueAfter = max(noticeNext.Sub(now), time.Second)
+		}
+		return res, errors.Join(append(errs, err, r.ensureBootstrapRole(ctx, nil), r.deleteIssued(ctx))...)
 	}
 	// The bootstrap credential may get the credentials of the peers that stay or come,
 	// and no longer those of the revoked ones. A failure is retried, and does not stop
@@ -178,6 +192,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		log.Error(err, "the legacy peers' readers cannot be granted what the seed's controller reads until the binding is written")
 		r.event(own, corev1.EventTypeWarning, EventReasonLegacyBindingFailed,
 			"the legacy peers' readers cannot list namespaces and nodes until the ClusterRoleBinding %s is written (re-apply the RBAC with kubectl registry install): %v", v1alpha1.LegacyReaderRoleName, err)
+		firstErr = errors.Join(firstErr, err)
+	}
+
+	// The departure notices: made while the departing peer still holds a credential, kept
+	// after it is revoked, so that a peer that was down learns its departure.
+	noticeNext, err := r.ensureNotices(ctx, own, sas.Items)
+	if err != nil {
+		log.Error(err, "keeping the departure notices")
 		firstErr = errors.Join(firstErr, err)
 	}
 
@@ -211,11 +233,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	}
 
 	for _, p := range plan.Create {
+		notice, err := NewNoticeName()
+		if err != nil {
+			return reconcile.Result{}, err
+		}
 		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{
-			Namespace:   readers,
-			Name:        v1alpha1.ReaderServiceAccountName(p.ID),
-			Labels:      map[string]string{"app.kubernetes.io/part-of": "kubectl-registry", v1alpha1.ReaderForLabel: v1alpha1.ReaderKey(p.ID)},
-			Annotations: map[string]string{v1alpha1.PeerClusterIDAnnotation: string(p.ID), v1alpha1.PeerClusterNameAnnotation: p.Name},
+			Namespace: readers,
+			Name:      v1alpha1.ReaderServiceAccountName(p.ID),
+			Labels:    map[string]string{"app.kubernetes.io/part-of": "kubectl-registry", v1alpha1.ReaderForLabel: v1alpha1.ReaderKey(p.ID)},
+			Annotations: map[string]string{v1alpha1.PeerClusterIDAnnotation: string(p.ID), v1alpha1.PeerClusterNameAnnotation: p.Name,
+				v1alpha1.DepartureNoticeAnnotation: notice},
 		}}
 		if err := r.Client.Create(ctx, sa, client.FieldOwner(v1alpha1.FieldManager)); err != nil {
 			if apierrors.IsAlreadyExists(err) {
@@ -244,7 +271,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	for i := range sas.Items {
 		byKey[sas.Items[i].Labels[v1alpha1.ReaderForLabel]] = &sas.Items[i]
 	}
+	for _, p := range plan.Keep {
+		if err := r.ensureNoticeName(ctx, byKey[v1alpha1.ReaderKey(p.ID)]); err != nil {
+			log.Error(err, "naming a peer's departure notice", "peer", p.ID)
+			firstErr = errors.Join(firstErr, err)
+		}
+	}
 	next := now.Add(r.TokenLifetime / 2)
+	if !noticeNext.IsZero() && noticeNext.Before(next) {
+		next = noticeNext
+	}
 	for _, p := range plan.Keep {
 		if p.Legacy {
 			// Named a legacy member by this cluster's admin: a credential in the clear,
@@ -376,7 +412,8 @@ func (r *Reconciler) ensureToken(ctx context.Context, own *v1alpha1.Cluster, p P
 		return time.Time{}, apiError("reading the reader credential Secret "+r.Namespace+"/"+name, err)
 	}
 	now := r.now()
-	if found && !Due(&existing, sa.UID, p.PublicKey, now) {
+	noticeName := sa.Annotations[v1alpha1.DepartureNoticeAnnotation]
+	if found && !Due(&existing, sa.UID, p.PublicKey, now) && !r.noticeDue(&existing, noticeName, now) {
 		renewAt, _ := time.Parse(time.RFC3339, existing.Annotations[v1alpha1.TokenRenewAfterAnnotation])
 		return renewAt, nil
 	}
@@ -400,6 +437,16 @@ func (r *Reconciler) ensureToken(ctx context.Context, own *v1alpha1.Cluster, p P
 	}
 	secretData := map[string][]byte{v1alpha1.SealedKubeconfigKey: sealed}
 	annotations[v1alpha1.SealedToAnnotation] = seal.Fingerprint(p.PublicKey)
+	// The notice token, sealed with the notice's name: what p reads its departure with
+	// once the reader above is revoked. A failure issues the reader without it.
+	if sealedNotice, err := r.issueNotice(ctx, p, noticeName); err != nil {
+		logf.FromContext(ctx).Error(err, "issuing the departure notice token; the reader credential is issued without it", "peer", p.ID)
+		r.mu.Lock()
+		r.noticeFailedAt = now
+		r.mu.Unlock()
+	} else if sealedNotice != nil {
+		secretData[v1alpha1.SealedNoticeKey] = sealedNotice
+	}
 	desired := corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace:   r.Namespace,

@@ -143,16 +143,21 @@ func TestReconcileIssuesAndRevokes(t *testing.T) {
 	if diff := cmp.Diff([]string{v1alpha1.IssuedReaderSecretName(idA), v1alpha1.IssuedReaderSecretName(idB)}, bootstrapNames(t, c)); diff != "" {
 		t.Errorf("bootstrap Role (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{readers + "/" + v1alpha1.ReaderServiceAccountName(idA), readers + "/" + v1alpha1.ReaderServiceAccountName(idB)}, m.calls); diff != "" {
+	// Each peer's reader token, then its departure notice token.
+	notice := registryNS + "/" + v1alpha1.NoticeName
+	if diff := cmp.Diff([]string{readers + "/" + v1alpha1.ReaderServiceAccountName(idA), notice, readers + "/" + v1alpha1.ReaderServiceAccountName(idB), notice}, m.calls); diff != "" {
 		t.Errorf("tokens minted (-want +got):\n%s", diff)
+	}
+	if len(issued.Data[v1alpha1.SealedNoticeKey]) == 0 {
+		t.Errorf("issued Secret: no %s", v1alpha1.SealedNoticeKey)
 	}
 
 	// Nothing is due: nothing is minted.
 	if _, err := r.Reconcile(ctx, reconcile.Request{}); err != nil {
 		t.Fatal(err)
 	}
-	if len(m.calls) != 2 {
-		t.Errorf("a second reconcile minted %d more tokens, want none", len(m.calls)-2)
+	if len(m.calls) != 4 {
+		t.Errorf("a second reconcile minted %d more tokens, want none", len(m.calls)-4)
 	}
 
 	// b leaves: while its Cluster is still here (the membership has not carried the
@@ -167,8 +172,8 @@ func TestReconcileIssuesAndRevokes(t *testing.T) {
 	if diff := cmp.Diff(wantSAs, names(t, c, &corev1.ServiceAccountList{}, readers)); diff != "" {
 		t.Errorf("reader ServiceAccounts before b's Cluster was deleted (-want +got):\n%s", diff)
 	}
-	if len(m.calls) != 2 {
-		t.Errorf("b's departure minted %d more tokens, want none", len(m.calls)-2)
+	if len(m.calls) != 4 {
+		t.Errorf("b's departure minted %d more tokens, want none", len(m.calls)-4)
 	}
 
 	// The membership deletes b's Cluster: the shared reader is recreated and b's reader
@@ -202,8 +207,8 @@ func TestReconcileIssuesAndRevokes(t *testing.T) {
 	if err := c.Get(ctx, client.ObjectKey{Namespace: registryNS, Name: v1alpha1.ReaderName}, &corev1.ServiceAccount{}); err != nil {
 		t.Errorf("the shared reader was rotated again: %v", err)
 	}
-	if len(m.calls) != 2 {
-		t.Errorf("after b left, %d more tokens were minted, want none", len(m.calls)-2)
+	if len(m.calls) != 4 {
+		t.Errorf("after b left, %d more tokens were minted, want none", len(m.calls)-4)
 	}
 
 	// The local cluster leaves: the bootstrap credential may get nothing (a rule

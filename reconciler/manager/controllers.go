@@ -232,7 +232,12 @@ func SetupRegistry(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		return fmt.Errorf("building a discovery client: %w", err)
 	}
 	relayConflicts := membership.NewRelayConflicts()
+	clusterMetrics, err := clusters.NewMetrics(metrics.Registry)
+	if err != nil {
+		return fmt.Errorf("registering the Cluster metrics: %w", err)
+	}
 	status := &clusters.Reconciler{
+		Metrics:   clusterMetrics,
 		Client:    mgr.GetClient(),
 		Identity:  identity,
 		Peers:     pm,
@@ -263,6 +268,8 @@ func SetupRegistry(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		Recorder:  recorder,
 		Addresses: kubeconfig.AddressPolicy{AllowLoopback: ro.AllowLoopbackPeers},
 		Conflicts: relayConflicts,
+		// Opens the departure notice tokens the members issued this cluster.
+		Keys: keys,
 	}
 	if err := member.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up membership sync: %w", err)

@@ -61,6 +61,11 @@ type Reconciler struct {
 	// Conflicts receives the clusters not learnt because their relays disagree, for the
 	// local Cluster's condition; nil reports them only as events and logs.
 	Conflicts *RelayConflicts
+	// Keys holds this cluster's key pair, which opens the departure notice tokens the
+	// members issued it; nil reads no notice.
+	Keys *bootstrap.Keys
+	// ReadNotice reads a departure notice (peers.ReadNotice); nil means that.
+	ReadNotice func(ctx context.Context, server string, ca []byte, token string, addresses kubeconfig.AddressPolicy, namespace, name string) (*corev1.ConfigMap, error)
 
 	mu sync.Mutex
 	// badRelays are relays whose token did not authenticate, until when they are skipped.
@@ -68,6 +73,14 @@ type Reconciler struct {
 	// reported are the refusals reported as events, with when, so that a refusal seen
 	// at every reconcile is reported again only after reportEvery.
 	reported map[string]time.Time
+	// notices are the departure notices last read, by member, with when (noticeEvery).
+	notices map[types.UID]noticeRead
+}
+
+// noticeRead is the outcome of one read of a member's departure notice.
+type noticeRead struct {
+	at   time.Time
+	view *members.View
 }
 
 // Times of the relay verification and the refusal reports. A relay whose cluster could
@@ -80,6 +93,10 @@ const (
 	// its bootstrap credential, whose reads send no events: its own Cluster may record
 	// its departure.
 	bootstrapPoll = 10 * time.Second
+	// noticeEvery is how often the departure notice of a member that is not Ready is
+	// read (one GET of one object); noticeTimeout bounds that read.
+	noticeEvery   = 15 * time.Second
+	noticeTimeout = 5 * time.Second
 )
 
 func (r *Reconciler) now() time.Time {
@@ -155,6 +172,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	}
 
 	in.Now = r.now()
+	in.Notices = r.readNotices(ctx, clusters.Items, secrets.Items, in.Peers)
 	plan, verified := r.plan(ctx, in)
 	r.report(clusters.Items, plan.Refused)
 	conflicts := make([]string, 0, len(plan.RelayConflicts))
@@ -197,6 +215,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	}
 	if len(r.skippedRelays()) > 0 {
 		return reconcile.Result{RequeueAfter: unreachableRelayFor}, nil
+	}
+	if r.noticesPending() {
+		// A member that is not Ready and issued this cluster a notice token: its notice
+		// is read again, with no event to wake this reconciler.
+		return reconcile.Result{RequeueAfter: noticeEvery}, nil
 	}
 	for _, v := range in.Peers {
 		if v.Bootstrap {

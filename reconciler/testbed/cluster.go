@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -142,6 +144,9 @@ func (c *Cluster) startControlPlane(ctx context.Context, assetsDir string, opts 
 		// Overrides envtest's default 10.0.0.0/24, the same on every cluster.
 		api.Set("service-cluster-ip-range", c.network.serviceCIDR.String())
 		api.Set("service-node-port-range", c.nodePortRangeFlag())
+	}
+	for _, k := range slices.Sorted(maps.Keys(opts.APIServerFlags)) {
+		api.Set(k, opts.APIServerFlags[k])
 	}
 
 	if err := ctx.Err(); err != nil {

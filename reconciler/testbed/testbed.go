@@ -106,6 +106,11 @@ type Options struct {
 	// MaxRealisticClusters clusters; it needs the controller manager, so it cannot be
 	// combined with NoControllerManager. The default (false) is the bed as it always was.
 	Realistic bool
+	// APIServerFlags are kube-apiserver flags (name without dashes, value) set after the
+	// bed's own, for tests of how the API server itself behaves (e.g.
+	// "min-request-timeout", which bounds how long a watch lasts). Empty: the bed as it
+	// always was.
+	APIServerFlags map[string]string
 }
 
 // MaxRealisticClusters is how many clusters a Realistic bed can have: the NodePort ranges

@@ -110,6 +110,16 @@ const (
 	// they agree or an admin of this cluster joins it here (ReasonConflictingRelays,
 	// naming the cluster and each relay).
 	ClusterConditionRelaysAgree ClusterConditionType = "RelaysAgree"
+	// ClusterConditionReaderCredentialReady, on a peer's Cluster, says which credential
+	// this cluster reads the peer with: True (ReasonIssuedCredential) with the reader the
+	// peer issued this cluster, or (ReasonLegacyPeer) with the reader Secret its Cluster
+	// names, the peer being a legacy one; False (ReasonBootstrapCredential) with the
+	// peer's shared reader token, a bootstrap credential that reads the peer's Clusters
+	// and the credential issued to this cluster and no object: the peer has not issued
+	// this cluster a reader yet, rejected the one it issued (revoked it), or the one it
+	// issued does not open with this cluster's key; the message says which. Absent while
+	// the peer is not connected (disabled, no reader Secret).
+	ClusterConditionReaderCredentialReady ClusterConditionType = "ReaderCredentialReady"
 )
 
 // Reasons of cluster conditions.
@@ -155,6 +165,13 @@ const (
 	ReasonRelaysAgree = "RelaysAgree"
 	// ReasonConflictingRelays (RelaysAgree False): see ClusterConditionRelaysAgree.
 	ReasonConflictingRelays = "ConflictingRelays"
+	// ReasonIssuedCredential (ReaderCredentialReady True): the peer is read with the
+	// reader credential it issued this cluster.
+	ReasonIssuedCredential = "IssuedCredential"
+	// ReasonBootstrapCredential (ReaderCredentialReady False): the peer is read with its
+	// shared reader token, a bootstrap credential; see
+	// ClusterConditionReaderCredentialReady.
+	ReasonBootstrapCredential = "BootstrapCredential"
 )
 
 // ClusterCondition is one condition of a Cluster.

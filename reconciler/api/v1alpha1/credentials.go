@@ -152,3 +152,39 @@ func IsLegacyPeer(c *Cluster) bool {
 // which no peer reads, so that only this cluster's admins can read it and copy it to the
 // peer. It is named as IssuedReaderSecretName, the name the copy keeps on the peer.
 func LegacyReaderSecretName(id types.UID) string { return IssuedReaderSecretName(id) }
+
+// Departure notices: how a cluster that was down, stopped or cut off while the members
+// removed it learns its departure once it is back, although the members revoked every
+// reader credential it held. Each member X keeps, for every peer P whose departure X
+// records on its own Cluster, a ConfigMap of its readers namespace (the notice) holding
+// that record; P reads it with a token of the ServiceAccount NoticeName, which the
+// departure does not revoke, issued with P's reader credential and sealed to P's key
+// together with the notice's name. The name is random, chosen by X for P alone: the
+// notice token gets, by name, nothing but the notices (the Role NoticeName of the readers
+// namespace lists them), and a holder knows only its own notice's name. A notice goes
+// once X no longer records the departure, or once the last notice token X issued P has
+// expired (NoticeUntilAnnotation). Nothing a member's rule writes reaches the readers
+// namespace, so no member writes a notice on another.
+const (
+	// NoticeName is the ServiceAccount of the registry namespace whose tokens peers hold
+	// to read their departure notice, and the Role and RoleBinding of the readers
+	// namespace that let it get the notices by name (the controller keeps the Role's one
+	// rule listing them).
+	NoticeName = "cluster-registry-notice"
+	// DepartureNoticeAnnotation is on a per-peer reader ServiceAccount: the name of that
+	// peer's departure notice (DepartureNoticePrefix and random hex), chosen when the
+	// ServiceAccount is made. No reader can read it.
+	DepartureNoticeAnnotation = "cluster-registry.k8s.cisco.com/departure-notice"
+	// DepartureNoticePrefix prefixes the names of the departure notices.
+	DepartureNoticePrefix = "cluster-registry-departure-"
+	// DepartureKey is the data key of a departure notice: the member's record of the
+	// peer's departure, "<peer cluster ID>@<RFC 3339 time>".
+	DepartureKey = "departure"
+	// NoticeUntilAnnotation is on a departure notice: when the last notice token issued to
+	// the peer expires (RFC 3339); the notice is deleted after.
+	NoticeUntilAnnotation = "cluster-registry.k8s.cisco.com/notice-until"
+	// SealedNoticeKey is the data key, in an issued (and received) reader credential, of
+	// the notice token and the notice's name (JSON, see credentials.Notice), sealed like
+	// the reader kubeconfig.
+	SealedNoticeKey = "sealed-notice"
+)

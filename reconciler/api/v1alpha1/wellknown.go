@@ -79,6 +79,14 @@ const (
 	// write it to cancel its removal) and is removed by join; admissions are
 	// AdmittedClustersAnnotation.
 	JoinedAtAnnotation = "cluster-registry.k8s.cisco.com/joined-at"
+	// PinnedServerAnnotation, on this cluster's Cluster CR of a peer, is the API server
+	// address this cluster's admin chose for that peer ("kubectl registry join
+	// --peer-server" or "--server", which set it on the side they write; a join without
+	// it removes it). The membership sync keeps the peer's endpoint at that address when
+	// it copies the peer's own Cluster (its reader Secret keeps the pinned server in any
+	// case), so the choice lasts until the next join. A local decision: never copied
+	// between clusters, never written from a peer.
+	PinnedServerAnnotation = "cluster-registry.k8s.cisco.com/pinned-server"
 
 	// EventReasonMembershipRefused is the reason of the Warning event a controller
 	// records on its own Cluster CR when it refuses what a member offered about the

@@ -178,6 +178,15 @@ func TestPerPeerCredentials(t *testing.T) {
 						rk.Reason != v1alpha1.ReasonReaderKeyAdvertised || !strings.Contains(rk.Message, fp) {
 						return fmt.Errorf("on %s, Cluster %s's ReaderKeyReady is %+v, want True, %s, naming %s", m, c, rk, v1alpha1.ReasonReaderKeyAdvertised, fp)
 					}
+					// ReaderCredentialReady: every peer is read with the credential it
+					// issued, not the bootstrap one.
+					rc, ok := conditions.Get(got.Status.Conditions, v1alpha1.ClusterConditionReaderCredentialReady)
+					switch {
+					case c == m && ok:
+						return fmt.Errorf("on %s, its own Cluster has a ReaderCredentialReady condition: %+v", m, rc)
+					case c != m && (!ok || rc.Status != corev1.ConditionTrue || rc.Reason != v1alpha1.ReasonIssuedCredential):
+						return fmt.Errorf("on %s, Cluster %s's ReaderCredentialReady is %+v, want True, %s", m, c, rc, v1alpha1.ReasonIssuedCredential)
+					}
 				}
 			}
 			return nil

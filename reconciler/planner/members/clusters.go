@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig/document"
 )
 
 type write struct {
@@ -47,7 +48,9 @@ func sameMap(a, b map[string]string) bool {
 	return maps.Equal(a, b)
 }
 
-func planCluster(existing, src *v1alpha1.Cluster, x, localID types.UID, relayOnly bool) (*write, string) {
+// planCluster plans the local copy of src, cluster x's Cluster; advertised is the server
+// of the reader Secret src references in the view it came from (what x advertises).
+func planCluster(existing, src *v1alpha1.Cluster, advertised string, x, localID types.UID, relayOnly bool) (*write, string) {
 	if existing != nil {
 		mark := existing.Annotations[v1alpha1.OwnershipAnnotation]
 		switch {
@@ -67,20 +70,71 @@ func planCluster(existing, src *v1alpha1.Cluster, x, localID types.UID, relayOnl
 		existingAnnotations = existing.Annotations
 	}
 	labels, annotations := copyMeta(src, existingAnnotations, x)
+	spec := *src.Spec.DeepCopy()
+	if pin := annotations[v1alpha1.PinnedServerAnnotation]; pin != "" {
+		// This cluster's admin chose where x is reached (join --peer-server): the
+		// endpoint x advertises is moved there, as join moved it.
+		spec.KubernetesAPIEndpoints = RewriteEndpoints(spec.KubernetesAPIEndpoints, advertised, pin)
+	}
 	if existing == nil {
 		c := &v1alpha1.Cluster{}
 		c.Name = src.Name
 		c.Labels, c.Annotations = labels, annotations
-		c.Spec = *src.Spec.DeepCopy()
+		c.Spec = spec
 		return &write{op: OpCreate, obj: c}, ""
 	}
-	if apiequality.Semantic.DeepEqual(existing.Spec, src.Spec) && sameMap(existing.Labels, labels) && sameMap(existing.Annotations, annotations) {
+	if apiequality.Semantic.DeepEqual(existing.Spec, spec) && sameMap(existing.Labels, labels) && sameMap(existing.Annotations, annotations) {
 		return nil, ""
 	}
 	c := existing.DeepCopy()
 	c.Labels, c.Annotations = labels, annotations
-	c.Spec = *src.Spec.DeepCopy()
+	c.Spec = spec
 	return &write{op: OpUpdate, obj: c, base: existing}, ""
+}
+
+// advertisedServer returns the server of the reader Secret c references in view (the
+// address c's cluster advertises, as that view holds it), or "".
+func advertisedServer(view View, c *v1alpha1.Cluster, ns string) string {
+	s := refSecret(view, c, ns)
+	if s == nil {
+		return ""
+	}
+	r, ok := document.Read(s.Data[v1alpha1.KubeconfigKey])
+	if !ok {
+		return ""
+	}
+	return r.Server
+}
+
+// RewriteEndpoints returns eps with every endpoint whose address is old (after
+// normalisation) moved to server, keeping its client network and CA bundle. When none
+// matches, the endpoint for any network (empty clientNetwork) is moved, or added. It is
+// what join --peer-server writes, and what the membership sync keeps while the local
+// Cluster of the peer carries v1alpha1.PinnedServerAnnotation.
+func RewriteEndpoints(eps []v1alpha1.KubernetesAPIEndpoint, old, server string) []v1alpha1.KubernetesAPIEndpoint {
+	out := make([]v1alpha1.KubernetesAPIEndpoint, len(eps))
+	for i := range eps {
+		eps[i].DeepCopyInto(&out[i])
+	}
+	matched := false
+	if oldNorm, err := document.NormalizeServer(old); err == nil && old != "" {
+		for i := range out {
+			if addr, err := document.NormalizeServer(out[i].ServerAddress); err == nil && addr == oldNorm {
+				out[i].ServerAddress = server
+				matched = true
+			}
+		}
+	}
+	if matched {
+		return out
+	}
+	for i := range out {
+		if out[i].ClientNetwork == "" {
+			out[i].ServerAddress = server
+			return out
+		}
+	}
+	return append(out, v1alpha1.KubernetesAPIEndpoint{ServerAddress: server})
 }
 
 // HandCopy returns the copies of a cluster's own Cluster CR and reader Secret that a swap

@@ -49,6 +49,10 @@ type Input struct {
 	Peers []View
 	// Unreachable are the IDs of peers that are known but not Ready.
 	Unreachable []types.UID
+	// Notices are the departure notices read from members that are not Ready (see
+	// NoticeView): each that member's record of this cluster's departure, read with the
+	// notice token it issued this cluster. They count in Decide only.
+	Notices []View
 	// Now is the time departures, joins and token expiries are judged against: this
 	// cluster's clock, never a member's.
 	Now time.Time
@@ -141,6 +145,7 @@ type Result struct {
 var notCopied = []string{
 	v1alpha1.ClusterDisabledAnnotation,
 	v1alpha1.LegacyPeerAnnotation,
+	v1alpha1.PinnedServerAnnotation,
 	corev1.LastAppliedConfigAnnotation,
 }
 
@@ -215,7 +220,9 @@ func Plan(in Input) Result {
 	// that left forgets the group.
 	// The records are read from every view, those read with the bootstrap credential
 	// too: a member's own Cluster, served by its own API server.
-	dec := Decide(in.Now, in.LocalID, in.Local.Clusters, all...)
+	// A member's departure notice is its record too: how a cluster whose credentials
+	// the members revoked while it was down learns its departure.
+	dec := Decide(in.Now, in.LocalID, in.Local.Clusters, append(all, in.Notices...)...)
 	gone := dec.InForce
 	res.Departed = gone
 	res.Tallies = dec.Tallies
@@ -379,7 +386,7 @@ func Plan(in Input) Result {
 		src := chosen[name]
 		x := src.cluster.Spec.ClusterID
 		from := src.view.Name
-		if w, conflict := planCluster(localClusters[name], &src.cluster, x, in.LocalID, src.relayOnly); conflict != "" {
+		if w, conflict := planCluster(localClusters[name], &src.cluster, advertisedServer(src.view, &src.cluster, in.Namespace), x, in.LocalID, src.relayOnly); conflict != "" {
 			res.Conflicts = append(res.Conflicts, conflict)
 			continue
 		} else if w != nil {

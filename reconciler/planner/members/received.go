@@ -49,6 +49,11 @@ func planReceived(in Input, peers []View, localSecrets map[string]*corev1.Secret
 			problem = "it is not sealed to this cluster's key (a credential in clear would be readable by every reader of this cluster's registry namespace)"
 		}
 		data := map[string][]byte{v1alpha1.SealedKubeconfigKey: sealed}
+		if notice := issued.Data[v1alpha1.SealedNoticeKey]; len(notice) > 0 {
+			// The notice token, sealed too: what this cluster reads its departure with
+			// once X revoked the credential above.
+			data[v1alpha1.SealedNoticeKey] = notice
+		}
 		name := v1alpha1.ReceivedReaderSecretName(x)
 		if problem != "" {
 			conflicts = append(conflicts, fmt.Sprintf("reader credential %s issued by cluster %s not copied: %s", issued.Name, x, problem))
