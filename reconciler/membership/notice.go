@@ -54,7 +54,7 @@ func (r *Reconciler) readNotices(ctx context.Context, clusters []v1alpha1.Cluste
 	for i := range clusters {
 		c := &clusters[i]
 		x := c.Spec.ClusterID
-		if x == "" || x == r.Identity.ID || viewed[x] || members.Disabled(c) {
+		if x == "" || x == r.Identity.ID || viewed[x] || c.Disabled() {
 			continue
 		}
 		received := byName[v1alpha1.ReceivedReaderSecretName(x)]
