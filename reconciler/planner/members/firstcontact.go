@@ -148,9 +148,13 @@ func relayConflicts(offers map[string][]Offer) ([]RelayConflict, map[string]bool
 	return out, covered
 }
 
-// unread returns the names of the members this cluster last saw Ready (their Cluster's
-// state here) whose view is not read now: not Ready, read with the bootstrap
-// credential, or not connected yet. Departed and disabled members are not waited for.
+// unread returns the names of the members this cluster last saw Ready, or whose
+// connection is still being made (their Cluster's state here: Ready; or none, with the
+// Ready condition Unknown: at a restart the status reconciler sets that while the first
+// connection is made, and a hostile relay read meanwhile would be the only one), whose
+// view is not read now: not Ready, read with the bootstrap credential, or not connected yet.
+// Departed and disabled members are not waited for; nor is a member whose connection
+// failed (a state other than Ready), which is not read until it answers again.
 func unread(in Input, ready map[types.UID]bool, gone Departures, disabled map[types.UID]bool) []string {
 	var out []string
 	for i := range in.Local.Clusters {
@@ -159,10 +163,21 @@ func unread(in Input, ready map[types.UID]bool, gone Departures, disabled map[ty
 		if _, left := gone[x]; x == "" || x == in.LocalID || left || disabled[x] || ready[x] {
 			continue
 		}
-		if c.Status.State == v1alpha1.ClusterStateReady {
+		if c.Status.State == v1alpha1.ClusterStateReady || (c.Status.State == "" && connecting(c)) {
 			out = append(out, c.Name)
 		}
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// connecting reports whether the Cluster's Ready condition is Unknown: its connection is
+// being made.
+func connecting(c *v1alpha1.Cluster) bool {
+	for _, cond := range c.Status.Conditions {
+		if cond.Type == v1alpha1.ClusterConditionReady {
+			return cond.Status == corev1.ConditionUnknown
+		}
+	}
+	return false
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 )
@@ -33,7 +34,10 @@ func TestFirstContact(t *testing.T) {
 		conflicts [][]string // per conflict: the names, then the offers' substrings
 		// seenReady adds a member this cluster last saw Ready (b), whose view is not read.
 		seenReady bool
-		waiting   string // a substring of the plan's conflicts
+		// connecting adds a member b whose Cluster has no state and its Ready condition
+		// Unknown (its connection is being made), not read.
+		connecting bool
+		waiting    string // a substring of the plan's conflicts
 	}{
 		{
 			name: "relays that agree: learnt, from the senior peer",
@@ -110,6 +114,15 @@ func TestFirstContact(t *testing.T) {
 			waiting: "Cluster y (cluster uid-y) offered by peer a not learnt yet: waiting to read what member(s) b relay of it",
 		},
 		{
+			name:       "a member whose connection is being made (no state, Ready Unknown: a restart) is not read yet either",
+			connecting: true,
+			views: []View{
+				peer("a", idA, objs(own("a", idA), yOf(nil))...),
+				peer("c", idC, objs(own("c", idC), yOf(nil))...),
+			},
+			waiting: "Cluster y (cluster uid-y) offered by peer a not learnt yet: waiting to read what member(s) b relay of it",
+		},
+		{
 			name: "a member read with its bootstrap credential is not read yet either",
 			views: []View{
 				peer("a", idA, objs(own("a", idA), yOf(nil))...),
@@ -135,6 +148,11 @@ func TestFirstContact(t *testing.T) {
 			loc := slices.Clone(local)
 			if strings.HasPrefix(tc.name, "a cluster known here") {
 				loc = objs(local, []Object{cl("y", idY), sec("y", 30)})
+			}
+			if tc.connecting {
+				b := cl("b", idB, mark(idB))
+				b.Status.Conditions = []v1alpha1.ClusterCondition{{Type: v1alpha1.ClusterConditionReady, Status: corev1.ConditionUnknown, Reason: "Connecting"}}
+				loc = objs(loc, []Object{b, sec("b", defaultExpiryAt, mark(idB))})
 			}
 			if tc.seenReady {
 				b := cl("b", idB, mark(idB))
