@@ -84,6 +84,7 @@ func TestValidate(t *testing.T) {
 		{Name: "context twice", Modify: func(o *Options) { o.Contexts = []string{"a", "a"} }, Want: []string{`--contexts: context "a" named twice`}},
 		{Name: "output", Modify: func(o *Options) { o.Output = "wide" }, Want: []string{`--output must be yaml or json, got "wide"`}},
 		{Name: "deleting", Modify: func(o *Options) { o.Deleting = []string{"Not A Rule"} }, Want: []string{`--deleting "Not A Rule": not a rule name`}},
+		{Name: "max-rules", Modify: func(o *Options) { o.MaxRules = 0 }, Want: []string{"--max-rules must be at least 1, got 0"}},
 	})
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -62,14 +61,14 @@ func TestCollusion(t *testing.T) {
 		}
 	}
 	honest := []string{"third", "fourth", "fifth"}
-	stays(t, 20*time.Second, "third stays a member of the honest members, and of itself", func() error {
+	harness.Stays(t, 20*time.Second, "third stays a member of the honest members, and of itself", func() error {
 		for _, n := range []string{"fourth", "fifth"} {
-			if ok, err := holds(cl[n], ids["third"]); err != nil || !ok {
+			if _, ok, err := harness.HoldsClusterOf(cl[n], ids["third"]); err != nil || !ok {
 				return fmt.Errorf("%s dropped third (%v)", n, err)
 			}
 		}
 		for _, n := range honest {
-			if ok, err := holds(cl["third"], ids[n]); err != nil || !ok {
+			if _, ok, err := harness.HoldsClusterOf(cl["third"], ids[n]); err != nil || !ok {
 				return fmt.Errorf("third forgot %s (%v)", n, err)
 			}
 		}
@@ -83,10 +82,10 @@ func TestCollusion(t *testing.T) {
 		return nil
 	})
 
-	runCLI(t, "leave", "third", "--context", "fourth")
+	harness.RunCLI(t, bed.KubeconfigPath, "leave", "third", "--context", "fourth")
 	harness.Eventually(t, 90*time.Second, "with a third record of five, fourth and fifth drop third", func() error {
 		for _, n := range []string{"fourth", "fifth"} {
-			if ok, err := holds(cl[n], ids["third"]); err != nil || ok {
+			if _, ok, err := harness.HoldsClusterOf(cl[n], ids["third"]); err != nil || ok {
 				return fmt.Errorf("%s still holds third (%v)", n, err)
 			}
 		}
@@ -108,40 +107,4 @@ func annotate(t *testing.T, cl client.Client, name string, set map[string]string
 	}); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// holds reports whether cl holds a Cluster of the cluster id.
-func holds(cl client.Client, id types.UID) (bool, error) {
-	var list v1alpha1.ClusterList
-	if err := cl.List(context.Background(), &list); err != nil {
-		return false, err
-	}
-	for _, c := range list.Items {
-		if c.Spec.ClusterID == id {
-			return true, nil
-		}
-	}
-	return false, nil
-}
-
-// stays checks that f keeps returning nil for d.
-func stays(t *testing.T, d time.Duration, what string, f func() error) {
-	t.Helper()
-	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		if err := f(); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-}
-
-// runCLI runs the built kubectl-registry with the bed's kubeconfig.
-func runCLI(t *testing.T, args ...string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, harness.Binary(t), append(args, "--kubeconfig", bed.KubeconfigPath)...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("kubectl registry %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
 }

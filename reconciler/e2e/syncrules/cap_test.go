@@ -168,7 +168,7 @@ spec:
 		})
 	})
 	t.Run("no copy beyond the cap, the copies made are kept", func(t *testing.T) {
-		stays(t, 8*time.Second, "second's copies while first is over the cap", func() error {
+		harness.Stays(t, 8*time.Second, "second's copies while first is over the cap", func() error {
 			got, err := capCopies(second)
 			if err != nil {
 				return err

@@ -170,7 +170,7 @@ spec:
 			}
 			return nil
 		}
-		stays(t, 10*time.Second, "second's copy stays first's rule's", untouched)
+		harness.Stays(t, 10*time.Second, "second's copy stays first's rule's", untouched)
 		deleteRule(third, "0-hijack")
 		harness.Eventually(t, 60*time.Second, "the hijacking rule gone from second", func() error {
 			if _, err := rule(second, "0-hijack"); !apierrors.IsNotFound(err) {
@@ -178,7 +178,7 @@ spec:
 			}
 			return nil
 		})
-		stays(t, 10*time.Second, "second's copy survives the hijacking rule's Delete", untouched)
+		harness.Stays(t, 10*time.Second, "second's copy survives the hijacking rule's Delete", untouched)
 	})
 
 	t.Run("a rule deleted with deletionPolicy Delete deletes no copy another rule still asks for", func(t *testing.T) {
@@ -226,7 +226,7 @@ spec:
 			}
 			return nil
 		})
-		stays(t, 10*time.Second, "the copy consent-b asks for survives consent-a's Delete", func() error {
+		harness.Stays(t, 10*time.Second, "the copy consent-b asks for survives consent-a's Delete", func() error {
 			cm, err := getCM(second, "handed")
 			if err != nil {
 				return fmt.Errorf("the copy is gone: %w", err)
@@ -308,7 +308,7 @@ spec:
 			}
 			return err
 		})
-		stays(t, 5*time.Second, "second's forged status never reaches the original", func() error {
+		harness.Stays(t, 5*time.Second, "second's forged status never reaches the original", func() error {
 			p, err := phase()
 			if err == nil && p != "Running" {
 				err = fmt.Errorf("the original's status phase is %q", p)

@@ -170,7 +170,7 @@ spec:
 		}
 		// While first is cut off, whatever reached second and third stays.
 		before := map[string]map[string]corev1.ConfigMap{"second": listCM(t, second), "third": listCM(t, third)}
-		stays(t, 5*time.Second, "copies stay while their origin is unreachable", func() error {
+		harness.Stays(t, 5*time.Second, "copies stay while their origin is unreachable", func() error {
 			for name, c := range map[string]client.Client{"second": second, "third": third} {
 				now := listCM(t, c)
 				for k, cm := range before[name] {
@@ -402,7 +402,7 @@ spec:
 			return nil
 		})
 		// ... and not onward: the copies keep their own status.
-		stays(t, 3*time.Second, "third's copy keeps its own (empty) status", func() error {
+		harness.Stays(t, 3*time.Second, "third's copy keeps its own (empty) status", func() error {
 			o, err := get(third)
 			if err != nil {
 				return err
@@ -484,7 +484,7 @@ spec:
 		setPhase("Running")
 		copiesShow("Running")
 		// ... and the original keeps its own: nothing flows back without syncStatusBack.
-		stays(t, 3*time.Second, "the original keeps the status its controller wrote", func() error {
+		harness.Stays(t, 3*time.Second, "the original keeps the status its controller wrote", func() error {
 			o, err := get(third)
 			if err != nil {
 				return err

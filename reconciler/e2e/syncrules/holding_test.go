@@ -352,7 +352,7 @@ spec:
 		if err := harness.Update(ctx, first, o, func() { o.Data["v"] = "2" }); err != nil {
 			t.Fatal(err)
 		}
-		stays(t, 10*time.Second, "create-me on second keeps its local value", func() error {
+		harness.Stays(t, 10*time.Second, "create-me on second keeps its local value", func() error {
 			var c corev1.ConfigMap
 			if err := second.Get(ctx, client.ObjectKey{Namespace: holdNS, Name: "create-me"}, &c); err != nil {
 				return err

@@ -107,14 +107,14 @@ func TestStoppedDuringRemoval(t *testing.T) {
 	reader, _ := kubeconfig.Read(readerData)
 
 	ctls["first"].Stop(t)
-	out := runCLI(t, "leave", "first", "--force", "--context", "second")
+	out := harness.RunCLI(t, bed.KubeconfigPath, "leave", "first", "--force", "--context", "second")
 	if !strings.Contains(out, "--confirm") {
 		t.Errorf("leave --force of first on second does not say how to confirm:\n%s", out)
 	}
-	runCLI(t, "leave", "first", "--confirm", "--context", "third")
+	harness.RunCLI(t, bed.KubeconfigPath, "leave", "first", "--confirm", "--context", "third")
 	harness.Eventually(t, 60*time.Second, "second and third drop first and revoke its reader", func() error {
 		for _, n := range []string{"second", "third"} {
-			if _, held, err := holdsClusterOf(cl[n], ids["first"]); err != nil || held {
+			if _, held, err := harness.HoldsClusterOf(cl[n], ids["first"]); err != nil || held {
 				return fmt.Errorf("%s still holds first (%v)", n, err)
 			}
 		}
@@ -153,7 +153,7 @@ func TestStoppedDuringRemoval(t *testing.T) {
 	ctls["first"] = harness.Serve(t, bed.Cluster("first"))
 	harness.Eventually(t, 60*time.Second, "first forgets the group", func() error {
 		for _, n := range []string{"second", "third"} {
-			if _, held, err := holdsClusterOf(first, ids[n]); err != nil || held {
+			if _, held, err := harness.HoldsClusterOf(first, ids[n]); err != nil || held {
 				return fmt.Errorf("first still holds %s (%v)", n, err)
 			}
 		}
@@ -169,7 +169,7 @@ func TestStoppedDuringRemoval(t *testing.T) {
 	}
 
 	t.Run("an admin's join on a member brings it back", func(t *testing.T) {
-		runCLI(t, "join", "--context", "second", "--peer-context", "first", "--allow-loopback", "--wait", "--timeout", "2m")
+		harness.RunCLI(t, bed.KubeconfigPath, "join", "--context", "second", "--peer-context", "first", "--allow-loopback", "--wait", "--timeout", "2m")
 		harness.Eventually(t, 120*time.Second, "the group is whole again", func() error {
 			for _, n := range names {
 				if err := harness.Members(cl[n], n, names...); err != nil {
@@ -244,9 +244,9 @@ func TestHostileNotice(t *testing.T) {
 		}
 		return nil
 	})
-	stays(t, 20*time.Second, "second stays a member", func() error {
+	harness.Stays(t, 20*time.Second, "second stays a member", func() error {
 		for _, n := range []string{"first", "third"} {
-			if _, held, err := holdsClusterOf(second, ids[n]); err != nil || !held {
+			if _, held, err := harness.HoldsClusterOf(second, ids[n]); err != nil || !held {
 				return fmt.Errorf("second no longer holds %s (%v)", n, err)
 			}
 		}

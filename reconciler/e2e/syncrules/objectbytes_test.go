@@ -159,7 +159,7 @@ spec:
 		}
 		return fmt.Errorf("no ResponseTooLarge event on the rule")
 	})
-	stays(t, 8*time.Second, "second's copy while first is hostile", func() error {
+	harness.Stays(t, 8*time.Second, "second's copy while first is hostile", func() error {
 		if rss, err := rssBytes(controllers["second"].Pid()); err == nil && rss > peak {
 			peak = rss
 		}

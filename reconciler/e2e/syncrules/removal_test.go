@@ -3,7 +3,6 @@ package syncrules
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -76,32 +75,6 @@ func clearRecords(t *testing.T, names []string, gone ...types.UID) {
 	}
 }
 
-// holdsClusterOf reports whether cl holds a Cluster describing id, and its name.
-func holdsClusterOf(cl client.Client, id types.UID) (string, bool, error) {
-	var list v1alpha1.ClusterList
-	if err := cl.List(context.Background(), &list); err != nil {
-		return "", false, err
-	}
-	for _, c := range list.Items {
-		if c.Spec.ClusterID == id {
-			return c.Name, true, nil
-		}
-	}
-	return "", false, nil
-}
-
-// runCLI runs the built kubectl-registry with the bed's kubeconfig.
-func runCLI(t *testing.T, args ...string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, harness.Binary(t), append(args, "--kubeconfig", bed.KubeconfigPath)...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("kubectl registry %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
-
 // annotateOwn sets (or, for "", removes) annotations on the Cluster name of cl, as its
 // admin does.
 func annotateOwn(t *testing.T, cl client.Client, name string, set map[string]string) {
@@ -149,7 +122,7 @@ func TestHostileRemoval(t *testing.T) {
 	}
 	now := func() string { return time.Now().UTC().Format(time.RFC3339Nano) }
 	holds := func(on client.Client, onName, want string) error {
-		name, ok, err := holdsClusterOf(on, ids[want])
+		name, ok, err := harness.HoldsClusterOf(on, ids[want])
 		if err != nil {
 			return err
 		}
@@ -175,7 +148,7 @@ func TestHostileRemoval(t *testing.T) {
 		})
 		// A relayed copy that says third recorded it too.
 		annotateOwn(t, first, "third", map[string]string{v1alpha1.ConfirmedDeparturesAnnotation: string(ids["second"]) + "@" + at})
-		stays(t, 15*time.Second, "second stays a member", func() error {
+		harness.Stays(t, 15*time.Second, "second stays a member", func() error {
 			if err := holds(third, "third", "second"); err != nil {
 				return err
 			}
@@ -204,11 +177,11 @@ func TestHostileRemoval(t *testing.T) {
 	})
 
 	t.Run("a removed member's admin cannot keep it in", func(t *testing.T) {
-		out := runCLI(t, "leave", "first", "--context", "second")
+		out := harness.RunCLI(t, bed.KubeconfigPath, "leave", "first", "--context", "second")
 		if !strings.Contains(out, "not in force yet") {
 			t.Errorf("leave from second alone: %s", out)
 		}
-		stays(t, 5*time.Second, "one record removes nothing", func() error { return holds(third, "third", "first") })
+		harness.Stays(t, 5*time.Second, "one record removes nothing", func() error { return holds(third, "third", "first") })
 		// While second and third still read it, first's admin dates its join and an
 		// admission of itself after the departure (within the clock skew allowed), on its
 		// own Cluster and on its copies of the others' Clusters.
@@ -233,18 +206,18 @@ func TestHostileRemoval(t *testing.T) {
 			}
 			return nil
 		})
-		runCLI(t, "leave", "first", "--confirm", "--context", "third")
+		harness.RunCLI(t, bed.KubeconfigPath, "leave", "first", "--confirm", "--context", "third")
 		harness.Eventually(t, 60*time.Second, "second and third drop first", func() error {
 			for _, n := range []string{"second", "third"} {
-				if _, ok, err := holdsClusterOf(cl[n], ids["first"]); err != nil || ok {
+				if _, ok, err := harness.HoldsClusterOf(cl[n], ids["first"]); err != nil || ok {
 					return fmt.Errorf("%s still holds first (%v)", n, err)
 				}
 			}
 			return nil
 		})
-		stays(t, 10*time.Second, "first stays out", func() error {
+		harness.Stays(t, 10*time.Second, "first stays out", func() error {
 			for _, n := range []string{"second", "third"} {
-				if _, ok, err := holdsClusterOf(cl[n], ids["first"]); err != nil || ok {
+				if _, ok, err := harness.HoldsClusterOf(cl[n], ids["first"]); err != nil || ok {
 					return fmt.Errorf("%s holds first again (%v)", n, err)
 				}
 			}
@@ -254,7 +227,7 @@ func TestHostileRemoval(t *testing.T) {
 	})
 
 	t.Run("an admin's join on a member brings it back", func(t *testing.T) {
-		out := runCLI(t, "join", "--context", "second", "--peer-context", "first", "--allow-loopback", "--wait", "--timeout", "2m")
+		out := harness.RunCLI(t, bed.KubeconfigPath, "join", "--context", "second", "--peer-context", "first", "--allow-loopback", "--wait", "--timeout", "2m")
 		if !strings.Contains(out, "admission of it recorded") {
 			t.Errorf("join does not say it recorded the admission:\n%s", out)
 		}
@@ -371,8 +344,8 @@ func TestHostileFirstContact(t *testing.T) {
 			}
 			return nil
 		})
-		stays(t, 10*time.Second, "second learns no fourth", func() error {
-			if name, ok, err := holdsClusterOf(second, fourthID); err != nil || ok {
+		harness.Stays(t, 10*time.Second, "second learns no fourth", func() error {
+			if name, ok, err := harness.HoldsClusterOf(second, fourthID); err != nil || ok {
 				return fmt.Errorf("second holds Cluster %s of fourth (%v)", name, err)
 			}
 			return nil
@@ -421,7 +394,7 @@ func TestHostileFirstContact(t *testing.T) {
 	annotateOwn(t, fourth, "fourth", map[string]string{v1alpha1.ConfirmedDeparturesAnnotation: string(fourthID) + "@" + time.Now().UTC().Format(time.RFC3339Nano)})
 	harness.Eventually(t, 60*time.Second, "the members drop fourth and revoke what they issued it", func() error {
 		for _, n := range names {
-			if name, ok, err := holdsClusterOf(cl[n], fourthID); err != nil || ok {
+			if name, ok, err := harness.HoldsClusterOf(cl[n], fourthID); err != nil || ok {
 				return fmt.Errorf("%s still holds Cluster %s of fourth (%v)", n, name, err)
 			}
 			err := cl[n].Get(ctx, client.ObjectKey{Namespace: ns, Name: v1alpha1.IssuedReaderSecretName(fourthID)}, &corev1.Secret{})

@@ -62,18 +62,6 @@ func rule(cl client.Client, name string) (*v1alpha1.ResourceSyncRule, error) {
 	return &r, err
 }
 
-// stays checks that f keeps returning nil for d: something that must not happen does not.
-func stays(t *testing.T, d time.Duration, what string, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if err := f(); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
 func absent(err error) error {
 	if apierrors.IsNotFound(err) {
 		return nil
@@ -202,7 +190,7 @@ spec:
 		if len(before) != 3*(3+2+2) {
 			t.Fatalf("want 7 reader Secrets on each of 3 clusters, got %v", before)
 		}
-		stays(t, 6*time.Second, "the reader Secrets are left alone", func() error {
+		harness.Stays(t, 6*time.Second, "the reader Secrets are left alone", func() error {
 			if now := versions(); fmt.Sprint(now) != fmt.Sprint(before) {
 				return fmt.Errorf("reader Secrets changed: %v -> %v", before, now)
 			}
@@ -245,7 +233,7 @@ spec:
 		if err := second.Delete(context.Background(), r); err != nil {
 			t.Fatal(err)
 		}
-		stays(t, 5*time.Second, "the rule deleted on second is not recreated", func() error {
+		harness.Stays(t, 5*time.Second, "the rule deleted on second is not recreated", func() error {
 			_, err := rule(second, "test-secret-sink")
 			return absent(err)
 		})
@@ -256,7 +244,7 @@ spec:
 		if err := second.Delete(context.Background(), s); err != nil {
 			t.Fatal(err)
 		}
-		stays(t, 5*time.Second, "the secret deleted on second is not recreated", func() error {
+		harness.Stays(t, 5*time.Second, "the secret deleted on second is not recreated", func() error {
 			_, err := secret(second, "test-secret")
 			return absent(err)
 		})
@@ -272,7 +260,7 @@ spec:
 		if err := first.Delete(context.Background(), s); err != nil {
 			t.Fatal(err)
 		}
-		stays(t, 5*time.Second, "with no ClusterFeature anywhere, the secret deleted on first is not recreated", func() error {
+		harness.Stays(t, 5*time.Second, "with no ClusterFeature anywhere, the secret deleted on first is not recreated", func() error {
 			_, err := secret(first, "test-secret")
 			return absent(err)
 		})

@@ -305,17 +305,17 @@ spec:
 		// The fake server, dated ahead by centuries.
 		forge(fake.URL, certPEM(fake), time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC))
 		waitRefused(t, second, ctls["second"], "the far-future relay is refused", "relayed by peer first refused", "to expire at 9999")
-		stays(t, 5*time.Second, "the far-future relay changes nothing", unchanged)
+		harness.Stays(t, 5*time.Second, "the far-future relay changes nothing", unchanged)
 
 		// The fake server with a plausible expiry: only its token is taken, for the pinned
 		// server, and it must authenticate there first.
 		forge(fake.URL, certPEM(fake), time.Now().Add(48*time.Hour))
 		waitRefused(t, second, ctls["second"], "the relay for another server is refused", "from peer first refused", "did not authenticate")
-		stays(t, 5*time.Second, "the relay for another server changes nothing", unchanged)
+		harness.Stays(t, 5*time.Second, "the relay for another server changes nothing", unchanged)
 
 		// A forged token for the pinned server itself.
 		forge(pin.Server, pin.CAData, time.Now().Add(72*time.Hour))
-		stays(t, 8*time.Second, "the unverified token changes nothing", unchanged)
+		harness.Stays(t, 8*time.Second, "the unverified token changes nothing", unchanged)
 	})
 	harness.Eventually(t, 60*time.Second, "the group is whole again", func() error {
 		for _, n := range names {
@@ -355,7 +355,7 @@ spec:
 		}
 		waitRefused(t, second, ctls["second"], "the departure dated ahead is refused", "departure of "+string(thirdID)+" at 9999-01-01T00:00:00Z is ahead")
 		waitRefused(t, second, ctls["second"], "the admission dated ahead is refused", "admission of "+string(thirdID)+" at 9999-01-01T00:00:00Z is ahead")
-		stays(t, 5*time.Second, "third stays a member of second", func() error {
+		harness.Stays(t, 5*time.Second, "third stays a member of second", func() error {
 			var c v1alpha1.Cluster
 			if err := second.Get(ctx, client.ObjectKey{Name: "third"}, &c); err != nil {
 				return err
@@ -396,7 +396,7 @@ spec:
 		})
 		mkCM("after-disable")
 		harness.Eventually(t, 30*time.Second, "first copies third's new ConfigMap", func() error { return present(first, "after-disable") })
-		stays(t, 10*time.Second, "third's new ConfigMap stays off second", func() error {
+		harness.Stays(t, 10*time.Second, "third's new ConfigMap stays off second", func() error {
 			if err := present(second, "after-disable"); !apierrors.IsNotFound(err) {
 				return fmt.Errorf("on second: %v", err)
 			}
