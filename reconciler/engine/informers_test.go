@@ -95,23 +95,23 @@ func TestOffered(t *testing.T) {
 	}
 }
 
-// TestWaitForViews: a create waits for sources whose view is still syncing, not for ones
-// whose view fails, and not beyond createWait from when the object was queued.
+// TestWaitForViews: a create waits for the unseen sources within createWait from when
+// the object was queued, and past it only for sources whose connection is being made.
 func TestWaitForViews(t *testing.T) {
 	const a, b types.UID = "uid-a", "uid-b"
 	it := item{namespace: "ns", name: "cm"}
 	for _, tc := range []struct {
-		name              string
-		queued            time.Duration // ago; 0: not queued
-		unsynced, failing map[types.UID]bool
-		want              bool
+		name               string
+		queued             time.Duration // ago; 0: not queued
+		unseen, connecting map[types.UID]bool
+		want               bool
 	}{
-		{name: "all synced", queued: time.Second, want: false},
-		{name: "one syncing", queued: time.Second, unsynced: map[types.UID]bool{a: true}, want: true},
-		{name: "one failing", queued: time.Second, unsynced: map[types.UID]bool{a: true}, failing: map[types.UID]bool{a: true}, want: false},
-		{name: "one failing, one syncing", queued: time.Second, unsynced: map[types.UID]bool{a: true, b: true}, failing: map[types.UID]bool{a: true}, want: true},
-		{name: "waited long enough", queued: createWait + time.Second, unsynced: map[types.UID]bool{a: true}, want: false},
-		{name: "not queued", unsynced: map[types.UID]bool{a: true}, want: false},
+		{name: "nothing unseen", queued: time.Second, want: false},
+		{name: "one unseen", queued: time.Second, unseen: map[types.UID]bool{a: true}, want: true},
+		{name: "waited long enough", queued: createWait + time.Second, unseen: map[types.UID]bool{a: true}, want: false},
+		{name: "not queued", unseen: map[types.UID]bool{a: true}, want: false},
+		{name: "past createWait, one connecting", queued: createWait + time.Second, unseen: map[types.UID]bool{a: true, b: true}, connecting: map[types.UID]bool{b: true}, want: true},
+		{name: "connecting but not unseen", queued: createWait + time.Second, unseen: map[types.UID]bool{a: true}, connecting: map[types.UID]bool{b: true}, want: false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := clocktesting.NewFakeClock(time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC))
@@ -119,7 +119,7 @@ func TestWaitForViews(t *testing.T) {
 			if tc.queued > 0 {
 				e.seen.Store(it, clk.Now().Add(-tc.queued))
 			}
-			if got := e.waitForViews(it, tc.unsynced, tc.failing); got != tc.want {
+			if got := e.waitForViews(it, tc.unseen, tc.connecting); got != tc.want {
 				t.Errorf("waitForViews = %v, want %v", got, tc.want)
 			}
 		})

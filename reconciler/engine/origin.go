@@ -5,6 +5,9 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/peers"
 )
 
 // Which origin a new copy follows must not depend on which peer this controller came to
@@ -12,11 +15,21 @@ import (
 // before a create the engine waits, boundedly, for the sources whose view is not known
 // yet (unseenSources): then every member, however its controller started, picks alike.
 
+// connectWait bounds how long after its first contact a peer whose connection is still
+// being made is waited for (connecting): a member of the group that this cluster knows but
+// has not connected to yet, a connection whose first check is under way, one read with
+// the bootstrap credential until its issued one opens, or its view of the kind still
+// syncing. At a start under load this takes longer than createWait, and a create made
+// meanwhile would follow whichever peer came up first. A peer whose connection failed is
+// not waited for past its first contact.
+const connectWait = time.Minute
+
 // firstContacts remembers when the engine first listed each peer. For createWait after
 // that, the peer is in its first contact: its connection, reader token and watches are
 // still coming up, so whatever view of it is missing (not connected, not watched yet,
-// not synced) is waited for. After that only a view that is syncing is waited for; a
-// peer that has failed is not: a choice among the readable sources is made.
+// not synced) is waited for. After that only a view that is syncing is waited for, and a
+// connection still being made within connectWait; a peer that has failed is not: a
+// choice among the readable sources is made.
 type firstContacts struct {
 	mu    sync.Mutex
 	first map[types.UID]time.Time
@@ -26,24 +39,39 @@ func newFirstContacts() *firstContacts {
 	return &firstContacts{first: map[types.UID]time.Time{}}
 }
 
-// seen records that peer id is listed at now and reports whether it is still in its
-// first contact (listed first less than bound ago).
-func (f *firstContacts) seen(id types.UID, now time.Time, bound time.Duration) bool {
+// age records that peer id is listed at now and returns how long ago it was first
+// listed (0 the first time).
+func (f *firstContacts) age(id types.UID, now time.Time) time.Duration {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	first, ok := f.first[id]
 	if !ok {
 		f.first[id] = now
-		return true
+		return 0
 	}
-	return now.Sub(first) < bound
+	return now.Sub(first)
+}
+
+// beingMade reports whether the connection to p is still being made: its first check
+// under way (no state, and no check failed yet), or Ready but not yet read with its own
+// credential or not synced. A connection whose checks failed (any other state, or no
+// state and the reason of a failure) is not.
+func beingMade(p peers.Peer) bool {
+	switch p.State {
+	case "":
+		return p.Reason == v1alpha1.ReasonClusterNotConnected
+	case v1alpha1.ClusterStateReady:
+		return p.Bootstrap || !p.Synced
+	}
+	return false
 }
 
 // unseenSources returns the sources whose view of the object is not known yet, which a
 // create waits for: a readable source whose view has not synced (unsynced) unless it
-// fails (failing), and any source in its first contact whose view is missing, whether it
-// is not readable yet, not watched yet or not synced (firstContact, readable).
-func unseenSources(unsynced, failing, firstContact, readable map[types.UID]bool) map[types.UID]bool {
+// fails (failing), any source in its first contact whose view is missing, whether it
+// is not readable yet, not watched yet or not synced (firstContact, readable), and any
+// source whose connection is being made (connecting).
+func unseenSources(unsynced, failing, firstContact, readable, connecting map[types.UID]bool) map[types.UID]bool {
 	out := map[types.UID]bool{}
 	for id := range unsynced {
 		if unsynced[id] && (!failing[id] || firstContact[id]) {
@@ -52,6 +80,25 @@ func unseenSources(unsynced, failing, firstContact, readable map[types.UID]bool)
 	}
 	for id := range firstContact {
 		if firstContact[id] && !readable[id] {
+			out[id] = true
+		}
+	}
+	for id := range connecting {
+		if connecting[id] {
+			out[id] = true
+		}
+	}
+	return out
+}
+
+// connectingSources returns the sources a create waits for past createWait: those whose
+// connection is being made (beingMade, or not connected at all) within connectWait of
+// their first contact (young), and the young readable sources whose view of the kind is
+// still syncing (unsynced and not failing).
+func connectingSources(beingMade, young, unsynced, failing map[types.UID]bool) map[types.UID]bool {
+	out := map[types.UID]bool{}
+	for id := range young {
+		if young[id] && (beingMade[id] || (unsynced[id] && !failing[id])) {
 			out[id] = true
 		}
 	}

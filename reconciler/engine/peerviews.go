@@ -37,7 +37,7 @@ func (e *Engine) peersFingerprint(ctx context.Context) string {
 	var b strings.Builder
 	now := e.opts.Clock.Now()
 	for _, p := range e.opts.Peers.List() {
-		e.contacts.seen(p.ClusterID, now, createWait)
+		e.contacts.age(p.ClusterID, now)
 		cfg := p.Config()
 		fmt.Fprintf(&b, "%s/%s/%t/%t/", p.Name, p.ClusterID, p.Ready, cfg != nil)
 		if cfg != nil {

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -300,8 +301,14 @@ func (e *Engine) write(ctx context.Context, it item, observed *unstructured.Unst
 	if act.Type == planner.ActionCreate || planner.TakesOver(act, observed) {
 		// The origin this copy starts from (or changes to) is chosen for good: wait for the
 		// views that may still offer one with a lower cluster ID.
-		if unseen := unseenSources(g.Unsynced, vs.failingViews, vs.firstContact, vs.readable); e.waitForViews(it, unseen, nil) {
+		e.unlistedMembers(ctx, vs)
+		connecting := connectingSources(vs.beingMade, vs.young, g.Unsynced, vs.failingViews)
+		unseen := unseenSources(g.Unsynced, vs.failingViews, vs.firstContact, vs.readable, connecting)
+		if e.waitForViews(it, unseen, connecting) {
 			return waitRetry(unseen, vs.readable), nil
+		}
+		if len(unseen) > 0 {
+			e.log.Info("creating a copy without waiting longer for the views of some sources", "object", it.String(), "sources", sortedIDs(unseen))
 		}
 	}
 	if act.Type == planner.ActionCreate {
@@ -368,19 +375,65 @@ func (e *Engine) hold(ctx context.Context, it item, act planner.Action, g planne
 	return max(v.Until.Sub(e.opts.Clock.Now()), time.Second), nil
 }
 
-// waitForViews reports whether a create of it waits for the views of sources that are
-// still syncing (unsynced, and not failing), within createWait of when it was queued.
-func (e *Engine) waitForViews(it item, unsynced, failing map[types.UID]bool) bool {
+// waitForViews reports whether a create of it waits for the views of the unseen
+// sources: within createWait of when it was queued, or as long as one of them is
+// connecting (bounded by connectWait after that source's first contact).
+func (e *Engine) waitForViews(it item, unseen, connecting map[types.UID]bool) bool {
+	for id := range unseen {
+		if unseen[id] && connecting[id] {
+			return true
+		}
+	}
 	first, ok := e.seen.Load(it)
 	if !ok || e.opts.Clock.Since(first.(time.Time)) > createWait {
 		return false
 	}
-	for id := range unsynced {
-		if !failing[id] {
+	for id := range unseen {
+		if unseen[id] {
 			return true
 		}
 	}
 	return false
+}
+
+// unlistedMembers adds to vs the members of the group this cluster knows (its peer
+// Clusters, not disabled) that the peers manager does not list yet: at a start their
+// connections are not made yet, and a create must not follow a peer only because it was
+// connected first. Each is young and being made within connectWait of when the engine
+// first noticed it, unless its Cluster's state says it cannot be connected (no usable
+// reader Secret, or failed): only a Cluster with no state yet or last seen Ready is
+// waited for.
+func (e *Engine) unlistedMembers(ctx context.Context, vs *views) {
+	var list v1alpha1.ClusterList
+	if err := e.opts.Client.List(ctx, &list); err != nil {
+		return
+	}
+	now := e.opts.Clock.Now()
+	for i := range list.Items {
+		c := &list.Items[i]
+		id := c.Spec.ClusterID
+		if _, listed := vs.readable[id]; listed || id == "" || id == e.opts.LocalID || c.Disabled() || c.DeletionTimestamp != nil {
+			continue
+		}
+		if st := c.Status.State; st != "" && st != v1alpha1.ClusterStateReady {
+			continue
+		}
+		if e.contacts.age(id, now) < connectWait {
+			vs.young[id], vs.beingMade[id] = true, true
+		}
+	}
+}
+
+// sortedIDs returns the IDs set in m, sorted, for a log line.
+func sortedIDs(m map[types.UID]bool) []string {
+	out := make([]string, 0, len(m))
+	for id, ok := range m {
+		if ok {
+			out = append(out, string(id))
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // views is what the engine knows of the sources' views while it plans one local object,
@@ -391,9 +444,10 @@ type views struct {
 	// failingViews are the readable sources whose view fails to sync; overCapViews the
 	// sources whose view is over the cap on objects.
 	failingViews, overCapViews map[types.UID]bool
-	// firstContact are the peers in their first contact, readable the readable ones: for
-	// the wait before a create.
-	firstContact, readable map[types.UID]bool
+	// firstContact are the peers in their first contact, readable the readable ones,
+	// young those within connectWait of their first contact and beingMade those whose
+	// connection is being made: for the wait before a create.
+	firstContact, readable, young, beingMade map[types.UID]bool
 }
 
 // snapshotFor returns the planner's snapshot of this cluster for objects of gvk, built
@@ -402,7 +456,8 @@ type views struct {
 // policy of a rule, which deletes only copies no other rule asks for), as sync-diff asks
 // it of what it read. The lookups record in vs what they meet.
 func (e *Engine) snapshotFor(ctx context.Context, gvk schema.GroupVersionKind) (planner.Snapshot, *views, error) {
-	vs := &views{failingViews: map[types.UID]bool{}, overCapViews: map[types.UID]bool{}, firstContact: map[types.UID]bool{}, readable: map[types.UID]bool{}}
+	vs := &views{failingViews: map[types.UID]bool{}, overCapViews: map[types.UID]bool{}, firstContact: map[types.UID]bool{},
+		readable: map[types.UID]bool{}, young: map[types.UID]bool{}, beingMade: map[types.UID]bool{}}
 	s := planner.Snapshot{LocalID: e.opts.LocalID}
 	for _, r := range e.snapshot() {
 		if r.compiled == nil || r.rsr.DeletionTimestamp != nil || !planner.ContainsGVK(r.compiled.TargetGVKs, gvk) {
@@ -419,8 +474,10 @@ func (e *Engine) snapshotFor(ctx context.Context, gvk schema.GroupVersionKind) (
 	now := e.opts.Clock.Now()
 	for _, p := range e.opts.Peers.List() {
 		name, id := p.Name, p.ClusterID
-		vs.firstContact[id] = e.contacts.seen(id, now, createWait)
+		age := e.contacts.age(id, now)
+		vs.firstContact[id], vs.young[id] = age < createWait, age < connectWait
 		vs.readable[id] = p.Ready && p.Config() != nil
+		vs.beingMade[id] = vs.young[id] && beingMade(p)
 		var features []v1alpha1.ClusterFeature
 		if needFeatures {
 			features = peerFeatures(ctx, p)
