@@ -94,11 +94,11 @@ func unseenSources(unsynced, failing, firstContact, readable, connecting map[typ
 // connectingSources returns the sources a create waits for past createWait: those whose
 // connection is being made (beingMade, or not connected at all) within connectWait of
 // their first contact (young), and the young readable sources whose view of the kind is
-// still syncing (unsynced and not failing).
-func connectingSources(beingMade, young, unsynced, failing map[types.UID]bool) map[types.UID]bool {
+// still syncing (unsynced, and not failing or only not started yet: unstarted).
+func connectingSources(beingMade, young, unsynced, failing, unstarted map[types.UID]bool) map[types.UID]bool {
 	out := map[types.UID]bool{}
 	for id := range young {
-		if young[id] && (beingMade[id] || (unsynced[id] && !failing[id])) {
+		if young[id] && (beingMade[id] || (unsynced[id] && (!failing[id] || unstarted[id]))) {
 			out[id] = true
 		}
 	}

@@ -75,19 +75,20 @@ func TestUnseenSources(t *testing.T) {
 func TestConnectingSources(t *testing.T) {
 	type ids = map[types.UID]bool
 	tests := []struct {
-		name                                string
-		beingMade, young, unsynced, failing ids
-		want                                ids
+		name                                           string
+		beingMade, young, unsynced, failing, unstarted ids
+		want                                           ids
 	}{
 		{name: "a young connection being made", beingMade: ids{"a": true}, young: ids{"a": true}, want: ids{"a": true}},
 		{name: "a young view syncing", young: ids{"a": true}, unsynced: ids{"a": true}, want: ids{"a": true}},
 		{name: "a young view failing", young: ids{"a": true}, unsynced: ids{"a": true}, failing: ids{"a": true}, want: ids{}},
+		{name: "a young view not started yet", young: ids{"a": true}, unsynced: ids{"a": true}, failing: ids{"a": true}, unstarted: ids{"a": true}, want: ids{"a": true}},
 		{name: "a young peer whose view is known", young: ids{"a": true}, want: ids{}},
 		{name: "past connectWait nothing", beingMade: ids{"a": true}, unsynced: ids{"a": true}, young: ids{"a": false}, want: ids{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := connectingSources(tt.beingMade, tt.young, tt.unsynced, tt.failing)
+			got := connectingSources(tt.beingMade, tt.young, tt.unsynced, tt.failing, tt.unstarted)
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("connectingSources (-want +got):\n%s", diff)
 			}

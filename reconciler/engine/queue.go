@@ -302,7 +302,7 @@ func (e *Engine) write(ctx context.Context, it item, observed *unstructured.Unst
 		// The origin this copy starts from (or changes to) is chosen for good: wait for the
 		// views that may still offer one with a lower cluster ID.
 		e.unlistedMembers(ctx, vs)
-		connecting := connectingSources(vs.beingMade, vs.young, g.Unsynced, vs.failingViews)
+		connecting := connectingSources(vs.beingMade, vs.young, g.Unsynced, vs.failingViews, vs.unstarted)
 		unseen := unseenSources(g.Unsynced, vs.failingViews, vs.firstContact, vs.readable, connecting)
 		if e.waitForViews(it, unseen, connecting) {
 			return waitRetry(unseen, vs.readable), nil
@@ -445,9 +445,10 @@ type views struct {
 	// sources whose view is over the cap on objects.
 	failingViews, overCapViews map[types.UID]bool
 	// firstContact are the peers in their first contact, readable the readable ones,
-	// young those within connectWait of their first contact and beingMade those whose
-	// connection is being made: for the wait before a create.
-	firstContact, readable, young, beingMade map[types.UID]bool
+	// young those within connectWait of their first contact, beingMade those whose
+	// connection is being made and unstarted those whose view of the kind has no watch
+	// (not started yet, or the peer does not serve the kind): for the wait before a create.
+	firstContact, readable, young, beingMade, unstarted map[types.UID]bool
 }
 
 // snapshotFor returns the planner's snapshot of this cluster for objects of gvk, built
@@ -457,7 +458,7 @@ type views struct {
 // it of what it read. The lookups record in vs what they meet.
 func (e *Engine) snapshotFor(ctx context.Context, gvk schema.GroupVersionKind) (planner.Snapshot, *views, error) {
 	vs := &views{failingViews: map[types.UID]bool{}, overCapViews: map[types.UID]bool{}, firstContact: map[types.UID]bool{},
-		readable: map[types.UID]bool{}, young: map[types.UID]bool{}, beingMade: map[types.UID]bool{}}
+		readable: map[types.UID]bool{}, young: map[types.UID]bool{}, beingMade: map[types.UID]bool{}, unstarted: map[types.UID]bool{}}
 	s := planner.Snapshot{LocalID: e.opts.LocalID}
 	for _, r := range e.snapshot() {
 		if r.compiled == nil || r.rsr.DeletionTimestamp != nil || !planner.ContainsGVK(r.compiled.TargetGVKs, gvk) {
@@ -489,6 +490,9 @@ func (e *Engine) snapshotFor(ctx context.Context, gvk schema.GroupVersionKind) (
 				obj, synced, err := e.watchers.lookup(name, gvk, ns, n)
 				if !synced && (err != nil || !e.watchers.covers(name, gvk, ns)) {
 					vs.failingViews[id] = true // failing, or never started (the peer does not serve the kind)
+					if err == nil {
+						vs.unstarted[id] = true // or the watch is not started yet (a peer just connected)
+					}
 				}
 				var tooMany *TooManyObjectsError
 				if !synced && errors.As(err, &tooMany) {
