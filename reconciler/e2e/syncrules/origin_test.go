@@ -231,8 +231,10 @@ spec:
 				}
 				return nil
 			})
-			// Longer than the wait before a create (10 s): a copy made from a provisional
-			// origin would be visible by now, and so would any later write.
+			// Longer than the wait before a create for a view that is syncing (10 s; a
+			// connection still being made is waited for up to a minute, but every sink
+			// has its copy already): a copy made from a provisional origin would have been
+			// replaced by now, and any later write would be visible.
 			time.Sleep(12 * time.Second)
 			stopPolling()
 			polling.Wait()
