@@ -158,7 +158,9 @@ func (s *Server) list(w http.ResponseWriter, rv, match string, res Resource, ns 
 			return // the client went away
 		}
 	}
-	_, _ = io.WriteString(w, "]}")
+	if _, err := io.WriteString(w, "]}"); err == nil {
+		s.add(func(c *counts) { c.initialServed(res.Key()) })
+	}
 }
 
 // watch serves a watch until its timeout, the client going, the watcher falling behind
@@ -220,8 +222,8 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, res Resource, ns 
 		return
 	}
 	defer s.store.unwatch(wt)
-	s.add(func(c *counts) { c.watch(res.key(), 1) })
-	defer s.add(func(c *counts) { c.watch(res.key(), -1) })
+	s.add(func(c *counts) { c.watch(res.Key(), 1) })
+	defer s.add(func(c *counts) { c.watch(res.Key(), -1) })
 	w.WriteHeader(http.StatusOK)
 	sent := func(n int64) { s.add(func(c *counts) { c.events.Add(n) }) }
 	bookmark := func(rv uint64, end bool) error {
@@ -238,8 +240,11 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, res Resource, ns 
 		}
 	}
 	sent(int64(len(start.initial)))
-	if listing && bookmark(start.rv, true) != nil {
-		return
+	if listing {
+		if bookmark(start.rv, true) != nil {
+			return
+		}
+		s.add(func(c *counts) { c.initialServed(res.Key()) })
 	}
 	last := start.rv
 	for _, ev := range start.replay {

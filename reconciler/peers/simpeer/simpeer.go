@@ -67,7 +67,8 @@ func (r Resource) GroupVersion() string {
 	return r.Group + "/" + r.Version
 }
 
-func (r Resource) key() string { return r.GroupVersion() + "/" + r.Resource }
+// Key names the resource in Stats: group/version/resource (version/resource in the core group).
+func (r Resource) Key() string { return r.GroupVersion() + "/" + r.Resource }
 
 // The kinds a member reads of a peer.
 var (
@@ -200,11 +201,11 @@ func (g *Group) Start(opts Options) (*Server, error) {
 		own: newCounts(), done: make(chan struct{}), closing: make(chan struct{})}
 	s.counts = []*counts{s.own, g.counts}
 	for _, r := range opts.Resources {
-		s.res[r.key()] = r
+		s.res[r.Key()] = r
 	}
 	if opts.UID != "" {
 		ns := map[string]any{"metadata": map[string]any{"name": "kube-system", "uid": string(opts.UID)}}
-		if _, ok := s.res[Namespaces.key()]; ok {
+		if _, ok := s.res[Namespaces.Key()]; ok {
 			if _, err := s.store.put(Namespaces, ns, true); err != nil {
 				return nil, err
 			}
@@ -302,6 +303,9 @@ type Stats struct {
 	Watches map[string]int64 `json:"watches"`
 	// Requests served, by verb (get, list, watch, discovery, unauthorized, other).
 	Requests map[string]int64 `json:"requests"`
+	// Initial counts, by resource, the initial states served whole: lists written to
+	// their end, and watch-lists whose initial events and closing bookmark were written.
+	Initial map[string]int64 `json:"initial"`
 	// Events sent on watches, bookmarks apart.
 	Events    int64 `json:"events"`
 	Bookmarks int64 `json:"bookmarks"`
@@ -322,10 +326,17 @@ type counts struct {
 	mu                sync.Mutex
 	watches           map[string]int64
 	requests          map[string]int64
+	initial           map[string]int64
 }
 
 func newCounts() *counts {
-	return &counts{watches: map[string]int64{}, requests: map[string]int64{}}
+	return &counts{watches: map[string]int64{}, requests: map[string]int64{}, initial: map[string]int64{}}
+}
+
+func (c *counts) initialServed(resource string) {
+	c.mu.Lock()
+	c.initial[resource]++
+	c.mu.Unlock()
 }
 
 func (c *counts) request(verb string) {
@@ -347,12 +358,15 @@ func (c *counts) stats() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	st := Stats{Connections: c.conns.Load(), Events: c.events.Load(), Bookmarks: c.bookmarks.Load(),
-		Watches: map[string]int64{}, Requests: map[string]int64{}}
+		Watches: map[string]int64{}, Requests: map[string]int64{}, Initial: map[string]int64{}}
 	for k, v := range c.watches {
 		st.Watches[k] = v
 	}
 	for k, v := range c.requests {
 		st.Requests[k] = v
+	}
+	for k, v := range c.initial {
+		st.Initial[k] = v
 	}
 	return st
 }

@@ -426,6 +426,9 @@ func TestInformer(t *testing.T) {
 			if got := st.Requests["list"]; (got > 0) != noWatchList {
 				t.Errorf("%d lists with NoWatchList=%v", got, noWatchList)
 			}
+			if diff := cmp.Diff(map[string]int64{"v1/configmaps": 1}, st.Initial); diff != "" {
+				t.Errorf("initial states served (-want +got):\n%s", diff)
+			}
 			if st.Connections != 1 {
 				t.Errorf("%d connections, want 1 (HTTP/2)", st.Connections)
 			}

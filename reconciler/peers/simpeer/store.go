@@ -59,8 +59,8 @@ func newStore(resources []Resource, historySize int) *store {
 	s := &store{resources: map[string]Resource{}, objects: map[string]map[string]*object{}, historySize: historySize,
 		watchers: map[string]map[*watcher]struct{}{}, rv: 1}
 	for _, r := range resources {
-		s.resources[r.key()] = r
-		s.objects[r.key()] = map[string]*object{}
+		s.resources[r.Key()] = r
+		s.objects[r.Key()] = map[string]*object{}
 	}
 	return s
 }
@@ -117,9 +117,9 @@ func encode(r Resource, obj map[string]any, rv uint64) (*object, error) {
 func (s *store) put(r Resource, obj map[string]any, create bool) (uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	objs, ok := s.objects[r.key()]
+	objs, ok := s.objects[r.Key()]
 	if !ok {
-		return 0, fmt.Errorf("%w: %s", ErrUnknown, r.key())
+		return 0, fmt.Errorf("%w: %s", ErrUnknown, r.Key())
 	}
 	md, _ := obj["metadata"].(map[string]any)
 	if md == nil {
@@ -152,7 +152,7 @@ func (s *store) put(r Resource, obj map[string]any, create bool) (uint64, error)
 	if create {
 		typ = "ADDED"
 	}
-	s.record(event{rv: s.rv, resource: r.key(), typ: typ, old: old, new: o})
+	s.record(event{rv: s.rv, resource: r.Key(), typ: typ, old: old, new: o})
 	return s.rv, nil
 }
 
@@ -161,9 +161,9 @@ func (s *store) put(r Resource, obj map[string]any, create bool) (uint64, error)
 func (s *store) remove(r Resource, namespace, name string) (uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	objs, ok := s.objects[r.key()]
+	objs, ok := s.objects[r.Key()]
 	if !ok {
-		return 0, fmt.Errorf("%w: %s", ErrUnknown, r.key())
+		return 0, fmt.Errorf("%w: %s", ErrUnknown, r.Key())
 	}
 	old := objs[objectKey(namespace, name)]
 	if old == nil {
@@ -179,7 +179,7 @@ func (s *store) remove(r Resource, namespace, name string) (uint64, error) {
 	}
 	s.rv++
 	delete(objs, objectKey(namespace, name))
-	s.record(event{rv: s.rv, resource: r.key(), typ: "DELETED", old: old, new: gone})
+	s.record(event{rv: s.rv, resource: r.Key(), typ: "DELETED", old: old, new: gone})
 	return s.rv, nil
 }
 
@@ -215,7 +215,7 @@ func (s *store) list(r Resource, namespace string, sel selectors) ([]*object, ui
 
 func (s *store) listLocked(r Resource, namespace string, sel selectors) []*object {
 	var out []*object
-	for _, o := range s.objects[r.key()] {
+	for _, o := range s.objects[r.Key()] {
 		if (namespace == "" || o.namespace == namespace) && sel.matches(o) {
 			out = append(out, o)
 		}
@@ -229,7 +229,7 @@ func (s *store) listLocked(r Resource, namespace string, sel selectors) []*objec
 func (s *store) get(r Resource, namespace, name string) *object {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.objects[r.key()][objectKey(namespace, name)]
+	return s.objects[r.Key()][objectKey(namespace, name)]
 }
 
 // selectors are a request's label and field selectors.

@@ -83,8 +83,8 @@ type watchStart struct {
 func (s *store) watch(r Resource, namespace string, sel selectors, initial bool, from uint64) (*watcher, watchStart, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.objects[r.key()]; !ok {
-		return nil, watchStart{}, fmt.Errorf("%w: %s", ErrUnknown, r.key())
+	if _, ok := s.objects[r.Key()]; !ok {
+		return nil, watchStart{}, fmt.Errorf("%w: %s", ErrUnknown, r.Key())
 	}
 	start := watchStart{rv: s.rv}
 	switch {
@@ -96,16 +96,16 @@ func (s *store) watch(r Resource, namespace string, sel selectors, initial bool,
 		return nil, watchStart{}, errTooLarge
 	default:
 		for _, ev := range s.history {
-			if ev.rv > from && ev.resource == r.key() {
+			if ev.rv > from && ev.resource == r.Key() {
 				start.replay = append(start.replay, ev)
 			}
 		}
 	}
-	w := &watcher{resource: r.key(), namespace: namespace, sel: sel, ch: make(chan event, watcherBuffer), overflow: make(chan struct{})}
-	if s.watchers[r.key()] == nil {
-		s.watchers[r.key()] = map[*watcher]struct{}{}
+	w := &watcher{resource: r.Key(), namespace: namespace, sel: sel, ch: make(chan event, watcherBuffer), overflow: make(chan struct{})}
+	if s.watchers[r.Key()] == nil {
+		s.watchers[r.Key()] = map[*watcher]struct{}{}
 	}
-	s.watchers[r.key()][w] = struct{}{}
+	s.watchers[r.Key()][w] = struct{}{}
 	return w, start, nil
 }
 
