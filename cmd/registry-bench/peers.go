@@ -1,0 +1,497 @@
+package main
+
+// --mode peers (make bench-scale): one real member among N simulated peers.
+//
+// The member is a real API server (the test bed, without kube-controller-manager) and
+// a real `kubectl-registry serve` process with the defaults of an install (health checks
+// every 5 s). Its peers are simulated API servers (reconciler/peers/simpeer), all in this
+// process, each on its own loopback TLS listener with its own token and kube-system UID,
+// serving what a member of a group of N+1 holds: every member's Cluster and reader
+// Secret, the credentials it issued to and received from every other member, the bench's
+// rule (as the built-in rule copied it there), and its share of the synced ConfigMaps.
+// Discovery is the member's own API server's, captured. The member knows each peer as
+// the seed's swap leaves it: a Cluster and a reader Secret written by hand, the Cluster
+// annotated as a legacy peer, so that the member reads the peer with that Secret
+// directly (no sealed-credential exchange, which needs a real peer's controller).
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
+
+	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/peers/simpeer"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/planner"
+)
+
+// memberName is the real member's cluster.
+const memberName = "member"
+
+// peerOptions are the flags of --mode peers.
+type peerOptions struct {
+	sizes       []int
+	objects     int
+	burst       int
+	idle        time.Duration
+	quiet       time.Duration
+	noWatchList bool
+}
+
+// peerResult is one size: the member among Peers simulated peers.
+type peerResult struct {
+	Peers int `json:"peers"`
+	// Objects are the ConfigMaps the peers serve (Objects/Peers each) and the member
+	// copies; the burst's are added later.
+	Objects int `json:"objects"`
+	// Membership is what each peer serves of the membership: Clusters and Secrets.
+	MembershipClusters int  `json:"membership_clusters_per_peer"`
+	MembershipSecrets  int  `json:"membership_secrets_per_peer"`
+	WatchList          bool `json:"watch_list"`
+
+	// The first start: every copy written.
+	InitialSyncSeconds    float64 `json:"initial_sync_seconds"`
+	InitialSyncCPUSeconds float64 `json:"initial_sync_cpu_seconds"`
+	InitialPeakRSSMiB     float64 `json:"initial_peak_rss_mib"`
+	InitialWrites         float64 `json:"initial_writes"`
+
+	// A burst of new objects on the peers (spread over them), and its cost less the
+	// idle rate.
+	Burst              int     `json:"burst"`
+	BurstSeconds       float64 `json:"burst_seconds"`
+	BurstCPUSeconds    float64 `json:"burst_cpu_seconds"`
+	CPUPer1000Synced   float64 `json:"cpu_seconds_per_1000_synced"`
+	BurstWrites        float64 `json:"burst_writes"`
+	BurstPeakRSSMiB    float64 `json:"burst_peak_rss_mib"`
+	IdleBeforeBurstCPU float64 `json:"idle_before_burst_cpu_ms_per_s"`
+
+	// A restart: from the new process's start to every peer up, every object seen and
+	// its queue empty, with no write.
+	RestartConvergeSeconds float64 `json:"restart_converge_seconds"`
+	RestartCPUSeconds      float64 `json:"restart_cpu_seconds"`
+	RestartWrites          float64 `json:"restart_writes"`
+	RestartPeakRSSMiB      float64 `json:"restart_peak_rss_mib"`
+
+	// Idle, after the restart.
+	Idle *peerIdle `json:"idle,omitempty"`
+	// Steady is the restarted member, idle.
+	Steady *peerSnapshot `json:"steady,omitempty"`
+
+	SetupSeconds float64 `json:"setup_seconds"`
+	Error        string  `json:"error,omitempty"`
+}
+
+// peerIdle is the member's cost over an idle window.
+type peerIdle struct {
+	Seconds float64 `json:"seconds"`
+	// CPUms is the process's CPU per second of the window, in ms/s; PerPeer divided by
+	// the peers.
+	CPUms        float64 `json:"cpu_ms_per_s"`
+	CPUmsPerPeer float64 `json:"cpu_ms_per_s_per_peer"`
+	Writes       float64 `json:"writes"`
+	// Requests the member made of the peers per second (health checks, lists,
+	// discovery, new watches), by verb; Bookmarks and Events what the peers sent.
+	RequestsPerSecond map[string]float64 `json:"requests_per_second"`
+	BookmarksPerSec   float64            `json:"bookmarks_per_second"`
+	EventsPerSec      float64            `json:"events_per_second"`
+}
+
+// peerSnapshot is what the member holds at one time.
+type peerSnapshot struct {
+	RSSMiB      float64 `json:"rss_mib"`
+	AnonMiB     float64 `json:"rss_anon_mib"`
+	FileMiB     float64 `json:"rss_file_mib"`
+	PeakMiB     float64 `json:"peak_rss_mib"`
+	HeapMiB     float64 `json:"heap_inuse_mib"`
+	StackMiB    float64 `json:"stack_inuse_mib"`
+	Goroutines  float64 `json:"goroutines"`
+	OpenFDs     int     `json:"open_fds"`
+	Sockets     int     `json:"sockets"`
+	PeerConns   int64   `json:"peer_connections"`
+	PeerWatches int64   `json:"peer_watches"`
+	// WatchesByResource are the watches open on the peers, by resource.
+	WatchesByResource map[string]int64 `json:"watches_by_resource"`
+}
+
+// peerResults is what --mode peers writes.
+type peerResults struct {
+	Date    string `json:"date"`
+	Binary  string `json:"binary"`
+	Machine struct {
+		CPUs    int      `json:"cpus"`
+		LoadAvg []string `json:"load_avg"`
+	} `json:"machine"`
+	Objects      int           `json:"objects"`
+	Burst        int           `json:"burst"`
+	IdleSeconds  float64       `json:"idle_seconds"`
+	Sizes        []*peerResult `json:"sizes"`
+	TotalSeconds float64       `json:"total_seconds"`
+	// Slopes are the differences per added peer between consecutive sizes (at the same
+	// number of synced objects): anonymous RSS in MiB, idle CPU in ms/s, goroutines.
+	Slopes []peerSlope `json:"slopes,omitempty"`
+}
+
+type peerSlope struct {
+	From              int     `json:"from"`
+	To                int     `json:"to"`
+	AnonMiBPerPeer    float64 `json:"rss_anon_mib_per_peer"`
+	IdleCPUmsPerPeer  float64 `json:"idle_cpu_ms_per_s_per_peer"`
+	GoroutinesPerPeer float64 `json:"goroutines_per_peer"`
+}
+
+// runPeers runs --mode peers: every size of o.sizes, one fresh member each.
+func (b *bench) runPeers(ctx context.Context, po peerOptions) (*peerResults, error) {
+	res := &peerResults{Date: time.Now().UTC().Format(time.RFC3339), Objects: po.objects, Burst: po.burst, IdleSeconds: po.idle.Seconds()}
+	res.Machine.CPUs = numCPU()
+	res.Machine.LoadAvg = append(res.Machine.LoadAvg, loadAvg())
+	started := time.Now()
+	for _, n := range po.sizes {
+		r, err := b.runPeerSize(ctx, po, n)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if err != nil {
+			step("[peers-%d] failed: %v", n, err)
+			if r == nil {
+				r = &peerResult{Peers: n}
+			}
+			r.Error = err.Error()
+		}
+		res.Sizes = append(res.Sizes, r)
+	}
+	res.TotalSeconds = time.Since(started).Seconds()
+	res.Machine.LoadAvg = append(res.Machine.LoadAvg, loadAvg())
+	res.slopes()
+	return res, nil
+}
+
+// simPeer is one simulated peer, as the member and the other peers know it.
+type simPeer struct {
+	name string
+	srv  *simpeer.Server
+}
+
+// runPeerSize measures the member among n peers.
+func (b *bench) runPeerSize(ctx context.Context, po peerOptions, n int) (_ *peerResult, err error) {
+	label := fmt.Sprintf("peers-%d", n)
+	t0 := time.Now()
+	g, err := b.startGroup(ctx, label, []string{memberName}, false)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { g.stopKeepingLogs(err) }()
+	// The defaults of an install: a peer's health is checked every 5 s.
+	g.serveArgs = []string{"--peer-health-interval", "5s"}
+	if err := g.prepare(ctx); err != nil {
+		return nil, err
+	}
+	member := g.bed.Cluster(memberName)
+	memberID, err := member.KubeSystemUID(ctx)
+	if err != nil {
+		return nil, err
+	}
+	disc, err := simpeer.CaptureDiscovery(ctx, member.Config)
+	if err != nil {
+		return nil, err
+	}
+	sg, err := simpeer.NewGroup()
+	if err != nil {
+		return nil, err
+	}
+	sims := make([]simPeer, n)
+	defer func() {
+		for _, p := range sims {
+			if p.srv != nil {
+				_ = p.srv.Close()
+			}
+		}
+	}()
+	step("[%s] starting %d simulated peers (watch-list %v), %d ConfigMaps among them", label, n, !po.noWatchList, po.objects)
+	for i := range sims {
+		srv, err := sg.Start(simpeer.Options{UID: uuid.NewUUID(), Token: randomToken(), Discovery: disc, NoWatchList: po.noWatchList})
+		if err != nil {
+			return nil, err
+		}
+		sims[i] = simPeer{name: fmt.Sprintf("p%03d", i+1), srv: srv}
+	}
+	r := &peerResult{Peers: n, Objects: po.objects, Burst: po.burst, WatchList: !po.noWatchList}
+	if r.MembershipClusters, r.MembershipSecrets, err = fillPeers(sims, memberID, sg.CAData(), po.objects); err != nil {
+		return r, err
+	}
+	step("[%s] each peer serves %d Clusters, %d Secrets of the registry namespace, the rule and ~%d ConfigMaps", label, r.MembershipClusters, r.MembershipSecrets, po.objects/n)
+	if err := addLegacyPeers(ctx, member.Config, sims, sg.CAData()); err != nil {
+		return r, err
+	}
+	if err := createRule(ctx, member.Config); err != nil {
+		return r, err
+	}
+	r.SetupSeconds = time.Since(t0).Seconds()
+
+	step("[%s] starting the member's controller; waiting for %d copies", label, po.objects)
+	start := time.Now()
+	if err := g.startControllers(ctx); err != nil {
+		return r, err
+	}
+	c := g.ctrls[0]
+	pid := c.cmd.Process.Pid
+	if err := g.waitCopies(ctx, po.objects); err != nil {
+		return r, err
+	}
+	r.InitialSyncSeconds = time.Since(start).Seconds()
+	if r.InitialSyncCPUSeconds, err = procCPU(pid); err != nil {
+		return r, err
+	}
+	if err := g.waitQuiet(ctx, po.quiet); err != nil {
+		return r, err
+	}
+	m, err := scrape(ctx, c)
+	if err != nil {
+		return r, err
+	}
+	r.InitialWrites = total(map[string]map[string]float64{"": syncWrites(m)})
+	if r.InitialPeakRSSMiB, _, err = rss(pid); err != nil {
+		return r, err
+	}
+	step("[%s]   %d copies in %.1fs, %.1f s of CPU, peak RSS %.1f MiB, %.0f writes", label, po.objects, r.InitialSyncSeconds, r.InitialSyncCPUSeconds, r.InitialPeakRSSMiB, r.InitialWrites)
+
+	// The burst: po.burst new objects spread over the peers, against the idle rate just
+	// before.
+	idleCPU, err := cpuRate(ctx, pid, 5*time.Second)
+	if err != nil {
+		return r, err
+	}
+	r.IdleBeforeBurstCPU = 1000 * idleCPU
+	step("[%s] burst: %d ConfigMaps created at once on the peers", label, po.burst)
+	before, _ := scrape(ctx, c)
+	cpu0, err := procCPU(pid)
+	if err != nil {
+		return r, err
+	}
+	t1 := time.Now()
+	for i := range po.burst {
+		p := sims[i%n]
+		if _, err := p.srv.Create(simpeer.ConfigMaps, benchConfigMap(fmt.Sprintf("burst-%s-%d", p.name, i))); err != nil {
+			return r, err
+		}
+	}
+	if err := g.waitCopies(ctx, po.objects+po.burst); err != nil {
+		return r, err
+	}
+	r.BurstSeconds = time.Since(t1).Seconds()
+	cpu1, err := procCPU(pid)
+	if err != nil {
+		return r, err
+	}
+	r.BurstCPUSeconds = max(0, cpu1-cpu0-idleCPU*r.BurstSeconds)
+	r.CPUPer1000Synced = r.BurstCPUSeconds * 1000 / float64(po.burst)
+	if err := g.waitQuiet(ctx, po.quiet); err != nil {
+		return r, err
+	}
+	after, _ := scrape(ctx, c)
+	r.BurstWrites = total(map[string]map[string]float64{"": syncWrites(after)}) - total(map[string]map[string]float64{"": syncWrites(before)})
+	if r.BurstPeakRSSMiB, _, err = rss(pid); err != nil {
+		return r, err
+	}
+	step("[%s]   %.2fs, %.2f s of CPU (%.2f s per 1,000), %.0f writes", label, r.BurstSeconds, r.BurstCPUSeconds, r.CPUPer1000Synced, r.BurstWrites)
+
+	// The restart.
+	step("[%s] restarting the member's controller", label)
+	restart, err := g.stopControllers(ctx, nil)
+	if err != nil {
+		return r, err
+	}
+	all := po.objects + po.burst
+	served := sg.Stats()
+	t2 := time.Now()
+	if err := restart(); err != nil {
+		return r, err
+	}
+	c = g.ctrls[0]
+	pid = c.cmd.Process.Pid
+	if err := g.waitConverged(ctx, c, sg, served, n, all); err != nil {
+		return r, err
+	}
+	r.RestartConvergeSeconds = time.Since(t2).Seconds()
+	if r.RestartCPUSeconds, err = procCPU(pid); err != nil {
+		return r, err
+	}
+	if err := g.waitQuiet(ctx, po.quiet); err != nil {
+		return r, err
+	}
+	if m, err = scrape(ctx, c); err != nil {
+		return r, err
+	}
+	r.RestartWrites = total(map[string]map[string]float64{"": syncWrites(m)})
+	if r.RestartPeakRSSMiB, _, err = rss(pid); err != nil {
+		return r, err
+	}
+	step("[%s]   converged in %.1fs (%.1f s of CPU, peak RSS %.1f MiB, %.0f writes)", label, r.RestartConvergeSeconds, r.RestartCPUSeconds, r.RestartPeakRSSMiB, r.RestartWrites)
+
+	step("[%s] idle for %s", label, po.idle)
+	if r.Idle, err = g.measureIdle(ctx, c, sg, n, po.idle); err != nil {
+		return r, err
+	}
+	if r.Steady, err = snapshot(ctx, c, sg); err != nil {
+		return r, err
+	}
+	s := r.Steady
+	step("[%s]   idle CPU %.2f ms/s (%.3f ms/s per peer), %.0f writes; RSS %.1f MiB (anon %.1f, file %.1f), heap %.1f MiB, %g goroutines, %d sockets, %d peer connections, %d watches on peers %v",
+		label, r.Idle.CPUms, r.Idle.CPUmsPerPeer, r.Idle.Writes, s.RSSMiB, s.AnonMiB, s.FileMiB, s.HeapMiB, s.Goroutines, s.Sockets, s.PeerConns, s.PeerWatches, s.WatchesByResource)
+	return r, nil
+}
+
+func randomToken() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// toMap converts a typed object to the map simpeer stores.
+func toMap(obj runtime.Object) (map[string]any, error) {
+	return runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+}
+
+// benchConfigMap is a synced ConfigMap as a peer's API server holds it: the bench's
+// label and data, and the managedFields its writer left (which the member's caches
+// drop, but which cross the wire).
+func benchConfigMap(name string) map[string]any {
+	return map[string]any{
+		"metadata": map[string]any{
+			"name": name, "namespace": nsRegistry, "labels": map[string]any{syncLabel: "true"},
+			"managedFields": []any{map[string]any{
+				"manager": "registry-bench", "operation": "Update", "apiVersion": "v1", "time": time.Now().UTC().Format(time.RFC3339),
+				"fieldsType": "FieldsV1", "fieldsV1": map[string]any{
+					"f:data":     map[string]any{".": map[string]any{}, "f:payload": map[string]any{}, "f:v": map[string]any{}},
+					"f:metadata": map[string]any{"f:labels": map[string]any{".": map[string]any{}, "f:" + syncLabel: map[string]any{}}},
+				},
+			}},
+		},
+		"data": map[string]any{"v": "b", "payload": "bench"},
+	}
+}
+
+// benchRule is the bench's ResourceSyncRule: ConfigMaps of namespace bench labelled
+// syncLabel.
+func benchRule() *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": v1alpha1.GroupVersion.String(), "kind": "ResourceSyncRule",
+		"metadata": map[string]any{"name": ruleName},
+		"spec": map[string]any{
+			"groupVersionKind": map[string]any{"kind": "ConfigMap", "version": "v1"},
+			"rules": []any{map[string]any{"match": []any{map[string]any{
+				"namespaces": []any{nsRegistry},
+				"labels":     []any{map[string]any{"matchLabels": map[string]any{syncLabel: "true"}}},
+			}}}},
+		},
+	}}
+}
+
+// sealedSize is about the size of a sealed reader credential (a kubeconfig with a CA
+// and a token, sealed).
+const sealedSize = 2600
+
+// fillPeers gives every simulated peer what a member of a group of len(sims)+1 holds:
+// a Cluster and a reader Secret of every member (its own a Local Cluster), the reader
+// credentials it issued to every other member and those it received, the bench's rule
+// as copied from the member, the bench's namespace, and its share of objects ConfigMaps.
+// It returns the Clusters and Secrets each peer serves.
+func fillPeers(sims []simPeer, memberID types.UID, ca []byte, objects int) (clusters, secrets int, err error) {
+	type who struct {
+		name, url string
+		id        types.UID
+	}
+	members := []who{{name: memberName, url: "https://127.0.0.1:1", id: memberID}}
+	for _, p := range sims {
+		members = append(members, who{name: p.name, url: p.srv.URL(), id: p.srv.UID()})
+	}
+	rule := benchRule()
+	planner.Mark(rule, memberID, v1alpha1.CoreRuleName)
+	now := metav1.Now()
+	conds := func(local bool) []v1alpha1.ClusterCondition {
+		var out []v1alpha1.ClusterCondition
+		for _, t := range []v1alpha1.ClusterConditionType{v1alpha1.ClusterConditionLocalCluster, v1alpha1.ClusterConditionMetadataSet, v1alpha1.ClusterConditionReady,
+			v1alpha1.ClusterConditionClustersSynced, v1alpha1.ClusterConditionReaderKeyReady, v1alpha1.ClusterConditionReaderCredentialReady, v1alpha1.ClusterConditionRelaysAgree} {
+			out = append(out, v1alpha1.ClusterCondition{Type: t, Status: corev1.ConditionTrue, LastHeartbeatTime: now, LastTransitionTime: now,
+				Reason: "Simulated", Message: fmt.Sprintf("the condition %s of a simulated member (local %v), as long as a real one's message", t, local)})
+		}
+		return out
+	}
+	for i, p := range sims {
+		put := func(r simpeer.Resource, obj runtime.Object) error {
+			m, err := toMap(obj)
+			if err != nil {
+				return err
+			}
+			_, err = p.srv.Create(r, m)
+			return err
+		}
+		for _, ns := range []string{v1alpha1.DefaultNamespace, nsRegistry} {
+			if err := put(simpeer.Namespaces, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+				return 0, 0, err
+			}
+		}
+		clusters, secrets = 0, 0
+		for _, m := range members {
+			local := m.name == p.name
+			typ := v1alpha1.ClusterTypePeer
+			if local {
+				typ = v1alpha1.ClusterTypeLocal
+			}
+			cl := &v1alpha1.Cluster{
+				ObjectMeta: metav1.ObjectMeta{Name: m.name, Annotations: map[string]string{v1alpha1.ReaderPublicKeyAnnotation: "simulated-" + string(m.id)}},
+				Spec: v1alpha1.ClusterSpec{ClusterID: m.id, AuthInfo: v1alpha1.AuthInfo{SecretRef: v1alpha1.NamespacedName{Name: m.name, Namespace: v1alpha1.DefaultNamespace}},
+					KubernetesAPIEndpoints: []v1alpha1.KubernetesAPIEndpoint{{ServerAddress: m.url, CABundle: ca}}},
+				Status: v1alpha1.ClusterStatus{State: v1alpha1.ClusterStateReady, Type: typ, ControllerVersion: "simulated",
+					ClusterMetadata: v1alpha1.ClusterMetadata{Version: "v1.36.3", Provider: "kind", Distribution: "KIND"}, Conditions: conds(local)},
+			}
+			if !local {
+				cl.Labels = map[string]string{v1alpha1.OwnershipLabel: string(m.id)}
+				cl.Annotations[v1alpha1.OwnershipAnnotation] = string(m.id)
+			}
+			if err := put(simpeer.Clusters, cl); err != nil {
+				return 0, 0, err
+			}
+			clusters++
+			kc, err := kubeconfig.Render(kubeconfig.Reader{ClusterName: m.name, Server: m.url, CAData: ca, Token: strings.Repeat("t", 900)})
+			if err != nil {
+				return 0, 0, err
+			}
+			if err := put(simpeer.Secrets, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: m.name, Namespace: v1alpha1.DefaultNamespace},
+				Type: v1alpha1.SecretTypeClusterRegistry, Data: map[string][]byte{v1alpha1.KubeconfigKey: kc}}); err != nil {
+				return 0, 0, err
+			}
+			secrets++
+			if local {
+				continue
+			}
+			sealed := make([]byte, sealedSize)
+			_, _ = rand.Read(sealed)
+			for _, name := range []string{v1alpha1.IssuedReaderSecretName(m.id), v1alpha1.ReceivedReaderSecretName(m.id)} {
+				if err := put(simpeer.Secrets, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: v1alpha1.DefaultNamespace},
+					Type: corev1.SecretTypeOpaque, Data: map[string][]byte{v1alpha1.SealedKubeconfigKey: sealed}}); err != nil {
+					return 0, 0, err
+				}
+				secrets++
+			}
+		}
+		if _, err := p.srv.Create(simpeer.ResourceSyncRules, rule.DeepCopy().Object); err != nil {
+			return 0, 0, err
+		}
+		for j := i; j < objects; j += len(sims) {
+			if _, err := p.srv.Create(simpeer.ConfigMaps, benchConfigMap(fmt.Sprintf("cm-%s-%d", p.name, j))); err != nil {
+				return 0, 0, err
+			}
+		}
+	}
+	return clusters, secrets, nil
+}
