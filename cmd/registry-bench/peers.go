@@ -88,7 +88,9 @@ type peerResult struct {
 	Steady *peerSnapshot `json:"steady,omitempty"`
 
 	SetupSeconds float64 `json:"setup_seconds"`
-	Error        string  `json:"error,omitempty"`
+	// Profiles are the CPU, heap and goroutine profiles of the idle window (--profile).
+	Profiles []string `json:"profiles,omitempty"`
+	Error    string   `json:"error,omitempty"`
 }
 
 // peerIdle is the member's cost over an idle window.
@@ -192,6 +194,9 @@ func (b *bench) runPeerSize(ctx context.Context, po peerOptions, n int) (_ *peer
 	defer func() { g.stopKeepingLogs(err) }()
 	// The defaults of an install: a peer's health is checked every 5 s.
 	g.serveArgs = []string{"--peer-health-interval", "5s"}
+	// With --profile the controller is this binary (about 20 MiB more RSS), profiled over
+	// the idle window.
+	g.profile = b.o.profile != ""
 	if err := g.prepare(ctx); err != nil {
 		return nil, err
 	}
@@ -338,8 +343,14 @@ func (b *bench) runPeerSize(ctx context.Context, po peerOptions, n int) (_ *peer
 	step("[%s]   converged in %.1fs (%.1f s of CPU, peak RSS %.1f MiB, %.0f writes)", label, r.RestartConvergeSeconds, r.RestartCPUSeconds, r.RestartPeakRSSMiB, r.RestartWrites)
 
 	step("[%s] idle for %s", label, po.idle)
+	if g.profile {
+		g.startProfiles()
+	}
 	if r.Idle, err = g.measureIdle(ctx, c, sg, n, po.idle); err != nil {
 		return r, err
+	}
+	if g.profile {
+		r.Profiles = g.stopProfiles(label + ".idle")
 	}
 	if r.Steady, err = snapshot(ctx, c, sg); err != nil {
 		return r, err
