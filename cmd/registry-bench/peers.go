@@ -46,6 +46,9 @@ type peerOptions struct {
 	idle        time.Duration
 	quiet       time.Duration
 	noWatchList bool
+	// heartbeat is the period at which every peer refreshes the heartbeat of each of its
+	// Clusters, as a member's controller does (clusters.DefaultHeartbeatPeriod); 0: never.
+	heartbeat time.Duration
 }
 
 // peerResult is one size: the member among Peers simulated peers.
@@ -181,6 +184,47 @@ func (b *bench) runPeers(ctx context.Context, po peerOptions) (*peerResults, err
 type simPeer struct {
 	name string
 	srv  *simpeer.Server
+	// clusters are the Clusters it serves, as created (heartbeats updates them).
+	clusters []map[string]any
+}
+
+// heartbeats refreshes, until ctx is done, the heartbeat of every Cluster of every peer
+// once per period, one at a time, evenly spread: what the members' controllers do to
+// their Clusters' conditions (every Cluster, its own and its peers', every 5 min). The
+// member sees each as a watch event of its peer's Clusters.
+func heartbeats(ctx context.Context, sims []simPeer, period time.Duration) {
+	total := 0
+	for _, p := range sims {
+		total += len(p.clusters)
+	}
+	if period <= 0 || total == 0 {
+		return
+	}
+	t := time.NewTicker(max(period/time.Duration(total), time.Millisecond))
+	defer t.Stop()
+	for {
+		for _, p := range sims {
+			for _, cl := range p.clusters {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
+				now := time.Now().UTC().Format(time.RFC3339)
+				st, _ := cl["status"].(map[string]any)
+				conds, _ := st["conditions"].([]any)
+				for _, c := range conds {
+					if m, ok := c.(map[string]any); ok {
+						m["lastHeartbeatTime"] = now
+					}
+				}
+				if _, err := p.srv.Update(simpeer.Clusters, runtime.DeepCopyJSON(cl)); err != nil {
+					step("heartbeat of a simulated Cluster: %v", err)
+					return
+				}
+			}
+		}
+	}
 }
 
 // runPeerSize measures the member among n peers.
@@ -233,7 +277,10 @@ func (b *bench) runPeerSize(ctx context.Context, po peerOptions, n int) (_ *peer
 	if r.MembershipClusters, r.MembershipSecrets, err = fillPeers(sims, memberID, sg.CAData(), po.objects); err != nil {
 		return r, err
 	}
-	step("[%s] each peer serves %d Clusters, %d Secrets of the registry namespace, the rule and ~%d ConfigMaps", label, r.MembershipClusters, r.MembershipSecrets, po.objects/n)
+	step("[%s] each peer serves %d Clusters (their heartbeats refreshed every %s), %d Secrets of the registry namespace, the rule and ~%d ConfigMaps", label, r.MembershipClusters, po.heartbeat, r.MembershipSecrets, po.objects/n)
+	hctx, stopHeartbeats := context.WithCancel(ctx)
+	defer stopHeartbeats()
+	go heartbeats(hctx, sims, po.heartbeat)
 	if err := addLegacyPeers(ctx, member.Config, sims, sg.CAData()); err != nil {
 		return r, err
 	}
@@ -437,7 +484,8 @@ func fillPeers(sims []simPeer, memberID types.UID, ca []byte, objects int) (clus
 		}
 		return out
 	}
-	for i, p := range sims {
+	for i := range sims {
+		p := &sims[i]
 		put := func(r simpeer.Resource, obj runtime.Object) error {
 			m, err := toMap(obj)
 			if err != nil {
@@ -469,7 +517,12 @@ func fillPeers(sims []simPeer, memberID types.UID, ca []byte, objects int) (clus
 				cl.Labels = map[string]string{v1alpha1.OwnershipLabel: string(m.id)}
 				cl.Annotations[v1alpha1.OwnershipAnnotation] = string(m.id)
 			}
-			if err := put(simpeer.Clusters, cl); err != nil {
+			obj, err := toMap(cl)
+			if err != nil {
+				return 0, 0, err
+			}
+			p.clusters = append(p.clusters, runtime.DeepCopyJSON(obj))
+			if _, err := p.srv.Create(simpeer.Clusters, obj); err != nil {
 				return 0, 0, err
 			}
 			clusters++

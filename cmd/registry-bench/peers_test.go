@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -128,5 +129,56 @@ func TestFillPeers(t *testing.T) {
 	}
 	if diff := cmp.Diff([]int{4, 3, 3}, cms); diff != "" {
 		t.Errorf("ConfigMaps per peer (-want +got):\n%s", diff)
+	}
+}
+
+// heartbeats refreshes every Cluster of every peer once per period.
+func TestHeartbeats(t *testing.T) {
+	sg, err := simpeer.NewGroup()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sims := make([]simPeer, 2)
+	for i := range sims {
+		srv, err := sg.Start(simpeer.Options{UID: types.UID(fmt.Sprint("id-", i)), Token: "token"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = srv.Close() })
+		sims[i] = simPeer{name: fmt.Sprintf("p%03d", i+1), srv: srv}
+	}
+	if _, _, err := fillPeers(sims, "member-id", sg.CAData(), 2); err != nil {
+		t.Fatal(err)
+	}
+	before := []string{sims[0].srv.ResourceVersion(), sims[1].srv.ResourceVersion()}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	// Three Clusters per peer, six in all: one period is six updates.
+	done := make(chan struct{})
+	go func() { heartbeats(ctx, sims, 60*time.Millisecond); close(done) }()
+	cfg := &rest.Config{Host: sims[1].srv.URL(), BearerToken: "token", TLSClientConfig: rest.TLSClientConfig{CAData: sg.CAData()}}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := dyn.Resource(v1alpha1.GroupVersion.WithResource("clusters")).Watch(ctx, metav1.ListOptions{ResourceVersion: before[1]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for ev := range w.ResultChan() {
+		got = append(got, string(ev.Type))
+		if len(got) == 3 {
+			break
+		}
+	}
+	w.Stop()
+	cancel()
+	<-done
+	if diff := cmp.Diff([]string{"MODIFIED", "MODIFIED", "MODIFIED"}, got); diff != "" {
+		t.Errorf("events of the second peer's Clusters (-want +got):\n%s", diff)
+	}
+	if sims[0].srv.ResourceVersion() == before[0] {
+		t.Error("the first peer's Clusters were not refreshed")
 	}
 }
