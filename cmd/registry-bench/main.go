@@ -246,18 +246,23 @@ func run() error {
 		res.Binary = strings.TrimSpace(string(out))
 	}
 	if o.mode == "peers" {
-		pr, err := b.runPeers(ctx, o.peers)
+		// The results so far are written after every size: a long run that is cut
+		// keeps the sizes it finished.
+		write := func(pr *peerResults) error {
+			pr.Binary = res.Binary
+			data, err := json.MarshalIndent(pr, "", "  ")
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(o.out, append(data, '\n'), 0o644)
+		}
+		pr, err := b.runPeers(ctx, o.peers, write)
 		if err != nil {
 			return err
 		}
-		pr.Binary = res.Binary
 		fmt.Println()
 		fmt.Print(pr.table())
-		data, err := json.MarshalIndent(pr, "", "  ")
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(o.out, append(data, '\n'), 0o644); err != nil {
+		if err := write(pr); err != nil {
 			return err
 		}
 		step("wrote %s", o.out)

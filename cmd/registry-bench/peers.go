@@ -154,8 +154,9 @@ type peerSlope struct {
 	GoroutinesPerPeer float64 `json:"goroutines_per_peer"`
 }
 
-// runPeers runs --mode peers: every size of o.sizes, one fresh member each.
-func (b *bench) runPeers(ctx context.Context, po peerOptions) (*peerResults, error) {
+// runPeers runs --mode peers: every size of o.sizes, one fresh member each; after each
+// size it calls progress with the results so far.
+func (b *bench) runPeers(ctx context.Context, po peerOptions, progress func(*peerResults) error) (*peerResults, error) {
 	res := &peerResults{Date: time.Now().UTC().Format(time.RFC3339), Objects: po.objects, Burst: po.burst, IdleSeconds: po.idle.Seconds()}
 	res.Machine.CPUs = numCPU()
 	res.Machine.LoadAvg = append(res.Machine.LoadAvg, loadAvg())
@@ -173,10 +174,13 @@ func (b *bench) runPeers(ctx context.Context, po peerOptions) (*peerResults, err
 			r.Error = err.Error()
 		}
 		res.Sizes = append(res.Sizes, r)
+		res.slopes()
+		if err := progress(res); err != nil {
+			return nil, err
+		}
 	}
 	res.TotalSeconds = time.Since(started).Seconds()
 	res.Machine.LoadAvg = append(res.Machine.LoadAvg, loadAvg())
-	res.slopes()
 	return res, nil
 }
 

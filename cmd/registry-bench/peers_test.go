@@ -55,6 +55,7 @@ func TestPeerSlopes(t *testing.T) {
 		size(100, 180, 75, 4100),
 	}}
 	r.slopes()
+	r.slopes() // again, as after every size: the same slopes
 	want := []peerSlope{
 		{From: 10, To: 50, AnonMiBPerPeer: 1, IdleCPUmsPerPeer: 0.5, GoroutinesPerPeer: 40},
 		{From: 50, To: 100, AnonMiBPerPeer: 2, IdleCPUmsPerPeer: 1, GoroutinesPerPeer: 40},

@@ -291,6 +291,7 @@ func snapshot(ctx context.Context, c *controller, sg *simpeer.Group) (*peerSnaps
 
 // slopes are the differences per added peer between consecutive sizes that finished.
 func (r *peerResults) slopes() {
+	r.Slopes = nil
 	var prev *peerResult
 	for _, s := range r.Sizes {
 		if s.Error != "" || s.Steady == nil || s.Idle == nil {
@@ -358,6 +359,7 @@ func (r *peerResults) table() string {
 		})},
 		{"idle writes", idle("%.0f", func(i *peerIdle) float64 { return i.Writes })},
 		{"CPU per 1,000 synced (s)", num("%.2f", func(p *peerResult) float64 { return p.CPUPer1000Synced })},
+		{"  idle CPU it is net of (ms/s)", num("%.0f", func(p *peerResult) float64 { return p.IdleBeforeBurstCPU })},
 		{"burst to the member (s)", num("%.2f", func(p *peerResult) float64 { return p.BurstSeconds })},
 		{"first sync of all copies (s)", num("%.1f", func(p *peerResult) float64 { return p.InitialSyncSeconds })},
 		{"converge after restart (s)", num("%.1f", func(p *peerResult) float64 { return p.RestartConvergeSeconds })},
