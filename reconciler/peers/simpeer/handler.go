@@ -212,11 +212,11 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, res Resource, ns 
 		w.WriteHeader(http.StatusOK)
 		switch {
 		case errors.Is(err, errExpired):
-			writeEvent(w, "ERROR", statusJSON(http.StatusGone, "Expired", "too old resource version: "+rv, nil))
+			_ = writeEvent(w, "ERROR", statusJSON(http.StatusGone, "Expired", "too old resource version: "+rv, nil))
 		case errors.Is(err, errTooLarge):
-			writeEvent(w, "ERROR", statusJSON(http.StatusGatewayTimeout, "Timeout", "Too large resource version", tooLargeDetails))
+			_ = writeEvent(w, "ERROR", statusJSON(http.StatusGatewayTimeout, "Timeout", "Too large resource version", tooLargeDetails))
 		default:
-			writeEvent(w, "ERROR", statusJSON(http.StatusInternalServerError, "InternalError", err.Error(), nil))
+			_ = writeEvent(w, "ERROR", statusJSON(http.StatusInternalServerError, "InternalError", err.Error(), nil))
 		}
 		flush()
 		return
