@@ -30,6 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/uuid"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials/seal"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/peers/simpeer"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/planner"
@@ -46,6 +47,10 @@ type peerOptions struct {
 	idle        time.Duration
 	quiet       time.Duration
 	noWatchList bool
+	// legacy: the member knows its peers as legacy peers (reads them with their shared
+	// reader Secret, takes no membership from them) instead of reading them with the
+	// credentials they sealed to it.
+	legacy bool
 	// heartbeat is the period at which every peer refreshes the heartbeat of each of its
 	// Clusters, as a member's controller does (clusters.DefaultHeartbeatPeriod); 0: never.
 	heartbeat time.Duration
@@ -61,6 +66,12 @@ type peerResult struct {
 	MembershipClusters int  `json:"membership_clusters_per_peer"`
 	MembershipSecrets  int  `json:"membership_secrets_per_peer"`
 	WatchList          bool `json:"watch_list"`
+	// Legacy: the member read its peers as legacy peers (--legacy-peers), not with the
+	// credentials they sealed to it.
+	Legacy bool `json:"legacy_peers"`
+	// Credentials counts the member's peer Clusters by how it reads them (the reason of
+	// their ReaderCredentialReady condition) once idle.
+	Credentials map[string]int `json:"credentials,omitempty"`
 
 	// The first start: every copy written.
 	InitialSyncSeconds    float64 `json:"initial_sync_seconds"`
@@ -188,6 +199,11 @@ func (b *bench) runPeers(ctx context.Context, po peerOptions, progress func(*pee
 type simPeer struct {
 	name string
 	srv  *simpeer.Server
+	// key is its key pair (its Cluster advertises the public key); kubeconfig its shared
+	// reader kubeconfig (its server, the group's CA, its token), the same bytes in every
+	// member's copy of its reader Secret.
+	key        *seal.Key
+	kubeconfig []byte
 	// clusters are the Clusters it serves, as created (heartbeats updates them).
 	clusters []map[string]any
 }
@@ -275,17 +291,31 @@ func (b *bench) runPeerSize(ctx context.Context, po peerOptions, n int) (_ *peer
 		if err != nil {
 			return nil, err
 		}
-		sims[i] = simPeer{name: fmt.Sprintf("p%03d", i+1), srv: srv}
+		if sims[i], err = newSimPeer(fmt.Sprintf("p%03d", i+1), srv, sg.CAData()); err != nil {
+			return nil, err
+		}
 	}
-	r := &peerResult{Peers: n, Objects: po.objects, Burst: po.burst, WatchList: !po.noWatchList}
-	if r.MembershipClusters, r.MembershipSecrets, err = fillPeers(sims, memberID, sg.CAData(), po.objects); err != nil {
+	r := &peerResult{Peers: n, Objects: po.objects, Burst: po.burst, WatchList: !po.noWatchList, Legacy: po.legacy}
+	// The member's key pair, made here and stored where its controller looks for it
+	// first, so that every peer can seal the credential it issues the member before the
+	// member starts (as a group's members have, once they have read its key).
+	var memberKey *seal.Key
+	if !po.legacy {
+		if memberKey, err = seal.GenerateKey(); err != nil {
+			return r, err
+		}
+		if err := storeMemberKey(ctx, member.Config, memberKey); err != nil {
+			return r, err
+		}
+	}
+	if r.MembershipClusters, r.MembershipSecrets, err = fillPeers(sims, memberID, memberKey, sg.CAData(), po.objects); err != nil {
 		return r, err
 	}
 	step("[%s] each peer serves %d Clusters (their heartbeats refreshed every %s), %d Secrets of the registry namespace, the rule and ~%d ConfigMaps", label, r.MembershipClusters, po.heartbeat, r.MembershipSecrets, po.objects/n)
 	hctx, stopHeartbeats := context.WithCancel(ctx)
 	defer stopHeartbeats()
 	go heartbeats(hctx, sims, po.heartbeat)
-	if err := addLegacyPeers(ctx, member.Config, sims, sg.CAData()); err != nil {
+	if err := addPeers(ctx, member.Config, sims, sg.CAData(), po.legacy); err != nil {
 		return r, err
 	}
 	if err := createRule(ctx, member.Config); err != nil {
@@ -406,10 +436,27 @@ func (b *bench) runPeerSize(ctx context.Context, po peerOptions, n int) (_ *peer
 	if r.Steady, err = snapshot(ctx, c, sg); err != nil {
 		return r, err
 	}
+	if r.Credentials, err = credentialReasons(ctx, member.Config); err != nil {
+		return r, err
+	}
 	s := r.Steady
+	step("[%s]   peers read with: %v", label, r.Credentials)
 	step("[%s]   idle CPU %.2f ms/s (%.3f ms/s per peer), %.0f writes; RSS %.1f MiB (anon %.1f, file %.1f), heap %.1f MiB, %g goroutines, %d sockets, %d peer connections, %d watches on peers %v",
 		label, r.Idle.CPUms, r.Idle.CPUmsPerPeer, r.Idle.Writes, s.RSSMiB, s.AnonMiB, s.FileMiB, s.HeapMiB, s.Goroutines, s.Sockets, s.PeerConns, s.PeerWatches, s.WatchesByResource)
 	return r, nil
+}
+
+// newSimPeer makes the peer served by srv: its key pair and shared reader kubeconfig.
+func newSimPeer(name string, srv *simpeer.Server, ca []byte) (simPeer, error) {
+	key, err := seal.GenerateKey()
+	if err != nil {
+		return simPeer{}, err
+	}
+	kc, err := kubeconfig.Render(kubeconfig.Reader{ClusterName: name, Server: srv.URL(), CAData: ca, Token: srv.Token()})
+	if err != nil {
+		return simPeer{}, err
+	}
+	return simPeer{name: name, srv: srv, key: key, kubeconfig: kc}, nil
 }
 
 func randomToken() string {
@@ -466,15 +513,26 @@ const sealedSize = 2600
 // a Cluster and a reader Secret of every member (its own a Local Cluster), the reader
 // credentials it issued to every other member and those it received, the bench's rule
 // as copied from the member, the bench's namespace, and its share of objects ConfigMaps.
-// It returns the Clusters and Secrets each peer serves.
-func fillPeers(sims []simPeer, memberID types.UID, ca []byte, objects int) (clusters, secrets int, err error) {
+// With memberKey, the credential each peer issued the member is sealed to it and opens:
+// a kubeconfig of the peer with its token. It returns the Clusters and Secrets each peer
+// serves.
+func fillPeers(sims []simPeer, memberID types.UID, memberKey *seal.Key, ca []byte, objects int) (clusters, secrets int, err error) {
 	type who struct {
-		name, url string
-		id        types.UID
+		name, url  string
+		id         types.UID
+		key        string
+		kubeconfig []byte
 	}
-	members := []who{{name: memberName, url: "https://127.0.0.1:1", id: memberID}}
+	memberKC, err := kubeconfig.Render(kubeconfig.Reader{ClusterName: memberName, Server: "https://127.0.0.1:1", CAData: ca, Token: strings.Repeat("t", 900)})
+	if err != nil {
+		return 0, 0, err
+	}
+	members := []who{{name: memberName, url: "https://127.0.0.1:1", id: memberID, kubeconfig: memberKC}}
+	if memberKey != nil {
+		members[0].key = memberKey.PublicKey()
+	}
 	for _, p := range sims {
-		members = append(members, who{name: p.name, url: p.srv.URL(), id: p.srv.UID()})
+		members = append(members, who{name: p.name, url: p.srv.URL(), id: p.srv.UID(), key: p.key.PublicKey(), kubeconfig: p.kubeconfig})
 	}
 	rule := benchRule()
 	planner.Mark(rule, memberID, v1alpha1.CoreRuleName)
@@ -511,11 +569,14 @@ func fillPeers(sims []simPeer, memberID types.UID, ca []byte, objects int) (clus
 				typ = v1alpha1.ClusterTypeLocal
 			}
 			cl := &v1alpha1.Cluster{
-				ObjectMeta: metav1.ObjectMeta{Name: m.name, Annotations: map[string]string{v1alpha1.ReaderPublicKeyAnnotation: "simulated-" + string(m.id)}},
+				ObjectMeta: metav1.ObjectMeta{Name: m.name, Annotations: map[string]string{}},
 				Spec: v1alpha1.ClusterSpec{ClusterID: m.id, AuthInfo: v1alpha1.AuthInfo{SecretRef: v1alpha1.NamespacedName{Name: m.name, Namespace: v1alpha1.DefaultNamespace}},
 					KubernetesAPIEndpoints: []v1alpha1.KubernetesAPIEndpoint{{ServerAddress: m.url, CABundle: ca}}},
 				Status: v1alpha1.ClusterStatus{State: v1alpha1.ClusterStateReady, Type: typ, ControllerVersion: "simulated",
 					ClusterMetadata: v1alpha1.ClusterMetadata{Version: "v1.36.3", Provider: "kind", Distribution: "KIND"}, Conditions: conds(local)},
+			}
+			if m.key != "" {
+				cl.Annotations[v1alpha1.ReaderPublicKeyAnnotation] = m.key
 			}
 			if !local {
 				cl.Labels = map[string]string{v1alpha1.OwnershipLabel: string(m.id)}
@@ -530,23 +591,40 @@ func fillPeers(sims []simPeer, memberID types.UID, ca []byte, objects int) (clus
 				return 0, 0, err
 			}
 			clusters++
-			kc, err := kubeconfig.Render(kubeconfig.Reader{ClusterName: m.name, Server: m.url, CAData: ca, Token: strings.Repeat("t", 900)})
-			if err != nil {
-				return 0, 0, err
-			}
 			if err := put(simpeer.Secrets, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: m.name, Namespace: v1alpha1.DefaultNamespace},
-				Type: v1alpha1.SecretTypeClusterRegistry, Data: map[string][]byte{v1alpha1.KubeconfigKey: kc}}); err != nil {
+				Type: v1alpha1.SecretTypeClusterRegistry, Data: map[string][]byte{v1alpha1.KubeconfigKey: m.kubeconfig}}); err != nil {
 				return 0, 0, err
 			}
 			secrets++
 			if local {
 				continue
 			}
+			// The credential this peer issued m, sealed to m's key: one that opens for the
+			// member when its key is known, random bytes of the same size otherwise.
 			sealed := make([]byte, sealedSize)
 			_, _ = rand.Read(sealed)
-			for _, name := range []string{v1alpha1.IssuedReaderSecretName(m.id), v1alpha1.ReceivedReaderSecretName(m.id)} {
-				if err := put(simpeer.Secrets, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: v1alpha1.DefaultNamespace},
-					Type: corev1.SecretTypeOpaque, Data: map[string][]byte{v1alpha1.SealedKubeconfigKey: sealed}}); err != nil {
+			if m.id == memberID && memberKey != nil {
+				kc, err := kubeconfig.Render(kubeconfig.Reader{ClusterName: p.name, Server: p.srv.URL(), CAData: ca, Token: p.srv.Token()})
+				if err != nil {
+					return 0, 0, err
+				}
+				if sealed, err = seal.Seal(m.key, p.srv.UID(), memberID, kc); err != nil {
+					return 0, 0, err
+				}
+			}
+			issued := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.IssuedReaderSecretName(m.id), Namespace: v1alpha1.DefaultNamespace,
+				Labels: map[string]string{v1alpha1.ReaderForLabel: v1alpha1.ReaderKey(m.id)}},
+				Type: v1alpha1.SecretTypeClusterRegistry, Data: map[string][]byte{v1alpha1.SealedKubeconfigKey: sealed}}
+			if m.key != "" {
+				issued.Annotations = map[string]string{v1alpha1.SealedToAnnotation: seal.Fingerprint(m.key)}
+			}
+			// The credential m issued this peer, as the peer keeps it.
+			received := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.ReceivedReaderSecretName(m.id), Namespace: v1alpha1.DefaultNamespace,
+				Labels:      map[string]string{v1alpha1.ReaderFromLabel: v1alpha1.ReaderKey(m.id), v1alpha1.OwnershipLabel: string(m.id)},
+				Annotations: map[string]string{v1alpha1.OwnershipAnnotation: string(m.id)}},
+				Type: v1alpha1.SecretTypeClusterRegistry, Data: map[string][]byte{v1alpha1.SealedKubeconfigKey: sealed}}
+			for _, sec := range []*corev1.Secret{issued, received} {
+				if err := put(simpeer.Secrets, sec); err != nil {
 					return 0, 0, err
 				}
 				secrets++

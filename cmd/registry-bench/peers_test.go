@@ -16,6 +16,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials/seal"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/peers/simpeer"
 )
 
@@ -85,9 +87,15 @@ func TestFillPeers(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = srv.Close() })
-		sims[i] = simPeer{name: fmt.Sprintf("p%03d", i+1), srv: srv}
+		if sims[i], err = newSimPeer(fmt.Sprintf("p%03d", i+1), srv, sg.CAData()); err != nil {
+			t.Fatal(err)
+		}
 	}
-	clusters, secrets, err := fillPeers(sims, "member-id", sg.CAData(), 10)
+	memberKey, err := seal.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	clusters, secrets, err := fillPeers(sims, "member-id", memberKey, sg.CAData(), 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,6 +135,20 @@ func TestFillPeers(t *testing.T) {
 		if got := rule.GetLabels()[v1alpha1.OwnershipLabel]; got != "member-id" {
 			t.Errorf("%s's copy of the rule has origin %q, want the member's", p.name, got)
 		}
+		// The credential the peer issued the member opens with the member's key, and
+		// reads the peer.
+		issued, err := cs.CoreV1().Secrets(v1alpha1.DefaultNamespace).Get(ctx, v1alpha1.IssuedReaderSecretName("member-id"), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, err := memberKey.Open(p.srv.UID(), "member-id", issued.Data[v1alpha1.SealedKubeconfigKey])
+		if err != nil {
+			t.Fatalf("%s's credential for the member: %v", p.name, err)
+		}
+		rd, ok := kubeconfig.Read(raw)
+		if !ok || rd.Token != p.srv.Token() || rd.Server != p.srv.URL() {
+			t.Errorf("%s's credential for the member reads %s with another token", p.name, rd.Server)
+		}
 	}
 	if diff := cmp.Diff([]int{4, 3, 3}, cms); diff != "" {
 		t.Errorf("ConfigMaps per peer (-want +got):\n%s", diff)
@@ -146,9 +168,11 @@ func TestHeartbeats(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = srv.Close() })
-		sims[i] = simPeer{name: fmt.Sprintf("p%03d", i+1), srv: srv}
+		if sims[i], err = newSimPeer(fmt.Sprintf("p%03d", i+1), srv, sg.CAData()); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if _, _, err := fillPeers(sims, "member-id", sg.CAData(), 2); err != nil {
+	if _, _, err := fillPeers(sims, "member-id", nil, sg.CAData(), 2); err != nil {
 		t.Fatal(err)
 	}
 	before := []string{sims[0].srv.ResourceVersion(), sims[1].srv.ResourceVersion()}

@@ -16,16 +16,19 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
-	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials/seal"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/peers/simpeer"
 )
 
 func numCPU() int { return runtime.NumCPU() }
 
-// addLegacyPeers writes on the member, for every simulated peer, what the seed's swap
-// writes (its reader Secret, then its Cluster), the Cluster annotated as a legacy peer:
-// the member reads the peer with that Secret as a full credential.
-func addLegacyPeers(ctx context.Context, cfg *rest.Config, sims []simPeer, ca []byte) error {
+// addPeers writes on the member, for every simulated peer, what the seed's swap writes:
+// the peer's reader Secret (the same kubeconfig the peers relay), then its Cluster. With
+// legacy, the Cluster is annotated as a legacy peer: the member reads the peer with that
+// Secret as a full credential and takes no membership from it. Otherwise the Secret is
+// the peer's bootstrap credential, and the member reads the peer with the credential the
+// peer sealed to it, once it has pulled it.
+func addPeers(ctx context.Context, cfg *rest.Config, sims []simPeer, ca []byte, legacy bool) error {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -36,20 +39,19 @@ func addLegacyPeers(ctx context.Context, cfg *rest.Config, sims []simPeer, ca []
 	}
 	clusters := dyn.Resource(v1alpha1.GroupVersion.WithResource("clusters"))
 	for _, p := range sims {
-		kc, err := kubeconfig.Render(kubeconfig.Reader{ClusterName: p.name, Server: p.srv.URL(), CAData: ca, Token: p.srv.Token()})
-		if err != nil {
-			return err
-		}
 		sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: v1alpha1.DefaultNamespace},
-			Type: v1alpha1.SecretTypeClusterRegistry, Data: map[string][]byte{v1alpha1.KubeconfigKey: kc}}
+			Type: v1alpha1.SecretTypeClusterRegistry, Data: map[string][]byte{v1alpha1.KubeconfigKey: p.kubeconfig}}
 		if _, err := cs.CoreV1().Secrets(v1alpha1.DefaultNamespace).Create(ctx, sec, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("the reader Secret of %s: %w", p.name, err)
 		}
 		cl := &v1alpha1.Cluster{
 			TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "Cluster"},
-			ObjectMeta: metav1.ObjectMeta{Name: p.name, Annotations: map[string]string{v1alpha1.LegacyPeerAnnotation: "true"}},
+			ObjectMeta: metav1.ObjectMeta{Name: p.name},
 			Spec: v1alpha1.ClusterSpec{ClusterID: p.srv.UID(), AuthInfo: v1alpha1.AuthInfo{SecretRef: v1alpha1.NamespacedName{Name: p.name, Namespace: v1alpha1.DefaultNamespace}},
 				KubernetesAPIEndpoints: []v1alpha1.KubernetesAPIEndpoint{{ServerAddress: p.srv.URL(), CABundle: ca}}},
+		}
+		if legacy {
+			cl.Annotations = map[string]string{v1alpha1.LegacyPeerAnnotation: "true"}
 		}
 		m, err := toMap(cl)
 		if err != nil {
@@ -60,6 +62,49 @@ func addLegacyPeers(ctx context.Context, cfg *rest.Config, sims []simPeer, ca []
 		}
 	}
 	return nil
+}
+
+// storeMemberKey stores key as the member's key pair, where its controller reads it at
+// start (it makes one only when there is none).
+func storeMemberKey(ctx context.Context, cfg *rest.Config, key *seal.Key) error {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	ns := v1alpha1.ReadersNamespace(v1alpha1.DefaultNamespace)
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: v1alpha1.ReaderKeySecretName,
+		Labels: map[string]string{"app.kubernetes.io/part-of": "kubectl-registry"}},
+		Type: corev1.SecretTypeOpaque, Data: map[string][]byte{v1alpha1.PrivateKeyKey: key.Bytes()}}
+	if _, err := cs.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("the member's key Secret: %w", err)
+	}
+	return nil
+}
+
+// credentialReasons counts the member's peer Clusters by the reason of their
+// ReaderCredentialReady condition (IssuedCredential: read with the credential the peer
+// sealed to the member; LegacyPeer; BootstrapCredential).
+func credentialReasons(ctx context.Context, cfg *rest.Config) (map[string]int, error) {
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	l, err := dyn.Resource(v1alpha1.GroupVersion.WithResource("clusters")).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
+	for _, c := range l.Items {
+		conds, _, _ := unstructured.NestedSlice(c.Object, "status", "conditions")
+		for _, x := range conds {
+			m, _ := x.(map[string]any)
+			if m["type"] == string(v1alpha1.ClusterConditionReaderCredentialReady) {
+				reason, _ := m["reason"].(string)
+				out[reason]++
+			}
+		}
+	}
+	return out, nil
 }
 
 // createRule creates the bench's rule on the member.
