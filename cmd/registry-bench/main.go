@@ -168,6 +168,7 @@ func run() error {
 	flag.DurationVar(&o.peers.quiet, "peer-quiet", 5*time.Second, "--mode peers: how long the member must write nothing, its queue empty, before the next step")
 	flag.DurationVar(&o.peers.heartbeat, "peer-heartbeat", 5*time.Minute, "--mode peers: every peer refreshes the heartbeat of each of its Clusters once per this period, as members' controllers do (0: never)")
 	flag.BoolVar(&o.peers.legacy, "legacy-peers", false, "--mode peers: the member knows its peers as legacy peers (reads them with their shared reader Secret, takes no membership from them) instead of reading them with the credentials they sealed to it")
+	flag.BoolVar(&o.peers.keepLogs, "keep-logs", false, "--mode peers: keep the member's logs of every size (they are kept anyway for a size that fails)")
 	flag.BoolVar(&o.peers.noWatchList, "no-watch-list", false, "--mode peers: the simulated peers refuse watch-lists (the member lists, then watches)")
 	flag.BoolVar(&o.quick, "quick", false, "small sizes (samples 50, burst 200, churn 200, memory-objects 2000, scale 2,3, scale-samples 30, scale-burst 50, idle 15s) unless set explicitly")
 	flag.Parse()

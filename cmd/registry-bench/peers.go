@@ -17,9 +17,9 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -51,6 +51,8 @@ type peerOptions struct {
 	// reader Secret, takes no membership from them) instead of reading them with the
 	// credentials they sealed to it.
 	legacy bool
+	// keepLogs keeps the member's logs of every size, not only of a size that failed.
+	keepLogs bool
 	// heartbeat is the period at which every peer refreshes the heartbeat of each of its
 	// Clusters, as a member's controller does (clusters.DefaultHeartbeatPeriod); 0: never.
 	heartbeat time.Duration
@@ -255,7 +257,14 @@ func (b *bench) runPeerSize(ctx context.Context, po peerOptions, n int) (_ *peer
 	if err != nil {
 		return nil, err
 	}
-	defer func() { g.stopKeepingLogs(err) }()
+	defer func() {
+		if err == nil && po.keepLogs {
+			if dir, kerr := g.keepLogs(); kerr == nil {
+				step("[%s] logs kept in %s", label, dir)
+			}
+		}
+		g.stopKeepingLogs(err)
+	}()
 	// The defaults of an install: a peer's health is checked every 5 s.
 	g.serveArgs = []string{"--peer-health-interval", "5s"}
 	// With --profile the controller is this binary (about 20 MiB more RSS), profiled over
@@ -287,7 +296,7 @@ func (b *bench) runPeerSize(ctx context.Context, po peerOptions, n int) (_ *peer
 	}()
 	step("[%s] starting %d simulated peers (watch-list %v), %d ConfigMaps among them", label, n, !po.noWatchList, po.objects)
 	for i := range sims {
-		srv, err := sg.Start(simpeer.Options{UID: uuid.NewUUID(), Token: randomToken(), Discovery: disc, NoWatchList: po.noWatchList})
+		srv, err := sg.Start(simpeer.Options{UID: uuid.NewUUID(), Token: serviceAccountToken("system:serviceaccount:" + v1alpha1.DefaultNamespace + ":cluster-registry-reader"), Discovery: disc, NoWatchList: po.noWatchList})
 		if err != nil {
 			return nil, err
 		}
@@ -459,10 +468,24 @@ func newSimPeer(name string, srv *simpeer.Server, ca []byte) (simPeer, error) {
 	return simPeer{name: name, srv: srv, key: key, kubeconfig: kc}, nil
 }
 
-func randomToken() string {
-	b := make([]byte, 32)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
+// serviceAccountToken returns a token shaped as a ServiceAccount token of a 24 h
+// TokenRequest (a JWT of about a kilobyte whose exp and iat the registry reads, as it
+// does of every relayed token), random where a real one is signed. sub names the
+// ServiceAccount.
+func serviceAccountToken(sub string) string {
+	enc := base64.RawURLEncoding
+	kid := make([]byte, 32)
+	sig := make([]byte, 256) // RS256
+	_, _ = rand.Read(kid)
+	_, _ = rand.Read(sig)
+	header, _ := json.Marshal(map[string]string{"alg": "RS256", "kid": enc.EncodeToString(kid)})
+	now := time.Now()
+	claims, _ := json.Marshal(map[string]any{
+		"aud": []string{"https://kubernetes.default.svc.cluster.local"}, "exp": now.Add(24 * time.Hour).Unix(), "iat": now.Unix(),
+		"iss": "https://kubernetes.default.svc.cluster.local", "jti": string(uuid.NewUUID()), "nbf": now.Unix(), "sub": sub,
+		"kubernetes.io": map[string]any{"namespace": v1alpha1.DefaultNamespace, "serviceaccount": map[string]string{"name": "cluster-registry-reader", "uid": string(uuid.NewUUID())}},
+	})
+	return enc.EncodeToString(header) + "." + enc.EncodeToString(claims) + "." + enc.EncodeToString(sig)
 }
 
 // toMap converts a typed object to the map simpeer stores.
@@ -523,7 +546,7 @@ func fillPeers(sims []simPeer, memberID types.UID, memberKey *seal.Key, ca []byt
 		key        string
 		kubeconfig []byte
 	}
-	memberKC, err := kubeconfig.Render(kubeconfig.Reader{ClusterName: memberName, Server: "https://127.0.0.1:1", CAData: ca, Token: strings.Repeat("t", 900)})
+	memberKC, err := kubeconfig.Render(kubeconfig.Reader{ClusterName: memberName, Server: "https://127.0.0.1:1", CAData: ca, Token: serviceAccountToken("system:serviceaccount:" + v1alpha1.DefaultNamespace + ":cluster-registry-reader")})
 	if err != nil {
 		return 0, 0, err
 	}

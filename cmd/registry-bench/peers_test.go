@@ -207,3 +207,19 @@ func TestHeartbeats(t *testing.T) {
 		t.Error("the first peer's Clusters were not refreshed")
 	}
 }
+
+// The simulated tokens read as a TokenRequest's: the registry refuses a relayed token
+// that states no expiry.
+func TestServiceAccountToken(t *testing.T) {
+	tok := serviceAccountToken("system:serviceaccount:cluster-registry:cluster-registry-reader")
+	exp, iat, ok := kubeconfig.TokenTimes(tok)
+	if !ok {
+		t.Fatalf("TokenTimes does not read %q", tok)
+	}
+	if d := exp.Sub(iat); d != 24*time.Hour {
+		t.Errorf("lifetime %s, want 24h", d)
+	}
+	if n := len(tok); n < 800 || n > 1400 {
+		t.Errorf("%d characters, want about a kilobyte, as a ServiceAccount token", n)
+	}
+}
