@@ -98,8 +98,9 @@ type peerResult struct {
 	RestartWrites          float64 `json:"restart_writes"`
 	RestartPeakRSSMiB      float64 `json:"restart_peak_rss_mib"`
 
-	// Idle, after the restart.
-	Idle *peerIdle `json:"idle,omitempty"`
+	// Idle, after the restart; IdleStatic the same with the peers' heartbeats stopped.
+	Idle       *peerIdle `json:"idle,omitempty"`
+	IdleStatic *peerIdle `json:"idle_without_heartbeats,omitempty"`
 	// Steady is the restarted member, idle.
 	Steady *peerSnapshot `json:"steady,omitempty"`
 
@@ -452,6 +453,23 @@ func (b *bench) runPeerSize(ctx context.Context, po peerOptions, n int) (_ *peer
 	step("[%s]   peers read with: %v", label, r.Credentials)
 	step("[%s]   idle CPU %.2f ms/s (%.3f ms/s per peer), %.0f writes; RSS %.1f MiB (anon %.1f, file %.1f), heap %.1f MiB, %g goroutines, %d sockets, %d peer connections, %d watches on peers %v",
 		label, r.Idle.CPUms, r.Idle.CPUmsPerPeer, r.Idle.Writes, s.RSSMiB, s.AnonMiB, s.FileMiB, s.HeapMiB, s.Goroutines, s.Sockets, s.PeerConns, s.PeerWatches, s.WatchesByResource)
+
+	// The same idle window with the heartbeats stopped: what the peers cost the member
+	// when nothing of theirs changes (connections, health checks, bookmarks, watches
+	// made again), apart from the membership's churn.
+	if po.heartbeat > 0 {
+		stopHeartbeats()
+		step("[%s] idle for %s again, the peers' heartbeats stopped (after %s for the member to catch up)", label, po.idle, 2*po.quiet)
+		select {
+		case <-ctx.Done():
+			return r, ctx.Err()
+		case <-time.After(2 * po.quiet):
+		}
+		if r.IdleStatic, err = g.measureIdle(ctx, c, sg, n, po.idle); err != nil {
+			return r, err
+		}
+		step("[%s]   idle CPU without heartbeats %.2f ms/s (%.3f ms/s per peer)", label, r.IdleStatic.CPUms, r.IdleStatic.CPUmsPerPeer)
+	}
 	return r, nil
 }
 

@@ -403,6 +403,18 @@ func (r *peerResults) table() string {
 			return t
 		})},
 		{"idle writes", idle("%.0f", func(i *peerIdle) float64 { return i.Writes })},
+		{"idle CPU, no heartbeats (ms/s)", func(p *peerResult) string {
+			if p.IdleStatic == nil {
+				return "-"
+			}
+			return fmt.Sprintf("%.2f", p.IdleStatic.CPUms)
+		}},
+		{"  per peer (ms/s)", func(p *peerResult) string {
+			if p.IdleStatic == nil {
+				return "-"
+			}
+			return fmt.Sprintf("%.3f", p.IdleStatic.CPUmsPerPeer)
+		}},
 		{"CPU per 1,000 synced (s)", num("%.2f", func(p *peerResult) float64 { return p.CPUPer1000Synced })},
 		{"  idle CPU it is net of (ms/s)", num("%.0f", func(p *peerResult) float64 { return p.IdleBeforeBurstCPU })},
 		{"burst to the member (s)", num("%.2f", func(p *peerResult) float64 { return p.BurstSeconds })},
