@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -334,11 +335,14 @@ func snapshot(ctx context.Context, c *controller, sg *simpeer.Group) (*peerSnaps
 	return s, nil
 }
 
-// slopes are the differences per added peer between consecutive sizes that finished.
+// slopes are the differences per added peer between consecutive sizes that finished,
+// in increasing order whatever the order of --peers.
 func (r *peerResults) slopes() {
 	r.Slopes = nil
+	sizes := slices.Clone(r.Sizes)
+	slices.SortStableFunc(sizes, func(a, b *peerResult) int { return a.Peers - b.Peers })
 	var prev *peerResult
-	for _, s := range r.Sizes {
+	for _, s := range sizes {
 		if s.Error != "" || s.Steady == nil || s.Idle == nil {
 			continue
 		}
