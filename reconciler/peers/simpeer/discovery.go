@@ -35,41 +35,47 @@ func (d *Discovery) lookup(path, accept string) ([]byte, string, bool) {
 
 // CaptureDiscovery reads the discovery documents of a real API server, so that
 // simulated servers answer what it does: /version, /api, /apis, every group version's
-// resources, and the aggregated /api and /apis.
+// resources, and the aggregated /api and /apis when it serves them.
 func CaptureDiscovery(ctx context.Context, cfg *rest.Config) (*Discovery, error) {
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("a client for %s: %w", cfg.Host, err)
 	}
-	get := func(path, accept string) ([]byte, error) {
+	get := func(path, accept string) ([]byte, string, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(cfg.Host, "/")+path, nil)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		req.Header.Set("Accept", accept)
 		resp, err := hc.Do(req)
 		if err != nil {
-			return nil, fmt.Errorf("discovery %s: %w", path, err)
+			return nil, "", fmt.Errorf("discovery %s: %w", path, err)
 		}
 		defer resp.Body.Close()
 		body, err := io.ReadAll(resp.Body)
 		if err != nil {
-			return nil, fmt.Errorf("discovery %s: %w", path, err)
+			return nil, "", fmt.Errorf("discovery %s: %w", path, err)
 		}
 		if resp.StatusCode != http.StatusOK {
-			return nil, fmt.Errorf("discovery %s: HTTP %d", path, resp.StatusCode)
+			return nil, "", fmt.Errorf("discovery %s: HTTP %d", path, resp.StatusCode)
 		}
-		return body, nil
+		return body, resp.Header.Get("Content-Type"), nil
 	}
 	d := &Discovery{Docs: map[string][]byte{}, Aggregated: map[string][]byte{}}
 	for _, p := range []string{"/version", "/api", "/apis", "/api/v1"} {
-		if d.Docs[p], err = get(p, "application/json"); err != nil {
+		if d.Docs[p], _, err = get(p, "application/json"); err != nil {
 			return nil, err
 		}
 	}
 	for _, p := range []string{"/api", "/apis"} {
-		if d.Aggregated[p], err = get(p, aggregatedContentType); err != nil {
+		doc, ct, err := get(p, aggregatedContentType)
+		if err != nil {
 			return nil, err
+		}
+		// A server without aggregated discovery answers the plain document: then the
+		// simulated servers have none either, and clients read every group version.
+		if strings.Contains(ct, "as=APIGroupDiscoveryList") {
+			d.Aggregated[p] = doc
 		}
 	}
 	var groups metav1.APIGroupList
@@ -79,7 +85,7 @@ func CaptureDiscovery(ctx context.Context, cfg *rest.Config) (*Discovery, error)
 	for _, g := range groups.Groups {
 		for _, v := range g.Versions {
 			p := "/apis/" + v.GroupVersion
-			if d.Docs[p], err = get(p, "application/json"); err != nil {
+			if d.Docs[p], _, err = get(p, "application/json"); err != nil {
 				return nil, err
 			}
 		}

@@ -500,3 +500,39 @@ func TestRefusals(t *testing.T) {
 		})
 	}
 }
+
+// CaptureDiscovery reads what a server answers to discovery, the aggregated form
+// included, and a server given it answers the same.
+func TestCaptureDiscovery(t *testing.T) {
+	src := BuiltinDiscovery(DefaultResources())
+	src.Aggregated = map[string][]byte{"/api": []byte(`{"kind":"APIGroupDiscoveryList","items":[]}`), "/apis": []byte(`{"kind":"APIGroupDiscoveryList","items":[{"metadata":{"name":"x"}}]}`)}
+	s, _ := start(t, Options{Discovery: src})
+	cfg := config(s, s.group, testToken)
+	got, err := CaptureDiscovery(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	str := func(m map[string][]byte) map[string]string {
+		out := map[string]string{}
+		for k, v := range m {
+			out[k] = string(v)
+		}
+		return out
+	}
+	if diff := cmp.Diff(str(src.Docs), str(got.Docs)); diff != "" {
+		t.Errorf("documents (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(str(src.Aggregated), str(got.Aggregated)); diff != "" {
+		t.Errorf("aggregated documents (-want +got):\n%s", diff)
+	}
+	// A server without the aggregated form answers the plain documents to a client that
+	// asks for it: none is captured.
+	s2, _ := start(t, Options{})
+	plain, err := CaptureDiscovery(context.Background(), config(s2, s2.group, testToken))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plain.Aggregated) != 0 {
+		t.Errorf("aggregated documents captured from a server without them: %v", str(plain.Aggregated))
+	}
+}
