@@ -166,6 +166,13 @@ demo-check: ## make demo without waiting: exits once the example Secret is on ev
 bench: build testbin ## Sync latency, burst, write amplification, RSS at 10,000 objects, groups of 2/3/5/8 and CLI timings, against a trivial copier (BENCH_FLAGS=--quick)
 	KUBEBUILDER_ASSETS=$(TESTBIN) $(GO) run ./cmd/registry-bench --bin $(BIN)/kubectl-registry $(BENCH_FLAGS)
 
+# One real member (a real API server and `serve`) among 10, 25, 50 and 100 simulated peers
+# (reconciler/peers/simpeer, all in the bench's process): docs/performance.md "A member
+# among N peers". BENCH_SCALE_FLAGS=--quick runs 5 and 10 peers with 1,000 objects.
+.PHONY: bench-scale
+bench-scale: build testbin ## One member among 10/25/50/100 simulated peers: RSS, goroutines, connections, watches, idle CPU per peer, CPU per 1,000 synced, restart (BENCH_SCALE_FLAGS=--quick)
+	KUBEBUILDER_ASSETS=$(TESTBIN) $(GO) run ./cmd/registry-bench --bin $(BIN)/kubectl-registry --mode peers --out bench-scale-results.json $(BENCH_SCALE_FLAGS)
+
 ##@ Test
 
 .PHONY: testbin

@@ -47,6 +47,8 @@ type group struct {
 	stops int
 	// apiPIDs are the API servers' processes, found when first read (cost.go).
 	apiPIDs map[string]int
+	// serveArgs are added to the controllers' flags (after the bench's own, so they win).
+	serveArgs []string
 }
 
 type controller struct {
@@ -308,6 +310,7 @@ func (g *group) startController(ctx context.Context, n string) (*controller, err
 	}
 	args := []string{"serve", "--kubeconfig", g.kubeconfig, "--context", n, "--cluster-name", n,
 		"--metrics-bind-address", addr, "--health-probe-bind-address", "0", "--peer-health-interval", "1s", "--allow-loopback-peers"}
+	args = append(args, g.serveArgs...)
 	c := &controller{name: n, metrics: "https://" + addr + "/metrics", scraper: scraper, log: logPath, done: make(chan struct{})}
 	c.cmd = exec.Command(g.b.bin, args...)
 	c.cmd.Env = append(os.Environ(), g.b.o.controllerEnv...)

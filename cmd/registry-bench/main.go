@@ -24,6 +24,12 @@
 //
 // With --profile DIR the main group's controllers run with CPU and heap profiling of the
 // registry burst (see profile.go).
+//
+// With --mode peers (make bench-scale) it measures instead one real member among
+// 10, 25, 50 and 100 simulated peers (--peers; see peers.go): the member's memory,
+// goroutines, sockets, connections and watches, its CPU idle per peer and per 1,000
+// synced objects, and its convergence after a restart; it writes the --out file in the
+// same style.
 package main
 
 import (
@@ -80,6 +86,9 @@ type options struct {
 	profile       string
 	controllerEnv []string
 	quick         bool
+	// mode is "groups" (the bench of real groups) or "peers" (peers.go).
+	mode  string
+	peers peerOptions
 }
 
 func main() {
@@ -107,9 +116,28 @@ func parseSizes(s string) ([]int, error) {
 	return out, nil
 }
 
+// parsePeerSizes parses --peers: numbers of simulated peers, at least 1 each.
+func parsePeerSizes(s string) ([]int, error) {
+	var out []int
+	for f := range strings.SplitSeq(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("--peers: %q is not a number of peers of at least 1", f)
+		}
+		out = append(out, n)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("--peers: no size")
+	}
+	return out, nil
+}
+
 func run() error {
 	var o options
-	var scale string
+	var scale, peerSizes string
 	flag.StringVar(&o.bin, "bin", "bin/kubectl-registry", "the kubectl-registry binary (make build)")
 	flag.IntVar(&o.samples, "samples", 200, "latency samples per operation (create, update, delete)")
 	flag.IntVar(&o.burst, "burst", 1000, "ConfigMaps created at once on the origin (also the objects sync-diff diffs)")
@@ -124,7 +152,7 @@ func run() error {
 	flag.DurationVar(&o.idle, "idle", time.Minute, "steady-state window for idle writes")
 	flag.DurationVar(&o.timeout, "timeout", 3*time.Minute, "how long each setup step or wait may take")
 	flag.StringVar(&o.out, "out", "bench-results.json", "where to write the results")
-	flag.StringVar(&o.profile, "profile", "", "directory for CPU and heap profiles of the main group's controllers during the registry burst")
+	flag.StringVar(&o.profile, "profile", "", "directory for CPU and heap profiles of the main group's controllers during the registry burst (--mode peers: CPU, heap and goroutine profiles of the member over the idle window)")
 	flag.Func("controller-env", "KEY=VALUE added to the controllers' environment only, e.g. GOMEMLIMIT=90MiB (repeatable)", func(s string) error {
 		if k, _, ok := strings.Cut(s, "="); !ok || k == "" {
 			return fmt.Errorf("%q is not KEY=VALUE", s)
@@ -132,6 +160,16 @@ func run() error {
 		o.controllerEnv = append(o.controllerEnv, s)
 		return nil
 	})
+	flag.StringVar(&o.mode, "mode", "groups", "groups: the bench of real groups (the main group, --scale); peers: one real member among --peers simulated peers (make bench-scale)")
+	flag.StringVar(&peerSizes, "peers", "10,25,50,100", "--mode peers: the numbers of simulated peers, comma separated")
+	flag.IntVar(&o.peers.objects, "peer-objects", 10000, "--mode peers: ConfigMaps the peers serve (spread over them) and the member copies")
+	flag.IntVar(&o.peers.burst, "peer-burst", 1000, "--mode peers: ConfigMaps created at once on the peers, for the CPU per 1,000 synced")
+	flag.DurationVar(&o.peers.idle, "peer-idle", time.Minute, "--mode peers: the idle window of the CPU per idle peer")
+	flag.DurationVar(&o.peers.quiet, "peer-quiet", 5*time.Second, "--mode peers: how long the member must write nothing, its queue empty, before the next step")
+	flag.DurationVar(&o.peers.heartbeat, "peer-heartbeat", 5*time.Minute, "--mode peers: every peer refreshes the heartbeat of each of its Clusters once per this period, as members' controllers do (0: never)")
+	flag.BoolVar(&o.peers.legacy, "legacy-peers", false, "--mode peers: the member knows its peers as legacy peers (reads them with their shared reader Secret, takes no membership from them) instead of reading them with the credentials they sealed to it")
+	flag.BoolVar(&o.peers.keepLogs, "keep-logs", false, "--mode peers: keep the member's logs of every size (they are kept anyway for a size that fails)")
+	flag.BoolVar(&o.peers.noWatchList, "no-watch-list", false, "--mode peers: the simulated peers refuse watch-lists (the member lists, then watches)")
 	flag.BoolVar(&o.quick, "quick", false, "small sizes (samples 50, burst 200, churn 200, memory-objects 2000, scale 2,3, scale-samples 30, scale-burst 50, idle 15s) unless set explicitly")
 	flag.Parse()
 	if o.quick {
@@ -146,6 +184,10 @@ func run() error {
 			"scale-burst":    func() { o.scaleBurst = 50 },
 			"churn":          func() { o.churn = 200 },
 			"idle":           func() { o.idle = 15 * time.Second },
+			"peers":          func() { peerSizes = "5,10" },
+			"peer-objects":   func() { o.peers.objects = 1000 },
+			"peer-burst":     func() { o.peers.burst = 200 },
+			"peer-idle":      func() { o.peers.idle = 15 * time.Second },
 		}
 		for name, f := range defaults {
 			if !set[name] {
@@ -156,6 +198,18 @@ func run() error {
 	var err error
 	if o.scale, err = parseSizes(scale); err != nil {
 		return err
+	}
+	switch o.mode {
+	case "groups":
+	case "peers":
+		if o.peers.sizes, err = parsePeerSizes(peerSizes); err != nil {
+			return err
+		}
+		if o.peers.objects < 1 || o.peers.burst < 1 || o.peers.idle <= 0 {
+			return errors.New("--peer-objects, --peer-burst and --peer-idle must be positive")
+		}
+	default:
+		return fmt.Errorf("--mode %q: groups or peers", o.mode)
 	}
 	if o.samples < 1 || o.burst < 1 || o.workers < 1 || o.floorWorkers < 1 || o.scaleSamples < 1 || o.scaleBurst < 1 || o.churn < 1 || o.cliRuns < 1 {
 		return errors.New("--samples, --burst, --workers, --floor-workers, --scale-samples, --scale-burst, --churn and --cli-runs must be positive")
@@ -192,6 +246,29 @@ func run() error {
 	res := newResults(b.o)
 	if out, err := exec.CommandContext(ctx, b.bin, "version").Output(); err == nil {
 		res.Binary = strings.TrimSpace(string(out))
+	}
+	if o.mode == "peers" {
+		// The results so far are written after every size: a long run that is cut
+		// keeps the sizes it finished.
+		write := func(pr *peerResults) error {
+			pr.Binary = res.Binary
+			data, err := json.MarshalIndent(pr, "", "  ")
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(o.out, append(data, '\n'), 0o644)
+		}
+		pr, err := b.runPeers(ctx, o.peers, write)
+		if err != nil {
+			return err
+		}
+		fmt.Println()
+		fmt.Print(pr.table())
+		if err := write(pr); err != nil {
+			return err
+		}
+		step("wrote %s", o.out)
+		return nil
 	}
 	if err := b.runMain(ctx, res); err != nil {
 		return err

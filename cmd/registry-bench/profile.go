@@ -22,6 +22,7 @@ import (
 //
 //	SIGUSR1  start a CPU profile, written to $REGISTRY_BENCH_PROFILE.cpu.pprof
 //	SIGUSR2  stop it (if started), then write a heap profile to $REGISTRY_BENCH_PROFILE.heap.pprof
+//	         and a goroutine profile to $REGISTRY_BENCH_PROFILE.goroutine.pprof
 //
 // The bench sends SIGUSR1 just before the registry burst and SIGUSR2 once the burst is on
 // every peer, so the CPU profile covers exactly the burst (files NAME.burst.*.pprof); and
@@ -79,12 +80,33 @@ func profileOnSignals(ctx context.Context, prefix string) {
 					_ = cpu.Close()
 					cpu = nil
 				}
+				// The goroutines first: the bench waits for the heap profile.
+				if err := writeProfile(prefix+".goroutine.pprof", "goroutine"); err != nil {
+					fmt.Fprintln(os.Stderr, "bench profile:", err)
+				}
 				if err := writeHeap(prefix + ".heap.pprof"); err != nil {
 					fmt.Fprintln(os.Stderr, "bench profile:", err)
 				}
 			}
 		}
 	}
+}
+
+// writeProfile writes the named runtime profile (pprof.Lookup) to path.
+func writeProfile(path, name string) error {
+	p := pprof.Lookup(name)
+	if p == nil {
+		return fmt.Errorf("no profile %q", name)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := p.WriteTo(f, 0); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func writeHeap(path string) error {
@@ -115,7 +137,7 @@ func (g *group) startProfiles() {
 }
 
 // stopProfiles sends SIGUSR2 to the profiled controllers, waits for their heap profiles and
-// renames the profiles to PREFIX.TAG.{cpu,heap}.pprof; it returns the files.
+// renames the profiles to PREFIX.TAG.{cpu,heap,goroutine}.pprof; it returns the files.
 func (g *group) stopProfiles(tag string) []string {
 	var files []string
 	for _, c := range g.ctrls {
@@ -130,7 +152,7 @@ func (g *group) stopProfiles(tag string) []string {
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
-		for _, kind := range []string{"cpu", "heap"} {
+		for _, kind := range []string{"cpu", "heap", "goroutine"} {
 			from, to := c.profile+"."+kind+".pprof", c.profile+"."+tag+"."+kind+".pprof"
 			if err := os.Rename(from, to); err == nil {
 				files = append(files, to)

@@ -1,0 +1,684 @@
+package main
+
+// --mode peers (make bench-scale): one real member among N simulated peers.
+//
+// The member is a real API server (the test bed, without kube-controller-manager) and
+// a real `kubectl-registry serve` process with the defaults of an install (health checks
+// every 5 s). Its peers are simulated API servers (reconciler/peers/simpeer), all in this
+// process, each on its own loopback TLS listener with its own token and kube-system UID,
+// serving what a member of a group of N+1 holds: every member's Cluster and reader
+// Secret, the credentials it issued to and received from every other member, the bench's
+// rule (as the built-in rule copied it there), and its share of the synced ConfigMaps.
+// Discovery is the member's own API server's, captured. The member knows each peer as
+// the seed's swap leaves it: a Cluster and a reader Secret written by hand, the Cluster
+// annotated as a legacy peer, so that the member reads the peer with that Secret
+// directly (no sealed-credential exchange, which needs a real peer's controller).
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
+
+	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials/seal"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/peers/simpeer"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/planner"
+)
+
+// memberName is the real member's cluster.
+const memberName = "member"
+
+// peerOptions are the flags of --mode peers.
+type peerOptions struct {
+	sizes       []int
+	objects     int
+	burst       int
+	idle        time.Duration
+	quiet       time.Duration
+	noWatchList bool
+	// legacy: the member knows its peers as legacy peers (reads them with their shared
+	// reader Secret, takes no membership from them) instead of reading them with the
+	// credentials they sealed to it.
+	legacy bool
+	// keepLogs keeps the member's logs of every size, not only of a size that failed.
+	keepLogs bool
+	// heartbeat is the period at which every peer refreshes the heartbeat of each of its
+	// Clusters, as a member's controller does (clusters.DefaultHeartbeatPeriod); 0: never.
+	heartbeat time.Duration
+}
+
+// peerResult is one size: the member among Peers simulated peers.
+type peerResult struct {
+	Peers int `json:"peers"`
+	// Objects are the ConfigMaps the peers serve (Objects/Peers each) and the member
+	// copies; the burst's are added later.
+	Objects int `json:"objects"`
+	// Membership is what each peer serves of the membership: Clusters and Secrets.
+	MembershipClusters int  `json:"membership_clusters_per_peer"`
+	MembershipSecrets  int  `json:"membership_secrets_per_peer"`
+	WatchList          bool `json:"watch_list"`
+	// Legacy: the member read its peers as legacy peers (--legacy-peers), not with the
+	// credentials they sealed to it.
+	Legacy bool `json:"legacy_peers"`
+	// Credentials counts the member's peer Clusters by how it reads them (the reason of
+	// their ReaderCredentialReady condition) once idle.
+	Credentials map[string]int `json:"credentials,omitempty"`
+
+	// The first start: every copy written.
+	InitialSyncSeconds    float64 `json:"initial_sync_seconds"`
+	InitialSyncCPUSeconds float64 `json:"initial_sync_cpu_seconds"`
+	InitialPeakRSSMiB     float64 `json:"initial_peak_rss_mib"`
+	InitialWrites         float64 `json:"initial_writes"`
+
+	// A burst of new objects on the peers (spread over them), and its cost less the
+	// idle rate.
+	Burst              int     `json:"burst"`
+	BurstSeconds       float64 `json:"burst_seconds"`
+	BurstCPUSeconds    float64 `json:"burst_cpu_seconds"`
+	CPUPer1000Synced   float64 `json:"cpu_seconds_per_1000_synced"`
+	BurstWrites        float64 `json:"burst_writes"`
+	BurstPeakRSSMiB    float64 `json:"burst_peak_rss_mib"`
+	IdleBeforeBurstCPU float64 `json:"idle_before_burst_cpu_ms_per_s"`
+
+	// A restart: from the new process's start to every peer up, every object seen and
+	// its queue empty, with no write.
+	RestartConvergeSeconds float64 `json:"restart_converge_seconds"`
+	RestartCPUSeconds      float64 `json:"restart_cpu_seconds"`
+	RestartWrites          float64 `json:"restart_writes"`
+	RestartPeakRSSMiB      float64 `json:"restart_peak_rss_mib"`
+
+	// Idle, after the restart; IdleStatic the same with the peers' heartbeats stopped.
+	Idle       *peerIdle `json:"idle,omitempty"`
+	IdleStatic *peerIdle `json:"idle_without_heartbeats,omitempty"`
+	// Steady is the restarted member, idle.
+	Steady *peerSnapshot `json:"steady,omitempty"`
+
+	SetupSeconds float64 `json:"setup_seconds"`
+	// Profiles are the CPU, heap and goroutine profiles of the idle window (--profile).
+	Profiles []string `json:"profiles,omitempty"`
+	Error    string   `json:"error,omitempty"`
+}
+
+// peerIdle is the member's cost over an idle window.
+type peerIdle struct {
+	Seconds float64 `json:"seconds"`
+	// CPUms is the process's CPU per second of the window, in ms/s; PerPeer divided by
+	// the peers.
+	CPUms        float64 `json:"cpu_ms_per_s"`
+	CPUmsPerPeer float64 `json:"cpu_ms_per_s_per_peer"`
+	Writes       float64 `json:"writes"`
+	// Requests the member made of the peers per second (health checks, lists,
+	// discovery, new watches), by verb; Bookmarks and Events what the peers sent.
+	RequestsPerSecond map[string]float64 `json:"requests_per_second"`
+	BookmarksPerSec   float64            `json:"bookmarks_per_second"`
+	EventsPerSec      float64            `json:"events_per_second"`
+}
+
+// peerSnapshot is what the member holds at one time.
+type peerSnapshot struct {
+	RSSMiB      float64 `json:"rss_mib"`
+	AnonMiB     float64 `json:"rss_anon_mib"`
+	FileMiB     float64 `json:"rss_file_mib"`
+	PeakMiB     float64 `json:"peak_rss_mib"`
+	HeapMiB     float64 `json:"heap_inuse_mib"`
+	StackMiB    float64 `json:"stack_inuse_mib"`
+	Goroutines  float64 `json:"goroutines"`
+	OpenFDs     int     `json:"open_fds"`
+	Sockets     int     `json:"sockets"`
+	PeerConns   int64   `json:"peer_connections"`
+	PeerWatches int64   `json:"peer_watches"`
+	// WatchesByResource are the watches open on the peers, by resource.
+	WatchesByResource map[string]int64 `json:"watches_by_resource"`
+}
+
+// peerResults is what --mode peers writes.
+type peerResults struct {
+	Date    string `json:"date"`
+	Binary  string `json:"binary"`
+	Machine struct {
+		CPUs    int      `json:"cpus"`
+		LoadAvg []string `json:"load_avg"`
+	} `json:"machine"`
+	Objects      int           `json:"objects"`
+	Burst        int           `json:"burst"`
+	IdleSeconds  float64       `json:"idle_seconds"`
+	Sizes        []*peerResult `json:"sizes"`
+	TotalSeconds float64       `json:"total_seconds"`
+	// Slopes are the differences per added peer between consecutive sizes (at the same
+	// number of synced objects): anonymous RSS in MiB, idle CPU in ms/s, goroutines.
+	Slopes []peerSlope `json:"slopes,omitempty"`
+}
+
+type peerSlope struct {
+	From              int     `json:"from"`
+	To                int     `json:"to"`
+	AnonMiBPerPeer    float64 `json:"rss_anon_mib_per_peer"`
+	IdleCPUmsPerPeer  float64 `json:"idle_cpu_ms_per_s_per_peer"`
+	GoroutinesPerPeer float64 `json:"goroutines_per_peer"`
+}
+
+// runPeers runs --mode peers: every size of o.sizes, one fresh member each; after each
+// size it calls progress with the results so far.
+func (b *bench) runPeers(ctx context.Context, po peerOptions, progress func(*peerResults) error) (*peerResults, error) {
+	res := &peerResults{Date: time.Now().UTC().Format(time.RFC3339), Objects: po.objects, Burst: po.burst, IdleSeconds: po.idle.Seconds()}
+	res.Machine.CPUs = numCPU()
+	res.Machine.LoadAvg = append(res.Machine.LoadAvg, loadAvg())
+	started := time.Now()
+	for _, n := range po.sizes {
+		r, err := b.runPeerSize(ctx, po, n)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if err != nil {
+			step("[peers-%d] failed: %v", n, err)
+			if r == nil {
+				r = &peerResult{Peers: n}
+			}
+			r.Error = err.Error()
+		}
+		res.Sizes = append(res.Sizes, r)
+		res.slopes()
+		if err := progress(res); err != nil {
+			return nil, err
+		}
+	}
+	res.TotalSeconds = time.Since(started).Seconds()
+	res.Machine.LoadAvg = append(res.Machine.LoadAvg, loadAvg())
+	return res, nil
+}
+
+// simPeer is one simulated peer, as the member and the other peers know it.
+type simPeer struct {
+	name string
+	srv  *simpeer.Server
+	// key is its key pair (its Cluster advertises the public key); kubeconfig its shared
+	// reader kubeconfig (its server, the group's CA, its token), the same bytes in every
+	// member's copy of its reader Secret.
+	key        *seal.Key
+	kubeconfig []byte
+	// clusters are the Clusters it serves, as created (heartbeats updates them).
+	clusters []map[string]any
+}
+
+// heartbeats refreshes, until ctx is done, the heartbeat of every Cluster of every peer
+// once per period, one at a time, evenly spread: what the members' controllers do to
+// their Clusters' conditions (every Cluster, its own and its peers', every 5 min). The
+// member sees each as a watch event of its peer's Clusters.
+func heartbeats(ctx context.Context, sims []simPeer, period time.Duration) {
+	total := 0
+	for _, p := range sims {
+		total += len(p.clusters)
+	}
+	if period <= 0 || total == 0 {
+		return
+	}
+	t := time.NewTicker(max(period/time.Duration(total), time.Millisecond))
+	defer t.Stop()
+	for {
+		for _, p := range sims {
+			for _, cl := range p.clusters {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
+				now := time.Now().UTC().Format(time.RFC3339)
+				st, _ := cl["status"].(map[string]any)
+				conds, _ := st["conditions"].([]any)
+				for _, c := range conds {
+					if m, ok := c.(map[string]any); ok {
+						m["lastHeartbeatTime"] = now
+					}
+				}
+				if _, err := p.srv.Update(simpeer.Clusters, runtime.DeepCopyJSON(cl)); err != nil {
+					step("heartbeat of a simulated Cluster: %v", err)
+					return
+				}
+			}
+		}
+	}
+}
+
+// runPeerSize measures the member among n peers.
+func (b *bench) runPeerSize(ctx context.Context, po peerOptions, n int) (_ *peerResult, err error) {
+	label := fmt.Sprintf("peers-%d", n)
+	t0 := time.Now()
+	g, err := b.startGroup(ctx, label, []string{memberName}, false)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err == nil && po.keepLogs {
+			if dir, kerr := g.keepLogs(); kerr == nil {
+				step("[%s] logs kept in %s", label, dir)
+			}
+		}
+		g.stopKeepingLogs(err)
+	}()
+	// The defaults of an install: a peer's health is checked every 5 s.
+	g.serveArgs = []string{"--peer-health-interval", "5s"}
+	// With --profile the controller is this binary (about 20 MiB more RSS), profiled over
+	// the idle window.
+	g.profile = b.o.profile != ""
+	if err := g.prepare(ctx); err != nil {
+		return nil, err
+	}
+	member := g.bed.Cluster(memberName)
+	memberID, err := member.KubeSystemUID(ctx)
+	if err != nil {
+		return nil, err
+	}
+	disc, err := simpeer.CaptureDiscovery(ctx, member.Config)
+	if err != nil {
+		return nil, err
+	}
+	sg, err := simpeer.NewGroup()
+	if err != nil {
+		return nil, err
+	}
+	sims := make([]simPeer, n)
+	defer func() {
+		for _, p := range sims {
+			if p.srv != nil {
+				_ = p.srv.Close()
+			}
+		}
+	}()
+	step("[%s] starting %d simulated peers (watch-list %v), %d ConfigMaps among them", label, n, !po.noWatchList, po.objects)
+	for i := range sims {
+		srv, err := sg.Start(simpeer.Options{UID: uuid.NewUUID(), Token: serviceAccountToken("system:serviceaccount:" + v1alpha1.DefaultNamespace + ":cluster-registry-reader"), Discovery: disc, NoWatchList: po.noWatchList})
+		if err != nil {
+			return nil, err
+		}
+		if sims[i], err = newSimPeer(fmt.Sprintf("p%03d", i+1), srv, sg.CAData()); err != nil {
+			return nil, err
+		}
+	}
+	r := &peerResult{Peers: n, Objects: po.objects, Burst: po.burst, WatchList: !po.noWatchList, Legacy: po.legacy}
+	// The member's key pair, made here and stored where its controller looks for it
+	// first, so that every peer can seal the credential it issues the member before the
+	// member starts (as a group's members have, once they have read its key).
+	var memberKey *seal.Key
+	if !po.legacy {
+		if memberKey, err = seal.GenerateKey(); err != nil {
+			return r, err
+		}
+		if err := storeMemberKey(ctx, member.Config, memberKey); err != nil {
+			return r, err
+		}
+	}
+	if r.MembershipClusters, r.MembershipSecrets, err = fillPeers(sims, memberID, memberKey, sg.CAData(), po.objects); err != nil {
+		return r, err
+	}
+	step("[%s] each peer serves %d Clusters (their heartbeats refreshed every %s), %d Secrets of the registry namespace, the rule and ~%d ConfigMaps", label, r.MembershipClusters, po.heartbeat, r.MembershipSecrets, po.objects/n)
+	hctx, stopHeartbeats := context.WithCancel(ctx)
+	defer stopHeartbeats()
+	go heartbeats(hctx, sims, po.heartbeat)
+	if err := addPeers(ctx, member.Config, sims, sg.CAData(), po.legacy); err != nil {
+		return r, err
+	}
+	if err := createRule(ctx, member.Config); err != nil {
+		return r, err
+	}
+	r.SetupSeconds = time.Since(t0).Seconds()
+
+	step("[%s] starting the member's controller; waiting for %d copies", label, po.objects)
+	start := time.Now()
+	if err := g.startControllers(ctx); err != nil {
+		return r, err
+	}
+	c := g.ctrls[0]
+	pid := c.cmd.Process.Pid
+	if err := g.waitCopies(ctx, po.objects); err != nil {
+		return r, err
+	}
+	r.InitialSyncSeconds = time.Since(start).Seconds()
+	if r.InitialSyncCPUSeconds, err = procCPU(pid); err != nil {
+		return r, err
+	}
+	if err := g.waitQuiet(ctx, po.quiet); err != nil {
+		return r, err
+	}
+	m, err := scrape(ctx, c)
+	if err != nil {
+		return r, err
+	}
+	r.InitialWrites = total(map[string]map[string]float64{"": syncWrites(m)})
+	if r.InitialPeakRSSMiB, _, err = rss(pid); err != nil {
+		return r, err
+	}
+	step("[%s]   %d copies in %.1fs, %.1f s of CPU, peak RSS %.1f MiB, %.0f writes", label, po.objects, r.InitialSyncSeconds, r.InitialSyncCPUSeconds, r.InitialPeakRSSMiB, r.InitialWrites)
+
+	// The burst: po.burst new objects spread over the peers, against the idle rate just
+	// before.
+	idleCPU, err := cpuRate(ctx, pid, 5*time.Second)
+	if err != nil {
+		return r, err
+	}
+	r.IdleBeforeBurstCPU = 1000 * idleCPU
+	step("[%s] burst: %d ConfigMaps created at once on the peers", label, po.burst)
+	before, _ := scrape(ctx, c)
+	cpu0, err := procCPU(pid)
+	if err != nil {
+		return r, err
+	}
+	t1 := time.Now()
+	for i := range po.burst {
+		p := sims[i%n]
+		if _, err := p.srv.Create(simpeer.ConfigMaps, benchConfigMap(fmt.Sprintf("burst-%s-%d", p.name, i))); err != nil {
+			return r, err
+		}
+	}
+	if err := g.waitCopies(ctx, po.objects+po.burst); err != nil {
+		return r, err
+	}
+	r.BurstSeconds = time.Since(t1).Seconds()
+	cpu1, err := procCPU(pid)
+	if err != nil {
+		return r, err
+	}
+	r.BurstCPUSeconds = max(0, cpu1-cpu0-idleCPU*r.BurstSeconds)
+	r.CPUPer1000Synced = r.BurstCPUSeconds * 1000 / float64(po.burst)
+	if err := g.waitQuiet(ctx, po.quiet); err != nil {
+		return r, err
+	}
+	after, _ := scrape(ctx, c)
+	r.BurstWrites = total(map[string]map[string]float64{"": syncWrites(after)}) - total(map[string]map[string]float64{"": syncWrites(before)})
+	if r.BurstPeakRSSMiB, _, err = rss(pid); err != nil {
+		return r, err
+	}
+	step("[%s]   %.2fs, %.2f s of CPU (%.2f s per 1,000), %.0f writes", label, r.BurstSeconds, r.BurstCPUSeconds, r.CPUPer1000Synced, r.BurstWrites)
+
+	// The restart.
+	step("[%s] restarting the member's controller", label)
+	restart, err := g.stopControllers(ctx, nil)
+	if err != nil {
+		return r, err
+	}
+	all := po.objects + po.burst
+	served := sg.Stats()
+	t2 := time.Now()
+	if err := restart(); err != nil {
+		return r, err
+	}
+	c = g.ctrls[0]
+	pid = c.cmd.Process.Pid
+	if err := g.waitConverged(ctx, c, sg, served, n, all); err != nil {
+		return r, err
+	}
+	r.RestartConvergeSeconds = time.Since(t2).Seconds()
+	if r.RestartCPUSeconds, err = procCPU(pid); err != nil {
+		return r, err
+	}
+	if err := g.waitQuiet(ctx, po.quiet); err != nil {
+		return r, err
+	}
+	if m, err = scrape(ctx, c); err != nil {
+		return r, err
+	}
+	r.RestartWrites = total(map[string]map[string]float64{"": syncWrites(m)})
+	if r.RestartPeakRSSMiB, _, err = rss(pid); err != nil {
+		return r, err
+	}
+	step("[%s]   converged in %.1fs (%.1f s of CPU, peak RSS %.1f MiB, %.0f writes)", label, r.RestartConvergeSeconds, r.RestartCPUSeconds, r.RestartPeakRSSMiB, r.RestartWrites)
+
+	step("[%s] idle for %s", label, po.idle)
+	if g.profile {
+		g.startProfiles()
+	}
+	if r.Idle, err = g.measureIdle(ctx, c, sg, n, po.idle); err != nil {
+		return r, err
+	}
+	if g.profile {
+		r.Profiles = g.stopProfiles(label + ".idle")
+	}
+	if r.Steady, err = snapshot(ctx, c, sg); err != nil {
+		return r, err
+	}
+	if r.Credentials, err = credentialReasons(ctx, member.Config); err != nil {
+		return r, err
+	}
+	s := r.Steady
+	step("[%s]   peers read with: %v", label, r.Credentials)
+	step("[%s]   idle CPU %.2f ms/s (%.3f ms/s per peer), %.0f writes; RSS %.1f MiB (anon %.1f, file %.1f), heap %.1f MiB, %g goroutines, %d sockets, %d peer connections, %d watches on peers %v",
+		label, r.Idle.CPUms, r.Idle.CPUmsPerPeer, r.Idle.Writes, s.RSSMiB, s.AnonMiB, s.FileMiB, s.HeapMiB, s.Goroutines, s.Sockets, s.PeerConns, s.PeerWatches, s.WatchesByResource)
+
+	// The same idle window with the heartbeats stopped: what the peers cost the member
+	// when nothing of theirs changes (connections, health checks, bookmarks, watches
+	// made again), apart from the membership's churn.
+	if po.heartbeat > 0 {
+		stopHeartbeats()
+		step("[%s] idle for %s again, the peers' heartbeats stopped (after %s for the member to catch up)", label, po.idle, 2*po.quiet)
+		select {
+		case <-ctx.Done():
+			return r, ctx.Err()
+		case <-time.After(2 * po.quiet):
+		}
+		if r.IdleStatic, err = g.measureIdle(ctx, c, sg, n, po.idle); err != nil {
+			return r, err
+		}
+		step("[%s]   idle CPU without heartbeats %.2f ms/s (%.3f ms/s per peer)", label, r.IdleStatic.CPUms, r.IdleStatic.CPUmsPerPeer)
+	}
+	return r, nil
+}
+
+// newSimPeer makes the peer served by srv: its key pair and shared reader kubeconfig.
+func newSimPeer(name string, srv *simpeer.Server, ca []byte) (simPeer, error) {
+	key, err := seal.GenerateKey()
+	if err != nil {
+		return simPeer{}, err
+	}
+	kc, err := kubeconfig.Render(kubeconfig.Reader{ClusterName: name, Server: srv.URL(), CAData: ca, Token: srv.Token()})
+	if err != nil {
+		return simPeer{}, err
+	}
+	return simPeer{name: name, srv: srv, key: key, kubeconfig: kc}, nil
+}
+
+// serviceAccountToken returns a token shaped as a ServiceAccount token of a 24 h
+// TokenRequest (a JWT of about a kilobyte whose exp and iat the registry reads, as it
+// does of every relayed token), random where a real one is signed. sub names the
+// ServiceAccount.
+func serviceAccountToken(sub string) string {
+	enc := base64.RawURLEncoding
+	kid := make([]byte, 32)
+	sig := make([]byte, 256) // RS256
+	_, _ = rand.Read(kid)
+	_, _ = rand.Read(sig)
+	header, _ := json.Marshal(map[string]string{"alg": "RS256", "kid": enc.EncodeToString(kid)})
+	now := time.Now()
+	claims, _ := json.Marshal(map[string]any{
+		"aud": []string{"https://kubernetes.default.svc.cluster.local"}, "exp": now.Add(24 * time.Hour).Unix(), "iat": now.Unix(),
+		"iss": "https://kubernetes.default.svc.cluster.local", "jti": string(uuid.NewUUID()), "nbf": now.Unix(), "sub": sub,
+		"kubernetes.io": map[string]any{"namespace": v1alpha1.DefaultNamespace, "serviceaccount": map[string]string{"name": "cluster-registry-reader", "uid": string(uuid.NewUUID())}},
+	})
+	return enc.EncodeToString(header) + "." + enc.EncodeToString(claims) + "." + enc.EncodeToString(sig)
+}
+
+// toMap converts a typed object to the map simpeer stores.
+func toMap(obj runtime.Object) (map[string]any, error) {
+	return runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+}
+
+// benchConfigMap is a synced ConfigMap as a peer's API server holds it: the bench's
+// label and data, and the managedFields its writer left (which the member's caches
+// drop, but which cross the wire).
+func benchConfigMap(name string) map[string]any {
+	return map[string]any{
+		"metadata": map[string]any{
+			"name": name, "namespace": nsRegistry, "labels": map[string]any{syncLabel: "true"},
+			"managedFields": []any{map[string]any{
+				"manager": "registry-bench", "operation": "Update", "apiVersion": "v1", "time": time.Now().UTC().Format(time.RFC3339),
+				"fieldsType": "FieldsV1", "fieldsV1": map[string]any{
+					"f:data":     map[string]any{".": map[string]any{}, "f:payload": map[string]any{}, "f:v": map[string]any{}},
+					"f:metadata": map[string]any{"f:labels": map[string]any{".": map[string]any{}, "f:" + syncLabel: map[string]any{}}},
+				},
+			}},
+		},
+		"data": map[string]any{"v": "b", "payload": "bench"},
+	}
+}
+
+// benchRule is the bench's ResourceSyncRule: ConfigMaps of namespace bench labelled
+// syncLabel.
+func benchRule() *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": v1alpha1.GroupVersion.String(), "kind": "ResourceSyncRule",
+		"metadata": map[string]any{"name": ruleName},
+		"spec": map[string]any{
+			"groupVersionKind": map[string]any{"kind": "ConfigMap", "version": "v1"},
+			"rules": []any{map[string]any{"match": []any{map[string]any{
+				"namespaces": []any{nsRegistry},
+				"labels":     []any{map[string]any{"matchLabels": map[string]any{syncLabel: "true"}}},
+			}}}},
+		},
+	}}
+}
+
+// sealedSize is about the size of a sealed reader credential (a kubeconfig with a CA
+// and a token, sealed).
+const sealedSize = 2600
+
+// fillPeers gives every simulated peer what a member of a group of len(sims)+1 holds:
+// a Cluster and a reader Secret of every member (its own a Local Cluster), the reader
+// credentials it issued to every other member and those it received, the bench's rule
+// as copied from the member, the bench's namespace, and its share of objects ConfigMaps.
+// With memberKey, the credential each peer issued the member is sealed to it and opens:
+// a kubeconfig of the peer with its token. It returns the Clusters and Secrets each peer
+// serves.
+func fillPeers(sims []simPeer, memberID types.UID, memberKey *seal.Key, ca []byte, objects int) (clusters, secrets int, err error) {
+	type who struct {
+		name, url  string
+		id         types.UID
+		key        string
+		kubeconfig []byte
+	}
+	memberKC, err := kubeconfig.Render(kubeconfig.Reader{ClusterName: memberName, Server: "https://127.0.0.1:1", CAData: ca, Token: serviceAccountToken("system:serviceaccount:" + v1alpha1.DefaultNamespace + ":cluster-registry-reader")})
+	if err != nil {
+		return 0, 0, err
+	}
+	members := []who{{name: memberName, url: "https://127.0.0.1:1", id: memberID, kubeconfig: memberKC}}
+	if memberKey != nil {
+		members[0].key = memberKey.PublicKey()
+	}
+	for _, p := range sims {
+		members = append(members, who{name: p.name, url: p.srv.URL(), id: p.srv.UID(), key: p.key.PublicKey(), kubeconfig: p.kubeconfig})
+	}
+	rule := benchRule()
+	planner.Mark(rule, memberID, v1alpha1.CoreRuleName)
+	now := metav1.Now()
+	conds := func(local bool) []v1alpha1.ClusterCondition {
+		var out []v1alpha1.ClusterCondition
+		for _, t := range []v1alpha1.ClusterConditionType{v1alpha1.ClusterConditionLocalCluster, v1alpha1.ClusterConditionMetadataSet, v1alpha1.ClusterConditionReady,
+			v1alpha1.ClusterConditionClustersSynced, v1alpha1.ClusterConditionReaderKeyReady, v1alpha1.ClusterConditionReaderCredentialReady, v1alpha1.ClusterConditionRelaysAgree} {
+			out = append(out, v1alpha1.ClusterCondition{Type: t, Status: corev1.ConditionTrue, LastHeartbeatTime: now, LastTransitionTime: now,
+				Reason: "Simulated", Message: fmt.Sprintf("the condition %s of a simulated member (local %v), as long as a real one's message", t, local)})
+		}
+		return out
+	}
+	for i := range sims {
+		p := &sims[i]
+		put := func(r simpeer.Resource, obj runtime.Object) error {
+			m, err := toMap(obj)
+			if err != nil {
+				return err
+			}
+			_, err = p.srv.Create(r, m)
+			return err
+		}
+		for _, ns := range []string{v1alpha1.DefaultNamespace, nsRegistry} {
+			if err := put(simpeer.Namespaces, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+				return 0, 0, err
+			}
+		}
+		clusters, secrets = 0, 0
+		for _, m := range members {
+			local := m.name == p.name
+			typ := v1alpha1.ClusterTypePeer
+			if local {
+				typ = v1alpha1.ClusterTypeLocal
+			}
+			cl := &v1alpha1.Cluster{
+				ObjectMeta: metav1.ObjectMeta{Name: m.name, Annotations: map[string]string{}},
+				Spec: v1alpha1.ClusterSpec{ClusterID: m.id, AuthInfo: v1alpha1.AuthInfo{SecretRef: v1alpha1.NamespacedName{Name: m.name, Namespace: v1alpha1.DefaultNamespace}},
+					KubernetesAPIEndpoints: []v1alpha1.KubernetesAPIEndpoint{{ServerAddress: m.url, CABundle: ca}}},
+				Status: v1alpha1.ClusterStatus{State: v1alpha1.ClusterStateReady, Type: typ, ControllerVersion: "simulated",
+					ClusterMetadata: v1alpha1.ClusterMetadata{Version: "v1.36.3", Provider: "kind", Distribution: "KIND"}, Conditions: conds(local)},
+			}
+			if m.key != "" {
+				cl.Annotations[v1alpha1.ReaderPublicKeyAnnotation] = m.key
+			}
+			if !local {
+				cl.Labels = map[string]string{v1alpha1.OwnershipLabel: string(m.id)}
+				cl.Annotations[v1alpha1.OwnershipAnnotation] = string(m.id)
+			}
+			obj, err := toMap(cl)
+			if err != nil {
+				return 0, 0, err
+			}
+			p.clusters = append(p.clusters, runtime.DeepCopyJSON(obj))
+			if _, err := p.srv.Create(simpeer.Clusters, obj); err != nil {
+				return 0, 0, err
+			}
+			clusters++
+			if err := put(simpeer.Secrets, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: m.name, Namespace: v1alpha1.DefaultNamespace},
+				Type: v1alpha1.SecretTypeClusterRegistry, Data: map[string][]byte{v1alpha1.KubeconfigKey: m.kubeconfig}}); err != nil {
+				return 0, 0, err
+			}
+			secrets++
+			if local {
+				continue
+			}
+			// The credential this peer issued m, sealed to m's key: one that opens for the
+			// member when its key is known, random bytes of the same size otherwise.
+			sealed := make([]byte, sealedSize)
+			_, _ = rand.Read(sealed)
+			if m.id == memberID && memberKey != nil {
+				kc, err := kubeconfig.Render(kubeconfig.Reader{ClusterName: p.name, Server: p.srv.URL(), CAData: ca, Token: p.srv.Token()})
+				if err != nil {
+					return 0, 0, err
+				}
+				if sealed, err = seal.Seal(m.key, p.srv.UID(), memberID, kc); err != nil {
+					return 0, 0, err
+				}
+			}
+			issued := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.IssuedReaderSecretName(m.id), Namespace: v1alpha1.DefaultNamespace,
+				Labels: map[string]string{v1alpha1.ReaderForLabel: v1alpha1.ReaderKey(m.id)}},
+				Type: v1alpha1.SecretTypeClusterRegistry, Data: map[string][]byte{v1alpha1.SealedKubeconfigKey: sealed}}
+			if m.key != "" {
+				issued.Annotations = map[string]string{v1alpha1.SealedToAnnotation: seal.Fingerprint(m.key)}
+			}
+			// The credential m issued this peer, as the peer keeps it.
+			received := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.ReceivedReaderSecretName(m.id), Namespace: v1alpha1.DefaultNamespace,
+				Labels:      map[string]string{v1alpha1.ReaderFromLabel: v1alpha1.ReaderKey(m.id), v1alpha1.OwnershipLabel: string(m.id)},
+				Annotations: map[string]string{v1alpha1.OwnershipAnnotation: string(m.id)}},
+				Type: v1alpha1.SecretTypeClusterRegistry, Data: map[string][]byte{v1alpha1.SealedKubeconfigKey: sealed}}
+			for _, sec := range []*corev1.Secret{issued, received} {
+				if err := put(simpeer.Secrets, sec); err != nil {
+					return 0, 0, err
+				}
+				secrets++
+			}
+		}
+		if _, err := p.srv.Create(simpeer.ResourceSyncRules, rule.DeepCopy().Object); err != nil {
+			return 0, 0, err
+		}
+		for j := i; j < objects; j += len(sims) {
+			if _, err := p.srv.Create(simpeer.ConfigMaps, benchConfigMap(fmt.Sprintf("cm-%s-%d", p.name, j))); err != nil {
+				return 0, 0, err
+			}
+		}
+	}
+	return clusters, secrets, nil
+}
