@@ -76,21 +76,7 @@ func TestPeerSlopes(t *testing.T) {
 // fillPeers gives each simulated peer what a member of the group holds, which a client
 // reads back as an API server's.
 func TestFillPeers(t *testing.T) {
-	sg, err := simpeer.NewGroup()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sims := make([]simPeer, 3)
-	for i := range sims {
-		srv, err := sg.Start(simpeer.Options{UID: types.UID(fmt.Sprint("id-", i)), Token: "token"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = srv.Close() })
-		if sims[i], err = newSimPeer(fmt.Sprintf("p%03d", i+1), srv, sg.CAData()); err != nil {
-			t.Fatal(err)
-		}
-	}
+	sg, sims := startSims(t, 3)
 	memberKey, err := seal.GenerateKey()
 	if err != nil {
 		t.Fatal(err)
@@ -157,21 +143,7 @@ func TestFillPeers(t *testing.T) {
 
 // heartbeats refreshes every Cluster of every peer once per period.
 func TestHeartbeats(t *testing.T) {
-	sg, err := simpeer.NewGroup()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sims := make([]simPeer, 2)
-	for i := range sims {
-		srv, err := sg.Start(simpeer.Options{UID: types.UID(fmt.Sprint("id-", i)), Token: "token"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = srv.Close() })
-		if sims[i], err = newSimPeer(fmt.Sprintf("p%03d", i+1), srv, sg.CAData()); err != nil {
-			t.Fatal(err)
-		}
-	}
+	sg, sims := startSims(t, 2)
 	if _, _, err := fillPeers(sims, "member-id", nil, sg.CAData(), 2); err != nil {
 		t.Fatal(err)
 	}
@@ -222,4 +194,25 @@ func TestServiceAccountToken(t *testing.T) {
 	if n := len(tok); n < 800 || n > 1400 {
 		t.Errorf("%d characters, want about a kilobyte, as a ServiceAccount token", n)
 	}
+}
+
+// startSims starts n simulated peers of one group, closed when the test ends.
+func startSims(t *testing.T, n int) (*simpeer.Group, []simPeer) {
+	t.Helper()
+	sg, err := simpeer.NewGroup()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sims := make([]simPeer, n)
+	for i := range sims {
+		srv, err := sg.Start(simpeer.Options{UID: types.UID(fmt.Sprint("id-", i)), Token: "token"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = srv.Close() })
+		if sims[i], err = newSimPeer(fmt.Sprintf("p%03d", i+1), srv, sg.CAData()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return sg, sims
 }
