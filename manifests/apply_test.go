@@ -16,13 +16,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-registry/kubectl-registry/manifests"
+	"github.com/kubectl-registry/kubectl-registry/manifests/serverside"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/testbed"
 )
 
 var installOnce struct {
 	sync.Once
-	results []manifests.Result
+	results []serverside.Result
 	err     error
 }
 
@@ -46,7 +47,7 @@ func installed(t *testing.T) client.Client {
 			installOnce.err = err
 			return
 		}
-		installOnce.results, installOnce.err = manifests.Apply(ctx, c, v1alpha1.FieldManager, objs)
+		installOnce.results, installOnce.err = serverside.Apply(ctx, c, v1alpha1.FieldManager, objs)
 		if installOnce.err == nil {
 			crds := 0
 			for _, o := range objs {
@@ -90,7 +91,7 @@ func waitEstablished(ctx context.Context, c client.Client, crds int) error {
 func TestApplyIsIdempotent(t *testing.T) {
 	c := installed(t)
 	for _, r := range installOnce.results {
-		if r.Outcome != manifests.Created {
+		if r.Outcome != serverside.Created {
 			t.Errorf("first apply of %s %s: %s, want created", r.Object.GetKind(), r.Object.GetName(), r.Outcome)
 		}
 	}
@@ -98,12 +99,12 @@ func TestApplyIsIdempotent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	results, err := manifests.Apply(context.Background(), c, v1alpha1.FieldManager, objs)
+	results, err := serverside.Apply(context.Background(), c, v1alpha1.FieldManager, objs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range results {
-		if r.Outcome != manifests.Unchanged {
+		if r.Outcome != serverside.Unchanged {
 			t.Errorf("second apply of %s %s: %s, want unchanged", r.Object.GetKind(), r.Object.GetName(), r.Outcome)
 		}
 	}

@@ -80,3 +80,11 @@ func Decode(data []byte) ([]*unstructured.Unstructured, error) {
 		objs = append(objs, u)
 	}
 }
+
+// ObjectName returns "namespace/name", or "name" for a cluster-scoped object.
+func ObjectName(obj *unstructured.Unstructured) string {
+	if ns := obj.GetNamespace(); ns != "" {
+		return ns + "/" + obj.GetName()
+	}
+	return obj.GetName()
+}

@@ -170,11 +170,23 @@ func TestLayering(t *testing.T) {
 				d != module+"/reconciler/rules" && !under(d, "reconciler/kubeconfig") && d != module+"/reconciler/buildinfo" {
 				t.Errorf("sync-diff links the controller runtime package %s: it must run the planner only", d)
 			}
+			// Nor the machinery of a running controller, of anyone: it reads with
+			// client-go's dynamic and typed clients (plugin/internal/kube/clientgo). The
+			// one exception is the work queue, which client-go's transport links for the
+			// rotation of client certificates: every client-go client has it.
+			if d != syncDiffWorkqueue && slices.ContainsFunc(controllerMachinery, func(m string) bool { return within(d, m) }) {
+				t.Errorf("sync-diff links %s, of a running controller: it reads with client-go's clients only", d)
+			}
 		}
 	}
 	checkPlannerDeps(t)
 	checkVerbsApart(t, pkgs)
 }
+
+// syncDiffWorkqueue is the one package of controllerMachinery sync-diff links:
+// k8s.io/client-go/transport (under k8s.io/client-go/rest) links it for the rotation of
+// client certificates, so every client-go client does.
+const syncDiffWorkqueue = "k8s.io/client-go/util/workqueue"
 
 // controllerMachinery are the packages of a running controller: its runtime, informers,
 // caches, work queues and leader election. A planner links none of them.

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-registry/kubectl-registry/manifests"
+	"github.com/kubectl-registry/kubectl-registry/manifests/serverside"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/testbed"
 )
@@ -125,7 +126,7 @@ func TestImageServesInDocker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := manifests.Apply(ctx, c, v1alpha1.FieldManager, objs); err != nil {
+	if _, err := serverside.Apply(ctx, c, v1alpha1.FieldManager, objs); err != nil {
 		t.Fatalf("installing the manifests: %v", err)
 	}
 	// The controller's own rules are bound to it directly (cluster-registry-controller-own):

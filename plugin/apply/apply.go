@@ -20,7 +20,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/resource"
 
-	"github.com/kubectl-registry/kubectl-registry/manifests"
+	"github.com/kubectl-registry/kubectl-registry/manifests/serverside"
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube"
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/serverapply"
@@ -165,7 +165,7 @@ func (o *Options) readFiles() ([]*unstructured.Unstructured, error) {
 
 // contextResult is what applying to one context did.
 type contextResult struct {
-	results []manifests.Result
+	results []serverside.Result
 	errs    []error
 }
 
@@ -226,7 +226,7 @@ func (o *Options) applyTo(ctx context.Context, t kube.Target) contextResult {
 			}
 			continue
 		}
-		r.results = append(r.results, manifests.Result{Object: obj, Outcome: outcome})
+		r.results = append(r.results, serverside.Result{Object: obj, Outcome: outcome})
 	}
 	return r
 }

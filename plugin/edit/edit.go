@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubectl-registry/kubectl-registry/manifests"
+	"github.com/kubectl-registry/kubectl-registry/manifests/serverside"
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube"
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/serverapply"
@@ -402,7 +403,7 @@ func pruneNulls(m map[string]any) {
 
 // result is what applying to one context did.
 type result struct {
-	outcome manifests.Outcome
+	outcome serverside.Outcome
 	err     error
 }
 
@@ -474,8 +475,8 @@ func (o *Options) applyTo(ctx context.Context, t kube.Target, obj *unstructured.
 	if err := c.Patch(ctx, live, client.RawPatch(types.MergePatchType, data), client.FieldOwner(v1alpha1.FieldManager)); err != nil {
 		return result{err: serverapply.Explain(err, obj, t)}
 	}
-	if outcome == manifests.Unchanged && live.GetResourceVersion() != before {
-		outcome = manifests.Configured
+	if outcome == serverside.Unchanged && live.GetResourceVersion() != before {
+		outcome = serverside.Configured
 	}
 	return result{outcome: outcome}
 }

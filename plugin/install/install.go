@@ -33,6 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-registry/kubectl-registry/manifests"
+	"github.com/kubectl-registry/kubectl-registry/manifests/serverside"
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
@@ -264,14 +265,14 @@ func (o *Options) Run(ctx context.Context) error {
 		return explain(err, target)
 	}
 
-	var results []manifests.Result
-	applied, err := manifests.Apply(ctx, c, v1alpha1.FieldManager, crds)
+	var results []serverside.Result
+	applied, err := serverside.Apply(ctx, c, v1alpha1.FieldManager, crds)
 	results = append(results, applied...)
 	if err == nil {
 		err = waitEstablished(ctx, c, crds)
 	}
 	if err == nil {
-		applied, err = manifests.Apply(ctx, c, v1alpha1.FieldManager, others)
+		applied, err = serverside.Apply(ctx, c, v1alpha1.FieldManager, others)
 		results = append(results, applied...)
 	}
 	if err != nil {
@@ -373,7 +374,7 @@ func orNothing(s string) string {
 // compares the object before and after. Objects in a namespace that does not exist yet
 // cannot be dry-run (the namespace is not created by a dry run): they are reported as
 // created, with a warning.
-func applyServerDryRun(ctx context.Context, c client.Client, objs []*unstructured.Unstructured, namespace string, warn io.Writer) ([]manifests.Result, []*unstructured.Unstructured, error) {
+func applyServerDryRun(ctx context.Context, c client.Client, objs []*unstructured.Unstructured, namespace string, warn io.Writer) ([]serverside.Result, []*unstructured.Unstructured, error) {
 	// The registry namespace and its readers namespace.
 	missing := map[string]bool{}
 	for _, name := range []string{namespace, v1alpha1.ReadersNamespace(namespace)} {
@@ -383,19 +384,19 @@ func applyServerDryRun(ctx context.Context, c client.Client, objs []*unstructure
 			fmt.Fprintf(warn, "Warning: namespace %s does not exist yet, so the API server cannot dry-run the objects in it; they are shown as they would be created\n", name)
 		}
 	}
-	var results []manifests.Result
+	var results []serverside.Result
 	var live []*unstructured.Unstructured
 	for _, obj := range objs {
 		if missing[obj.GetNamespace()] {
-			results = append(results, manifests.Result{Object: obj, Outcome: manifests.Created})
+			results = append(results, serverside.Result{Object: obj, Outcome: serverside.Created})
 			live = append(live, obj)
 			continue
 		}
-		outcome, after, err := manifests.ApplyObject(ctx, c, v1alpha1.FieldManager, obj, true)
+		outcome, after, err := serverside.ApplyObject(ctx, c, v1alpha1.FieldManager, obj, true)
 		if err != nil {
 			return results, live, fmt.Errorf("applying %s %s (server dry run): %w", obj.GetKind(), manifests.ObjectName(obj), err)
 		}
-		results = append(results, manifests.Result{Object: obj, Outcome: outcome})
+		results = append(results, serverside.Result{Object: obj, Outcome: outcome})
 		live = append(live, after)
 	}
 	return results, live, nil
@@ -572,23 +573,23 @@ func checkOtherInstallation(ctx context.Context, c client.Client, namespace stri
 }
 
 // objsAsResults reports every object with the same outcome.
-func objsAsResults(objs []*unstructured.Unstructured, outcome manifests.Outcome) []manifests.Result {
-	results := make([]manifests.Result, len(objs))
+func objsAsResults(objs []*unstructured.Unstructured, outcome serverside.Outcome) []serverside.Result {
+	results := make([]serverside.Result, len(objs))
 	for i, obj := range objs {
-		results[i] = manifests.Result{Object: obj, Outcome: outcome}
+		results[i] = serverside.Result{Object: obj, Outcome: outcome}
 	}
 	return results
 }
 
 // printApplied prints the results of a real apply: one line per object, or with -o the
 // objects as they are now in the cluster.
-func (o *Options) printApplied(ctx context.Context, c client.Client, results []manifests.Result) error {
+func (o *Options) printApplied(ctx context.Context, c client.Client, results []serverside.Result) error {
 	if o.namesOnly() {
 		return o.printResults(results, "")
 	}
 	live := make([]*unstructured.Unstructured, 0, len(results))
 	for _, r := range results {
-		if r.Outcome == manifests.Deleted {
+		if r.Outcome == serverside.Deleted {
 			continue
 		}
 		u := &unstructured.Unstructured{}
@@ -603,7 +604,7 @@ func (o *Options) printApplied(ctx context.Context, c client.Client, results []m
 
 // print prints results (one line per object, the outcome followed by suffix), or with
 // -o the objects objs.
-func (o *Options) print(results []manifests.Result, suffix string, objs []*unstructured.Unstructured) error {
+func (o *Options) print(results []serverside.Result, suffix string, objs []*unstructured.Unstructured) error {
 	if o.namesOnly() {
 		return o.printResults(results, suffix)
 	}
@@ -621,7 +622,7 @@ func (o *Options) namesOnly() bool {
 
 // printResults prints one line per result: "kind.group/name outcome", or with -o name
 // "kind.group/name".
-func (o *Options) printResults(results []manifests.Result, suffix string) error {
+func (o *Options) printResults(results []serverside.Result, suffix string) error {
 	for _, r := range results {
 		o.PrintFlags.NamePrintFlags.Operation = string(r.Outcome) + suffix
 		p, err := o.PrintFlags.ToPrinter()
@@ -667,12 +668,12 @@ func printObjects(p printers.ResourcePrinter, format string, objs []*unstructure
 // (--member-grants=all), so that --member-grants=none leaves the members only what the
 // admin binds them: the objects of rbac-members.yaml, in namespace where namespaced, and
 // only when they carry the registry's part-of label.
-func removeMembersGrant(ctx context.Context, c client.Client, namespace string) ([]manifests.Result, error) {
+func removeMembersGrant(ctx context.Context, c client.Client, namespace string) ([]serverside.Result, error) {
 	objs, err := manifests.Render(manifests.RenderOptions{Namespace: namespace})
 	if err != nil {
 		return nil, err
 	}
-	var removed []manifests.Result
+	var removed []serverside.Result
 	for _, obj := range objs {
 		if !manifests.IsMembersGrant(obj) {
 			continue
@@ -690,7 +691,7 @@ func removeMembersGrant(ctx context.Context, c client.Client, namespace string) 
 		if err := c.Delete(ctx, live); err != nil && !apierrors.IsNotFound(err) {
 			return removed, fmt.Errorf("removing the members' default grant %s %s: %w", obj.GetKind(), manifests.ObjectName(obj), err)
 		}
-		removed = append(removed, manifests.Result{Object: obj, Outcome: manifests.Deleted})
+		removed = append(removed, serverside.Result{Object: obj, Outcome: serverside.Deleted})
 	}
 	return removed, nil
 }

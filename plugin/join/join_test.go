@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-registry/kubectl-registry/manifests"
+	"github.com/kubectl-registry/kubectl-registry/manifests/serverside"
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/plugintest"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/e2e/harness"
@@ -430,7 +431,7 @@ func testOneWay(t *testing.T, clients map[string]client.Client) {
 			crds = append(crds, o)
 		}
 	}
-	if _, err := manifests.Apply(ctx, dc, v1alpha1.FieldManager, crds); err != nil {
+	if _, err := serverside.Apply(ctx, dc, v1alpha1.FieldManager, crds); err != nil {
 		t.Fatal(err)
 	}
 	harness.Eventually(t, 30*time.Second, "the Cluster CRD is served on d", func() error {

@@ -38,6 +38,13 @@ func TestMaskSecrets(t *testing.T) {
 			wantTo: secret(map[string]any{"k": "***"}, map[string]any{"s": "***"}),
 		},
 		{
+			name:     "a value that reads like a mask is masked too",
+			from:     secret(map[string]any{"k": "*** (after)"}, nil),
+			to:       secret(map[string]any{"k": "*** (after)"}, nil),
+			wantFrom: secret(map[string]any{"k": "***"}, nil),
+			wantTo:   secret(map[string]any{"k": "***"}, nil),
+		},
+		{
 			name:     "deleted",
 			from:     secret(map[string]any{"k": "dg=="}, nil),
 			wantFrom: secret(map[string]any{"k": "***"}, nil),

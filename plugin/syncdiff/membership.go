@@ -13,8 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/planner"
@@ -190,13 +188,15 @@ func (p *differ) membershipItem(gvk schema.GroupVersionKind, namespace, name str
 // it is: a delete shows as a deletion, every other op as a diff of the live object
 // against the written one.
 func (p *differ) membershipWrite(ctx context.Context, w members.Write, scheme *runtime.Scheme) (Item, error) {
-	gvk, err := apiutil.GVKForObject(w.Object, scheme)
+	key := types.NamespacedName{Namespace: w.Object.GetNamespace(), Name: w.Object.GetName()}
+	gvks, _, err := scheme.ObjectKinds(w.Object)
 	if err != nil {
-		return Item{}, fmt.Errorf("%s %s: %w", w.Op, client.ObjectKeyFromObject(w.Object), err)
+		return Item{}, fmt.Errorf("%s %s: %w", w.Op, key, err)
 	}
+	gvk := gvks[0]
 	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(w.Object)
 	if err != nil {
-		return Item{}, fmt.Errorf("%s %s %s: %w", w.Op, gvk.Kind, client.ObjectKeyFromObject(w.Object), err)
+		return Item{}, fmt.Errorf("%s %s %s: %w", w.Op, gvk.Kind, key, err)
 	}
 	u := &unstructured.Unstructured{Object: m}
 	u.SetGroupVersionKind(gvk)

@@ -93,7 +93,7 @@ func TestValidate(t *testing.T) {
 func TestRunFakeUnreachable(t *testing.T) {
 	f := kubefake.New([]string{"a"})
 	f.Cluster("a").Err = context.DeadlineExceeded
-	out, errOut, code := plugintest.Command{New: []plugintest.NewCmd{NewCmdSyncDiff}, Factory: f}.Exit(t, "sync-diff")
+	out, errOut, code := plugintest.Command{New: []plugintest.NewCmd{newCmd}, Factory: f}.Exit(t, "sync-diff")
 	if code != 2 {
 		t.Errorf("exit code %d, want 2", code)
 	}

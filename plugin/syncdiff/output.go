@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -13,11 +14,8 @@ import (
 	"strings"
 
 	"github.com/pmezard/go-difflib/difflib"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"k8s.io/kubectl/pkg/cmd/diff"
-	utilexec "k8s.io/utils/exec"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/planner"
@@ -49,47 +47,86 @@ func isSecret(u *unstructured.Unstructured) bool {
 	return u != nil && u.GetKind() == "Secret" && (u.GetAPIVersion() == "v1")
 }
 
-// maskSecrets replaces the values of the data and stringData of Secrets with kubectl
-// diff's Masker: "***" where both sides agree or one side has no value, "*** (before)"
-// and "*** (after)" where they differ, so a diff still shows which keys changed. Either
-// side may be nil; the objects are changed in place. kubectl masks data only; stringData
-// is masked the same way.
+// The masks of Secret values, kubectl diff's: a value both sides agree on, or that only
+// one side has, is maskSame; a changed one is maskBefore on the live side and maskAfter
+// on the desired one, so a diff still shows which keys changed.
+const (
+	maskSame   = "***"
+	maskBefore = "*** (before)"
+	maskAfter  = "*** (after)"
+)
+
+// maskSecrets replaces the values of the data and stringData of Secrets as kubectl
+// diff's Masker does (maskSame, maskBefore, maskAfter). Either side may be nil; the
+// objects are changed in place. kubectl masks data only; stringData is masked the same
+// way. It is written here rather than imported: kubectl's diff package links kubectl's
+// apply, delete and wait commands and client-go's informer cache, which sync-diff keeps
+// out (docs/development.md, "Layers").
 func maskSecrets(from, to *unstructured.Unstructured) error {
 	if !isSecret(from) && !isSecret(to) {
 		return nil
 	}
 	for _, field := range []string{"data", "stringData"} {
-		m, err := diff.NewMasker(asData(from, field), asData(to, field))
+		before, err := secretValues(from, field)
 		if err != nil {
-			return fmt.Errorf("masking the Secret's %s: %w", field, err)
+			return err
 		}
-		setData(from, field, m.From())
-		setData(to, field, m.To())
+		after, err := secretValues(to, field)
+		if err != nil {
+			return err
+		}
+		changed := map[string]bool{}
+		for k, v := range before {
+			if a, ok := after[k]; ok && !equality.Semantic.DeepEqual(a, v) {
+				changed[k] = true
+			}
+		}
+		for k := range before {
+			before[k] = maskSame
+			if changed[k] {
+				before[k] = maskBefore
+			}
+		}
+		for k := range after {
+			after[k] = maskSame
+			if changed[k] {
+				after[k] = maskAfter
+			}
+		}
+		if err := setValues(from, field, before); err != nil {
+			return err
+		}
+		if err := setValues(to, field, after); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
-// asData returns field of u as the data of an object for kubectl's Masker, or nil.
-func asData(u *unstructured.Unstructured, field string) runtime.Object {
+// secretValues returns field of u (a map of values), nil when u or the field is absent.
+func secretValues(u *unstructured.Unstructured, field string) (map[string]any, error) {
 	if u == nil {
-		return nil
+		return nil, nil
 	}
-	c := &unstructured.Unstructured{Object: map[string]any{}}
-	if m, found, _ := unstructured.NestedMap(u.Object, field); found {
-		c.Object["data"] = m
+	m, found, err := unstructured.NestedMap(u.Object, field)
+	if err != nil {
+		return nil, fmt.Errorf("masking the Secret's %s: %w", field, err)
 	}
-	return c
+	if !found {
+		return nil, nil
+	}
+	return m, nil
 }
 
-// setData sets field of u to the data of the masked object.
-func setData(u *unstructured.Unstructured, field string, masked runtime.Object) {
-	mu, ok := masked.(*unstructured.Unstructured)
-	if u == nil || !ok || mu == nil {
-		return
+// setValues sets field of u to the masked values m, when u and m exist.
+func setValues(u *unstructured.Unstructured, field string, m map[string]any) error {
+	if u == nil || m == nil {
+		return nil
 	}
-	if m, found, _ := unstructured.NestedMap(mu.Object, "data"); found {
-		_ = unstructured.SetNestedMap(u.Object, m, field)
+	if err := unstructured.SetNestedMap(u.Object, m, field); err != nil {
+		return fmt.Errorf("masking the Secret's %s: %w", field, err)
 	}
+	return nil
 }
 
 // diffPair returns the live and the desired object of an item as they are compared:
@@ -270,10 +307,11 @@ func printPlan(w io.Writer, format string, items []Item, errs []string, showSecr
 var externalArg = regexp.MustCompile(`^[a-zA-Z0-9-=]+$`)
 
 // externalDiff runs the KUBECTL_EXTERNAL_DIFF program on two directories holding the
-// live and the desired objects of the creates, updates and deletes with kubectl diff's
-// DiffProgram: extra words of the variable are passed as flags when they are made of
-// letters, digits, "-" and "=" only (the others are dropped, with a warning here). The
-// program's exit code 1 means differences.
+// live and the desired objects of the creates, updates and deletes, as kubectl diff
+// runs it: the first word of the variable is the program, the extra words are passed as
+// flags when they are made of letters, digits, "-" and "=" only (the others are dropped,
+// with a warning), then the two directories. The program's exit code 1 means
+// differences.
 func externalDiff(items []Item, showSecrets bool, out, errOut io.Writer) error {
 	env := os.Getenv(ExternalDiffEnv)
 	words := strings.Fields(env)
@@ -317,14 +355,18 @@ func externalDiff(items []Item, showSecrets bool, out, errOut io.Writer) error {
 	if !found {
 		return nil
 	}
+	var args []string
 	for _, a := range words[1:] {
 		if !externalArg.MatchString(a) {
 			fmt.Fprintf(errOut, "warning: %s: ignoring the argument %q: only letters, digits, '-' and '=' are allowed\n", ExternalDiffEnv, a)
+			continue
 		}
+		args = append(args, a)
 	}
-	program := &diff.DiffProgram{Exec: utilexec.New(), IOStreams: genericiooptions.IOStreams{Out: out, ErrOut: errOut}}
-	if err := program.Run(liveDir, desiredDir); err != nil {
-		if ee, ok := errors.AsType[utilexec.ExitError](err); ok && ee.ExitStatus() == 1 {
+	cmd := exec.Command(words[0], append(args, liveDir, desiredDir)...)
+	cmd.Stdout, cmd.Stderr = out, errOut
+	if err := cmd.Run(); err != nil {
+		if ee, ok := errors.AsType[*exec.ExitError](err); ok && ee.ExitCode() == 1 {
 			return nil
 		}
 		return fmt.Errorf("running %s=%q: %w", ExternalDiffEnv, env, err)

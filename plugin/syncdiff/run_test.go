@@ -9,7 +9,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube"
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube/kubefake"
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/plugintest"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
@@ -18,7 +22,8 @@ import (
 // fakePair returns the in-memory clusters a and b of a group of two, each with its
 // kube-system namespace (its ID) and both Clusters; b has the rule configmaps, and a
 // the ConfigMap diff-test/one it matches.
-func fakePair() *kubefake.Factory {
+func fakePair(t *testing.T) *kubefake.Factory {
+	t.Helper()
 	f := kubefake.New(nil)
 	ks := func(id string) *corev1.Namespace {
 		return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: metav1.NamespaceSystem, UID: types.UID("id-" + id)}}
@@ -29,8 +34,12 @@ func fakePair() *kubefake.Factory {
 	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "diff-test"}}
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "one", Namespace: "diff-test"}, Data: map[string]string{"k": "v"}}
-	f.Add("a", ks("a"), ns.DeepCopy(), clusterOf("a"), clusterOf("b"), cm)
-	f.Add("b", ks("b"), ns.DeepCopy(), clusterOf("a"), clusterOf("b"), cmRule.DeepCopy())
+	if _, err := f.AddServed("a", ks("a"), ns.DeepCopy(), clusterOf("a"), clusterOf("b"), cm); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.AddServed("b", ks("b"), ns.DeepCopy(), clusterOf("a"), clusterOf("b"), cmRule.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
 	f.Current = "b"
 	return f
 }
@@ -41,7 +50,7 @@ func fakePair() *kubefake.Factory {
 func TestRunFake(t *testing.T) {
 	run := func(args ...string) (string, string, int) {
 		t.Helper()
-		return plugintest.Command{New: []plugintest.NewCmd{NewCmdSyncDiff}, Factory: fakePair()}.Exit(t, append([]string{"sync-diff"}, args...)...)
+		return plugintest.Command{New: []plugintest.NewCmd{newCmd}, Factory: fakePair(t)}.Exit(t, append([]string{"sync-diff"}, args...)...)
 	}
 	out, errOut, code := run()
 	if code != cmdutil.ExitCodeDifferences {
@@ -61,4 +70,10 @@ func TestRunFake(t *testing.T) {
 	if diff := cmp.Diff("cluster b (context b): 0 unchanged\n", out); diff != "" || code != 0 || errOut != "" {
 		t.Errorf("limited to another rule: exit code %d, stderr %q, stdout (-want +got):\n%s", code, errOut, diff)
 	}
+}
+
+// newCmd is NewCmdSyncDiff as plugintest builds verbs: over a kube.Factory, of which
+// sync-diff uses the client-go part.
+func newCmd(f kube.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+	return NewCmdSyncDiff(f, streams)
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"sort"
@@ -16,7 +17,6 @@ import (
 
 	"k8s.io/kubectl/pkg/util/templates"
 
-	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -24,12 +24,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/resource"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
-	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube"
+	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube/clientgo"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/planner"
 )
@@ -130,23 +128,23 @@ type Options struct {
 	contextFlag string
 	diffed      []string
 	others      []string
-	targets     map[string]kube.Target
+	targets     map[string]clientgo.Target
 	preview     []*v1alpha1.ResourceSyncRule
 	externalEnv string
 
 	// Factory reads the kubeconfig and builds the clients.
-	Factory kube.Factory
+	Factory clientgo.Factory
 	scheme  *runtime.Scheme
 	genericiooptions.IOStreams
 }
 
 // NewOptions returns Options with the defaults of the flags.
-func NewOptions(f kube.Factory, streams genericiooptions.IOStreams) *Options {
-	return &Options{Namespace: v1alpha1.DefaultNamespace, MaxRules: planner.DefaultMaxRules, Factory: f, scheme: kube.NewScheme(), IOStreams: streams}
+func NewOptions(f clientgo.Factory, streams genericiooptions.IOStreams) *Options {
+	return &Options{Namespace: v1alpha1.DefaultNamespace, MaxRules: planner.DefaultMaxRules, Factory: f, scheme: clientgo.NewScheme(), IOStreams: streams}
 }
 
 // NewCmdSyncDiff returns the "sync-diff" command.
-func NewCmdSyncDiff(f kube.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+func NewCmdSyncDiff(f clientgo.Factory, streams genericiooptions.IOStreams) *cobra.Command {
 	o := NewOptions(f, streams)
 	cmd := &cobra.Command{
 		Use:     "sync-diff [--contexts A,B,C | --context A] [-f RULE_FILE] [RULE...]",
@@ -186,7 +184,6 @@ func (o *Options) Complete(cmd *cobra.Command, args []string) error {
 	if f := cmd.Flag("context"); f != nil {
 		o.contextFlag = f.Value.String()
 	}
-	ctrllog.SetLogger(logr.Discard())
 	if len(o.Filenames) > 0 || o.Kustomize != "" {
 		objs, err := cmdutil.ReadObjects(o.FilenameOptions, o.In)
 		if err != nil {
@@ -225,7 +222,7 @@ func (o *Options) Complete(cmd *cobra.Command, args []string) error {
 		}
 		sort.Strings(o.others)
 	}
-	o.targets = map[string]kube.Target{}
+	o.targets = map[string]clientgo.Target{}
 	for _, n := range append(append([]string(nil), o.diffed...), o.others...) {
 		if _, ok := raw.Contexts[n]; !ok {
 			return cmdutil.UsageErrorf(cmd, "context %q: no such context in the kubeconfig", n)
@@ -272,7 +269,7 @@ func (o *Options) Validate() error {
 	if len(o.Contexts) > 0 && o.contextFlag != "" {
 		return errors.New("--contexts and --context cannot be used together: --contexts lists every cluster to diff")
 	}
-	if err := kube.ValidateContexts(o.Contexts); err != nil {
+	if err := clientgo.ValidateContexts(o.Contexts); err != nil {
 		return err
 	}
 	if o.MaxRules < 1 {
@@ -301,6 +298,56 @@ func (o *Options) Validate() error {
 
 // Run reads the clusters, computes the plans and prints them.
 func (o *Options) Run(ctx context.Context) error {
+	rep := &reporter{errOut: o.ErrOut, seen: map[string]bool{}}
+	views := o.readViews(ctx)
+	diffed, byID, unreadable := o.sortViews(views, rep)
+	if err := o.dryRunPreview(ctx, diffed); err != nil {
+		rep.errorf("%v", err)
+		return &cmdutil.ExitError{Code: cmdutil.ExitCodeError}
+	}
+	results, members := o.plan(ctx, diffed, byID, unreadable)
+	allItems, errs, differences := o.collect(diffed, results, members, rep)
+	for _, v := range views[:len(o.diffed)] {
+		if v.Err != nil {
+			errs = append(errs, v.Err.Error())
+		}
+	}
+	if err := o.print(allItems, errs, rep); err != nil {
+		return err
+	}
+	switch {
+	case rep.failed:
+		return &cmdutil.ExitError{Code: cmdutil.ExitCodeError}
+	case differences:
+		return &cmdutil.ExitError{Code: cmdutil.ExitCodeDifferences}
+	}
+	return nil
+}
+
+// reporter writes the errors and notes of a run to stderr, each message once, and
+// remembers whether any error was written (exit code 2).
+type reporter struct {
+	errOut io.Writer
+	failed bool
+	seen   map[string]bool
+}
+
+func (r *reporter) errorf(format string, args ...any) {
+	r.failed = true
+	fmt.Fprintf(r.errOut, "error: "+format+"\n", args...)
+}
+
+// once reports whether msg is new, and marks it seen.
+func (r *reporter) once(msg string) bool {
+	if r.seen[msg] {
+		return false
+	}
+	r.seen[msg] = true
+	return true
+}
+
+// readViews reads every context, the diffed ones first, in parallel.
+func (o *Options) readViews(ctx context.Context) []*view {
 	all := append(append([]string(nil), o.diffed...), o.others...)
 	views := make([]*view, len(all))
 	var wg sync.WaitGroup
@@ -311,29 +358,28 @@ func (o *Options) Run(ctx context.Context) error {
 			continue
 		}
 		wg.Go(func() {
-			cl, err := o.client(t)
+			api, err := o.clients(t)
 			if err != nil {
 				views[i] = &view{Context: n, Err: fmt.Errorf("context %s: %w", n, err)}
 				return
 			}
-			views[i] = connect(ctx, n, cl)
+			views[i] = connect(ctx, n, api)
 		})
 	}
 	wg.Wait()
+	return views
+}
 
-	failed := false
-	errorf := func(format string, args ...any) {
-		failed = true
-		fmt.Fprintf(o.ErrOut, "error: "+format+"\n", args...)
-	}
-	byID := map[types.UID]*view{}
-	var diffed []*view
-	var unreadable []string
+// sortViews returns the views to diff (read, installed, each cluster once), every read
+// cluster by ID (the peers), and the contexts that could not be read. A diffed context
+// that could not be read, or where the registry is not installed, is an error.
+func (o *Options) sortViews(views []*view, rep *reporter) (diffed []*view, byID map[types.UID]*view, unreadable []string) {
+	byID = map[types.UID]*view{}
 	for i, v := range views {
 		isDiffed := i < len(o.diffed)
 		if v.Err != nil {
 			if isDiffed {
-				errorf("%v", v.Err)
+				rep.errorf("%v", v.Err)
 			}
 			unreadable = append(unreadable, v.Context)
 			continue
@@ -349,25 +395,20 @@ func (o *Options) Run(ctx context.Context) error {
 			continue
 		}
 		if !v.Installed {
-			errorf("context %s: the registry is not installed (its CRDs are not served): run kubectl registry install", v.Context)
+			rep.errorf("context %s: the registry is not installed (its CRDs are not served): run kubectl registry install", v.Context)
 			continue
 		}
 		diffed = append(diffed, v)
 	}
-	if err := o.dryRunPreview(ctx, diffed); err != nil {
-		errorf("%v", err)
-		return &cmdutil.ExitError{Code: cmdutil.ExitCodeError}
-	}
+	return diffed, byID, unreadable
+}
 
-	filter := o.RuleNames
-	if len(filter) == 0 {
-		for _, r := range o.preview {
-			filter = append(filter, r.Name)
-		}
-		filter = append(filter, o.Deleting...)
-	}
-	results := make([]result, len(diffed))
-	members := make([]result, len(diffed))
+// plan plans every diffed cluster in parallel: its rules and, with --membership, first
+// its membership sync.
+func (o *Options) plan(ctx context.Context, diffed []*view, byID map[types.UID]*view, unreadable []string) (results, members []result) {
+	results = make([]result, len(diffed))
+	members = make([]result, len(diffed))
+	var wg sync.WaitGroup
 	for i, v := range diffed {
 		wg.Go(func() {
 			p := &differ{local: v, byID: byID, preview: o.preview, unreadable: unreadable, namespace: o.Namespace, deleting: o.Deleting, maxRules: o.MaxRules}
@@ -379,48 +420,60 @@ func (o *Options) Run(ctx context.Context) error {
 		})
 	}
 	wg.Wait()
+	return results, members
+}
 
-	var allItems []Item
-	var errs []string
-	differences := false
-	seenMsg := map[string]bool{}
+// ruleFilter returns the rules the output is limited to: the named ones, else those
+// previewed by -f or --deleting; none limits nothing.
+func (o *Options) ruleFilter() []string {
+	if len(o.RuleNames) > 0 {
+		return o.RuleNames
+	}
+	var filter []string
+	for _, r := range o.preview {
+		filter = append(filter, r.Name)
+	}
+	return append(filter, o.Deleting...)
+}
+
+// collect reports the plans' notes and warnings, prints each cluster's items as text
+// (without -o), and returns every item shown, the errors and whether any item is a
+// difference.
+func (o *Options) collect(diffed []*view, results, members []result, rep *reporter) (allItems []Item, errs []string, differences bool) {
+	filter := o.ruleFilter()
 	for i, v := range diffed {
 		for _, n := range results[i].Notes {
-			if !seenMsg[n] {
-				seenMsg[n] = true
+			if rep.once(n) {
 				fmt.Fprintf(o.ErrOut, "note: %s\n", n)
 			}
 		}
 		for _, w := range append(results[i].Warnings, members[i].Warnings...) {
-			if !seenMsg[w] {
-				seenMsg[w] = true
-				errorf("%s", w)
+			if rep.once(w) {
+				rep.errorf("%s", w)
 				errs = append(errs, w)
 			}
 		}
 		var items []Item
 		for _, it := range results[i].Items {
-			if len(filter) > 0 && !slices.Contains(filter, it.Rule) {
-				continue
+			if len(filter) == 0 || slices.Contains(filter, it.Rule) {
+				items = append(items, it)
 			}
-			items = append(items, it)
 		}
 		items = append(items, members[i].Items...)
 		for _, it := range items {
-			if it.difference() {
-				differences = true
-			}
+			differences = differences || it.difference()
 		}
 		if o.Output == "" {
 			printText(o.Out, v, items, o.Verbose, o.ShowSecrets, o.externalEnv != "")
 		}
 		allItems = append(allItems, items...)
 	}
-	for _, v := range views[:len(o.diffed)] {
-		if v.Err != nil {
-			errs = append(errs, v.Err.Error())
-		}
-	}
+	return allItems, errs, differences
+}
+
+// print writes the plan of -o, or runs KUBECTL_EXTERNAL_DIFF; the text was printed by
+// collect.
+func (o *Options) print(allItems []Item, errs []string, rep *reporter) error {
 	switch {
 	case o.Output != "":
 		var keep []Item
@@ -429,31 +482,23 @@ func (o *Options) Run(ctx context.Context) error {
 				keep = append(keep, it)
 			}
 		}
-		if err := printPlan(o.Out, o.Output, keep, errs, o.ShowSecrets); err != nil {
-			return err
-		}
+		return printPlan(o.Out, o.Output, keep, errs, o.ShowSecrets)
 	case o.externalEnv != "":
 		if err := externalDiff(allItems, o.ShowSecrets, o.Out, o.ErrOut); err != nil {
-			errorf("%v", err)
+			rep.errorf("%v", err)
 		}
-	}
-	switch {
-	case failed:
-		return &cmdutil.ExitError{Code: cmdutil.ExitCodeError}
-	case differences:
-		return &cmdutil.ExitError{Code: cmdutil.ExitCodeDifferences}
 	}
 	return nil
 }
 
-// client returns the client of t: each request within requestTimeout, or within
+// clients returns the clients of t: each request within requestTimeout, or within
 // --request-timeout when that is given.
-func (o *Options) client(t kube.Target) (client.Client, error) {
+func (o *Options) clients(t clientgo.Target) (*apiClients, error) {
 	timeout := requestTimeout
 	if t.Config.Timeout != 0 {
 		timeout = t.Config.Timeout
 	}
-	return o.Factory.Client(t, kube.ClientOptions{Verb: "sync-diff", Timeout: timeout, Warnings: o.ErrOut})
+	return newClients(o.Factory, t, clientgo.ClientOptions{Verb: "sync-diff", Timeout: timeout, Warnings: o.ErrOut})
 }
 
 // dryRunPreview submits the previewed rules to every diffed cluster as a server-side
@@ -464,7 +509,7 @@ func (o *Options) dryRunPreview(ctx context.Context, diffed []*view) error {
 	}
 	var errs []error
 	for _, v := range diffed {
-		cl, err := o.client(o.targets[v.Context])
+		api, err := o.clients(o.targets[v.Context])
 		if err != nil {
 			return err
 		}
@@ -477,7 +522,7 @@ func (o *Options) dryRunPreview(ctx context.Context, diffed []*view) error {
 			u.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("ResourceSyncRule"))
 			unstructured.RemoveNestedField(u.Object, "status")
 			unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
-			if err := cl.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(v1alpha1.FieldManager), client.ForceOwnership, client.DryRunAll); err != nil {
+			if err := api.dryRunApply(ctx, u); err != nil {
 				errs = append(errs, fmt.Errorf("ResourceSyncRule %s is rejected by cluster %s (context %s): %w", r.Name, v.Name(), v.Context, err))
 			}
 		}

@@ -64,7 +64,7 @@ spec:
 // kubeconfig flags, like the plugin's, and returns the exit code main would use.
 func runSyncDiff(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	cmd := plugintest.Command{New: []plugintest.NewCmd{NewCmdSyncDiff}, Timeout: 2 * time.Minute}
+	cmd := plugintest.Command{New: []plugintest.NewCmd{newCmd}, Timeout: 2 * time.Minute}
 	return cmd.Exit(t, append([]string{"sync-diff", "--kubeconfig", bed.KubeconfigPath}, args...)...)
 }
 

@@ -7,12 +7,11 @@ import (
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/planner"
@@ -185,59 +184,57 @@ func (v *view) Name() string {
 	return v.Context
 }
 
-// connect reads, with cl, the identity and the registry objects of the cluster of a
+// connect reads, with api, the identity and the registry objects of the cluster of a
 // context. Errors are kept in the view's Err.
-func connect(ctx context.Context, contextName string, cl client.Client) *view {
+func connect(ctx context.Context, contextName string, api *apiClients) *view {
 	v := &view{Context: contextName}
-	var ns corev1.Namespace
-	if err := cl.Get(ctx, client.ObjectKey{Name: "kube-system"}, &ns); err != nil {
+	ns, err := api.typed.CoreV1().Namespaces().Get(ctx, metav1.NamespaceSystem, metav1.GetOptions{})
+	if err != nil {
 		v.Err = fmt.Errorf("context %s: reading the cluster ID (kube-system namespace): %w", contextName, err)
 		return v
 	}
 	v.ID = ns.UID
 	v.Installed = true
-	var clusters v1alpha1.ClusterList
-	if err := cl.List(ctx, &clusters); err != nil {
-		if meta.IsNoMatchError(err) {
-			v.Installed = false
-		} else {
-			v.Err = fmt.Errorf("context %s: listing Clusters: %w", contextName, err)
-			return v
-		}
+	clusters, err := listAs[v1alpha1.Cluster](ctx, api, "clusters")
+	switch {
+	case notServed(err):
+		v.Installed = false
+	case err != nil:
+		v.Err = fmt.Errorf("context %s: listing Clusters: %w", contextName, err)
+		return v
 	}
 	if v.Installed {
-		var rsrs v1alpha1.ResourceSyncRuleList
-		if err := cl.List(ctx, &rsrs); err != nil {
-			v.Err = fmt.Errorf("context %s: listing ResourceSyncRules: %w", contextName, err)
+		if v.Err = v.readRegistry(ctx, api); v.Err != nil {
 			return v
 		}
-		var features v1alpha1.ClusterFeatureList
-		if err := cl.List(ctx, &features); err != nil {
-			v.Err = fmt.Errorf("context %s: listing ClusterFeatures: %w", contextName, err)
-			return v
-		}
-		var policies v1alpha1.SyncPolicyList
-		if err := cl.List(ctx, &policies); err != nil && !meta.IsNoMatchError(err) {
-			v.Err = fmt.Errorf("context %s: listing SyncPolicies: %w", contextName, err)
-			return v
-		}
-		v.Clusters, v.Rules, v.Features, v.Policies = clusters.Items, rsrs.Items, features.Items, policies.Items
+		v.Clusters = clusters
 	}
-	v.mapper = cl.RESTMapper()
+	v.mapper = api.mapper
 	v.review = func(ctx context.Context, sar *authorizationv1.SubjectAccessReview) (*authorizationv1.SubjectAccessReview, error) {
-		return sar, cl.Create(ctx, sar)
+		return api.typed.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
 	}
 	v.list = func(ctx context.Context, gvk schema.GroupVersionKind, namespace string) ([]unstructured.Unstructured, error) {
-		var l unstructured.UnstructuredList
-		l.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-		var opts []client.ListOption
-		if namespace != "" {
-			opts = append(opts, client.InNamespace(namespace))
-		}
-		if err := cl.List(ctx, &l, opts...); err != nil {
+		items, err := api.list(ctx, gvk, namespace)
+		if err != nil {
 			return nil, fmt.Errorf("listing %s in context %s: %w", gvk.Kind, contextName, err)
 		}
-		return l.Items, nil
+		return items, nil
 	}
 	return v
+}
+
+// readRegistry reads the cluster's ResourceSyncRules, ClusterFeatures and SyncPolicies
+// (none on an installation without that kind).
+func (v *view) readRegistry(ctx context.Context, api *apiClients) error {
+	var err error
+	if v.Rules, err = listAs[v1alpha1.ResourceSyncRule](ctx, api, "resourcesyncrules"); err != nil {
+		return fmt.Errorf("context %s: listing ResourceSyncRules: %w", v.Context, err)
+	}
+	if v.Features, err = listAs[v1alpha1.ClusterFeature](ctx, api, "clusterfeatures"); err != nil {
+		return fmt.Errorf("context %s: listing ClusterFeatures: %w", v.Context, err)
+	}
+	if v.Policies, err = listAs[v1alpha1.SyncPolicy](ctx, api, "syncpolicies"); err != nil && !notServed(err) {
+		return fmt.Errorf("context %s: listing SyncPolicies: %w", v.Context, err)
+	}
+	return nil
 }

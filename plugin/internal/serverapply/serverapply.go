@@ -16,7 +16,7 @@ import (
 	"k8s.io/cli-runtime/pkg/printers"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/kubectl-registry/kubectl-registry/manifests"
+	"github.com/kubectl-registry/kubectl-registry/manifests/serverside"
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 )
@@ -25,9 +25,9 @@ import (
 const ContextTimeout = 30 * time.Second
 
 // Object server-side applies obj with the plugin's field manager and reports the
-// outcome: manifests.ApplyObject with v1alpha1.FieldManager.
-func Object(ctx context.Context, c client.Client, obj *unstructured.Unstructured, dryRun bool) (manifests.Outcome, *unstructured.Unstructured, error) {
-	return manifests.ApplyObject(ctx, c, v1alpha1.FieldManager, obj, dryRun)
+// outcome: serverside.ApplyObject with v1alpha1.FieldManager.
+func Object(ctx context.Context, c client.Client, obj *unstructured.Unstructured, dryRun bool) (serverside.Outcome, *unstructured.Unstructured, error) {
+	return serverside.ApplyObject(ctx, c, v1alpha1.FieldManager, obj, dryRun)
 }
 
 // ObjectRef names obj as kubectl's name printer does: "kind.group/name".

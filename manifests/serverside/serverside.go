@@ -1,4 +1,8 @@
-package manifests
+// Package serverside server-side applies manifests and reports, per object, what
+// `kubectl apply` would (created, configured, unchanged). It is apart from package
+// manifests so that reading the manifests links no client: the plugin's sync-diff, which
+// decodes -f files with manifests.Decode, links no controller runtime.
+package serverside
 
 import (
 	"context"
@@ -8,6 +12,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubectl-registry/kubectl-registry/manifests"
 )
 
 // Outcome is what applying one object did, as `kubectl apply` reports it.
@@ -37,7 +43,7 @@ func Apply(ctx context.Context, c client.Client, fieldManager string, objs []*un
 	for _, obj := range objs {
 		outcome, _, err := ApplyObject(ctx, c, fieldManager, obj, false)
 		if err != nil {
-			return results, fmt.Errorf("applying %s %s: %w", obj.GetKind(), ObjectName(obj), err)
+			return results, fmt.Errorf("applying %s %s: %w", obj.GetKind(), manifests.ObjectName(obj), err)
 		}
 		results = append(results, Result{Object: obj, Outcome: outcome})
 	}
@@ -91,12 +97,4 @@ func sameIgnoringBookkeeping(a, b *unstructured.Unstructured) bool {
 		u.SetResourceVersion("")
 	}
 	return equality.Semantic.DeepEqual(a.Object, b.Object)
-}
-
-// ObjectName returns "namespace/name", or "name" for a cluster-scoped object.
-func ObjectName(obj *unstructured.Unstructured) string {
-	if ns := obj.GetNamespace(); ns != "" {
-		return ns + "/" + obj.GetName()
-	}
-	return obj.GetName()
 }
