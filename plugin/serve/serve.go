@@ -29,6 +29,7 @@ import (
 	"github.com/kubectl-registry/kubectl-registry/reconciler/buildinfo"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/manager"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/sizing"
 )
 
 const (
@@ -274,6 +275,11 @@ func (o *Options) Run(ctx context.Context) error {
 		memLimit = strconv.FormatInt(mem.Limit, 10)
 	}
 	logger.Info("memory", "gcPercent", mem.GCPercent, "memoryLimitBytes", memLimit, "cgroupLimitBytes", mem.CgroupLimit)
+	cpu, err := sizing.CgroupCPULimit("/")
+	if err != nil {
+		return err
+	}
+	o.Manager.Registry.MemoryLimit, o.Manager.Registry.CPULimitMillis = mem.CgroupLimit, cpu
 	o.Manager.Logger = logger
 	return manager.Run(ctx, cfg, o.Manager)
 }

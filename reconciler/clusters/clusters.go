@@ -39,6 +39,7 @@ import (
 	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/membership"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/peers"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/sizing"
 )
 
 // Defaults of the periods.
@@ -64,6 +65,9 @@ type Reconciler struct {
 	// Relays holds the clusters the membership did not learn because their relays
 	// disagree: the local Cluster's RelaysAgree condition. Nil leaves it out.
 	Relays *membership.RelayConflicts
+	// Sizing, when set, is what this controller runs under: the local Cluster's
+	// WithinSizing condition compares it with the sizing for its number of peers.
+	Sizing *sizing.Limits
 	// ServerVersion returns the local API server's version.
 	ServerVersion func(ctx context.Context) (string, error)
 	Recorder      record.EventRecorder
@@ -275,6 +279,9 @@ func (r *Reconciler) localStatus(ctx context.Context, cluster *v1alpha1.Cluster,
 	}
 	if c, ok := r.Relays.Condition(); ok {
 		r.set(status, c)
+	}
+	if r.Sizing != nil {
+		r.set(status, sizing.Check(r.Sizing.For(sizing.Peers(all, r.Identity.ID))))
 	}
 
 	// ClustersSynced: every Ready peer knows the same clusters as this cluster.

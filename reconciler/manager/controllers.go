@@ -23,6 +23,7 @@ import (
 	"github.com/kubectl-registry/kubectl-registry/reconciler/membership"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/peers"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/planner/members"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/sizing"
 )
 
 // RegistryOptions configure the registry's reconcilers.
@@ -74,6 +75,10 @@ type RegistryOptions struct {
 	MaxPeerMembershipObjects int
 	// MaxRules caps the ResourceSyncRules the engine runs (engine.Options).
 	MaxRules int
+	// MemoryLimit and CPULimitMillis are the container's limits (0: none or unknown),
+	// which the local Cluster's WithinSizing condition compares with the sizing.
+	MemoryLimit    int64
+	CPULimitMillis int64
 }
 
 // DefaultRegistryOptions returns the defaults of the registry's reconcilers.
@@ -256,6 +261,7 @@ func SetupRegistry(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		HeartbeatPeriod:   ro.HeartbeatPeriod,
 		MetadataPeriod:    ro.MetadataPeriod,
 		ControllerVersion: buildinfo.Get().Version,
+		Sizing:            &sizing.Limits{MemoryLimit: ro.MemoryLimit, CPUMillis: ro.CPULimitMillis, MaxMembershipObjects: ro.MaxPeerMembershipObjects},
 	}
 	if err := status.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up cluster status: %w", err)

@@ -120,6 +120,12 @@ const (
 	// issued does not open with this cluster's key; the message says which. Absent while
 	// the peer is not connected (disabled, no reader Secret).
 	ClusterConditionReaderCredentialReady ClusterConditionType = "ReaderCredentialReady"
+	// ClusterConditionWithinSizing, on the local Cluster, says whether this controller
+	// runs within the sizing docs/controller.md gives for the group's size: True
+	// (ReasonWithinSizing), or False with the first limit it is over
+	// (ReasonMembershipNearCap, ReasonMemoryBelowSizing, ReasonCPUBelowSizing) and what to
+	// raise. Written by controllers of this version on; the seed's never write it.
+	ClusterConditionWithinSizing ClusterConditionType = "WithinSizing"
 )
 
 // Reasons of cluster conditions.
@@ -172,6 +178,18 @@ const (
 	// shared reader token, a bootstrap credential; see
 	// ClusterConditionReaderCredentialReady.
 	ReasonBootstrapCredential = "BootstrapCredential"
+	// ReasonWithinSizing (WithinSizing True): the container's limits are at least what the
+	// sizing gives for the group's size, or there are none.
+	ReasonWithinSizing = "WithinSizing"
+	// ReasonMembershipNearCap (WithinSizing False): the group's members are over 80 % of
+	// --max-peer-membership-objects; a peer offering more than the cap is refused.
+	ReasonMembershipNearCap = "MembershipNearCap"
+	// ReasonMemoryBelowSizing (WithinSizing False): the container's memory limit is below
+	// the sizing's for the number of peers.
+	ReasonMemoryBelowSizing = "MemoryBelowSizing"
+	// ReasonCPUBelowSizing (WithinSizing False): the container's CPU limit is below the
+	// sizing's CPU for the number of peers.
+	ReasonCPUBelowSizing = "CPUBelowSizing"
 )
 
 // ClusterCondition is one condition of a Cluster.
