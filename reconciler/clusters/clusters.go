@@ -39,6 +39,7 @@ import (
 	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/membership"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/peers"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/planner/members"
 )
 
 // Defaults of the periods.
@@ -380,12 +381,12 @@ func (r *Reconciler) peerStatus(ctx context.Context, cluster *v1alpha1.Cluster, 
 		why = credentials.Rejected
 	default:
 		why = credentials.Expired // unless Choose takes it, below
-		var open credentials.Opener
+		var open members.Opener
 		if key := r.Keys.Get(); key != nil {
 			open = func(issuer types.UID, sealed []byte) ([]byte, error) { return key.Open(issuer, r.Identity.ID, sealed) }
 		}
 		var err error
-		if conn, err = credentials.Choose(&secret, &received, cluster.Spec.ClusterID, r.now(), open); err != nil {
+		if conn, err = members.Choose(&secret, &received, cluster.Spec.ClusterID, r.now(), open); err != nil {
 			unused = err.Error()
 		}
 		if received.Annotations[v1alpha1.OwnershipAnnotation] != string(cluster.Spec.ClusterID) || len(received.Data[v1alpha1.SealedKubeconfigKey]) == 0 {
