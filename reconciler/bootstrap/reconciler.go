@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials/issue"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials/seal"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 )
@@ -248,7 +249,7 @@ func (r *Reconciler) ensureSecret(ctx context.Context, cluster *v1alpha1.Cluster
 	}
 
 	now := r.now()
-	issued, err := IssueReader(ctx, r.Tokens(r.Options.Namespace), v1alpha1.ReaderName, saUID, r.Options.TokenLifetime, now, cluster.Name, server, ca)
+	issued, err := issue.IssueReader(ctx, r.Tokens(r.Options.Namespace), v1alpha1.ReaderName, saUID, r.Options.TokenLifetime, now, cluster.Name, server, ca)
 	if err != nil {
 		return time.Time{}, apiError("requesting a reader token for "+r.Options.Namespace+"/"+v1alpha1.ReaderName, err)
 	}

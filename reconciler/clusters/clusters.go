@@ -33,10 +33,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
-	"github.com/kubectl-registry/kubectl-registry/reconciler/bootstrap"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/clustermeta"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/conditions"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials/issue"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/membership"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/peers"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/planner/members"
@@ -53,12 +53,12 @@ const (
 // Reconciler keeps the status of Cluster CRs.
 type Reconciler struct {
 	Client    client.Client
-	Identity  bootstrap.Identity
+	Identity  issue.Identity
 	Peers     *peers.Manager
 	Namespace string
 	// Keys holds the local key pair, which opens the credentials peers sealed to this
 	// cluster; nil (or not loaded yet) leaves sealed credentials unused.
-	Keys *bootstrap.Keys
+	Keys *issue.Keys
 	// PeerKeys receives the public key each Ready peer advertises on its own Cluster, as
 	// the peer serves it: what the credentials this cluster issues it are sealed to.
 	PeerKeys *credentials.PeerKeys
@@ -270,7 +270,7 @@ func (r *Reconciler) localStatus(ctx context.Context, cluster *v1alpha1.Cluster,
 	}
 	r.set(status, conditions.New(v1alpha1.ClusterConditionReady, true, v1alpha1.ReasonClusterReachable, "the local API server answers"))
 	if r.Keys != nil {
-		if c, ok := bootstrap.KeyCondition(r.Keys.State(), r.Namespace); ok {
+		if c, ok := issue.KeyCondition(r.Keys.State(), r.Namespace); ok {
 			r.set(status, c)
 		}
 	}
@@ -381,12 +381,8 @@ func (r *Reconciler) peerStatus(ctx context.Context, cluster *v1alpha1.Cluster, 
 		why = credentials.Rejected
 	default:
 		why = credentials.Expired // unless Choose takes it, below
-		var open members.Opener
-		if key := r.Keys.Get(); key != nil {
-			open = func(issuer types.UID, sealed []byte) ([]byte, error) { return key.Open(issuer, r.Identity.ID, sealed) }
-		}
 		var err error
-		if conn, err = members.Choose(&secret, &received, cluster.Spec.ClusterID, r.now(), open); err != nil {
+		if conn, err = members.Choose(&secret, &received, cluster.Spec.ClusterID, r.now(), r.Keys.Opener(r.Identity.ID)); err != nil {
 			unused = err.Error()
 		}
 		if received.Annotations[v1alpha1.OwnershipAnnotation] != string(cluster.Spec.ClusterID) || len(received.Data[v1alpha1.SealedKubeconfigKey]) == 0 {

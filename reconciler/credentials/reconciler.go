@@ -25,7 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
-	"github.com/kubectl-registry/kubectl-registry/reconciler/bootstrap"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials/issue"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials/seal"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 )
@@ -37,8 +37,8 @@ type Reconciler struct {
 	// APIReader reads the ServiceAccounts of the readers namespace from the API server,
 	// not the cache: a revocation seen late would rotate the shared token twice.
 	APIReader client.Reader
-	Tokens    func(namespace string) bootstrap.TokenMinter
-	Identity  bootstrap.Identity
+	Tokens    func(namespace string) issue.TokenMinter
+	Identity  issue.Identity
 	// Namespace is the registry namespace; the ServiceAccounts live in
 	// v1alpha1.ReadersNamespace(Namespace).
 	Namespace string
@@ -421,7 +421,7 @@ func (r *Reconciler) ensureToken(ctx context.Context, own *v1alpha1.Cluster, p P
 	if _, err := seal.ParsePublicKey(p.PublicKey); err != nil {
 		return time.Time{}, fmt.Errorf("cluster %s advertises a public key (%s on its Cluster) no credential can be sealed to: %w", p.Name, v1alpha1.ReaderPublicKeyAnnotation, err)
 	}
-	issued, err := bootstrap.IssueReader(ctx, r.Tokens(sa.Namespace), sa.Name, sa.UID, r.TokenLifetime, now, r.Identity.Name, server, ca)
+	issued, err := issue.IssueReader(ctx, r.Tokens(sa.Namespace), sa.Name, sa.UID, r.TokenLifetime, now, r.Identity.Name, server, ca)
 	if err != nil {
 		return time.Time{}, apiError("requesting a token of "+sa.Namespace+"/"+sa.Name+" for cluster "+p.Name, err)
 	}
@@ -547,7 +547,7 @@ func (r *Reconciler) event(own *v1alpha1.Cluster, typ, reason, format string, ar
 }
 
 // ownCluster returns the local cluster's own Cluster among clusters, or nil.
-func ownCluster(clusters []v1alpha1.Cluster, id bootstrap.Identity) *v1alpha1.Cluster {
+func ownCluster(clusters []v1alpha1.Cluster, id issue.Identity) *v1alpha1.Cluster {
 	for i := range clusters {
 		if clusters[i].Name == id.Name && clusters[i].Spec.ClusterID == id.ID {
 			return &clusters[i]
@@ -583,7 +583,7 @@ func (r *Reconciler) ensureLegacyToken(ctx context.Context, own *v1alpha1.Cluste
 		renewAt, _ := time.Parse(time.RFC3339, existing.Annotations[v1alpha1.TokenRenewAfterAnnotation])
 		return renewAt, nil
 	}
-	issued, err := bootstrap.IssueReader(ctx, r.Tokens(sa.Namespace), sa.Name, sa.UID, r.legacyLifetime(), now, r.Identity.Name, server, ca)
+	issued, err := issue.IssueReader(ctx, r.Tokens(sa.Namespace), sa.Name, sa.UID, r.legacyLifetime(), now, r.Identity.Name, server, ca)
 	if err != nil {
 		return time.Time{}, apiError("requesting a token of "+sa.Namespace+"/"+sa.Name+" for legacy peer "+p.Name, err)
 	}

@@ -29,7 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
-	"github.com/kubectl-registry/kubectl-registry/reconciler/bootstrap"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials/issue"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/peers"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/planner/members"
@@ -50,7 +50,7 @@ type Views interface {
 // (one work item): the group is small and events coalesce.
 type Reconciler struct {
 	Client    client.Client
-	Identity  bootstrap.Identity
+	Identity  issue.Identity
 	Peers     Views
 	Namespace string
 	Recorder  record.EventRecorder
@@ -63,7 +63,7 @@ type Reconciler struct {
 	Conflicts *RelayConflicts
 	// Keys holds this cluster's key pair, which opens the departure notice tokens the
 	// members issued it; nil reads no notice.
-	Keys *bootstrap.Keys
+	Keys *issue.Keys
 	// ReadNotice reads a departure notice (peers.ReadNotice); nil means that.
 	ReadNotice func(ctx context.Context, server string, ca []byte, token string, addresses kubeconfig.AddressPolicy, namespace, name string) (*corev1.ConfigMap, error)
 
@@ -327,7 +327,7 @@ func (r *Reconciler) report(clusters []v1alpha1.Cluster, refused []string) {
 }
 
 // ownCluster returns the local cluster's own Cluster among clusters, or nil.
-func ownCluster(clusters []v1alpha1.Cluster, id bootstrap.Identity) *v1alpha1.Cluster {
+func ownCluster(clusters []v1alpha1.Cluster, id issue.Identity) *v1alpha1.Cluster {
 	for i := range clusters {
 		if clusters[i].Name == id.Name && clusters[i].Spec.ClusterID == id.ID {
 			return &clusters[i]

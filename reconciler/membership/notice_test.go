@@ -19,8 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
-	"github.com/kubectl-registry/kubectl-registry/reconciler/bootstrap"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials/issue"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials/seal"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 )
@@ -115,9 +115,9 @@ func TestReconcileNotices(t *testing.T) {
 				}
 				return nil, apierrors.NewForbidden(corev1.Resource("configmaps"), n, fmt.Errorf("not listed"))
 			}
-			r := &Reconciler{Client: local, Identity: bootstrap.Identity{Name: "l", ID: ids["l"]}, Namespace: ns,
+			r := &Reconciler{Client: local, Identity: issue.Identity{Name: "l", ID: ids["l"]}, Namespace: ns,
 				Peers: views{{Name: "a", ClusterID: ids["a"], State: v1alpha1.ClusterStateInvalidAuthInfo}, {Name: "c", ClusterID: ids["c"], State: v1alpha1.ClusterStateInvalidAuthInfo}},
-				Keys:  bootstrap.NewKeys(localKey), ReadNotice: read, Now: func() time.Time { return now }}
+				Keys:  issue.NewKeys(localKey), ReadNotice: read, Now: func() time.Time { return now }}
 			res, err := r.Reconcile(t.Context(), reconcile.Request{})
 			if err != nil {
 				t.Fatal(err)
