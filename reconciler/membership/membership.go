@@ -125,7 +125,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-// Reconcile reads every Ready peer and writes the copies the plan asks for.
+// Reconcile reads every Ready peer and writes the copies the plan asks for: it reads
+// the local Cluster CRs and Secrets and the peers' views (readViews) and the departure
+// notices, plans (plan, which verifies the relays), reports what was refused, writes
+// (carryOut), and says when to read again (requeue).
 func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
 	log := logf.FromContext(ctx)
 	in := members.Input{LocalID: r.Identity.ID, LocalName: r.Identity.Name, Namespace: r.Namespace}
@@ -139,37 +142,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		return reconcile.Result{}, err
 	}
 	in.Local.Secrets = secrets.Items
-
-	// A legacy peer (named so by this cluster's admin) is read with the reader Secret its
-	// Cluster names, not a credential of its own: its membership is not taken, as from a
-	// peer read with its bootstrap credential (it holds, for the other members, the
-	// credentials they issued it in the clear).
-	legacy := map[types.UID]bool{}
-	for i := range clusters.Items {
-		if v1alpha1.IsLegacyPeer(&clusters.Items[i]) {
-			legacy[clusters.Items[i].Spec.ClusterID] = true
-		}
-	}
-	for _, p := range r.Peers.List() {
-		rd := p.Reader()
-		if rd == nil || !p.Ready {
-			in.Unreachable = append(in.Unreachable, p.ClusterID)
-			continue
-		}
-		view := members.View{Name: p.Name, ClusterID: p.ClusterID, Bootstrap: p.Bootstrap || legacy[p.ClusterID]}
-		var pc v1alpha1.ClusterList
-		if err := rd.List(ctx, &pc); err != nil {
-			in.Unreachable = append(in.Unreachable, p.ClusterID)
-			continue
-		}
-		var ps corev1.SecretList
-		if err := rd.List(ctx, &ps, client.InNamespace(r.Namespace)); err != nil {
-			in.Unreachable = append(in.Unreachable, p.ClusterID)
-			continue
-		}
-		view.Clusters, view.Secrets = pc.Items, ps.Items
-		in.Peers = append(in.Peers, view)
-	}
+	in.Peers, in.Unreachable = r.readViews(ctx, clusters.Items)
 
 	in.Now = r.now()
 	in.Notices = r.readNotices(ctx, clusters.Items, secrets.Items, in.Peers)
@@ -181,6 +154,59 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		log.Info("cluster not learnt: the members that relay it disagree", "clusters", c.Names, "reason", c.Message())
 	}
 	r.Conflicts.Set(conflicts)
+	firstErr := r.carryOut(ctx, clusters.Items, plan, verified)
+	for _, c := range plan.Conflicts {
+		log.Info("membership copy not written", "reason", c)
+	}
+	for _, c := range plan.Refused {
+		log.Info("membership copy refused", "reason", c)
+	}
+	if firstErr != nil {
+		return reconcile.Result{}, firstErr
+	}
+	return r.requeue(in.Peers), nil
+}
+
+// readViews reads the Cluster CRs and registry Secrets of every Ready peer; a peer not
+// Ready, or whose read fails, is unreachable. A legacy peer (named so by this cluster's
+// admin) is read with the reader Secret its Cluster names, not a credential of its
+// own: its membership is not taken, as from a peer read with its bootstrap credential
+// (it holds, for the other members, the credentials they issued it in the clear).
+func (r *Reconciler) readViews(ctx context.Context, clusters []v1alpha1.Cluster) (views []members.View, unreachable []types.UID) {
+	legacy := map[types.UID]bool{}
+	for i := range clusters {
+		if v1alpha1.IsLegacyPeer(&clusters[i]) {
+			legacy[clusters[i].Spec.ClusterID] = true
+		}
+	}
+	for _, p := range r.Peers.List() {
+		rd := p.Reader()
+		if rd == nil || !p.Ready {
+			unreachable = append(unreachable, p.ClusterID)
+			continue
+		}
+		view := members.View{Name: p.Name, ClusterID: p.ClusterID, Bootstrap: p.Bootstrap || legacy[p.ClusterID]}
+		var pc v1alpha1.ClusterList
+		if err := rd.List(ctx, &pc); err != nil {
+			unreachable = append(unreachable, p.ClusterID)
+			continue
+		}
+		var ps corev1.SecretList
+		if err := rd.List(ctx, &ps, client.InNamespace(r.Namespace)); err != nil {
+			unreachable = append(unreachable, p.ClusterID)
+			continue
+		}
+		view.Clusters, view.Secrets = pc.Items, ps.Items
+		views = append(views, view)
+	}
+	return views, unreachable
+}
+
+// carryOut writes the plan's writes, but those to verify that did not verify, and
+// records a Cluster deleted for a departure as an event on the local Cluster. A failed
+// write is logged and the others go on; the first failure is returned.
+func (r *Reconciler) carryOut(ctx context.Context, clusters []v1alpha1.Cluster, plan members.Result, verified map[string]bool) error {
+	log := logf.FromContext(ctx)
 	var firstErr error
 	for _, w := range plan.Writes {
 		if w.Verify && !verified[w.RelayKey] {
@@ -195,7 +221,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		}
 		log.Info("membership copy written", "op", w.Op, "kind", members.KindOf(w.Object), "name", client.ObjectKeyFromObject(w.Object).String(), "from", w.From, "describes", w.Describes)
 		if _, isCluster := w.Object.(*v1alpha1.Cluster); isCluster && w.Op == members.OpDelete && r.Recorder != nil {
-			if own := ownCluster(clusters.Items, r.Identity); own != nil {
+			if own := ownCluster(clusters, r.Identity); own != nil {
 				reason, msg := "ClusterLeft", fmt.Sprintf("cluster %s (clusterID %s) left the group: its Cluster and reader Secret copy were deleted here", w.Object.GetName(), w.Describes)
 				if _, selfLeft := plan.Departed[r.Identity.ID]; selfLeft {
 					reason, msg = "LeftGroup", fmt.Sprintf("this cluster left the group: its copy of cluster %s (clusterID %s) was deleted", w.Object.GetName(), w.Describes)
@@ -204,29 +230,26 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 			}
 		}
 	}
-	for _, c := range plan.Conflicts {
-		log.Info("membership copy not written", "reason", c)
-	}
-	for _, c := range plan.Refused {
-		log.Info("membership copy refused", "reason", c)
-	}
-	if firstErr != nil {
-		return reconcile.Result{}, firstErr
-	}
+	return firstErr
+}
+
+// requeue says when the membership is read again without an event: soon while a relay
+// is skipped (its cluster unreachable), while a notice of a member not Ready is pending
+// (read again, with no event to wake this reconciler), or while a peer is read with its
+// bootstrap credential (whose reads send no events); else after resyncPeriod.
+func (r *Reconciler) requeue(views []members.View) reconcile.Result {
 	if len(r.skippedRelays()) > 0 {
-		return reconcile.Result{RequeueAfter: unreachableRelayFor}, nil
+		return reconcile.Result{RequeueAfter: unreachableRelayFor}
 	}
 	if r.noticesPending() {
-		// A member that is not Ready and issued this cluster a notice token: its notice
-		// is read again, with no event to wake this reconciler.
-		return reconcile.Result{RequeueAfter: noticeEvery}, nil
+		return reconcile.Result{RequeueAfter: noticeEvery}
 	}
-	for _, v := range in.Peers {
+	for _, v := range views {
 		if v.Bootstrap {
-			return reconcile.Result{RequeueAfter: bootstrapPoll}, nil
+			return reconcile.Result{RequeueAfter: bootstrapPoll}
 		}
 	}
-	return reconcile.Result{RequeueAfter: resyncPeriod}, nil
+	return reconcile.Result{RequeueAfter: resyncPeriod}
 }
 
 // plan runs members.Plan until every reader Secret that did not come from the cluster it is for
