@@ -28,6 +28,7 @@ import (
 	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials/issue"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials/seal"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/planner/members"
 )
 
 // Reconciler issues, renews and revokes the per-peer reader identities of the local
@@ -298,7 +299,7 @@ func (r *Reconciler) createReaders(ctx context.Context, plan *Result, sas *corev
 	log := logf.FromContext(ctx)
 	readers := v1alpha1.ReadersNamespace(r.Namespace)
 	for _, p := range plan.Create {
-		notice, err := NewNoticeName()
+		notice, err := members.NewNoticeName()
 		if err != nil {
 			return failed, err
 		}
