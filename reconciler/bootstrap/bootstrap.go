@@ -3,7 +3,10 @@
 // the reader ServiceAccount and the reader kubeconfig Secret in place, and renews the
 // reader's token (from the TokenRequest API, with a bounded lifetime) at about half its
 // lifetime, updating the Secret in place. Peers pull that Secret through membership sync,
-// so a renewed token reaches the whole group.
+// so a renewed token reaches the whole group. It also reads or makes the local key pair
+// (key.go) and advertises its public key on the local Cluster. It owns those objects
+// only: the token is minted, and the key pair held for the other reconcilers, by package
+// issue (Identity, TokenMinter and Keys here are its types).
 package bootstrap
 
 import (

@@ -3,7 +3,9 @@
 // conditions LocalCluster, LocalConflict, ClusterMetadataSet, Ready, ClustersSynced and
 // ReaderKeyReady.
 // For peers it drives the peer connections (package peers) from the Cluster CR and its
-// reader Secret, and reports what the connection found.
+// reader Secret, with the credential the membership planner chooses (members.Choose,
+// opened with issue.Keys), and reports what the connection found. It owns the Clusters'
+// status only: it writes no membership object and issues no credential.
 package clusters
 
 import (

@@ -31,10 +31,16 @@
 // members only with the credentials they revoke). A cluster that sees itself departed
 // stops issuing and renewing credentials.
 //
-// This file holds the pure decisions (names, which ServiceAccounts should exist, when a
-// token is due, what the bootstrap Role grants), table-tested without clusters; the
-// Reconciler carries them out. Which credential a connection uses is decided by the
-// planner (members.Choose), which "kubectl registry leave" shares.
+// What the package owns: which peers have a reader identity here and their
+// ServiceAccounts, the Secrets of the credentials issued to them, the bootstrap and
+// notice Roles, the legacy binding and the departure notices. This file holds its pure
+// decisions (names, which ServiceAccounts should exist, when a token is due, what the
+// bootstrap Role grants, the conditions of a peer's Cluster), table-tested without
+// clusters; the Reconciler (reconciler.go, noticerec.go) reads, decides with them and
+// writes. The rest is elsewhere: minting a token and holding the key pair in package
+// issue, sealing in package seal, which departure notices exist and which credential a
+// connection uses in the membership planner (members.PlanNotices, members.Choose, which
+// "kubectl registry leave" shares).
 package credentials
 
 import (

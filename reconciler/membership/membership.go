@@ -4,7 +4,10 @@
 // cluster it describes (the offered token must authenticate against the pinned server,
 // which must answer as that cluster), and writes the copies, marked with the ID of the
 // cluster they describe (the ownership annotation and label). Updates are merge patches,
-// so they do not lose races with status writes.
+// so they do not lose races with status writes. It also reads the departure notices the
+// members keep of this cluster (notice.go) for the planner. It owns the membership
+// copies (Cluster CRs and reader Secrets of other members); what to write is the
+// planner's decision, the credentials are package credentials'.
 package membership
 
 import (
