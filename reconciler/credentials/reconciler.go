@@ -49,7 +49,7 @@ type Reconciler struct {
 	// legacy peers, which their admin copies by hand; 0 means DefaultLegacyTokenLifetime.
 	LegacyTokenLifetime time.Duration
 	// Departed returns the clusters whose departure is in force, judged at now from the
-	// local Cluster CRs (membership.InForce).
+	// local Cluster CRs (the manager gives members.Decided of the local cluster's own).
 	Departed func(now time.Time, clusters []v1alpha1.Cluster) map[types.UID]bool
 	Recorder record.EventRecorder
 	// PeerKeys holds the keys the peers advertise, as read from them; a peer whose key
