@@ -117,7 +117,8 @@ func cliPackage(path string) bool {
 // nothing but the test-only packages links the testing package, so neither the product
 // (the binary, the plugin and the controller) nor the bench and the demo do; sync-diff
 // runs the planner, not the controller runtime; the planners link apimachinery and our
-// API only (checkPlannerDeps); no verb of the plugin imports another (checkVerbsApart).
+// API only (checkPlannerDeps); no verb of the plugin imports another (checkVerbsApart);
+// the plugin imports none of the membership controllers (checkPluginOffTheControllers).
 // Only non-test imports count: go list's
 // Imports and Deps leave out those of _test.go files.
 func TestLayering(t *testing.T) {
@@ -181,6 +182,7 @@ func TestLayering(t *testing.T) {
 	}
 	checkPlannerDeps(t)
 	checkVerbsApart(t, pkgs)
+	checkPluginOffTheControllers(t, pkgs)
 }
 
 // syncDiffWorkqueue is the one package of controllerMachinery sync-diff links:
@@ -302,6 +304,33 @@ func checkVerbsApart(t *testing.T, pkgs []goPackage) {
 		for _, imp := range p.Imports {
 			if to := verb(imp); to != "" && to != from {
 				t.Errorf("the verb package %s imports the verb package %s: move what they share to plugin/internal", p.ImportPath, imp)
+			}
+		}
+	}
+}
+
+// membershipControllers are the reconcilers of the group's membership. What the plugin
+// needs of them (which credential a connection uses, the departures) is a pure decision
+// of the planner (reconciler/planner/members), or the sealing of package
+// reconciler/credentials/seal.
+var membershipControllers = []string{
+	module + "/reconciler/bootstrap",
+	module + "/reconciler/clusters",
+	module + "/reconciler/credentials",
+	module + "/reconciler/membership",
+}
+
+// checkPluginOffTheControllers: no plugin package imports a membership controller; it
+// calls the planner they call instead.
+func checkPluginOffTheControllers(t *testing.T, pkgs []goPackage) {
+	t.Helper()
+	for _, p := range pkgs {
+		if layer(p.ImportPath) != 3 {
+			continue
+		}
+		for _, imp := range p.Imports {
+			if slices.Contains(membershipControllers, imp) {
+				t.Errorf("the plugin package %s imports the controller %s: call the planner (reconciler/planner/members) instead", p.ImportPath, imp)
 			}
 		}
 	}

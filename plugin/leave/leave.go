@@ -38,7 +38,6 @@ import (
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/conditions"
-	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials/seal"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/planner/members"
@@ -594,14 +593,14 @@ func (o *Options) reader(ctx context.Context, m *member, c *v1alpha1.Cluster) (c
 	var received corev1.Secret
 	if err := m.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: v1alpha1.ReceivedReaderSecretName(c.Spec.ClusterID)}, &received); err == nil {
 		// A sealed credential opens with the member's key, which its admin may read.
-		var open credentials.Opener
+		var open members.Opener
 		var keySecret corev1.Secret
 		if err := m.Client.Get(ctx, client.ObjectKey{Namespace: v1alpha1.ReadersNamespace(o.Namespace), Name: v1alpha1.ReaderKeySecretName}, &keySecret); err == nil {
 			if key, err := seal.ParsePrivateKey(keySecret.Data[v1alpha1.PrivateKeyKey]); err == nil {
 				open = func(issuer types.UID, sealed []byte) ([]byte, error) { return key.Open(issuer, m.ID, sealed) }
 			}
 		}
-		conn, _ = credentials.Choose(&s, &received, c.Spec.ClusterID, time.Now(), open)
+		conn, _ = members.Choose(&s, &received, c.Spec.ClusterID, time.Now(), open)
 	}
 	cfg, err := kubeconfig.Parse(conn.Data[v1alpha1.KubeconfigKey])
 	if err != nil {

@@ -3,7 +3,10 @@
 // the reader ServiceAccount and the reader kubeconfig Secret in place, and renews the
 // reader's token (from the TokenRequest API, with a bounded lifetime) at about half its
 // lifetime, updating the Secret in place. Peers pull that Secret through membership sync,
-// so a renewed token reaches the whole group.
+// so a renewed token reaches the whole group. It also reads or makes the local key pair
+// (key.go) and advertises its public key on the local Cluster. It owns those objects
+// only: the token is minted, and the key pair held for the other reconcilers, by package
+// issue (Identity, TokenMinter and Keys here are its types).
 package bootstrap
 
 import (
@@ -13,15 +16,14 @@ import (
 	"sort"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials/issue"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 )
 
@@ -31,13 +33,11 @@ const DefaultTokenLifetime = 24 * time.Hour
 // MinTokenLifetime is the shortest lifetime the TokenRequest API grants.
 const MinTokenLifetime = 10 * time.Minute
 
-// Identity is who the local cluster is.
-type Identity struct {
-	// ID is the UID of the kube-system namespace.
-	ID types.UID
-	// Name is the name of the local Cluster CR.
-	Name string
-}
+// Identity is who the local cluster is (issue.Identity).
+type Identity = issue.Identity
+
+// TokenMinter mints reader tokens (issue.TokenMinter).
+type TokenMinter = issue.TokenMinter
 
 // LocalClusterID returns the UID of the kube-system namespace: the cluster's ID.
 func LocalClusterID(ctx context.Context, r client.Reader) (types.UID, error) {
@@ -114,50 +114,6 @@ func (o Options) Validate() error {
 		return fmt.Errorf("the reader token lifetime must be at least %s, got %s", MinTokenLifetime, o.TokenLifetime)
 	}
 	return nil
-}
-
-// TokenMinter mints reader tokens; *kubernetes.Clientset's CoreV1().ServiceAccounts(ns)
-// satisfies it through CreateToken.
-type TokenMinter interface {
-	CreateToken(ctx context.Context, serviceAccountName string, tokenRequest *authenticationv1.TokenRequest, opts metav1.CreateOptions) (*authenticationv1.TokenRequest, error)
-}
-
-// Issued is a reader kubeconfig minted for a ServiceAccount: its token's renewal time and
-// the annotations its Secret carries (renew-after, expires-at, issued-at, the
-// ServiceAccount's UID).
-type Issued struct {
-	Kubeconfig  []byte
-	RenewAt     time.Time
-	Annotations map[string]string
-}
-
-// IssueReader requests a token of ServiceAccount sa (UID saUID) lasting lifetime from
-// tokens, at now, and renders the reader kubeconfig of cluster clusterName at server and
-// ca with it. The token is renewed halfway to its expiry (the lifetime, when the API
-// server answers none).
-func IssueReader(ctx context.Context, tokens TokenMinter, sa string, saUID types.UID, lifetime time.Duration, now time.Time,
-	clusterName, server string, ca []byte) (Issued, error) {
-	tr, err := tokens.CreateToken(ctx, sa, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(lifetime / time.Second))},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		return Issued{}, err
-	}
-	expires := tr.Status.ExpirationTimestamp.Time
-	if expires.IsZero() || !expires.After(now) {
-		expires = now.Add(lifetime)
-	}
-	renewAt := now.Add(expires.Sub(now) / 2)
-	data, err := kubeconfig.Render(kubeconfig.Reader{ClusterName: clusterName, Server: server, CAData: ca, Token: tr.Status.Token})
-	if err != nil {
-		return Issued{}, fmt.Errorf("rendering the reader kubeconfig: %w", err)
-	}
-	return Issued{Kubeconfig: data, RenewAt: renewAt, Annotations: map[string]string{
-		v1alpha1.TokenRenewAfterAnnotation:        renewAt.UTC().Format(time.RFC3339),
-		v1alpha1.TokenExpiresAtAnnotation:         expires.UTC().Format(time.RFC3339),
-		v1alpha1.TokenIssuedAtAnnotation:          now.UTC().Format(time.RFC3339Nano),
-		v1alpha1.TokenServiceAccountUIDAnnotation: string(saUID),
-	}}, nil
 }
 
 // desiredServer picks the server and CA advertised in the reader kubeconfig.

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials/issue"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials/seal"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 )
@@ -248,7 +249,7 @@ func (r *Reconciler) ensureSecret(ctx context.Context, cluster *v1alpha1.Cluster
 	}
 
 	now := r.now()
-	issued, err := IssueReader(ctx, r.Tokens(r.Options.Namespace), v1alpha1.ReaderName, saUID, r.Options.TokenLifetime, now, cluster.Name, server, ca)
+	issued, err := issue.IssueReader(ctx, r.Tokens(r.Options.Namespace), v1alpha1.ReaderName, saUID, r.Options.TokenLifetime, now, cluster.Name, server, ca)
 	if err != nil {
 		return time.Time{}, apiError("requesting a reader token for "+r.Options.Namespace+"/"+v1alpha1.ReaderName, err)
 	}
@@ -264,22 +265,42 @@ func (r *Reconciler) ensureSecret(ctx context.Context, cluster *v1alpha1.Cluster
 		Type: v1alpha1.SecretTypeClusterRegistry,
 		Data: map[string][]byte{v1alpha1.KubeconfigKey: data},
 	}
+	if raced, err := r.writeSecret(ctx, &existing, found, &desired); err != nil {
+		return time.Time{}, err
+	} else if raced {
+		// The cache has not seen our last write yet: look again shortly.
+		return r.now().Add(time.Second), nil
+	}
+	logf.FromContext(ctx).Info("issued a reader token", "secret", ref.String(), "server", server,
+		"expires", issued.Annotations[v1alpha1.TokenExpiresAtAnnotation], "renewAfter", renewAt.UTC().Format(time.RFC3339))
+	if r.Recorder != nil {
+		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "ReaderTokenIssued", "reader token in Secret %s renewed; expires %s", ref, issued.Annotations[v1alpha1.TokenExpiresAtAnnotation])
+	}
+	return renewAt, nil
+}
+
+// writeSecret writes the shared reader Secret desired over existing (found: it exists):
+// created; replaced when of another type (the type of a Secret is immutable); else
+// updated, its other labels and annotations kept and the ownership mark of a copy
+// dropped (the local cluster's own Secret is never a copy). raced says it was created
+// meanwhile.
+func (r *Reconciler) writeSecret(ctx context.Context, existing *corev1.Secret, found bool, desired *corev1.Secret) (raced bool, err error) {
+	ref := client.ObjectKeyFromObject(desired)
 	switch {
 	case !found:
-		if err := r.Client.Create(ctx, &desired, client.FieldOwner(v1alpha1.FieldManager)); err != nil {
+		if err := r.Client.Create(ctx, desired, client.FieldOwner(v1alpha1.FieldManager)); err != nil {
 			if apierrors.IsAlreadyExists(err) {
-				// The cache has not seen our last write yet: look again shortly.
-				return r.now().Add(time.Second), nil
+				return true, nil
 			}
-			return time.Time{}, apiError("creating the reader Secret "+ref.String(), err)
+			return false, apiError("creating the reader Secret "+ref.String(), err)
 		}
 	case existing.Type != desired.Type:
 		// The type of a Secret is immutable: replace it.
-		if err := r.Client.Delete(ctx, &existing, client.Preconditions{UID: &existing.UID}); err != nil && !apierrors.IsNotFound(err) {
-			return time.Time{}, apiError("replacing the reader Secret "+ref.String()+" of type "+string(existing.Type), err)
+		if err := r.Client.Delete(ctx, existing, client.Preconditions{UID: &existing.UID}); err != nil && !apierrors.IsNotFound(err) {
+			return false, apiError("replacing the reader Secret "+ref.String()+" of type "+string(existing.Type), err)
 		}
-		if err := r.Client.Create(ctx, &desired, client.FieldOwner(v1alpha1.FieldManager)); err != nil {
-			return time.Time{}, apiError("creating the reader Secret "+ref.String(), err)
+		if err := r.Client.Create(ctx, desired, client.FieldOwner(v1alpha1.FieldManager)); err != nil {
+			return false, apiError("creating the reader Secret "+ref.String(), err)
 		}
 	default:
 		updated := existing.DeepCopy()
@@ -300,15 +321,10 @@ func (r *Reconciler) ensureSecret(ctx context.Context, cluster *v1alpha1.Cluster
 		updated.Data = desired.Data
 		updated.StringData = nil
 		if err := r.Client.Update(ctx, updated, client.FieldOwner(v1alpha1.FieldManager)); err != nil {
-			return time.Time{}, apiError("updating the reader Secret "+ref.String(), err)
+			return false, apiError("updating the reader Secret "+ref.String(), err)
 		}
 	}
-	logf.FromContext(ctx).Info("issued a reader token", "secret", ref.String(), "server", server,
-		"expires", issued.Annotations[v1alpha1.TokenExpiresAtAnnotation], "renewAfter", renewAt.UTC().Format(time.RFC3339))
-	if r.Recorder != nil {
-		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "ReaderTokenIssued", "reader token in Secret %s renewed; expires %s", ref, issued.Annotations[v1alpha1.TokenExpiresAtAnnotation])
-	}
-	return renewAt, nil
+	return false, nil
 }
 
 // current reports whether the existing Secret needs no new token, and when to renew it.

@@ -3,7 +3,9 @@
 // conditions LocalCluster, LocalConflict, ClusterMetadataSet, Ready, ClustersSynced and
 // ReaderKeyReady.
 // For peers it drives the peer connections (package peers) from the Cluster CR and its
-// reader Secret, and reports what the connection found.
+// reader Secret, with the credential the membership planner chooses (members.Choose,
+// opened with issue.Keys), and reports what the connection found. It owns the Clusters'
+// status only: it writes no membership object and issues no credential.
 package clusters
 
 import (
@@ -33,12 +35,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
-	"github.com/kubectl-registry/kubectl-registry/reconciler/bootstrap"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/clustermeta"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/conditions"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials/issue"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/membership"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/peers"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/planner/members"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/sizing"
 )
 
@@ -53,12 +56,12 @@ const (
 // Reconciler keeps the status of Cluster CRs.
 type Reconciler struct {
 	Client    client.Client
-	Identity  bootstrap.Identity
+	Identity  issue.Identity
 	Peers     *peers.Manager
 	Namespace string
 	// Keys holds the local key pair, which opens the credentials peers sealed to this
 	// cluster; nil (or not loaded yet) leaves sealed credentials unused.
-	Keys *bootstrap.Keys
+	Keys *issue.Keys
 	// PeerKeys receives the public key each Ready peer advertises on its own Cluster, as
 	// the peer serves it: what the credentials this cluster issues it are sealed to.
 	PeerKeys *credentials.PeerKeys
@@ -273,7 +276,7 @@ func (r *Reconciler) localStatus(ctx context.Context, cluster *v1alpha1.Cluster,
 	}
 	r.set(status, conditions.New(v1alpha1.ClusterConditionReady, true, v1alpha1.ReasonClusterReachable, "the local API server answers"))
 	if r.Keys != nil {
-		if c, ok := bootstrap.KeyCondition(r.Keys.State(), r.Namespace); ok {
+		if c, ok := issue.KeyCondition(r.Keys.State(), r.Namespace); ok {
 			r.set(status, c)
 		}
 	}
@@ -323,97 +326,24 @@ func (r *Reconciler) metadata(ctx context.Context) (v1alpha1.ClusterMetadata, er
 	return clustermeta.Detect(nodes.Items, version), nil
 }
 
+// peerStatus writes the status of a Cluster that describes a peer: not Ready while it
+// is disabled here or its reader Secret is missing or unusable (readerSecret);
+// otherwise the connection's state with the credential it uses (connect), the peer's
+// own report of itself (ownReport) and whether it knows the same clusters.
 func (r *Reconciler) peerStatus(ctx context.Context, cluster *v1alpha1.Cluster, all []v1alpha1.Cluster, status *v1alpha1.ClusterStatus) time.Duration {
-	log := logf.FromContext(ctx)
 	status.Type = v1alpha1.ClusterTypePeer
 	status.Conditions = conditions.Remove(status.Conditions, v1alpha1.ClusterConditionLocalConflict)
 	r.set(status, conditions.New(v1alpha1.ClusterConditionLocalCluster, false, v1alpha1.ReasonPeerCluster, "this Cluster describes a peer"))
 
-	notReady := func(state v1alpha1.ClusterState, reason, msg string) time.Duration {
-		r.Peers.Remove(cluster.Name)
-		status.State, status.Message = state, msg
-		status.Conditions = conditions.Remove(status.Conditions, v1alpha1.ClusterConditionReaderCredentialReady)
-		r.set(status, conditions.New(v1alpha1.ClusterConditionReady, false, reason, msg))
-		r.set(status, conditions.New(v1alpha1.ClusterConditionClustersSynced, false, v1alpha1.ReasonClusterNotConnected, "not connected to the peer"))
-		return r.HeartbeatPeriod
-	}
-
 	if cluster.Disabled() {
-		return notReady(v1alpha1.ClusterStateDisabled, v1alpha1.ReasonClusterDisabled,
-			"disabled by the annotation "+v1alpha1.ClusterDisabledAnnotation)
+		return r.peerNotReady(cluster, status, notReady{v1alpha1.ClusterStateDisabled, v1alpha1.ReasonClusterDisabled,
+			"disabled by the annotation " + v1alpha1.ClusterDisabledAnnotation})
 	}
-	ref := cluster.Spec.AuthInfo.SecretRef
-	if ref.Name == "" {
-		return notReady(v1alpha1.ClusterStateMissingAuthInfo, v1alpha1.ReasonMissingAuthInfo, "spec.authInfo.secretRef.name is not set")
+	secret, problem := r.readerSecret(ctx, cluster)
+	if problem != nil {
+		return r.peerNotReady(cluster, status, *problem)
 	}
-	ns := ref.Namespace
-	if ns == "" {
-		ns = r.Namespace
-	}
-	if ns != r.Namespace {
-		return notReady(v1alpha1.ClusterStateInvalidAuthInfo, v1alpha1.ReasonInvalidAuthInfo,
-			fmt.Sprintf("spec.authInfo.secretRef must be in the registry namespace %s, not %s", r.Namespace, ns))
-	}
-	var secret corev1.Secret
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, &secret); err != nil {
-		if apierrors.IsNotFound(err) {
-			return notReady(v1alpha1.ClusterStateMissingAuthInfo, v1alpha1.ReasonMissingAuthInfo,
-				fmt.Sprintf("Secret %s/%s not found", ns, ref.Name))
-		}
-		log.Error(err, "reading the reader Secret", "secret", ns+"/"+ref.Name)
-		return notReady(v1alpha1.ClusterStateFailed, v1alpha1.ReasonMissingAuthInfo, fmt.Sprintf("reading Secret %s/%s: %v", ns, ref.Name, err))
-	}
-	if secret.Type != v1alpha1.SecretTypeClusterRegistry {
-		return notReady(v1alpha1.ClusterStateInvalidAuthInfo, v1alpha1.ReasonInvalidAuthInfo,
-			fmt.Sprintf("Secret %s/%s has type %q, want %q", ns, ref.Name, secret.Type, v1alpha1.SecretTypeClusterRegistry))
-	}
-	if len(secret.Data[v1alpha1.KubeconfigKey]) == 0 {
-		return notReady(v1alpha1.ClusterStateInvalidAuthInfo, v1alpha1.ReasonInvalidAuthInfo,
-			fmt.Sprintf("Secret %s/%s has no %q key", ns, ref.Name, v1alpha1.KubeconfigKey))
-	}
-
-	// The credential the peer issued to this cluster, when it has one: the peer's audit
-	// log then names this cluster, and leaving revokes it (see package credentials).
-	// A credential the peer rejects (it revoked it) gives way to the shared reader
-	// Secret, which a token renewal or the seed's manual swap can replace, until the peer
-	// issues this cluster another one.
-	conn := &secret
-	var received corev1.Secret
-	unused, why := "", credentials.NotIssued
-	err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: v1alpha1.ReceivedReaderSecretName(cluster.Spec.ClusterID)}, &received)
-	switch {
-	case err != nil:
-	case r.isRejected(cluster.Name, &received):
-		why = credentials.Rejected
-	default:
-		why = credentials.Expired // unless Choose takes it, below
-		var open credentials.Opener
-		if key := r.Keys.Get(); key != nil {
-			open = func(issuer types.UID, sealed []byte) ([]byte, error) { return key.Open(issuer, r.Identity.ID, sealed) }
-		}
-		var err error
-		if conn, err = credentials.Choose(&secret, &received, cluster.Spec.ClusterID, r.now(), open); err != nil {
-			unused = err.Error()
-		}
-		if received.Annotations[v1alpha1.OwnershipAnnotation] != string(cluster.Spec.ClusterID) || len(received.Data[v1alpha1.SealedKubeconfigKey]) == 0 {
-			why = credentials.NotIssued // not a credential of the peer's
-		}
-	}
-	if r.unusedChanged(cluster.Name, unused) && unused != "" {
-		log.Info("the reader credential the peer issued to this cluster is not used: using its shared reader Secret", "cluster", cluster.Name, "secret", received.Name, "reason", unused)
-	}
-	// A legacy peer (named so by this cluster's admin: the seed's controller, which
-	// issues no credential of its own) is read with the reader Secret its Cluster names,
-	// which is then a reader credential, not a bootstrap one.
-	legacy := v1alpha1.IsLegacyPeer(cluster)
-	p := r.Peers.Ensure(cluster, conn, conn == &secret && !legacy)
-	if conn != &secret && p.State == v1alpha1.ClusterStateInvalidAuthInfo {
-		log.Info("the peer rejected the reader credential it issued to this cluster: using its shared reader Secret", "cluster", cluster.Name, "secret", received.Name, "reason", p.Reason)
-		r.reject(cluster.Name, &received)
-		p = r.Peers.Ensure(cluster, &secret, !legacy)
-		conn, why = &secret, credentials.Rejected
-	}
-	r.set(status, credentials.ReaderCredentialCondition(conn != &secret, legacy, why, unused))
+	p, legacy := r.connect(ctx, cluster, secret, status)
 	switch {
 	case p.State == "":
 		status.State, status.Message = "", p.Message
@@ -425,24 +355,7 @@ func (r *Reconciler) peerStatus(ctx context.Context, cluster *v1alpha1.Cluster, 
 		}
 		r.set(status, conditions.New(v1alpha1.ClusterConditionReady, p.Ready, p.Reason, p.Message))
 	}
-
-	// The peer's own report of itself: its metadata.
-	if rd := p.Reader(); rd != nil && p.Ready {
-		var own v1alpha1.Cluster
-		if err := rd.Get(ctx, client.ObjectKey{Name: cluster.Name}, &own); err == nil && own.Spec.ClusterID == cluster.Spec.ClusterID && own.Status.Type == v1alpha1.ClusterTypeLocal {
-			status.ClusterMetadata = *own.Status.ClusterMetadata.DeepCopy()
-			status.ControllerVersion = own.Status.ControllerVersion
-			if r.PeerKeys != nil {
-				key := own.Annotations[v1alpha1.ReaderPublicKeyAnnotation]
-				r.PeerKeys.Set(cluster.Spec.ClusterID, key)
-				if legacy {
-					r.set(status, credentials.LegacyPeerCondition(v1alpha1.ReadersNamespace(r.Namespace), v1alpha1.LegacyReaderSecretName(cluster.Spec.ClusterID)))
-				} else {
-					r.set(status, credentials.PeerKeyCondition(key))
-				}
-			}
-		}
-	}
+	r.ownReport(ctx, cluster, p, legacy, status)
 
 	mine := clusterIDs(all)
 	if view, ok := viewOf(ctx, p); ok {
@@ -456,6 +369,131 @@ func (r *Reconciler) peerStatus(ctx context.Context, cluster *v1alpha1.Cluster, 
 		r.set(status, conditions.New(v1alpha1.ClusterConditionClustersSynced, false, v1alpha1.ReasonClusterNotConnected, "the peer is not connected yet"))
 	}
 	return r.HeartbeatPeriod
+}
+
+// notReady is why a peer is not connected: its Cluster's state, the Ready condition's
+// reason, and the message of both.
+type notReady struct {
+	state  v1alpha1.ClusterState
+	reason string
+	msg    string
+}
+
+// peerNotReady disconnects the peer and writes why in status; the peer is looked at
+// again after HeartbeatPeriod.
+func (r *Reconciler) peerNotReady(cluster *v1alpha1.Cluster, status *v1alpha1.ClusterStatus, why notReady) time.Duration {
+	r.Peers.Remove(cluster.Name)
+	status.State, status.Message = why.state, why.msg
+	status.Conditions = conditions.Remove(status.Conditions, v1alpha1.ClusterConditionReaderCredentialReady)
+	r.set(status, conditions.New(v1alpha1.ClusterConditionReady, false, why.reason, why.msg))
+	r.set(status, conditions.New(v1alpha1.ClusterConditionClustersSynced, false, v1alpha1.ReasonClusterNotConnected, "not connected to the peer"))
+	return r.HeartbeatPeriod
+}
+
+// readerSecret returns the reader Secret the peer's Cluster references, or why it is
+// not usable: not named, outside the registry namespace, missing or unreadable, of
+// another type, or without a kubeconfig.
+func (r *Reconciler) readerSecret(ctx context.Context, cluster *v1alpha1.Cluster) (*corev1.Secret, *notReady) {
+	ref := cluster.Spec.AuthInfo.SecretRef
+	if ref.Name == "" {
+		return nil, &notReady{v1alpha1.ClusterStateMissingAuthInfo, v1alpha1.ReasonMissingAuthInfo, "spec.authInfo.secretRef.name is not set"}
+	}
+	ns := ref.Namespace
+	if ns == "" {
+		ns = r.Namespace
+	}
+	if ns != r.Namespace {
+		return nil, &notReady{v1alpha1.ClusterStateInvalidAuthInfo, v1alpha1.ReasonInvalidAuthInfo,
+			fmt.Sprintf("spec.authInfo.secretRef must be in the registry namespace %s, not %s", r.Namespace, ns)}
+	}
+	var secret corev1.Secret
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, &secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, &notReady{v1alpha1.ClusterStateMissingAuthInfo, v1alpha1.ReasonMissingAuthInfo,
+				fmt.Sprintf("Secret %s/%s not found", ns, ref.Name)}
+		}
+		logf.FromContext(ctx).Error(err, "reading the reader Secret", "secret", ns+"/"+ref.Name)
+		return nil, &notReady{v1alpha1.ClusterStateFailed, v1alpha1.ReasonMissingAuthInfo, fmt.Sprintf("reading Secret %s/%s: %v", ns, ref.Name, err)}
+	}
+	if secret.Type != v1alpha1.SecretTypeClusterRegistry {
+		return nil, &notReady{v1alpha1.ClusterStateInvalidAuthInfo, v1alpha1.ReasonInvalidAuthInfo,
+			fmt.Sprintf("Secret %s/%s has type %q, want %q", ns, ref.Name, secret.Type, v1alpha1.SecretTypeClusterRegistry)}
+	}
+	if len(secret.Data[v1alpha1.KubeconfigKey]) == 0 {
+		return nil, &notReady{v1alpha1.ClusterStateInvalidAuthInfo, v1alpha1.ReasonInvalidAuthInfo,
+			fmt.Sprintf("Secret %s/%s has no %q key", ns, ref.Name, v1alpha1.KubeconfigKey)}
+	}
+	return &secret, nil
+}
+
+// connect connects to the peer with the credential it issued to this cluster, when it
+// has one (members.Choose): the peer's audit log then names this cluster, and leaving
+// revokes it (see package credentials). A credential the peer rejects (it revoked it)
+// gives way to the shared reader Secret, which a token renewal or the seed's manual
+// swap can replace, until the peer issues this cluster another one. A legacy peer
+// (named so by this cluster's admin: the seed's controller, which issues no credential
+// of its own) is read with the reader Secret its Cluster names, which is then a reader
+// credential, not a bootstrap one. It writes the ReaderCredentialReady condition.
+func (r *Reconciler) connect(ctx context.Context, cluster *v1alpha1.Cluster, secret *corev1.Secret, status *v1alpha1.ClusterStatus) (p peers.Peer, legacy bool) {
+	log := logf.FromContext(ctx)
+	conn := secret
+	var received corev1.Secret
+	unused, why := "", credentials.NotIssued
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: v1alpha1.ReceivedReaderSecretName(cluster.Spec.ClusterID)}, &received)
+	switch {
+	case err != nil:
+	case r.isRejected(cluster.Name, &received):
+		why = credentials.Rejected
+	default:
+		why = credentials.Expired // unless Choose takes it, below
+		var err error
+		if conn, err = members.Choose(secret, &received, cluster.Spec.ClusterID, r.now(), r.Keys.Opener(r.Identity.ID)); err != nil {
+			unused = err.Error()
+		}
+		if received.Annotations[v1alpha1.OwnershipAnnotation] != string(cluster.Spec.ClusterID) || len(received.Data[v1alpha1.SealedKubeconfigKey]) == 0 {
+			why = credentials.NotIssued // not a credential of the peer's
+		}
+	}
+	if r.unusedChanged(cluster.Name, unused) && unused != "" {
+		log.Info("the reader credential the peer issued to this cluster is not used: using its shared reader Secret", "cluster", cluster.Name, "secret", received.Name, "reason", unused)
+	}
+	legacy = v1alpha1.IsLegacyPeer(cluster)
+	p = r.Peers.Ensure(cluster, conn, conn == secret && !legacy)
+	if conn != secret && p.State == v1alpha1.ClusterStateInvalidAuthInfo {
+		log.Info("the peer rejected the reader credential it issued to this cluster: using its shared reader Secret", "cluster", cluster.Name, "secret", received.Name, "reason", p.Reason)
+		r.reject(cluster.Name, &received)
+		p = r.Peers.Ensure(cluster, secret, !legacy)
+		conn, why = secret, credentials.Rejected
+	}
+	r.set(status, credentials.ReaderCredentialCondition(conn != secret, legacy, why, unused))
+	return p, legacy
+}
+
+// ownReport takes the peer's own report of itself, from its own Cluster as the peer
+// serves it while it is Ready: its metadata and controller version, and the public key
+// it advertises (PeerKeys, for the credential this cluster issues it; its condition
+// ReaderKeyReady here).
+func (r *Reconciler) ownReport(ctx context.Context, cluster *v1alpha1.Cluster, p peers.Peer, legacy bool, status *v1alpha1.ClusterStatus) {
+	rd := p.Reader()
+	if rd == nil || !p.Ready {
+		return
+	}
+	var own v1alpha1.Cluster
+	if err := rd.Get(ctx, client.ObjectKey{Name: cluster.Name}, &own); err != nil || own.Spec.ClusterID != cluster.Spec.ClusterID || own.Status.Type != v1alpha1.ClusterTypeLocal {
+		return
+	}
+	status.ClusterMetadata = *own.Status.ClusterMetadata.DeepCopy()
+	status.ControllerVersion = own.Status.ControllerVersion
+	if r.PeerKeys == nil {
+		return
+	}
+	key := own.Annotations[v1alpha1.ReaderPublicKeyAnnotation]
+	r.PeerKeys.Set(cluster.Spec.ClusterID, key)
+	if legacy {
+		r.set(status, credentials.LegacyPeerCondition(v1alpha1.ReadersNamespace(r.Namespace), v1alpha1.LegacyReaderSecretName(cluster.Spec.ClusterID)))
+	} else {
+		r.set(status, credentials.PeerKeyCondition(key))
+	}
 }
 
 func credentialHash(s *corev1.Secret) string {

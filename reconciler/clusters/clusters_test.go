@@ -25,9 +25,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
-	"github.com/kubectl-registry/kubectl-registry/reconciler/bootstrap"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/clusters"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/conditions"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials/issue"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/peers"
 )
 
@@ -96,7 +96,7 @@ func newFixture(t *testing.T, funcs interceptor.Funcs, objs ...client.Object) *f
 	f.now = &now
 	f.r = &clusters.Reconciler{
 		Client:          cl,
-		Identity:        bootstrap.Identity{ID: localID, Name: "local"},
+		Identity:        issue.Identity{ID: localID, Name: "local"},
 		Peers:           pm,
 		Namespace:       ns,
 		ServerVersion:   func(context.Context) (string, error) { return version, nil },

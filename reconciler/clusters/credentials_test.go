@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
-	"github.com/kubectl-registry/kubectl-registry/reconciler/bootstrap"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials/issue"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials/seal"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/peers"
@@ -102,7 +102,7 @@ func TestPeerCredential(t *testing.T) {
 				objs = append(objs, tt.received)
 			}
 			f := newFixture(t, interceptor.Funcs{}, objs...)
-			f.r.Keys = bootstrap.NewKeys(localKey)
+			f.r.Keys = issue.NewKeys(localKey)
 			pm, err := peers.NewManager(peers.Options{Scheme: newScheme(t), Namespace: v1alpha1.DefaultNamespace, LocalID: localID,
 				Addresses: kubeconfig.AddressPolicy{AllowLoopback: true}, HealthInterval: time.Hour})
 			if err != nil {
@@ -198,7 +198,7 @@ func TestUnusedCredentialLoggedOncePerChange(t *testing.T) {
 	}, funcr.Options{})
 	ctx := logf.IntoContext(context.Background(), log)
 	for _, step := range steps {
-		f.r.Keys = bootstrap.NewKeys(step.keys)
+		f.r.Keys = issue.NewKeys(step.keys)
 		var existing corev1.Secret
 		if err := f.client.Get(ctx, client.ObjectKeyFromObject(step.received), &existing); err == nil {
 			existing.Data = step.received.Data
@@ -221,24 +221,24 @@ func TestUnusedCredentialLoggedOncePerChange(t *testing.T) {
 }
 
 // TestLocalReaderKeyCondition: the local Cluster's status carries the ReaderKeyReady
-// condition of what the bootstrapper reported of the key pair (bootstrap.KeyCondition);
+// condition of what the bootstrapper reported of the key pair (issue.KeyCondition);
 // nothing before it reports, or when this cluster seals nothing (no Keys).
 func TestLocalReaderKeyCondition(t *testing.T) {
 	key := mustKey(t)
 	forbidden := errors.New("reading the key Secret: forbidden")
-	invalid := fmt.Errorf("%w: bad length", bootstrap.ErrInvalidKeySecret)
+	invalid := fmt.Errorf("%w: bad length", issue.ErrInvalidKeySecret)
 	tests := []struct {
 		name string
-		keys func() *bootstrap.Keys
+		keys func() *issue.Keys
 		want *cond // nil: no condition
 	}{
-		{"no Keys", func() *bootstrap.Keys { return nil }, nil},
-		{"not reported yet", func() *bootstrap.Keys { return &bootstrap.Keys{} }, nil},
-		{"advertised", func() *bootstrap.Keys { k := bootstrap.NewKeys(key); k.Report(nil); return k },
+		{"no Keys", func() *issue.Keys { return nil }, nil},
+		{"not reported yet", func() *issue.Keys { return &issue.Keys{} }, nil},
+		{"advertised", func() *issue.Keys { k := issue.NewKeys(key); k.Report(nil); return k },
 			&cond{isTrue, v1alpha1.ReasonReaderKeyAdvertised}},
-		{"the key Secret cannot be read", func() *bootstrap.Keys { k := &bootstrap.Keys{}; k.Report(forbidden); return k },
+		{"the key Secret cannot be read", func() *issue.Keys { k := &issue.Keys{}; k.Report(forbidden); return k },
 			&cond{isFalse, v1alpha1.ReasonReaderKeySecretFailed}},
-		{"the key Secret holds no valid key", func() *bootstrap.Keys { k := &bootstrap.Keys{}; k.Report(invalid); return k },
+		{"the key Secret holds no valid key", func() *issue.Keys { k := &issue.Keys{}; k.Report(invalid); return k },
 			&cond{isFalse, v1alpha1.ReasonReaderKeyInvalid}},
 	}
 	for _, tt := range tests {

@@ -31,9 +31,16 @@
 // members only with the credentials they revoke). A cluster that sees itself departed
 // stops issuing and renewing credentials.
 //
-// This file holds the pure decisions (names, which ServiceAccounts should exist, when a
-// token is due, which Secret a connection uses, what the bootstrap Role grants),
-// table-tested without clusters; the Reconciler carries them out.
+// What the package owns: which peers have a reader identity here and their
+// ServiceAccounts, the Secrets of the credentials issued to them, the bootstrap and
+// notice Roles, the legacy binding and the departure notices. This file holds its pure
+// decisions (names, which ServiceAccounts should exist, when a token is due, what the
+// bootstrap Role grants, the conditions of a peer's Cluster), table-tested without
+// clusters; the Reconciler (reconciler.go, noticerec.go) reads, decides with them and
+// writes. The rest is elsewhere: minting a token and holding the key pair in package
+// issue, sealing in package seal, which departure notices exist and which credential a
+// connection uses in the membership planner (members.PlanNotices, members.Choose, which
+// "kubectl registry leave" shares).
 package credentials
 
 import (
@@ -48,7 +55,6 @@ import (
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/conditions"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials/seal"
-	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 )
 
 // Reasons of the events the Reconciler records on the local Cluster.
@@ -246,53 +252,6 @@ func BootstrapRules(peers []Peer) []rbacv1.PolicyRule {
 		Verbs:         []string{"get", "list", "watch"},
 		ResourceNames: names,
 	}}
-}
-
-// Opener opens a credential that issuer sealed to this cluster (seal.Key.Open for the
-// local cluster as recipient).
-type Opener func(issuer types.UID, sealed []byte) ([]byte, error)
-
-// Choose returns the Secret a connection to cluster x uses: the token of the credential
-// x issued to this cluster (received, nil when there is none; opened with open), for
-// the server and CA of x's shared reader Secret (the pinned ones: re-pinning x there
-// moves the credential too), while it is a sealed copy of x's with a usable kubeconfig
-// whose token has not expired; else x's shared reader Secret itself, the bootstrap
-// credential. A credential that does not open (open nil, or another key) is not used;
-// the error says why.
-func Choose(shared, received *corev1.Secret, x types.UID, now time.Time, open Opener) (*corev1.Secret, error) {
-	if received == nil || received.Type != v1alpha1.SecretTypeClusterRegistry ||
-		received.Annotations[v1alpha1.OwnershipAnnotation] != string(x) {
-		return shared, nil
-	}
-	sealed := received.Data[v1alpha1.SealedKubeconfigKey]
-	if len(sealed) == 0 {
-		return shared, nil // not sealed: never issued so, and never kept so
-	}
-	if open == nil {
-		return shared, fmt.Errorf("the credential cluster %s issued to this cluster is sealed, and this cluster's key is not loaded yet", x)
-	}
-	raw, err := open(x, sealed)
-	if err != nil {
-		return shared, fmt.Errorf("the credential cluster %s issued to this cluster: %w", x, err)
-	}
-	r, ok := kubeconfig.Read(raw)
-	if !ok || r.Token == "" {
-		return shared, nil
-	}
-	if exp, _, ok := kubeconfig.TokenTimes(r.Token); ok && !now.Before(exp) {
-		return shared, nil
-	}
-	pin, ok := kubeconfig.Read(shared.Data[v1alpha1.KubeconfigKey])
-	if !ok || pin.Server == "" {
-		return shared, nil
-	}
-	data, err := kubeconfig.Render(kubeconfig.Reader{ClusterName: "peer", Server: pin.Server, CAData: pin.CAData, Token: r.Token})
-	if err != nil {
-		return shared, nil
-	}
-	out := received.DeepCopy()
-	out.Data = map[string][]byte{v1alpha1.KubeconfigKey: data}
-	return out, nil
 }
 
 // PeerKeyCondition returns the ReaderKeyReady condition of a peer's Cluster on this

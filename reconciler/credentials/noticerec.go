@@ -45,7 +45,7 @@ func (r *Reconciler) issueNotice(ctx context.Context, p Peer, name string) ([]by
 	if err != nil {
 		return nil, apiError(fmt.Sprintf("requesting a token of %s/%s for cluster %s", r.Namespace, v1alpha1.NoticeName, p.Name), err)
 	}
-	data, err := Notice{Token: tr.Status.Token, Name: name}.Marshal()
+	data, err := members.Notice{Token: tr.Status.Token, Name: name}.Marshal()
 	if err != nil {
 		return nil, err
 	}
@@ -62,7 +62,7 @@ func (r *Reconciler) ensureNoticeName(ctx context.Context, sa *corev1.ServiceAcc
 	if sa == nil || sa.Annotations[v1alpha1.DepartureNoticeAnnotation] != "" {
 		return nil
 	}
-	name, err := NewNoticeName()
+	name, err := members.NewNoticeName()
 	if err != nil {
 		return err
 	}
@@ -79,7 +79,7 @@ func (r *Reconciler) ensureNoticeName(ctx context.Context, sa *corev1.ServiceAcc
 	return nil
 }
 
-// ensureNotices carries out PlanNotices: the notices of the peers whose departure the
+// ensureNotices carries out members.PlanNotices: the notices of the peers whose departure the
 // local cluster records, and the notice Role listing them. It returns when a notice
 // expires next.
 func (r *Reconciler) ensureNotices(ctx context.Context, own *v1alpha1.Cluster, sas []corev1.ServiceAccount) (time.Time, error) {
@@ -93,7 +93,7 @@ func (r *Reconciler) ensureNotices(ctx context.Context, own *v1alpha1.Cluster, s
 	}
 	recorded, _, _ := members.Records(own)
 	delete(recorded, r.Identity.ID)
-	in := NoticeInput{Records: recorded, ServiceAccounts: sas, Notices: notices.Items, Expiries: map[types.UID]time.Time{}, Now: r.now()}
+	in := members.NoticeInput{Records: recorded, ServiceAccounts: sas, Notices: notices.Items, Expiries: map[types.UID]time.Time{}, Now: r.now()}
 	for id := range recorded {
 		var s corev1.Secret
 		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: v1alpha1.IssuedReaderSecretName(id)}, &s); err != nil {
@@ -106,14 +106,14 @@ func (r *Reconciler) ensureNotices(ctx context.Context, own *v1alpha1.Cluster, s
 			in.Expiries[id] = t
 		}
 	}
-	plan := PlanNotices(in)
+	plan := members.PlanNotices(in)
 	log := logf.FromContext(ctx)
 	byName := map[string]*corev1.ConfigMap{}
 	for i := range notices.Items {
 		byName[notices.Items[i].Name] = &notices.Items[i]
 	}
 	// The Role first lists the new notices, and last drops the deleted ones.
-	if err := r.ensureNoticeRole(ctx, NoticeRules(plan.Names)); err != nil {
+	if err := r.ensureNoticeRole(ctx, members.NoticeRules(plan.Names)); err != nil {
 		return plan.Next, err
 	}
 	for i := range plan.Write {

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/planner/members"
 )
 
 // TestReconcileNotices: the notice token is sealed to the peer with the name of its
@@ -47,7 +48,7 @@ func TestReconcileNotices(t *testing.T) {
 	if err != nil {
 		t.Fatalf("b cannot open its notice token: %v", err)
 	}
-	n, err := ParseNotice(raw)
+	n, err := members.ParseNotice(raw)
 	if err != nil || n.Name != name || n.Token == "" {
 		t.Fatalf("b's notice: %+v, %v; want the name %s and a token", n, err, name)
 	}

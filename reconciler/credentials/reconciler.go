@@ -25,9 +25,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
-	"github.com/kubectl-registry/kubectl-registry/reconciler/bootstrap"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials/issue"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials/seal"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/planner/members"
 )
 
 // Reconciler issues, renews and revokes the per-peer reader identities of the local
@@ -37,8 +38,8 @@ type Reconciler struct {
 	// APIReader reads the ServiceAccounts of the readers namespace from the API server,
 	// not the cache: a revocation seen late would rotate the shared token twice.
 	APIReader client.Reader
-	Tokens    func(namespace string) bootstrap.TokenMinter
-	Identity  bootstrap.Identity
+	Tokens    func(namespace string) issue.TokenMinter
+	Identity  issue.Identity
 	// Namespace is the registry namespace; the ServiceAccounts live in
 	// v1alpha1.ReadersNamespace(Namespace).
 	Namespace string
@@ -48,7 +49,7 @@ type Reconciler struct {
 	// legacy peers, which their admin copies by hand; 0 means DefaultLegacyTokenLifetime.
 	LegacyTokenLifetime time.Duration
 	// Departed returns the clusters whose departure is in force, judged at now from the
-	// local Cluster CRs (membership.InForce).
+	// local Cluster CRs (the manager gives members.Decided of the local cluster's own).
 	Departed func(now time.Time, clusters []v1alpha1.Cluster) map[types.UID]bool
 	Recorder record.EventRecorder
 	// PeerKeys holds the keys the peers advertise, as read from them; a peer whose key
@@ -145,7 +146,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-// Reconcile carries out Plan and renews the tokens that are due.
+// Reconcile carries out Plan and renews the tokens that are due: it reads the Clusters
+// and the reader ServiceAccounts, plans, and then, unless the local cluster left
+// (leave), keeps the grants of the shared and legacy readers (ensureGrants) and the
+// departure notices, revokes (revoke), creates the ServiceAccounts of new peers
+// (createReaders) and issues or renews their credentials (issueAll).
 func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
 	log := logf.FromContext(ctx)
 	readers := v1alpha1.ReadersNamespace(r.Namespace)
@@ -161,39 +166,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	plan := Plan(Input{LocalID: r.Identity.ID, Clusters: clusters.Items, Departed: r.Departed(now, clusters.Items), ServiceAccounts: sas.Items})
 	own := ownCluster(clusters.Items, r.Identity)
 	if plan.Left {
-		var errs []error
-		for i := range sas.Items {
-			if id := types.UID(sas.Items[i].Annotations[v1alpha1.PeerClusterIDAnnotation]); id != "" {
-				errs = append(errs, r.deleteLegacy(ctx, id))
-			}
-		}
-		// The notices this cluster keeps of peers it removed go when their tokens expire.
-		noticeNext, err := r.ensureNotices(ctx, own, sas.Items)
-		res := reconcile.Result{}
-		if !noticeNext.IsZero() {
-			res.RequeueAfter = max(noticeNext.Sub(now), time.Second)
-		}
-		return res, errors.Join(append(errs, err, r.ensureBootstrapRole(ctx, nil), r.deleteIssued(ctx))...)
+		return r.leave(ctx, own, sas.Items, now)
 	}
-	// The bootstrap credential may get the credentials of the peers that stay or come,
-	// and no longer those of the revoked ones. A failure is retried, and does not stop
-	// the renewals below.
-	var firstErr error
-	if err := r.ensureBootstrapRole(ctx, BootstrapRules(append(append([]Peer(nil), plan.Keep...), plan.Create...))); err != nil {
-		log.Error(err, "the shared reader cannot get the credentials issued to new peers until the bootstrap Role is written")
-		r.event(own, corev1.EventTypeWarning, EventReasonBootstrapRoleFailed,
-			"the shared reader cannot get the credentials this cluster issues until the Role %s/%s is written (re-apply the RBAC with kubectl registry install): %v", r.Namespace, v1alpha1.BootstrapRoleName, err)
-		firstErr = err
-	}
-	// The legacy peers' readers may list namespaces and nodes, as the seed's controller
-	// does; a peer no longer named legacy loses that, and the credential it held in the
-	// clear is revoked.
-	if err := r.ensureLegacyBinding(ctx, LegacySubjects(readers, append(append([]Peer(nil), plan.Keep...), plan.Create...))); err != nil {
-		log.Error(err, "the legacy peers' readers cannot be granted what the seed's controller reads until the binding is written")
-		r.event(own, corev1.EventTypeWarning, EventReasonLegacyBindingFailed,
-			"the legacy peers' readers cannot list namespaces and nodes until the ClusterRoleBinding %s is written (re-apply the RBAC with kubectl registry install): %v", v1alpha1.LegacyReaderRoleName, err)
-		firstErr = errors.Join(firstErr, err)
-	}
+	// A failure of the grants is retried, and does not stop the renewals below.
+	firstErr := r.ensureGrants(ctx, own, append(append([]Peer(nil), plan.Keep...), plan.Create...))
 
 	// The departure notices: made while the departing peer still holds a credential, kept
 	// after it is revoked, so that a peer that was down learns its departure.
@@ -203,11 +179,92 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		firstErr = errors.Join(firstErr, err)
 	}
 
+	if err := r.revoke(ctx, own, plan); err != nil {
+		return reconcile.Result{}, err
+	}
+	failed, err := r.createReaders(ctx, &plan, &sas)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	firstErr = errors.Join(firstErr, failed)
+	if len(plan.Keep) == 0 {
+		return reconcile.Result{}, firstErr
+	}
+
+	server, ca, ok := r.advertised(ctx, own)
+	if !ok {
+		// The bootstrapper has not written the shared reader Secret yet: it holds the
+		// server and CA peers reach this cluster at.
+		return reconcile.Result{RequeueAfter: time.Second}, firstErr
+	}
+	next := now.Add(r.TokenLifetime / 2)
+	if !noticeNext.IsZero() && noticeNext.Before(next) {
+		next = noticeNext
+	}
+	next, err = r.issueAll(ctx, own, plan.Keep, sas.Items, server, ca, next)
+	firstErr = errors.Join(firstErr, err)
+	wait := next.Sub(r.now())
+	if wait < time.Second {
+		wait = time.Second
+	}
+	return reconcile.Result{RequeueAfter: wait}, firstErr
+}
+
+// leave carries out the local cluster's departure (Result.Left): it revokes the
+// credentials in the clear it issued to legacy peers, keeps the departure notices it
+// holds of peers it removed until their tokens expire, grants the shared reader
+// nothing more, and deletes the Secrets of the tokens it issued.
+func (r *Reconciler) leave(ctx context.Context, own *v1alpha1.Cluster, sas []corev1.ServiceAccount, now time.Time) (reconcile.Result, error) {
+	var errs []error
+	for i := range sas {
+		if id := types.UID(sas[i].Annotations[v1alpha1.PeerClusterIDAnnotation]); id != "" {
+			errs = append(errs, r.deleteLegacy(ctx, id))
+		}
+	}
+	// The notices this cluster keeps of peers it removed go when their tokens expire.
+	noticeNext, err := r.ensureNotices(ctx, own, sas)
+	res := reconcile.Result{}
+	if !noticeNext.IsZero() {
+		res.RequeueAfter = max(noticeNext.Sub(now), time.Second)
+	}
+	return res, errors.Join(append(errs, err, r.ensureBootstrapRole(ctx, nil), r.deleteIssued(ctx))...)
+}
+
+// ensureGrants keeps what the shared and the legacy readers are granted for peers (those
+// kept and created). The bootstrap credential may get the credentials of the peers that
+// stay or come, and no longer those of the revoked ones. The legacy peers' readers may
+// list namespaces and nodes, as the seed's controller does; a peer no longer named
+// legacy loses that, and the credential it held in the clear is revoked. A failure is
+// logged and recorded as an event, and returned.
+func (r *Reconciler) ensureGrants(ctx context.Context, own *v1alpha1.Cluster, peers []Peer) error {
+	log := logf.FromContext(ctx)
+	var errs error
+	if err := r.ensureBootstrapRole(ctx, BootstrapRules(peers)); err != nil {
+		log.Error(err, "the shared reader cannot get the credentials issued to new peers until the bootstrap Role is written")
+		r.event(own, corev1.EventTypeWarning, EventReasonBootstrapRoleFailed,
+			"the shared reader cannot get the credentials this cluster issues until the Role %s/%s is written (re-apply the RBAC with kubectl registry install): %v", r.Namespace, v1alpha1.BootstrapRoleName, err)
+		errs = err
+	}
+	if err := r.ensureLegacyBinding(ctx, LegacySubjects(v1alpha1.ReadersNamespace(r.Namespace), peers)); err != nil {
+		log.Error(err, "the legacy peers' readers cannot be granted what the seed's controller reads until the binding is written")
+		r.event(own, corev1.EventTypeWarning, EventReasonLegacyBindingFailed,
+			"the legacy peers' readers cannot list namespaces and nodes until the ClusterRoleBinding %s is written (re-apply the RBAC with kubectl registry install): %v", v1alpha1.LegacyReaderRoleName, err)
+		errs = errors.Join(errs, err)
+	}
+	return errs
+}
+
+// revoke carries out the revocations of plan: first the shared reader ServiceAccount
+// is recreated (RotateShared: a departed cluster holds copies of its token), then each
+// departed peer's ServiceAccount is deleted, with the Secret of its credential and its
+// legacy credential.
+func (r *Reconciler) revoke(ctx context.Context, own *v1alpha1.Cluster, plan Result) error {
+	log := logf.FromContext(ctx)
+	readers := v1alpha1.ReadersNamespace(r.Namespace)
 	if plan.RotateShared {
-		// First the shared token: the departed cluster holds copies of it.
 		shared := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: v1alpha1.ReaderName}}
 		if err := r.Client.Delete(ctx, shared); err != nil && !apierrors.IsNotFound(err) {
-			return reconcile.Result{}, fmt.Errorf("recreating the shared reader ServiceAccount %s/%s: %w", r.Namespace, v1alpha1.ReaderName, err)
+			return fmt.Errorf("recreating the shared reader ServiceAccount %s/%s: %w", r.Namespace, v1alpha1.ReaderName, err)
 		}
 		log.Info("shared reader ServiceAccount deleted to revoke its tokens; the bootstrapper creates it again", "serviceAccount", r.Namespace+"/"+v1alpha1.ReaderName)
 		r.event(own, corev1.EventTypeNormal, EventReasonReaderRotated, "the shared reader ServiceAccount %s/%s was recreated: every token of it a departed cluster held is revoked", r.Namespace, v1alpha1.ReaderName)
@@ -216,26 +273,35 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		sa := &plan.Revoke[i]
 		uid := sa.UID
 		if err := r.Client.Delete(ctx, sa, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			return reconcile.Result{}, fmt.Errorf("revoking the reader ServiceAccount %s/%s: %w", readers, sa.Name, err)
+			return fmt.Errorf("revoking the reader ServiceAccount %s/%s: %w", readers, sa.Name, err)
 		}
 		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: v1alpha1.IssuedReaderSecretPrefix + sa.Labels[v1alpha1.ReaderForLabel]}}
 		if err := r.Client.Delete(ctx, secret); err != nil && !apierrors.IsNotFound(err) {
-			return reconcile.Result{}, fmt.Errorf("deleting the reader credential Secret %s/%s: %w", r.Namespace, secret.Name, err)
+			return fmt.Errorf("deleting the reader credential Secret %s/%s: %w", r.Namespace, secret.Name, err)
 		}
 		if id := types.UID(sa.Annotations[v1alpha1.PeerClusterIDAnnotation]); id != "" {
 			if err := r.deleteLegacy(ctx, id); err != nil {
-				return reconcile.Result{}, err
+				return err
 			}
 		}
 		log.Info("reader credential revoked", "serviceAccount", readers+"/"+sa.Name, "peer", sa.Annotations[v1alpha1.PeerClusterIDAnnotation])
 		r.event(own, corev1.EventTypeNormal, EventReasonReaderRevoked, "the reader ServiceAccount %s/%s of cluster %s (clusterID %s) was deleted: its tokens are revoked",
 			readers, sa.Name, sa.Annotations[v1alpha1.PeerClusterNameAnnotation], sa.Annotations[v1alpha1.PeerClusterIDAnnotation])
 	}
+	return nil
+}
 
+// createReaders creates the reader ServiceAccounts of the peers plan.Create, each named
+// with a departure notice of its own, and moves each peer created to plan.Keep and its
+// ServiceAccount to sas. failed joins the creations that failed (retried at the next
+// reconcile); err stops the reconcile.
+func (r *Reconciler) createReaders(ctx context.Context, plan *Result, sas *corev1.ServiceAccountList) (failed, err error) {
+	log := logf.FromContext(ctx)
+	readers := v1alpha1.ReadersNamespace(r.Namespace)
 	for _, p := range plan.Create {
-		notice, err := NewNoticeName()
+		notice, err := members.NewNoticeName()
 		if err != nil {
-			return reconcile.Result{}, err
+			return failed, err
 		}
 		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{
 			Namespace: readers,
@@ -250,92 +316,96 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 			}
 			err = apiError(fmt.Sprintf("creating the reader ServiceAccount %s/%s for cluster %s", readers, sa.Name, p.Name), err)
 			log.Error(err, "issuing a reader credential", "peer", p.ID)
-			firstErr = errors.Join(firstErr, err)
+			failed = errors.Join(failed, err)
 			continue
 		}
 		log.Info("reader ServiceAccount created", "serviceAccount", readers+"/"+sa.Name, "peer", p.ID, "peerName", p.Name)
 		sas.Items = append(sas.Items, *sa)
 		plan.Keep = append(plan.Keep, p)
 	}
-	if len(plan.Keep) == 0 {
-		return reconcile.Result{}, firstErr
-	}
+	return failed, nil
+}
 
-	server, ca, ok := r.advertised(ctx, own)
-	if !ok {
-		// The bootstrapper has not written the shared reader Secret yet: it holds the
-		// server and CA peers reach this cluster at.
-		return reconcile.Result{RequeueAfter: time.Second}, firstErr
-	}
+// issueAll issues or renews the credentials of the peers kept (their ServiceAccounts
+// among sas), for server and ca, where peers reach this cluster: a credential in the
+// clear to a legacy peer (ensureLegacyToken), and a sealed one to every peer that
+// advertises a valid key (issueSealed). It returns next moved earlier to the first
+// renewal due, and the failures joined.
+func (r *Reconciler) issueAll(ctx context.Context, own *v1alpha1.Cluster, keep []Peer, sas []corev1.ServiceAccount, server string, ca []byte, next time.Time) (time.Time, error) {
+	log := logf.FromContext(ctx)
+	var errs error
 	byKey := map[string]*corev1.ServiceAccount{}
-	for i := range sas.Items {
-		byKey[sas.Items[i].Labels[v1alpha1.ReaderForLabel]] = &sas.Items[i]
+	for i := range sas {
+		byKey[sas[i].Labels[v1alpha1.ReaderForLabel]] = &sas[i]
 	}
-	for _, p := range plan.Keep {
+	for _, p := range keep {
 		if err := r.ensureNoticeName(ctx, byKey[v1alpha1.ReaderKey(p.ID)]); err != nil {
 			log.Error(err, "naming a peer's departure notice", "peer", p.ID)
-			firstErr = errors.Join(firstErr, err)
+			errs = errors.Join(errs, err)
 		}
 	}
-	next := now.Add(r.TokenLifetime / 2)
-	if !noticeNext.IsZero() && noticeNext.Before(next) {
-		next = noticeNext
-	}
-	for _, p := range plan.Keep {
+	for _, p := range keep {
+		sa := byKey[v1alpha1.ReaderKey(p.ID)]
 		if p.Legacy {
 			// Named a legacy member by this cluster's admin: a credential in the clear,
 			// whatever key it advertises (the seed's controller advertises none).
-			renewAt, err := r.ensureLegacyToken(ctx, own, p, byKey[v1alpha1.ReaderKey(p.ID)], server, ca)
+			renewAt, err := r.ensureLegacyToken(ctx, own, p, sa, server, ca)
 			if err != nil {
 				log.Error(err, "issuing a reader credential in the clear to a legacy peer", "peer", p.ID)
-				firstErr = errors.Join(firstErr, err)
+				errs = errors.Join(errs, err)
 			} else if renewAt.Before(next) {
 				next = renewAt
 			}
 		}
-		key, known := r.PeerKeys.Get(p.ID)
-		if !known {
-			// Its own Cluster has not been read yet: the read triggers a reconcile.
-			log.V(1).Info("not issuing a reader credential yet: the peer's own Cluster has not been read", "peer", p.ID, "peerName", p.Name)
-			continue
-		}
-		p.PublicKey = key
-		if p.PublicKey == "" {
-			// Nothing is issued in clear: every reader of this registry namespace could
-			// read it. The peer's Cluster says so (ReaderKeyReady False, NoReaderKey),
-			// and the peer's key, once advertised, triggers a reconcile.
-			if !p.Legacy && r.firstBadKey(p.ID, noKey) {
-				log.Info("not issuing a reader credential: the peer advertises no public key to seal it to", "peer", p.ID, "peerName", p.Name, "annotation", v1alpha1.ReaderPublicKeyAnnotation)
-			}
-			firstErr = errors.Join(firstErr, r.dropClear(ctx, p))
-			continue
-		}
-		if _, err := seal.ParsePublicKey(p.PublicKey); err != nil {
-			// Nothing is issued to a key no credential can be sealed to. Not an error
-			// to retry: the peer's Cluster says so (ReaderKeyReady False,
-			// ReaderKeyInvalid), and the peer's next key triggers a reconcile.
-			if r.firstBadKey(p.ID, p.PublicKey) {
-				log.Info("not issuing a reader credential: the peer advertises a public key no credential can be sealed to",
-					"peer", p.ID, "peerName", p.Name, "annotation", v1alpha1.ReaderPublicKeyAnnotation, "error", err.Error())
-			}
-			firstErr = errors.Join(firstErr, r.dropClear(ctx, p))
-			continue
-		}
-		renewAt, err := r.ensureToken(ctx, own, p, byKey[v1alpha1.ReaderKey(p.ID)], server, ca)
-		if err != nil {
-			log.Error(err, "issuing a reader credential", "peer", p.ID)
-			firstErr = errors.Join(firstErr, err)
-			continue
-		}
-		if renewAt.Before(next) {
+		renewAt, issued, err := r.issueSealed(ctx, own, p, sa, server, ca)
+		errs = errors.Join(errs, err)
+		if issued && renewAt.Before(next) {
 			next = renewAt
 		}
 	}
-	wait := next.Sub(r.now())
-	if wait < time.Second {
-		wait = time.Second
+	return next, errs
+}
+
+// issueSealed issues or renews the sealed credential of peer p once its own Cluster
+// has been read (PeerKeys), and returns when it is due (issued). A peer that advertises
+// no key, or one no credential can be sealed to, is issued nothing, and a credential in
+// the clear an earlier version issued it is deleted (dropClear): a malformed or missing
+// key is not an error to retry (the peer's Cluster says so, and its next key triggers
+// a reconcile), and it is logged once.
+func (r *Reconciler) issueSealed(ctx context.Context, own *v1alpha1.Cluster, p Peer, sa *corev1.ServiceAccount, server string, ca []byte) (renewAt time.Time, issued bool, err error) {
+	log := logf.FromContext(ctx)
+	key, known := r.PeerKeys.Get(p.ID)
+	if !known {
+		// Its own Cluster has not been read yet: the read triggers a reconcile.
+		log.V(1).Info("not issuing a reader credential yet: the peer's own Cluster has not been read", "peer", p.ID, "peerName", p.Name)
+		return time.Time{}, false, nil
 	}
-	return reconcile.Result{RequeueAfter: wait}, firstErr
+	p.PublicKey = key
+	if p.PublicKey == "" {
+		// Nothing is issued in clear: every reader of this registry namespace could
+		// read it. The peer's Cluster says so (ReaderKeyReady False, NoReaderKey),
+		// and the peer's key, once advertised, triggers a reconcile.
+		if !p.Legacy && r.firstBadKey(p.ID, noKey) {
+			log.Info("not issuing a reader credential: the peer advertises no public key to seal it to", "peer", p.ID, "peerName", p.Name, "annotation", v1alpha1.ReaderPublicKeyAnnotation)
+		}
+		return time.Time{}, false, r.dropClear(ctx, p)
+	}
+	if _, err := seal.ParsePublicKey(p.PublicKey); err != nil {
+		// Nothing is issued to a key no credential can be sealed to. Not an error
+		// to retry: the peer's Cluster says so (ReaderKeyReady False,
+		// ReaderKeyInvalid), and the peer's next key triggers a reconcile.
+		if r.firstBadKey(p.ID, p.PublicKey) {
+			log.Info("not issuing a reader credential: the peer advertises a public key no credential can be sealed to",
+				"peer", p.ID, "peerName", p.Name, "annotation", v1alpha1.ReaderPublicKeyAnnotation, "error", err.Error())
+		}
+		return time.Time{}, false, r.dropClear(ctx, p)
+	}
+	renewAt, err = r.ensureToken(ctx, own, p, sa, server, ca)
+	if err != nil {
+		log.Error(err, "issuing a reader credential", "peer", p.ID)
+		return time.Time{}, false, err
+	}
+	return renewAt, true, nil
 }
 
 // deleteIssued deletes the Secrets holding the tokens this cluster issued to its peers.
@@ -402,7 +472,9 @@ func (r *Reconciler) advertised(ctx context.Context, own *v1alpha1.Cluster) (str
 	return rd.Server, rd.CAData, true
 }
 
-// ensureToken keeps the Secret with peer p's token valid and returns when it is due.
+// ensureToken keeps the Secret with peer p's token valid and returns when it is due: a
+// Secret not due (Due, and its notice token not due) is left alone; otherwise a new
+// credential is issued and sealed (sealedCredential) and written (writeIssued).
 func (r *Reconciler) ensureToken(ctx context.Context, own *v1alpha1.Cluster, p Peer, sa *corev1.ServiceAccount, server string, ca []byte) (time.Time, error) {
 	name := v1alpha1.IssuedReaderSecretName(p.ID)
 	var existing corev1.Secret
@@ -417,23 +489,45 @@ func (r *Reconciler) ensureToken(ctx context.Context, own *v1alpha1.Cluster, p P
 		renewAt, _ := time.Parse(time.RFC3339, existing.Annotations[v1alpha1.TokenRenewAfterAnnotation])
 		return renewAt, nil
 	}
-	// Checked before a token is minted: a key that cannot be sealed to gets none.
-	if _, err := seal.ParsePublicKey(p.PublicKey); err != nil {
-		return time.Time{}, fmt.Errorf("cluster %s advertises a public key (%s on its Cluster) no credential can be sealed to: %w", p.Name, v1alpha1.ReaderPublicKeyAnnotation, err)
-	}
-	issued, err := bootstrap.IssueReader(ctx, r.Tokens(sa.Namespace), sa.Name, sa.UID, r.TokenLifetime, now, r.Identity.Name, server, ca)
+	desired, renewAt, err := r.sealedCredential(ctx, p, sa, server, ca, noticeName, now)
 	if err != nil {
-		return time.Time{}, apiError("requesting a token of "+sa.Namespace+"/"+sa.Name+" for cluster "+p.Name, err)
+		return time.Time{}, err
+	}
+	if raced, err := r.writeIssued(ctx, &existing, found, &desired); err != nil {
+		return time.Time{}, err
+	} else if raced {
+		return now.Add(time.Second), nil // the cache has not seen our last write yet
+	}
+	annotations := desired.Annotations
+	logf.FromContext(ctx).Info("issued a reader credential", "peer", p.ID, "peerName", p.Name, "serviceAccount", sa.Namespace+"/"+sa.Name,
+		"sealedTo", annotations[v1alpha1.SealedToAnnotation],
+		"expires", annotations[v1alpha1.TokenExpiresAtAnnotation], "renewAfter", renewAt.UTC().Format(time.RFC3339))
+	if !found {
+		r.event(own, corev1.EventTypeNormal, EventReasonReaderIssued, "reader ServiceAccount %s/%s issued to cluster %s (clusterID %s)", sa.Namespace, sa.Name, p.Name, p.ID)
+	}
+	return renewAt, nil
+}
+
+// sealedCredential issues a token of p's reader ServiceAccount sa for server and ca,
+// seals its kubeconfig to p's public key (only p can open it: the other peers' readers,
+// and every holder of the bootstrap credential, may read the Secret), with the notice
+// token sealed beside it, and returns the Secret that holds them and when it is due.
+// A key that cannot be sealed to gets no token: it is checked before one is minted.
+func (r *Reconciler) sealedCredential(ctx context.Context, p Peer, sa *corev1.ServiceAccount, server string, ca []byte, noticeName string, now time.Time) (corev1.Secret, time.Time, error) {
+	if _, err := seal.ParsePublicKey(p.PublicKey); err != nil {
+		return corev1.Secret{}, time.Time{}, fmt.Errorf("cluster %s advertises a public key (%s on its Cluster) no credential can be sealed to: %w", p.Name, v1alpha1.ReaderPublicKeyAnnotation, err)
+	}
+	issued, err := issue.IssueReader(ctx, r.Tokens(sa.Namespace), sa.Name, sa.UID, r.TokenLifetime, now, r.Identity.Name, server, ca)
+	if err != nil {
+		return corev1.Secret{}, time.Time{}, apiError("requesting a token of "+sa.Namespace+"/"+sa.Name+" for cluster "+p.Name, err)
 	}
 	renewAt, data := issued.RenewAt, issued.Kubeconfig
 	annotations := issued.Annotations
 	annotations[v1alpha1.PeerClusterIDAnnotation] = string(p.ID)
 	annotations[v1alpha1.PeerClusterNameAnnotation] = p.Name
-	// Only p can open it: the other peers' readers, and every holder of the bootstrap
-	// credential, may read this Secret.
 	sealed, err := seal.Seal(p.PublicKey, r.Identity.ID, p.ID, data)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("sealing the reader credential of cluster %s to the public key on its Cluster (%s): %w", p.Name, v1alpha1.ReaderPublicKeyAnnotation, err)
+		return corev1.Secret{}, time.Time{}, fmt.Errorf("sealing the reader credential of cluster %s to the public key on its Cluster (%s): %w", p.Name, v1alpha1.ReaderPublicKeyAnnotation, err)
 	}
 	secretData := map[string][]byte{v1alpha1.SealedKubeconfigKey: sealed}
 	annotations[v1alpha1.SealedToAnnotation] = seal.Fingerprint(p.PublicKey)
@@ -447,46 +541,47 @@ func (r *Reconciler) ensureToken(ctx context.Context, own *v1alpha1.Cluster, p P
 	} else if sealedNotice != nil {
 		secretData[v1alpha1.SealedNoticeKey] = sealedNotice
 	}
-	desired := corev1.Secret{
+	return corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace:   r.Namespace,
-			Name:        name,
+			Name:        v1alpha1.IssuedReaderSecretName(p.ID),
 			Labels:      map[string]string{"app.kubernetes.io/part-of": "kubectl-registry", v1alpha1.ReaderForLabel: v1alpha1.ReaderKey(p.ID)},
 			Annotations: annotations,
 		},
 		Type: v1alpha1.SecretTypeClusterRegistry,
 		Data: secretData,
-	}
+	}, renewAt, nil
+}
+
+// writeIssued writes the issued credential desired over existing (found: it exists):
+// created, replaced when of another type (a Secret's type cannot change), else updated.
+// raced says it was created meanwhile (the cache has not seen our last write yet).
+func (r *Reconciler) writeIssued(ctx context.Context, existing *corev1.Secret, found bool, desired *corev1.Secret) (raced bool, err error) {
+	name := desired.Name
 	switch {
 	case !found:
-		if err := r.Client.Create(ctx, &desired, client.FieldOwner(v1alpha1.FieldManager)); err != nil {
+		if err := r.Client.Create(ctx, desired, client.FieldOwner(v1alpha1.FieldManager)); err != nil {
 			if apierrors.IsAlreadyExists(err) {
-				return now.Add(time.Second), nil // the cache has not seen our last write yet
+				return true, nil
 			}
-			return time.Time{}, apiError("creating the reader credential Secret "+r.Namespace+"/"+name, err)
+			return false, apiError("creating the reader credential Secret "+r.Namespace+"/"+name, err)
 		}
 	case existing.Type != desired.Type:
 		uid := existing.UID
-		if err := r.Client.Delete(ctx, &existing, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
-			return time.Time{}, apiError("replacing the Secret "+r.Namespace+"/"+name, err)
+		if err := r.Client.Delete(ctx, existing, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
+			return false, apiError("replacing the Secret "+r.Namespace+"/"+name, err)
 		}
-		if err := r.Client.Create(ctx, &desired, client.FieldOwner(v1alpha1.FieldManager)); err != nil {
-			return time.Time{}, apiError("creating the reader credential Secret "+r.Namespace+"/"+name, err)
+		if err := r.Client.Create(ctx, desired, client.FieldOwner(v1alpha1.FieldManager)); err != nil {
+			return false, apiError("creating the reader credential Secret "+r.Namespace+"/"+name, err)
 		}
 	default:
 		updated := existing.DeepCopy()
 		updated.Labels, updated.Annotations, updated.Data, updated.StringData = desired.Labels, desired.Annotations, desired.Data, nil
 		if err := r.Client.Update(ctx, updated, client.FieldOwner(v1alpha1.FieldManager)); err != nil {
-			return time.Time{}, apiError("updating the reader credential Secret "+r.Namespace+"/"+name, err)
+			return false, apiError("updating the reader credential Secret "+r.Namespace+"/"+name, err)
 		}
 	}
-	logf.FromContext(ctx).Info("issued a reader credential", "peer", p.ID, "peerName", p.Name, "serviceAccount", sa.Namespace+"/"+sa.Name,
-		"sealedTo", annotations[v1alpha1.SealedToAnnotation],
-		"expires", annotations[v1alpha1.TokenExpiresAtAnnotation], "renewAfter", renewAt.UTC().Format(time.RFC3339))
-	if !found {
-		r.event(own, corev1.EventTypeNormal, EventReasonReaderIssued, "reader ServiceAccount %s/%s issued to cluster %s (clusterID %s)", sa.Namespace, sa.Name, p.Name, p.ID)
-	}
-	return renewAt, nil
+	return false, nil
 }
 
 // ensureBootstrapRole makes the rules of the Role v1alpha1.BootstrapRoleName rules
@@ -547,7 +642,7 @@ func (r *Reconciler) event(own *v1alpha1.Cluster, typ, reason, format string, ar
 }
 
 // ownCluster returns the local cluster's own Cluster among clusters, or nil.
-func ownCluster(clusters []v1alpha1.Cluster, id bootstrap.Identity) *v1alpha1.Cluster {
+func ownCluster(clusters []v1alpha1.Cluster, id issue.Identity) *v1alpha1.Cluster {
 	for i := range clusters {
 		if clusters[i].Name == id.Name && clusters[i].Spec.ClusterID == id.ID {
 			return &clusters[i]
@@ -583,7 +678,7 @@ func (r *Reconciler) ensureLegacyToken(ctx context.Context, own *v1alpha1.Cluste
 		renewAt, _ := time.Parse(time.RFC3339, existing.Annotations[v1alpha1.TokenRenewAfterAnnotation])
 		return renewAt, nil
 	}
-	issued, err := bootstrap.IssueReader(ctx, r.Tokens(sa.Namespace), sa.Name, sa.UID, r.legacyLifetime(), now, r.Identity.Name, server, ca)
+	issued, err := issue.IssueReader(ctx, r.Tokens(sa.Namespace), sa.Name, sa.UID, r.legacyLifetime(), now, r.Identity.Name, server, ca)
 	if err != nil {
 		return time.Time{}, apiError("requesting a token of "+sa.Namespace+"/"+sa.Name+" for legacy peer "+p.Name, err)
 	}

@@ -27,7 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
-	"github.com/kubectl-registry/kubectl-registry/reconciler/bootstrap"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials/issue"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials/seal"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 )
@@ -39,7 +39,7 @@ type minter struct {
 	calls []string
 }
 
-func (m *minter) forNamespace(ns string) bootstrap.TokenMinter { return nsMinter{m: m, ns: ns} }
+func (m *minter) forNamespace(ns string) issue.TokenMinter { return nsMinter{m: m, ns: ns} }
 
 type nsMinter struct {
 	m  *minter
@@ -84,7 +84,7 @@ func fixture(t *testing.T, extra ...client.Object) (client.Client, *Reconciler, 
 	r := &Reconciler{
 		PeerKeys: keys,
 		Client:   c, APIReader: c, Tokens: m.forNamespace,
-		Identity:      bootstrap.Identity{ID: idL, Name: "l"},
+		Identity:      issue.Identity{ID: idL, Name: "l"},
 		Namespace:     registryNS,
 		TokenLifetime: 24 * time.Hour,
 		Departed:      func(time.Time, []v1alpha1.Cluster) map[types.UID]bool { return nil },

@@ -4,7 +4,10 @@
 // cluster it describes (the offered token must authenticate against the pinned server,
 // which must answer as that cluster), and writes the copies, marked with the ID of the
 // cluster they describe (the ownership annotation and label). Updates are merge patches,
-// so they do not lose races with status writes.
+// so they do not lose races with status writes. It also reads the departure notices the
+// members keep of this cluster (notice.go) for the planner. It owns the membership
+// copies (Cluster CRs and reader Secrets of other members); what to write is the
+// planner's decision, the credentials are package credentials'.
 package membership
 
 import (
@@ -29,7 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
-	"github.com/kubectl-registry/kubectl-registry/reconciler/bootstrap"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials/issue"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/peers"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/planner/members"
@@ -50,7 +53,7 @@ type Views interface {
 // (one work item): the group is small and events coalesce.
 type Reconciler struct {
 	Client    client.Client
-	Identity  bootstrap.Identity
+	Identity  issue.Identity
 	Peers     Views
 	Namespace string
 	Recorder  record.EventRecorder
@@ -63,7 +66,7 @@ type Reconciler struct {
 	Conflicts *RelayConflicts
 	// Keys holds this cluster's key pair, which opens the departure notice tokens the
 	// members issued it; nil reads no notice.
-	Keys *bootstrap.Keys
+	Keys *issue.Keys
 	// ReadNotice reads a departure notice (peers.ReadNotice); nil means that.
 	ReadNotice func(ctx context.Context, server string, ca []byte, token string, addresses kubeconfig.AddressPolicy, namespace, name string) (*corev1.ConfigMap, error)
 
@@ -125,7 +128,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-// Reconcile reads every Ready peer and writes the copies the plan asks for.
+// Reconcile reads every Ready peer and writes the copies the plan asks for: it reads
+// the local Cluster CRs and Secrets and the peers' views (readViews) and the departure
+// notices, plans (plan, which verifies the relays), reports what was refused, writes
+// (carryOut), and says when to read again (requeue).
 func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
 	log := logf.FromContext(ctx)
 	in := members.Input{LocalID: r.Identity.ID, LocalName: r.Identity.Name, Namespace: r.Namespace}
@@ -139,37 +145,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		return reconcile.Result{}, err
 	}
 	in.Local.Secrets = secrets.Items
-
-	// A legacy peer (named so by this cluster's admin) is read with the reader Secret its
-	// Cluster names, not a credential of its own: its membership is not taken, as from a
-	// peer read with its bootstrap credential (it holds, for the other members, the
-	// credentials they issued it in the clear).
-	legacy := map[types.UID]bool{}
-	for i := range clusters.Items {
-		if v1alpha1.IsLegacyPeer(&clusters.Items[i]) {
-			legacy[clusters.Items[i].Spec.ClusterID] = true
-		}
-	}
-	for _, p := range r.Peers.List() {
-		rd := p.Reader()
-		if rd == nil || !p.Ready {
-			in.Unreachable = append(in.Unreachable, p.ClusterID)
-			continue
-		}
-		view := members.View{Name: p.Name, ClusterID: p.ClusterID, Bootstrap: p.Bootstrap || legacy[p.ClusterID]}
-		var pc v1alpha1.ClusterList
-		if err := rd.List(ctx, &pc); err != nil {
-			in.Unreachable = append(in.Unreachable, p.ClusterID)
-			continue
-		}
-		var ps corev1.SecretList
-		if err := rd.List(ctx, &ps, client.InNamespace(r.Namespace)); err != nil {
-			in.Unreachable = append(in.Unreachable, p.ClusterID)
-			continue
-		}
-		view.Clusters, view.Secrets = pc.Items, ps.Items
-		in.Peers = append(in.Peers, view)
-	}
+	in.Peers, in.Unreachable = r.readViews(ctx, clusters.Items)
 
 	in.Now = r.now()
 	in.Notices = r.readNotices(ctx, clusters.Items, secrets.Items, in.Peers)
@@ -181,6 +157,59 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		log.Info("cluster not learnt: the members that relay it disagree", "clusters", c.Names, "reason", c.Message())
 	}
 	r.Conflicts.Set(conflicts)
+	firstErr := r.carryOut(ctx, clusters.Items, plan, verified)
+	for _, c := range plan.Conflicts {
+		log.Info("membership copy not written", "reason", c)
+	}
+	for _, c := range plan.Refused {
+		log.Info("membership copy refused", "reason", c)
+	}
+	if firstErr != nil {
+		return reconcile.Result{}, firstErr
+	}
+	return r.requeue(in.Peers), nil
+}
+
+// readViews reads the Cluster CRs and registry Secrets of every Ready peer; a peer not
+// Ready, or whose read fails, is unreachable. A legacy peer (named so by this cluster's
+// admin) is read with the reader Secret its Cluster names, not a credential of its
+// own: its membership is not taken, as from a peer read with its bootstrap credential
+// (it holds, for the other members, the credentials they issued it in the clear).
+func (r *Reconciler) readViews(ctx context.Context, clusters []v1alpha1.Cluster) (views []members.View, unreachable []types.UID) {
+	legacy := map[types.UID]bool{}
+	for i := range clusters {
+		if v1alpha1.IsLegacyPeer(&clusters[i]) {
+			legacy[clusters[i].Spec.ClusterID] = true
+		}
+	}
+	for _, p := range r.Peers.List() {
+		rd := p.Reader()
+		if rd == nil || !p.Ready {
+			unreachable = append(unreachable, p.ClusterID)
+			continue
+		}
+		view := members.View{Name: p.Name, ClusterID: p.ClusterID, Bootstrap: p.Bootstrap || legacy[p.ClusterID]}
+		var pc v1alpha1.ClusterList
+		if err := rd.List(ctx, &pc); err != nil {
+			unreachable = append(unreachable, p.ClusterID)
+			continue
+		}
+		var ps corev1.SecretList
+		if err := rd.List(ctx, &ps, client.InNamespace(r.Namespace)); err != nil {
+			unreachable = append(unreachable, p.ClusterID)
+			continue
+		}
+		view.Clusters, view.Secrets = pc.Items, ps.Items
+		views = append(views, view)
+	}
+	return views, unreachable
+}
+
+// carryOut writes the plan's writes, but those to verify that did not verify, and
+// records a Cluster deleted for a departure as an event on the local Cluster. A failed
+// write is logged and the others go on; the first failure is returned.
+func (r *Reconciler) carryOut(ctx context.Context, clusters []v1alpha1.Cluster, plan members.Result, verified map[string]bool) error {
+	log := logf.FromContext(ctx)
 	var firstErr error
 	for _, w := range plan.Writes {
 		if w.Verify && !verified[w.RelayKey] {
@@ -195,7 +224,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		}
 		log.Info("membership copy written", "op", w.Op, "kind", members.KindOf(w.Object), "name", client.ObjectKeyFromObject(w.Object).String(), "from", w.From, "describes", w.Describes)
 		if _, isCluster := w.Object.(*v1alpha1.Cluster); isCluster && w.Op == members.OpDelete && r.Recorder != nil {
-			if own := ownCluster(clusters.Items, r.Identity); own != nil {
+			if own := ownCluster(clusters, r.Identity); own != nil {
 				reason, msg := "ClusterLeft", fmt.Sprintf("cluster %s (clusterID %s) left the group: its Cluster and reader Secret copy were deleted here", w.Object.GetName(), w.Describes)
 				if _, selfLeft := plan.Departed[r.Identity.ID]; selfLeft {
 					reason, msg = "LeftGroup", fmt.Sprintf("this cluster left the group: its copy of cluster %s (clusterID %s) was deleted", w.Object.GetName(), w.Describes)
@@ -204,29 +233,26 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 			}
 		}
 	}
-	for _, c := range plan.Conflicts {
-		log.Info("membership copy not written", "reason", c)
-	}
-	for _, c := range plan.Refused {
-		log.Info("membership copy refused", "reason", c)
-	}
-	if firstErr != nil {
-		return reconcile.Result{}, firstErr
-	}
+	return firstErr
+}
+
+// requeue says when the membership is read again without an event: soon while a relay
+// is skipped (its cluster unreachable), while a notice of a member not Ready is pending
+// (read again, with no event to wake this reconciler), or while a peer is read with its
+// bootstrap credential (whose reads send no events); else after resyncPeriod.
+func (r *Reconciler) requeue(views []members.View) reconcile.Result {
 	if len(r.skippedRelays()) > 0 {
-		return reconcile.Result{RequeueAfter: unreachableRelayFor}, nil
+		return reconcile.Result{RequeueAfter: unreachableRelayFor}
 	}
 	if r.noticesPending() {
-		// A member that is not Ready and issued this cluster a notice token: its notice
-		// is read again, with no event to wake this reconciler.
-		return reconcile.Result{RequeueAfter: noticeEvery}, nil
+		return reconcile.Result{RequeueAfter: noticeEvery}
 	}
-	for _, v := range in.Peers {
+	for _, v := range views {
 		if v.Bootstrap {
-			return reconcile.Result{RequeueAfter: bootstrapPoll}, nil
+			return reconcile.Result{RequeueAfter: bootstrapPoll}
 		}
 	}
-	return reconcile.Result{RequeueAfter: resyncPeriod}, nil
+	return reconcile.Result{RequeueAfter: resyncPeriod}
 }
 
 // plan runs members.Plan until every reader Secret that did not come from the cluster it is for
@@ -327,7 +353,7 @@ func (r *Reconciler) report(clusters []v1alpha1.Cluster, refused []string) {
 }
 
 // ownCluster returns the local cluster's own Cluster among clusters, or nil.
-func ownCluster(clusters []v1alpha1.Cluster, id bootstrap.Identity) *v1alpha1.Cluster {
+func ownCluster(clusters []v1alpha1.Cluster, id issue.Identity) *v1alpha1.Cluster {
 	for i := range clusters {
 		if clusters[i].Name == id.Name && clusters[i].Spec.ClusterID == id.ID {
 			return &clusters[i]

@@ -12,7 +12,6 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
-	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials/seal"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/peers"
@@ -104,9 +103,9 @@ func (r *Reconciler) readNotice(ctx context.Context, c *v1alpha1.Cluster, key *s
 	x := c.Spec.ClusterID
 	pin, ok := kubeconfig.Read(pinnedSecret.Data[v1alpha1.KubeconfigKey])
 	raw, err := key.Open(x, r.Identity.ID, received.Data[v1alpha1.SealedNoticeKey])
-	var notice credentials.Notice
+	var notice members.Notice
 	if err == nil {
-		notice, err = credentials.ParseNotice(raw)
+		notice, err = members.ParseNotice(raw)
 	}
 	switch {
 	case !ok || pin.Server == "":

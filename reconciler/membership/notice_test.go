@@ -19,10 +19,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
-	"github.com/kubectl-registry/kubectl-registry/reconciler/bootstrap"
-	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials/issue"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials/seal"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/planner/members"
 )
 
 // TestReconcileNotices: the local cluster l reads none of its members a and c (they
@@ -63,7 +63,7 @@ func TestReconcileNotices(t *testing.T) {
 			objs[1].SetAnnotations(nil)
 			return objs
 		}
-		data, err := credentials.Notice{Token: "notice-token-of-" + n, Name: name(n)}.Marshal()
+		data, err := members.Notice{Token: "notice-token-of-" + n, Name: name(n)}.Marshal()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -115,9 +115,9 @@ func TestReconcileNotices(t *testing.T) {
 				}
 				return nil, apierrors.NewForbidden(corev1.Resource("configmaps"), n, fmt.Errorf("not listed"))
 			}
-			r := &Reconciler{Client: local, Identity: bootstrap.Identity{Name: "l", ID: ids["l"]}, Namespace: ns,
+			r := &Reconciler{Client: local, Identity: issue.Identity{Name: "l", ID: ids["l"]}, Namespace: ns,
 				Peers: views{{Name: "a", ClusterID: ids["a"], State: v1alpha1.ClusterStateInvalidAuthInfo}, {Name: "c", ClusterID: ids["c"], State: v1alpha1.ClusterStateInvalidAuthInfo}},
-				Keys:  bootstrap.NewKeys(localKey), ReadNotice: read, Now: func() time.Time { return now }}
+				Keys:  issue.NewKeys(localKey), ReadNotice: read, Now: func() time.Time { return now }}
 			res, err := r.Reconcile(t.Context(), reconcile.Request{})
 			if err != nil {
 				t.Fatal(err)

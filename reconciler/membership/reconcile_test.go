@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
-	"github.com/kubectl-registry/kubectl-registry/reconciler/bootstrap"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials/issue"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/peers"
 )
@@ -110,7 +110,7 @@ func TestReconcile(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			local := fake.NewClientBuilder().WithScheme(scheme).WithObjects(append(own("l", "uid-l"), tt.local...)...).WithInterceptorFuncs(tt.funcs).Build()
-			r := &Reconciler{Client: local, Identity: bootstrap.Identity{Name: "l", ID: "uid-l"}, Peers: tt.peers, Namespace: ns}
+			r := &Reconciler{Client: local, Identity: issue.Identity{Name: "l", ID: "uid-l"}, Peers: tt.peers, Namespace: ns}
 			_, err := r.Reconcile(t.Context(), reconcile.Request{})
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("Reconcile: %v, want an error: %t", err, tt.wantErr)

@@ -531,11 +531,10 @@ func (c *conn) run(ctx context.Context, cfg *rest.Config) {
 	}
 }
 
-// serve starts the peer's cache, waits for it to sync and checks the peer's health until
-// ctx is done or the peer's answers are refused (refuse): then the cache is stopped and
-// serve returns true.
+// serve starts the peer's cache (newCache, watch), waits for it to sync and checks the
+// peer's health (healthLoop) until ctx is done or the peer's answers are refused
+// (refuse): then the cache is stopped and serve returns true.
 func (c *conn) serve(ctx context.Context, direct client.Reader, watchCfg *rest.Config, watches *http.Client) bool {
-	opts := c.m.opts
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	c.mu.Lock()
@@ -545,19 +544,51 @@ func (c *conn) serve(ctx context.Context, direct client.Reader, watchCfg *rest.C
 	}
 	c.stopCache = stop
 	c.mu.Unlock()
-	refused := func() bool {
-		select {
-		case <-c.refused:
-			return true
-		default:
-			return false
-		}
+	cch, kinds, err := c.newCache(watchCfg, watches)
+	if err != nil {
+		c.set(func(p *Peer) { p.Message = fmt.Sprintf("building the cache: %v", err) })
+		return false
 	}
+	if err := c.watch(ctx, cch, kinds); err != nil {
+		c.set(func(p *Peer) { p.Message = fmt.Sprintf("watching the peer: %v", err) })
+		return false
+	}
+	go func() { _ = cch.Start(ctx) }()
+	syncCtx, cancel := context.WithTimeout(ctx, cacheSyncTimeout)
+	synced := cch.WaitForCacheSync(syncCtx)
+	cancel()
+	if c.isRefused() {
+		return true
+	}
+	if ctx.Err() != nil {
+		return false
+	}
+	if synced {
+		c.markSynced(cch, watchCfg, watches)
+	}
+	return c.healthLoop(ctx, direct, cch, synced, watchCfg, watches)
+}
+
+// isRefused reports whether the peer's answers were refused (refuse) since the last
+// look.
+func (c *conn) isRefused() bool {
+	select {
+	case <-c.refused:
+		return true
+	default:
+		return false
+	}
+}
+
+// newCache builds the cache of the peer's membership and the kinds it watches: the
+// Clusters, the Secrets of the registry namespace and the ClusterFeatures; with the
+// bootstrap credential only what it may read: the Clusters, and the credential the
+// peer issued to this cluster, by name.
+func (c *conn) newCache(watchCfg *rest.Config, watches *http.Client) (cache.Cache, []client.Object, error) {
+	opts := c.m.opts
 	secrets := cache.Config{}
 	kinds := []client.Object{&v1alpha1.Cluster{}, &corev1.Secret{}, &v1alpha1.ClusterFeature{}}
 	if c.snapshot().Bootstrap {
-		// What the bootstrap credential may read: the Clusters, and the credential the
-		// peer issued to this cluster, by name.
 		secrets.FieldSelector = fields.OneTermEqualSelector("metadata.name", v1alpha1.IssuedReaderSecretName(opts.LocalID))
 		kinds = kinds[:2]
 	}
@@ -577,51 +608,50 @@ func (c *conn) serve(ctx context.Context, direct client.Reader, watchCfg *rest.C
 		// Each informer holds at most MaxMembershipObjects objects (membershipCap).
 		NewInformer: c.newInformer,
 	})
-	if err != nil {
-		c.set(func(p *Peer) { p.Message = fmt.Sprintf("building the cache: %v", err) })
-		return false
-	}
+	return cch, kinds, err
+}
+
+// watch starts an informer of each kind in cch, each change of which notifies the
+// Manager's subscribers.
+func (c *conn) watch(ctx context.Context, cch cache.Cache, kinds []client.Object) error {
 	name := c.snapshot().Name
 	notify := func() { c.m.notify(name) }
 	for _, obj := range kinds {
 		inf, err := cch.GetInformer(ctx, obj)
 		if err != nil {
-			c.set(func(p *Peer) { p.Message = fmt.Sprintf("watching the peer: %v", err) })
-			return false
+			return err
 		}
 		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 			AddFunc:    func(any) { notify() },
 			UpdateFunc: func(any, any) { notify() },
 			DeleteFunc: func(any) { notify() },
 		}); err != nil {
-			c.set(func(p *Peer) { p.Message = fmt.Sprintf("watching the peer: %v", err) })
-			return false
+			return err
 		}
 	}
-	go func() { _ = cch.Start(ctx) }()
-	syncCtx, cancel := context.WithTimeout(ctx, cacheSyncTimeout)
-	synced := cch.WaitForCacheSync(syncCtx)
-	cancel()
-	if refused() {
-		return true
-	}
-	if ctx.Err() != nil {
-		return false
-	}
-	if synced {
-		c.set(func(p *Peer) {
-			if c.refusal == "" {
-				p.Synced, p.reader, p.config, p.http = true, cch, watchCfg, watches
-			}
-		})
-	}
+	return nil
+}
 
+// markSynced makes the synced cache the peer's reader, unless its answers were refused.
+func (c *conn) markSynced(cch cache.Cache, watchCfg *rest.Config, watches *http.Client) {
+	c.set(func(p *Peer) {
+		if c.refusal == "" {
+			p.Synced, p.reader, p.config, p.http = true, cch, watchCfg, watches
+		}
+	})
+}
+
+// healthLoop checks the peer's health every HealthInterval, and waits for a cache not
+// synced yet, until ctx is done or the peer's answers are refused (true: serve again
+// once the refusal has passed) or retrying cannot help (terminal).
+func (c *conn) healthLoop(ctx context.Context, direct client.Reader, cch cache.Cache, synced bool, watchCfg *rest.Config, watches *http.Client) bool {
+	opts := c.m.opts
 	ticker := time.NewTicker(opts.HealthInterval)
 	defer ticker.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return refused()
+			return c.isRefused()
 		case <-c.refused:
 			return true
 		case <-ticker.C:
@@ -632,11 +662,7 @@ func (c *conn) serve(ctx context.Context, direct client.Reader, watchCfg *rest.C
 			synced = cch.WaitForCacheSync(sctx)
 			cancel()
 			if synced {
-				c.set(func(p *Peer) {
-					if c.refusal == "" {
-						p.Synced, p.reader, p.config, p.http = true, cch, watchCfg, watches
-					}
-				})
+				c.markSynced(cch, watchCfg, watches)
 			}
 		}
 		if c.terminal() {

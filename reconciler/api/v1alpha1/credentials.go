@@ -184,7 +184,7 @@ const (
 	// the peer expires (RFC 3339); the notice is deleted after.
 	NoticeUntilAnnotation = "cluster-registry.k8s.cisco.com/notice-until"
 	// SealedNoticeKey is the data key, in an issued (and received) reader credential, of
-	// the notice token and the notice's name (JSON, see credentials.Notice), sealed like
-	// the reader kubeconfig.
+	// the notice token and the notice's name (JSON, see members.Notice), sealed like the
+	// reader kubeconfig.
 	SealedNoticeKey = "sealed-notice"
 )

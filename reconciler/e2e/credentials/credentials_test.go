@@ -184,6 +184,12 @@ func TestPerPeerCredentials(t *testing.T) {
 					switch {
 					case c == m && ok:
 						return fmt.Errorf("on %s, its own Cluster has a ReaderCredentialReady condition: %+v", m, rc)
+					case c == m:
+						// WithinSizing: the controller compares its limits (whatever this
+						// machine's cgroup says) with the sizing for its two peers.
+						if ws, ok := conditions.Get(got.Status.Conditions, v1alpha1.ClusterConditionWithinSizing); !ok || !strings.HasPrefix(ws.Message, fmt.Sprintf("%d peers", len(names)-1)) {
+							return fmt.Errorf("on %s, its own Cluster's WithinSizing is %+v (present %v), want one about %d peers", m, ws, ok, len(names)-1)
+						}
 					case c != m && (!ok || rc.Status != corev1.ConditionTrue || rc.Reason != v1alpha1.ReasonIssuedCredential):
 						return fmt.Errorf("on %s, Cluster %s's ReaderCredentialReady is %+v, want True, %s", m, c, rc, v1alpha1.ReasonIssuedCredential)
 					}

@@ -16,39 +16,39 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
-	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials/seal"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/e2e/harness"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/planner/members"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/testbed"
 )
 
 // receivedNotice opens, with the key of the member cl is the API server of (holder), the
 // departure notice credential issuer sealed to it (v1alpha1.SealedNoticeKey of the
 // credential it keeps), as its admin can.
-func receivedNotice(cl client.Client, holder, issuer types.UID) (credentials.Notice, error) {
+func receivedNotice(cl client.Client, holder, issuer types.UID) (members.Notice, error) {
 	ctx := context.Background()
 	var s corev1.Secret
 	if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: v1alpha1.ReceivedReaderSecretName(issuer)}, &s); err != nil {
-		return credentials.Notice{}, err
+		return members.Notice{}, err
 	}
 	sealed := s.Data[v1alpha1.SealedNoticeKey]
 	if len(sealed) == 0 {
-		return credentials.Notice{}, fmt.Errorf("the credential from %s holds no notice token", issuer)
+		return members.Notice{}, fmt.Errorf("the credential from %s holds no notice token", issuer)
 	}
 	var keySecret corev1.Secret
 	if err := cl.Get(ctx, client.ObjectKey{Namespace: v1alpha1.ReadersNamespace(ns), Name: v1alpha1.ReaderKeySecretName}, &keySecret); err != nil {
-		return credentials.Notice{}, err
+		return members.Notice{}, err
 	}
 	key, err := seal.ParsePrivateKey(keySecret.Data[v1alpha1.PrivateKeyKey])
 	if err != nil {
-		return credentials.Notice{}, err
+		return members.Notice{}, err
 	}
 	raw, err := key.Open(issuer, holder, sealed)
 	if err != nil {
-		return credentials.Notice{}, err
+		return members.Notice{}, err
 	}
-	return credentials.ParseNotice(raw)
+	return members.ParseNotice(raw)
 }
 
 // TestStoppedDuringRemoval: first's controller is stopped; second and third remove it
@@ -73,7 +73,7 @@ func TestStoppedDuringRemoval(t *testing.T) {
 		}
 		ids[n] = id
 	}
-	notices := map[string]credentials.Notice{}
+	notices := map[string]members.Notice{}
 	harness.Eventually(t, 60*time.Second, "first holds a notice token of second and of third", func() error {
 		for _, n := range []string{"second", "third"} {
 			nt, err := receivedNotice(first, ids["first"], ids[n])
@@ -209,7 +209,7 @@ func TestHostileNotice(t *testing.T) {
 		}
 		ids[n] = id
 	}
-	var notice credentials.Notice
+	var notice members.Notice
 	harness.Eventually(t, 60*time.Second, "second holds a notice token of first", func() error {
 		var err error
 		notice, err = receivedNotice(second, ids["second"], ids["first"])

@@ -186,8 +186,23 @@ func InForce(now time.Time, localID types.UID, local []v1alpha1.Cluster, views .
 func Decide(now time.Time, localID types.UID, local []v1alpha1.Cluster, views ...View) Decision {
 	dec := Decision{InForce: Departures{}, Tallies: map[types.UID]Tally{}, Admitted: Departures{}}
 	ahead := func(t time.Time) bool { return !now.IsZero() && t.After(now.Add(MaxSkew)) }
-	members := map[types.UID]bool{}
-	disabled := map[types.UID]bool{}
+	members, disabled := membersOf(localID, local)
+	own := ownClusters(localID, local, views)
+	records := dec.readRecords(own, disabled, ahead)
+	dec.tally(records, members)
+	if c := own[localID]; c != nil {
+		dec.holdDecided(c, ahead)
+	}
+	slices.Sort(dec.Problems)
+	dec.Problems = slices.Compact(dec.Problems)
+	return dec
+}
+
+// membersOf returns the members a majority is counted among: the clusters this
+// cluster has a Cluster CR of, itself included; and those of them disabled here, whose
+// records do not count.
+func membersOf(localID types.UID, local []v1alpha1.Cluster) (members, disabled map[types.UID]bool) {
+	members, disabled = map[types.UID]bool{}, map[types.UID]bool{}
 	if localID != "" {
 		members[localID] = true
 	}
@@ -201,7 +216,13 @@ func Decide(now time.Time, localID types.UID, local []v1alpha1.Cluster, views ..
 			disabled[c.Spec.ClusterID] = true
 		}
 	}
-	// Each member's own Cluster, as this cluster reads it.
+	return members, disabled
+}
+
+// ownClusters returns each member's own Cluster, as this cluster reads it: the local
+// cluster's among the local Cluster CRs, each peer's in its own view (the first by name
+// that describes the peer); never a copy of a member another relays.
+func ownClusters(localID types.UID, local []v1alpha1.Cluster, views []View) map[types.UID]*v1alpha1.Cluster {
 	own := map[types.UID]*v1alpha1.Cluster{}
 	if c := OwnCluster(local, localID); c != nil {
 		own[localID] = c
@@ -217,6 +238,15 @@ func Decide(now time.Time, localID types.UID, local []v1alpha1.Cluster, views ..
 			}
 		}
 	}
+	return own
+}
+
+// readRecords reads the records of the members' own Clusters (but those of members
+// disabled here): the admissions into dec.Admitted, and returns the departure records,
+// by departing cluster then member, without those cancelled by a later admission.
+// Records and admissions dated ahead, and a cluster's admission of itself, are refused
+// (dec.Problems).
+func (dec *Decision) readRecords(own map[types.UID]*v1alpha1.Cluster, disabled map[types.UID]bool, ahead func(time.Time) bool) map[types.UID]map[types.UID]time.Time {
 	records := map[types.UID]map[types.UID]time.Time{} // departing cluster -> member -> time
 	for _, m := range slices.Sorted(maps.Keys(own)) {
 		c := own[m]
@@ -257,7 +287,14 @@ func Decide(now time.Time, localID types.UID, local []v1alpha1.Cluster, views ..
 			delete(records, id)
 		}
 	}
-	// Clusters that left by themselves: in force, and neither members nor records.
+	return records
+}
+
+// tally counts the records of each departure into dec.Tallies, and puts those in force
+// in dec.InForce: a cluster that left by itself is in force, and is neither a member
+// nor a record; any other departure is in force once a strict majority of the members
+// record it.
+func (dec *Decision) tally(records map[types.UID]map[types.UID]time.Time, members map[types.UID]bool) {
 	selfLeft := map[types.UID]bool{}
 	for id, byMember := range records {
 		if t, ok := byMember[id]; ok {
@@ -305,29 +342,28 @@ func Decide(now time.Time, localID types.UID, local []v1alpha1.Cluster, views ..
 			dec.InForce[id] = tl.At
 		}
 	}
-	// A departure this cluster's controller decided (its own LeftClustersAnnotation)
-	// holds until an admission cancels it, even when the records that made it are no
-	// longer all read (the departed cluster's own Cluster, a member not Ready now).
-	if c := own[localID]; c != nil {
-		for id, t := range Decided(c) {
-			if _, in := dec.InForce[id]; in || ahead(t) {
-				continue
-			}
-			if adm, ok := dec.Admitted[id]; ok && !t.After(adm) {
-				continue
-			}
-			tl := dec.Tallies[id]
-			tl.InForce = true
-			if tl.At.IsZero() {
-				tl.At = t
-			}
-			dec.Tallies[id] = tl
-			dec.InForce[id] = tl.At
+}
+
+// holdDecided keeps in force the departures this cluster's controller decided (the
+// LeftClustersAnnotation of own, the local cluster's own Cluster) until an admission
+// cancels them, even when the records that made them are no longer all read (the
+// departed cluster's own Cluster, a member not Ready now).
+func (dec *Decision) holdDecided(own *v1alpha1.Cluster, ahead func(time.Time) bool) {
+	for id, t := range Decided(own) {
+		if _, in := dec.InForce[id]; in || ahead(t) {
+			continue
 		}
+		if adm, ok := dec.Admitted[id]; ok && !t.After(adm) {
+			continue
+		}
+		tl := dec.Tallies[id]
+		tl.InForce = true
+		if tl.At.IsZero() {
+			tl.At = t
+		}
+		dec.Tallies[id] = tl
+		dec.InForce[id] = tl.At
 	}
-	slices.Sort(dec.Problems)
-	dec.Problems = slices.Compact(dec.Problems)
-	return dec
 }
 
 // planDepartures keeps the local cluster's own records: LeftClustersAnnotation equal to

@@ -1,11 +1,19 @@
-// Package members is the pure planner of the group's membership: from the local Cluster
-// CRs and reader Secrets and the Ready peers' views it decides which copies to create,
-// update or delete. It is shared by the controller (reconciler/membership carries the
-// plan out) and by `kubectl registry sync-diff --membership` (which shows it), and is
-// split by concern: plan.go (inputs, the choice of a source per member, Plan),
-// clusters.go (Cluster copies), secrets.go (reader Secrets: relays, pinning, token
-// freshness), received.go (per-peer credentials), departures.go (leave: the records, the
-// majority, trusted time, forgetting).
+// Package members is the pure planner of the group's membership: what the group is.
+// From the local Cluster CRs and reader Secrets and the Ready peers' views it decides
+// which copies to create, update or delete, which departures are in force, which
+// departure notices a member keeps, and which credential a connection to a peer uses.
+// It is shared by the controllers (reconciler/membership carries the plan out,
+// reconciler/credentials the notices, reconciler/clusters connects with Choose), by
+// `kubectl registry sync-diff --membership` (which shows the plan) and by `kubectl
+// registry leave` (the departures, Choose), none of which repeats a decision made here.
+// It links apimachinery and our API only (TestLayering). It is split by concern:
+// plan.go (inputs, Plan: the departures, the choice of a source per member and the
+// trust in what it offers, the writes of each member), clusters.go (Cluster copies),
+// secrets.go (reader Secrets: relays, pinning, token freshness), firstcontact.go
+// (clusters learnt through relays), received.go (per-peer credentials), credential.go
+// (Choose: which credential a connection uses), departures.go (leave: the records, the
+// majority, trusted time, forgetting), notices.go (the departure notices a member keeps:
+// PlanNotices) and notice.go (reading one: NoticeView).
 //
 // The rules:
 //   - The local cluster's own Cluster CR and Secret are never written from a peer.

@@ -1,4 +1,4 @@
-package credentials
+package members
 
 import (
 	"testing"
