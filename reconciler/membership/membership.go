@@ -120,7 +120,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("membership").
-		Watches(&v1alpha1.Cluster{}, one).
+		// A Cluster whose heartbeats only changed (the status reconciler refreshes every
+		// Cluster's every --heartbeat-period) changes no plan.
+		Watches(&v1alpha1.Cluster{}, one, builder.WithPredicates(predicate.Funcs{
+			UpdateFunc: func(e event.UpdateEvent) bool { return peers.Changed(e.ObjectOld, e.ObjectNew) },
+		})).
 		Watches(&corev1.Secret{}, one, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			return o.GetNamespace() == r.Namespace
 		}))).

@@ -612,7 +612,7 @@ func (c *conn) newCache(watchCfg *rest.Config, watches *http.Client) (cache.Cach
 }
 
 // watch starts an informer of each kind in cch, each change of which notifies the
-// Manager's subscribers.
+// Manager's subscribers, but an update of a Cluster's heartbeats only (Changed).
 func (c *conn) watch(ctx context.Context, cch cache.Cache, kinds []client.Object) error {
 	name := c.snapshot().Name
 	notify := func() { c.m.notify(name) }
@@ -623,7 +623,11 @@ func (c *conn) watch(ctx context.Context, cch cache.Cache, kinds []client.Object
 		}
 		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 			AddFunc:    func(any) { notify() },
-			UpdateFunc: func(any, any) { notify() },
+			UpdateFunc: func(old, updated any) {
+				if Changed(old, updated) {
+					notify()
+				}
+			},
 			DeleteFunc: func(any) { notify() },
 		}); err != nil {
 			return err
