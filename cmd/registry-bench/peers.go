@@ -357,8 +357,8 @@ func (pr *peerRun) provision(ctx, hctx context.Context, memberID types.UID) erro
 	// first, so that every peer can seal the credential it issues the member before the
 	// member starts (as a group's members have, once they have read its key).
 	var memberKey *seal.Key
+	var err error
 	if !po.legacy {
-		var err error
 		if memberKey, err = seal.GenerateKey(); err != nil {
 			return err
 		}
@@ -366,7 +366,6 @@ func (pr *peerRun) provision(ctx, hctx context.Context, memberID types.UID) erro
 			return err
 		}
 	}
-	var err error
 	if r.MembershipClusters, r.MembershipSecrets, err = fillPeers(pr.sims, memberID, memberKey, pr.sg.CAData(), po.objects); err != nil {
 		return err
 	}
