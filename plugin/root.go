@@ -97,10 +97,21 @@ func NewCmdRegistry(streams genericiooptions.IOStreams) *cobra.Command {
 	cmd.SetFlagErrorFunc(cmdutil.FlagErrorFunc)
 	configFlags.AddFlags(cmd.PersistentFlags())
 
-	// The verbs grouped in help like kubectl's ("Basic Commands", ...): the groups are
-	// kubectl's templates.CommandGroups, shown through cobra's command groups so that help
-	// keeps listing the kubeconfig flags.
-	groups := templates.CommandGroups{
+	addGroups(cmd, verbGroups(f, streams))
+	cmd.AddCommand(
+		version.NewCmdVersion(f, streams),
+		completion.NewCmdCompletion(streams),
+	)
+	registerCompletions(cmd, f)
+	return cmd
+}
+
+// verbGroups returns the verbs of the plugin, each built with the Factory f, grouped in
+// help like kubectl's ("Basic Commands", ...): the groups are kubectl's
+// templates.CommandGroups, shown through cobra's command groups so that help keeps
+// listing the kubeconfig flags.
+func verbGroups(f kube.Factory, streams genericiooptions.IOStreams) templates.CommandGroups {
+	return templates.CommandGroups{
 		{
 			Message: "Form the group:",
 			Commands: []*cobra.Command{
@@ -132,13 +143,6 @@ func NewCmdRegistry(streams genericiooptions.IOStreams) *cobra.Command {
 			Commands: []*cobra.Command{serve.NewCmdServe(f, streams)},
 		},
 	}
-	addGroups(cmd, groups)
-	cmd.AddCommand(
-		version.NewCmdVersion(f, streams),
-		completion.NewCmdCompletion(streams),
-	)
-	registerCompletions(cmd, f)
-	return cmd
 }
 
 // addGroups adds the commands of groups to root, each group under its message in help.

@@ -136,6 +136,33 @@ func parsePeerSizes(s string) ([]int, error) {
 }
 
 func run() error {
+	o, err := parseOptions()
+	if err != nil {
+		return err
+	}
+	b, err := newBench(o)
+	if err != nil {
+		return err
+	}
+	// envtest logs through controller-runtime's logger; the bench prints its own steps.
+	ctrllog.SetLogger(logr.Discard())
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	started := time.Now()
+	res := newResults(b.o)
+	if out, err := exec.CommandContext(ctx, b.bin, "version").Output(); err == nil {
+		res.Binary = strings.TrimSpace(string(out))
+	}
+	if o.mode == "peers" {
+		return b.runPeersMode(ctx, res.Binary)
+	}
+	return b.runGroups(ctx, res, started)
+}
+
+// parseOptions parses the command line: the flags, --quick's smaller defaults for the
+// flags not set, and the checks of the sizes.
+func parseOptions() (options, error) {
 	var o options
 	var scale, peerSizes string
 	flag.StringVar(&o.bin, "bin", "bin/kubectl-registry", "the kubectl-registry binary (make build)")
@@ -173,28 +200,40 @@ func run() error {
 	flag.BoolVar(&o.quick, "quick", false, "small sizes (samples 50, burst 200, churn 200, memory-objects 2000, scale 2,3, scale-samples 30, scale-burst 50, idle 15s) unless set explicitly")
 	flag.Parse()
 	if o.quick {
-		set := map[string]bool{}
-		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		defaults := map[string]func(){
-			"samples":        func() { o.samples = 50 },
-			"burst":          func() { o.burst = 200 },
-			"memory-objects": func() { o.memoryObjects = 2000 },
-			"scale":          func() { scale = "2,3" },
-			"scale-samples":  func() { o.scaleSamples = 30 },
-			"scale-burst":    func() { o.scaleBurst = 50 },
-			"churn":          func() { o.churn = 200 },
-			"idle":           func() { o.idle = 15 * time.Second },
-			"peers":          func() { peerSizes = "5,10" },
-			"peer-objects":   func() { o.peers.objects = 1000 },
-			"peer-burst":     func() { o.peers.burst = 200 },
-			"peer-idle":      func() { o.peers.idle = 15 * time.Second },
-		}
-		for name, f := range defaults {
-			if !set[name] {
-				f()
-			}
+		quickDefaults(&o, &scale, &peerSizes)
+	}
+	return o, o.check(scale, peerSizes)
+}
+
+// quickDefaults sets, for --quick, the small sizes of every flag not set explicitly
+// (scale and peerSizes are the values of --scale and --peers).
+func quickDefaults(o *options, scale, peerSizes *string) {
+	set := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	defaults := map[string]func(){
+		"samples":        func() { o.samples = 50 },
+		"burst":          func() { o.burst = 200 },
+		"memory-objects": func() { o.memoryObjects = 2000 },
+		"scale":          func() { *scale = "2,3" },
+		"scale-samples":  func() { o.scaleSamples = 30 },
+		"scale-burst":    func() { o.scaleBurst = 50 },
+		"churn":          func() { o.churn = 200 },
+		"idle":           func() { o.idle = 15 * time.Second },
+		"peers":          func() { *peerSizes = "5,10" },
+		"peer-objects":   func() { o.peers.objects = 1000 },
+		"peer-burst":     func() { o.peers.burst = 200 },
+		"peer-idle":      func() { o.peers.idle = 15 * time.Second },
+	}
+	for name, f := range defaults {
+		if !set[name] {
+			f()
 		}
 	}
+}
+
+// check parses the sizes of --scale and (--mode peers) --peers into o and checks the
+// mode and that the sizes are positive.
+func (o *options) check(scale, peerSizes string) error {
 	var err error
 	if o.scale, err = parseSizes(scale); err != nil {
 		return err
@@ -214,62 +253,69 @@ func run() error {
 	if o.samples < 1 || o.burst < 1 || o.workers < 1 || o.floorWorkers < 1 || o.scaleSamples < 1 || o.scaleBurst < 1 || o.churn < 1 || o.cliRuns < 1 {
 		return errors.New("--samples, --burst, --workers, --floor-workers, --scale-samples, --scale-burst, --churn and --cli-runs must be positive")
 	}
+	return nil
+}
 
+// newBench checks that the test API server binaries and the kubectl-registry binary are
+// there and, with --profile, makes the profiles' directory.
+func newBench(o options) (*bench, error) {
 	assets, ok := testbed.Assets()
 	if !ok {
-		return errors.New("the test API server binaries are missing: run make testbin (make bench does)")
+		return nil, errors.New("the test API server binaries are missing: run make testbin (make bench does)")
 	}
 	b := &bench{o: o, kubectl: filepath.Join(assets, "kubectl")}
+	var err error
 	if b.bin, err = filepath.Abs(o.bin); err != nil {
-		return err
+		return nil, err
 	}
 	if _, err := os.Stat(b.bin); err != nil {
-		return fmt.Errorf("%s: %w (run make build)", o.bin, err)
+		return nil, fmt.Errorf("%s: %w (run make build)", o.bin, err)
 	}
 	if o.profile != "" {
 		if b.o.profile, err = filepath.Abs(o.profile); err != nil {
-			return err
+			return nil, err
 		}
 		if err := os.MkdirAll(b.o.profile, 0o755); err != nil {
-			return err
+			return nil, err
 		}
 		if b.self, err = os.Executable(); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	// envtest logs through controller-runtime's logger; the bench prints its own steps.
-	ctrllog.SetLogger(logr.Discard())
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	return b, nil
+}
 
-	started := time.Now()
-	res := newResults(b.o)
-	if out, err := exec.CommandContext(ctx, b.bin, "version").Output(); err == nil {
-		res.Binary = strings.TrimSpace(string(out))
-	}
-	if o.mode == "peers" {
-		// The results so far are written after every size: a long run that is cut
-		// keeps the sizes it finished.
-		write := func(pr *peerResults) error {
-			pr.Binary = res.Binary
-			data, err := json.MarshalIndent(pr, "", "  ")
-			if err != nil {
-				return err
-			}
-			return os.WriteFile(o.out, append(data, '\n'), 0o644)
-		}
-		pr, err := b.runPeers(ctx, o.peers, write)
+// runPeersMode runs --mode peers: every size of --peers, the results written after each
+// (binary is the version of the binary measured), then printed as a table.
+func (b *bench) runPeersMode(ctx context.Context, binary string) error {
+	o := b.o
+	// The results so far are written after every size: a long run that is cut
+	// keeps the sizes it finished.
+	write := func(pr *peerResults) error {
+		pr.Binary = binary
+		data, err := json.MarshalIndent(pr, "", "  ")
 		if err != nil {
 			return err
 		}
-		fmt.Println()
-		fmt.Print(pr.table())
-		if err := write(pr); err != nil {
-			return err
-		}
-		step("wrote %s", o.out)
-		return nil
+		return os.WriteFile(o.out, append(data, '\n'), 0o644)
 	}
+	pr, err := b.runPeers(ctx, o.peers, write)
+	if err != nil {
+		return err
+	}
+	fmt.Println()
+	fmt.Print(pr.table())
+	if err := write(pr); err != nil {
+		return err
+	}
+	step("wrote %s", o.out)
+	return nil
+}
+
+// runGroups runs --mode groups: the main group, then a group of every size of --scale
+// (one that fails is recorded, not fatal), then prints the table and writes the results.
+func (b *bench) runGroups(ctx context.Context, res *results, started time.Time) error {
+	o := b.o
 	if err := b.runMain(ctx, res); err != nil {
 		return err
 	}

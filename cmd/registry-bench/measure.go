@@ -261,7 +261,9 @@ func (g *group) latency(ctx context.Context, n int, phases []string, sides ...*s
 	return lat, failures, nil
 }
 
-// runMain measures the main group of three clusters (with kube-controller-manager).
+// runMain measures the main group of three clusters (with kube-controller-manager): the
+// floor alone first, then, with the controllers running, the cost of unselected objects,
+// latency, a burst, the CLI, memory and the idle group.
 func (b *bench) runMain(ctx context.Context, res *results) (err error) {
 	g, err := b.startGroup(ctx, "main", mainNames, true)
 	if err != nil {
@@ -294,33 +296,68 @@ func (b *bench) runMain(ctx context.Context, res *results) (err error) {
 	if err := g.warmUp(mctx, reg, floor); err != nil {
 		return err
 	}
+	m := &mainRun{o: &b.o, g: g, res: res, alone: alone, phases: phases, reg: reg, floor: floor, cp: cp}
+	for _, phase := range []func(context.Context) error{m.unselectedCost, m.latency, m.burst, m.cli, m.memory, m.idle} {
+		if err := phase(mctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
-	step("[main] %d ConfigMaps no rule selects created, updated and deleted in %s, controllers running", b.o.churn, nsRegistry)
-	if res.Cost.UnselectedRegistry, err = g.measureCost(mctx, 3*b.o.churn, func(ctx context.Context) error {
-		return g.churnUnselected(ctx, nsRegistry, "unselected", b.o.churn)
+// mainRun is the main group's measurement under way: the group, the registry's and the
+// floor's sides, the floor copier, what the floor measured alone before the controllers
+// started, and the results so far.
+type mainRun struct {
+	o          *options
+	g          *group
+	res        *results
+	alone      *aloneResult
+	phases     []string
+	reg, floor *side
+	cp         *copier
+}
+
+// settle lets the controllers finish what they are doing before a reading.
+func settle() { time.Sleep(2 * time.Second) }
+
+// unselectedCost measures what ConfigMaps no rule selects cost the running controllers.
+func (m *mainRun) unselectedCost(ctx context.Context) error {
+	g, res := m.g, m.res
+	var err error
+	step("[main] %d ConfigMaps no rule selects created, updated and deleted in %s, controllers running", m.o.churn, nsRegistry)
+	if res.Cost.UnselectedRegistry, err = g.measureCost(ctx, 3*m.o.churn, func(ctx context.Context) error {
+		return g.churnUnselected(ctx, nsRegistry, "unselected", m.o.churn)
 	}); err != nil {
 		return err
 	}
+	return nil
+}
 
-	step("[main] latency: %d samples of create, update, delete on %s, alternating registry and floor", b.o.samples, g.names[0])
-	stagesBefore, err := g.allMetrics(mctx)
+// latency measures create, update and delete on the first cluster, alternating the
+// registry and the floor, with the stages of the registry's samples, then the floor
+// alone again with the registry stopped.
+func (m *mainRun) latency(ctx context.Context) error {
+	g, res, alone, phases, reg, floor, cp := m.g, m.res, m.alone, m.phases, m.reg, m.floor, m.cp
+	step("[main] latency: %d samples of create, update, delete on %s, alternating registry and floor", m.o.samples, g.names[0])
+	stagesBefore, err := g.allMetrics(ctx)
 	if err != nil {
 		return err
 	}
 	cp.takeWriteTimes()
-	lat, failures, err := g.latency(mctx, b.o.samples, phases, reg, floor)
+	lat, failures, err := g.latency(ctx, m.o.samples, phases, reg, floor)
 	if err != nil {
 		return err
 	}
-	stagesAfter, err := g.allMetrics(mctx)
+	stagesAfter, err := g.allMetrics(ctx)
 	if err != nil {
 		return err
 	}
 	res.addStages(stageQuantile(stagesBefore, stagesAfter, 0.5), alone.writeTimes, cp.takeWriteTimes())
 	var aloneAfter map[string][]time.Duration
 	var afterFailures map[string]int
-	if err := g.whileStopped(mctx, reg, fmt.Sprintf("%d samples of %s", b.o.samples, strings.Join(phases, ", ")), func(ctx context.Context, s *side) error {
-		lat, failures, err := g.latency(ctx, b.o.samples, phases, s)
+	if err := g.whileStopped(ctx, reg, fmt.Sprintf("%d samples of %s", m.o.samples, strings.Join(phases, ", ")), func(ctx context.Context, s *side) error {
+		lat, failures, err := g.latency(ctx, m.o.samples, phases, s)
 		aloneAfter, afterFailures = lat["floor"], failures
 		return err
 	}); err != nil {
@@ -340,27 +377,31 @@ func (b *bench) runMain(ctx context.Context, res *results) (err error) {
 		failures["floor alone after "+strings.TrimPrefix(k, "floor ")] += v
 	}
 	res.Failures = failures
+	return nil
+}
 
-	// Burst: registry first (with metrics and, with --profile, profiles around it), then
-	// the floor.
-	settle := func() { time.Sleep(2 * time.Second) }
+// burst measures a burst of created objects: the registry's first (with metrics, cost
+// and, with --profile, profiles around it), then the floor's, then the floor alone
+// again with the registry stopped.
+func (m *mainRun) burst(ctx context.Context) error {
+	g, res, alone, reg, floor := m.g, m.res, m.alone, m.reg, m.floor
 	settle()
-	beforeM, err := g.allMetrics(mctx)
+	beforeM, err := g.allMetrics(ctx)
 	if err != nil {
 		return err
 	}
-	idleC, beforeC, cerr := g.idleReadings(mctx)
+	idleC, beforeC, cerr := g.idleReadings(ctx)
 	if cerr != nil {
 		step("[main] cost not measured: %v", cerr)
 	}
-	burstObjs := names("burst", 0, b.o.burst)
+	burstObjs := names("burst", 0, m.o.burst)
 	burstDur := map[string]time.Duration{}
 	for _, s := range []*side{reg, floor} {
-		step("[main] burst: %d ConfigMaps created at once on %s (%s, %d workers)", b.o.burst, g.names[0], s.name, b.o.workers)
+		step("[main] burst: %d ConfigMaps created at once on %s (%s, %d workers)", m.o.burst, g.names[0], s.name, m.o.workers)
 		if s == reg {
 			g.startProfiles()
 		}
-		d, err := g.createAll(mctx, s, burstObjs)
+		d, err := g.createAll(ctx, s, burstObjs)
 		if err != nil {
 			return fmt.Errorf("%s burst: %w (controller logs in %s)", s.name, err, g.logs)
 		}
@@ -369,50 +410,60 @@ func (b *bench) runMain(ctx context.Context, res *results) (err error) {
 		if s == reg {
 			res.Profiles = append(res.Profiles, g.stopProfiles("burst")...)
 			settle()
-			if afterC, err := g.read(mctx); err != nil || cerr != nil {
+			if afterC, err := g.read(ctx); err != nil || cerr != nil {
 				step("[main] cost not measured: %v", errors.Join(cerr, err))
 			} else {
-				res.Cost.SyncedRegistry = newCost(idleC, beforeC, afterC, b.o.burst)
+				res.Cost.SyncedRegistry = newCost(idleC, beforeC, afterC, m.o.burst)
 			}
-			afterM, err := g.allMetrics(mctx)
+			afterM, err := g.allMetrics(ctx)
 			if err != nil {
 				return err
 			}
 			res.BurstWrites = diffWrites(perController(afterM, syncWrites), perController(beforeM, syncWrites))
-			res.BurstQueue = newQueueStats(diffWrites(perController(afterM, queueCounters), perController(beforeM, queueCounters)), b.o.burst)
+			res.BurstQueue = newQueueStats(diffWrites(perController(afterM, queueCounters), perController(beforeM, queueCounters)), m.o.burst)
 		}
 	}
 	var aloneBurstAfter time.Duration
-	if err := g.whileStopped(mctx, reg, fmt.Sprintf("burst of %d ConfigMaps", b.o.burst), func(ctx context.Context, s *side) error {
-		d, err := g.createAll(ctx, s, names("burst-after", 0, b.o.burst))
+	if err := g.whileStopped(ctx, reg, fmt.Sprintf("burst of %d ConfigMaps", m.o.burst), func(ctx context.Context, s *side) error {
+		d, err := g.createAll(ctx, s, names("burst-after", 0, m.o.burst))
 		aloneBurstAfter = d
 		return err
 	}); err != nil {
 		return fmt.Errorf("floor alone after the registry's burst: %w", err)
 	}
 	step("[main]   floor alone: %.2fs before the controllers started, %.2fs after the registry's burst", alone.burst.Seconds(), aloneBurstAfter.Seconds())
-	res.addBurst(b.o.burst, burstDur["registry"], alone.burst, aloneBurstAfter, burstDur["floor"])
+	res.addBurst(m.o.burst, burstDur["registry"], alone.burst, aloneBurstAfter, burstDur["floor"])
+	return nil
+}
 
+// cli records the controllers' peak RSS after the burst and times sync-diff over the
+// burst's objects, synced in the three clusters.
+func (m *mainRun) cli(ctx context.Context) error {
+	g, res := m.g, m.res
 	peak, _, err := g.controllersRSS()
 	if err != nil {
 		return err
 	}
 	res.PeakRSSMiB = peak
-	res.SyncedObjects = b.o.burst
-
-	// The CLI over the burst's objects, synced in the three clusters.
+	res.SyncedObjects = m.o.burst
 	contexts := g.names[0] + "," + g.names[1] + "," + g.names[2]
-	step("[main] CLI: sync-diff --contexts %s over %d synced ConfigMaps, %d runs", contexts, b.o.burst, b.o.cliRuns)
-	sd := g.timeCLI(mctx, b.o.cliRuns, "sync-diff", "--contexts", contexts)
-	sd.Clusters, sd.Objects = len(g.names), b.o.burst
+	step("[main] CLI: sync-diff --contexts %s over %d synced ConfigMaps, %d runs", contexts, m.o.burst, m.o.cliRuns)
+	sd := g.timeCLI(ctx, m.o.cliRuns, "sync-diff", "--contexts", contexts)
+	sd.Clusters, sd.Objects = len(g.names), m.o.burst
 	res.CLI.SyncDiff = &sd
+	return nil
+}
 
-	if n := b.o.memoryObjects - b.o.burst; b.o.memoryObjects > 0 && n <= 0 {
-		res.Memory = &memoryResult{Objects: b.o.burst, PeakRSSMiB: peak, RSSMiB: map[string]float64{}, FloorObjects: b.o.burst}
+// memory fills the registry up to --memory-objects synced objects and measures the
+// controllers' memory (with --profile, profiles of the fill).
+func (m *mainRun) memory(ctx context.Context) error {
+	g, res, reg, peak := m.g, m.res, m.reg, m.res.PeakRSSMiB
+	if n := m.o.memoryObjects - m.o.burst; m.o.memoryObjects > 0 && n <= 0 {
+		res.Memory = &memoryResult{Objects: m.o.burst, PeakRSSMiB: peak, RSSMiB: map[string]float64{}, FloorObjects: m.o.burst}
 	} else if n > 0 {
 		objs := names("mem", 0, n)
-		step("[main] memory: %d more ConfigMaps on %s, %d synced in all", n, g.names[0], b.o.memoryObjects)
-		d, err := g.createAll(mctx, reg, objs)
+		step("[main] memory: %d more ConfigMaps on %s, %d synced in all", n, g.names[0], m.o.memoryObjects)
+		d, err := g.createAll(ctx, reg, objs)
 		if err != nil {
 			return fmt.Errorf("memory fill: %w (controller logs in %s)", err, g.logs)
 		}
@@ -428,29 +479,35 @@ func (b *bench) runMain(ctx context.Context, res *results) (err error) {
 			return err
 		}
 		res.Memory = &memoryResult{
-			Objects: b.o.memoryObjects, FillObjects: n, FillSeconds: d.Seconds(),
+			Objects: m.o.memoryObjects, FillObjects: n, FillSeconds: d.Seconds(),
 			FillObjectsPerSecond: ratio(float64(n), d.Seconds()), PeakRSSMiB: peak, RSSMiB: cur,
-			FileRSSMiB: file, FloorObjects: b.o.burst,
+			FileRSSMiB: file, FloorObjects: m.o.burst,
 		}
 	}
+	return nil
+}
 
-	step("[main] idle: sampling sync writes for %s with nothing changing", b.o.idle)
+// idle samples the sync writes of the group with nothing changing for --idle, and adds
+// up the floor copier's errors.
+func (m *mainRun) idle(ctx context.Context) error {
+	g, res, cp := m.g, m.res, m.cp
+	step("[main] idle: sampling sync writes for %s with nothing changing", m.o.idle)
 	settle()
-	before, err := g.allWrites(mctx)
+	before, err := g.allWrites(ctx)
 	if err != nil {
 		return err
 	}
 	select {
-	case <-time.After(b.o.idle):
+	case <-time.After(m.o.idle):
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	after, err := g.allWrites(mctx)
+	after, err := g.allWrites(ctx)
 	if err != nil {
 		return err
 	}
 	res.IdleWrites = diffWrites(after, before)
-	res.IdleWritesPerMin = (total(after) - total(before)) / b.o.idle.Minutes()
+	res.IdleWritesPerMin = (total(after) - total(before)) / m.o.idle.Minutes()
 	res.FloorCopierErrors += cp.errors.Load()
 	return nil
 }

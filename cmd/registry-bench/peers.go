@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/rest"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials/seal"
@@ -250,7 +251,8 @@ func heartbeats(ctx context.Context, sims []simPeer, period time.Duration) {
 	}
 }
 
-// runPeerSize measures the member among n peers.
+// runPeerSize measures the member among n peers: it starts the member and its simulated
+// peers, then measures the initial sync, a burst, a restart and the idle member.
 func (b *bench) runPeerSize(ctx context.Context, po peerOptions, n int) (_ *peerResult, err error) {
 	label := fmt.Sprintf("peers-%d", n)
 	t0 := time.Now()
@@ -296,181 +298,251 @@ func (b *bench) runPeerSize(ctx context.Context, po peerOptions, n int) (_ *peer
 		}
 	}()
 	step("[%s] starting %d simulated peers (watch-list %v), %d ConfigMaps among them", label, n, !po.noWatchList, po.objects)
-	for i := range sims {
-		srv, err := sg.Start(simpeer.Options{UID: uuid.NewUUID(), Token: serviceAccountToken("system:serviceaccount:" + v1alpha1.DefaultNamespace + ":cluster-registry-reader"), Discovery: disc, NoWatchList: po.noWatchList})
-		if err != nil {
-			return nil, err
-		}
-		if sims[i], err = newSimPeer(fmt.Sprintf("p%03d", i+1), srv, sg.CAData()); err != nil {
-			return nil, err
+	if err := startSimPeers(sg, disc, sims, po.noWatchList); err != nil {
+		return nil, err
+	}
+	pr := &peerRun{label: label, po: po, n: n, g: g, member: member.Config, sg: sg, sims: sims,
+		r: &peerResult{Peers: n, Objects: po.objects, Burst: po.burst, WatchList: !po.noWatchList, Legacy: po.legacy}}
+	hctx, stopHeartbeats := context.WithCancel(ctx)
+	defer stopHeartbeats()
+	if err := pr.provision(ctx, hctx, memberID); err != nil {
+		return pr.r, err
+	}
+	pr.r.SetupSeconds = time.Since(t0).Seconds()
+	for _, phase := range []func(context.Context) error{pr.initialSync, pr.burst, pr.restart, pr.idle} {
+		if err := phase(ctx); err != nil {
+			return pr.r, err
 		}
 	}
-	r := &peerResult{Peers: n, Objects: po.objects, Burst: po.burst, WatchList: !po.noWatchList, Legacy: po.legacy}
+	return pr.r, pr.idleWithoutHeartbeats(ctx, stopHeartbeats)
+}
+
+// startSimPeers starts a simulated peer in sims[i] for every i, each serving discovery
+// disc, with the token of the reader ServiceAccount; it leaves in sims the peers it
+// started, for the caller to close, when one fails to start.
+func startSimPeers(sg *simpeer.Group, disc *simpeer.Discovery, sims []simPeer, noWatchList bool) error {
+	for i := range sims {
+		srv, err := sg.Start(simpeer.Options{UID: uuid.NewUUID(), Token: serviceAccountToken("system:serviceaccount:" + v1alpha1.DefaultNamespace + ":cluster-registry-reader"), Discovery: disc, NoWatchList: noWatchList})
+		if err != nil {
+			return err
+		}
+		if sims[i], err = newSimPeer(fmt.Sprintf("p%03d", i+1), srv, sg.CAData()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// peerRun is one size of --mode peers under way: the member, its simulated peers, its
+// controller once started, and what has been measured so far.
+type peerRun struct {
+	label  string
+	po     peerOptions
+	n      int
+	g      *group
+	member *rest.Config
+	sg     *simpeer.Group
+	sims   []simPeer
+	r      *peerResult
+	// c is the member's controller and pid its process, once started (again).
+	c   *controller
+	pid int
+}
+
+// provision fills the peers with what a group of n+1 holds, starts their heartbeats
+// (until hctx is done), and gives the member its peers and the bench's rule.
+func (pr *peerRun) provision(ctx, hctx context.Context, memberID types.UID) error {
+	po, r := pr.po, pr.r
 	// The member's key pair, made here and stored where its controller looks for it
 	// first, so that every peer can seal the credential it issues the member before the
 	// member starts (as a group's members have, once they have read its key).
 	var memberKey *seal.Key
+	var err error
 	if !po.legacy {
 		if memberKey, err = seal.GenerateKey(); err != nil {
-			return r, err
+			return err
 		}
-		if err := storeMemberKey(ctx, member.Config, memberKey); err != nil {
-			return r, err
+		if err := storeMemberKey(ctx, pr.member, memberKey); err != nil {
+			return err
 		}
 	}
-	if r.MembershipClusters, r.MembershipSecrets, err = fillPeers(sims, memberID, memberKey, sg.CAData(), po.objects); err != nil {
-		return r, err
+	if r.MembershipClusters, r.MembershipSecrets, err = fillPeers(pr.sims, memberID, memberKey, pr.sg.CAData(), po.objects); err != nil {
+		return err
 	}
-	step("[%s] each peer serves %d Clusters (their heartbeats refreshed every %s), %d Secrets of the registry namespace, the rule and ~%d ConfigMaps", label, r.MembershipClusters, po.heartbeat, r.MembershipSecrets, po.objects/n)
-	hctx, stopHeartbeats := context.WithCancel(ctx)
-	defer stopHeartbeats()
-	go heartbeats(hctx, sims, po.heartbeat)
-	if err := addPeers(ctx, member.Config, sims, sg.CAData(), po.legacy); err != nil {
-		return r, err
+	step("[%s] each peer serves %d Clusters (their heartbeats refreshed every %s), %d Secrets of the registry namespace, the rule and ~%d ConfigMaps", pr.label, r.MembershipClusters, po.heartbeat, r.MembershipSecrets, po.objects/pr.n)
+	go heartbeats(hctx, pr.sims, po.heartbeat)
+	if err := addPeers(ctx, pr.member, pr.sims, pr.sg.CAData(), po.legacy); err != nil {
+		return err
 	}
-	if err := createRule(ctx, member.Config); err != nil {
-		return r, err
-	}
-	r.SetupSeconds = time.Since(t0).Seconds()
+	return createRule(ctx, pr.member)
+}
 
-	step("[%s] starting the member's controller; waiting for %d copies", label, po.objects)
+// initialSync starts the member's controller and measures its first sync of every
+// object of its peers.
+func (pr *peerRun) initialSync(ctx context.Context) error {
+	po, r, g := pr.po, pr.r, pr.g
+	step("[%s] starting the member's controller; waiting for %d copies", pr.label, po.objects)
 	start := time.Now()
 	if err := g.startControllers(ctx); err != nil {
-		return r, err
+		return err
 	}
-	c := g.ctrls[0]
-	pid := c.cmd.Process.Pid
+	pr.c = g.ctrls[0]
+	pr.pid = pr.c.cmd.Process.Pid
 	if err := g.waitCopies(ctx, po.objects); err != nil {
-		return r, err
+		return err
 	}
 	r.InitialSyncSeconds = time.Since(start).Seconds()
-	if r.InitialSyncCPUSeconds, err = procCPU(pid); err != nil {
-		return r, err
+	var err error
+	if r.InitialSyncCPUSeconds, err = procCPU(pr.pid); err != nil {
+		return err
 	}
 	if err := g.waitQuiet(ctx, po.quiet); err != nil {
-		return r, err
+		return err
 	}
-	m, err := scrape(ctx, c)
+	m, err := scrape(ctx, pr.c)
 	if err != nil {
-		return r, err
+		return err
 	}
 	r.InitialWrites = total(map[string]map[string]float64{"": syncWrites(m)})
-	if r.InitialPeakRSSMiB, _, err = rss(pid); err != nil {
-		return r, err
+	if r.InitialPeakRSSMiB, _, err = rss(pr.pid); err != nil {
+		return err
 	}
-	step("[%s]   %d copies in %.1fs, %.1f s of CPU, peak RSS %.1f MiB, %.0f writes", label, po.objects, r.InitialSyncSeconds, r.InitialSyncCPUSeconds, r.InitialPeakRSSMiB, r.InitialWrites)
+	step("[%s]   %d copies in %.1fs, %.1f s of CPU, peak RSS %.1f MiB, %.0f writes", pr.label, po.objects, r.InitialSyncSeconds, r.InitialSyncCPUSeconds, r.InitialPeakRSSMiB, r.InitialWrites)
+	return nil
+}
 
-	// The burst: po.burst new objects spread over the peers, against the idle rate just
-	// before.
+// burst measures po.burst new objects spread over the peers, against the idle rate just
+// before.
+func (pr *peerRun) burst(ctx context.Context) error {
+	po, r, g, pid := pr.po, pr.r, pr.g, pr.pid
 	idleCPU, err := cpuRate(ctx, pid, 5*time.Second)
 	if err != nil {
-		return r, err
+		return err
 	}
 	r.IdleBeforeBurstCPU = 1000 * idleCPU
-	step("[%s] burst: %d ConfigMaps created at once on the peers", label, po.burst)
-	before, _ := scrape(ctx, c)
+	step("[%s] burst: %d ConfigMaps created at once on the peers", pr.label, po.burst)
+	before, _ := scrape(ctx, pr.c)
 	cpu0, err := procCPU(pid)
 	if err != nil {
-		return r, err
+		return err
 	}
 	t1 := time.Now()
 	for i := range po.burst {
-		p := sims[i%n]
+		p := pr.sims[i%pr.n]
 		if _, err := p.srv.Create(simpeer.ConfigMaps, benchConfigMap(fmt.Sprintf("burst-%s-%d", p.name, i))); err != nil {
-			return r, err
+			return err
 		}
 	}
 	if err := g.waitCopies(ctx, po.objects+po.burst); err != nil {
-		return r, err
+		return err
 	}
 	r.BurstSeconds = time.Since(t1).Seconds()
 	cpu1, err := procCPU(pid)
 	if err != nil {
-		return r, err
+		return err
 	}
 	r.BurstCPUSeconds = max(0, cpu1-cpu0-idleCPU*r.BurstSeconds)
 	r.CPUPer1000Synced = r.BurstCPUSeconds * 1000 / float64(po.burst)
 	if err := g.waitQuiet(ctx, po.quiet); err != nil {
-		return r, err
+		return err
 	}
-	after, _ := scrape(ctx, c)
+	after, _ := scrape(ctx, pr.c)
 	r.BurstWrites = total(map[string]map[string]float64{"": syncWrites(after)}) - total(map[string]map[string]float64{"": syncWrites(before)})
 	if r.BurstPeakRSSMiB, _, err = rss(pid); err != nil {
-		return r, err
+		return err
 	}
-	step("[%s]   %.2fs, %.2f s of CPU (%.2f s per 1,000), %.0f writes", label, r.BurstSeconds, r.BurstCPUSeconds, r.CPUPer1000Synced, r.BurstWrites)
+	step("[%s]   %.2fs, %.2f s of CPU (%.2f s per 1,000), %.0f writes", pr.label, r.BurstSeconds, r.BurstCPUSeconds, r.CPUPer1000Synced, r.BurstWrites)
+	return nil
+}
 
-	// The restart.
-	step("[%s] restarting the member's controller", label)
+// restart restarts the member's controller and measures how it converges again.
+func (pr *peerRun) restart(ctx context.Context) error {
+	po, r, g := pr.po, pr.r, pr.g
+	step("[%s] restarting the member's controller", pr.label)
 	restart, err := g.stopControllers(ctx, nil)
 	if err != nil {
-		return r, err
+		return err
 	}
 	all := po.objects + po.burst
-	served := sg.Stats()
+	served := pr.sg.Stats()
 	t2 := time.Now()
 	if err := restart(); err != nil {
-		return r, err
+		return err
 	}
-	c = g.ctrls[0]
-	pid = c.cmd.Process.Pid
-	if err := g.waitConverged(ctx, c, sg, served, n, all); err != nil {
-		return r, err
+	pr.c = g.ctrls[0]
+	pr.pid = pr.c.cmd.Process.Pid
+	if err := g.waitConverged(ctx, pr.c, pr.sg, served, pr.n, all); err != nil {
+		return err
 	}
 	r.RestartConvergeSeconds = time.Since(t2).Seconds()
-	if r.RestartCPUSeconds, err = procCPU(pid); err != nil {
-		return r, err
+	if r.RestartCPUSeconds, err = procCPU(pr.pid); err != nil {
+		return err
 	}
 	if err := g.waitQuiet(ctx, po.quiet); err != nil {
-		return r, err
+		return err
 	}
-	if m, err = scrape(ctx, c); err != nil {
-		return r, err
+	m, err := scrape(ctx, pr.c)
+	if err != nil {
+		return err
 	}
 	r.RestartWrites = total(map[string]map[string]float64{"": syncWrites(m)})
-	if r.RestartPeakRSSMiB, _, err = rss(pid); err != nil {
-		return r, err
+	if r.RestartPeakRSSMiB, _, err = rss(pr.pid); err != nil {
+		return err
 	}
-	step("[%s]   converged in %.1fs (%.1f s of CPU, peak RSS %.1f MiB, %.0f writes)", label, r.RestartConvergeSeconds, r.RestartCPUSeconds, r.RestartPeakRSSMiB, r.RestartWrites)
+	step("[%s]   converged in %.1fs (%.1f s of CPU, peak RSS %.1f MiB, %.0f writes)", pr.label, r.RestartConvergeSeconds, r.RestartCPUSeconds, r.RestartPeakRSSMiB, r.RestartWrites)
+	return nil
+}
 
+// idle measures the idle member over po.idle (profiled with --profile), then its steady
+// state and the credentials it reads its peers with.
+func (pr *peerRun) idle(ctx context.Context) error {
+	po, r, g, label := pr.po, pr.r, pr.g, pr.label
 	step("[%s] idle for %s", label, po.idle)
 	if g.profile {
 		g.startProfiles()
 	}
-	if r.Idle, err = g.measureIdle(ctx, c, sg, n, po.idle); err != nil {
-		return r, err
+	var err error
+	if r.Idle, err = g.measureIdle(ctx, pr.c, pr.sg, pr.n, po.idle); err != nil {
+		return err
 	}
 	if g.profile {
 		r.Profiles = g.stopProfiles(label + ".idle")
 	}
-	if r.Steady, err = snapshot(ctx, c, sg); err != nil {
-		return r, err
+	if r.Steady, err = snapshot(ctx, pr.c, pr.sg); err != nil {
+		return err
 	}
-	if r.Credentials, err = credentialReasons(ctx, member.Config); err != nil {
-		return r, err
+	if r.Credentials, err = credentialReasons(ctx, pr.member); err != nil {
+		return err
 	}
 	s := r.Steady
 	step("[%s]   peers read with: %v", label, r.Credentials)
 	step("[%s]   idle CPU %.2f ms/s (%.3f ms/s per peer), %.0f writes; RSS %.1f MiB (anon %.1f, file %.1f), heap %.1f MiB, %g goroutines, %d sockets, %d peer connections, %d watches on peers %v",
 		label, r.Idle.CPUms, r.Idle.CPUmsPerPeer, r.Idle.Writes, s.RSSMiB, s.AnonMiB, s.FileMiB, s.HeapMiB, s.Goroutines, s.Sockets, s.PeerConns, s.PeerWatches, s.WatchesByResource)
+	return nil
+}
 
-	// The same idle window with the heartbeats stopped: what the peers cost the member
-	// when nothing of theirs changes (connections, health checks, bookmarks, watches
-	// made again), apart from the membership's churn.
-	if po.heartbeat > 0 {
-		stopHeartbeats()
-		step("[%s] idle for %s again, the peers' heartbeats stopped (after %s for the member to catch up)", label, po.idle, 2*po.quiet)
-		select {
-		case <-ctx.Done():
-			return r, ctx.Err()
-		case <-time.After(2 * po.quiet):
-		}
-		if r.IdleStatic, err = g.measureIdle(ctx, c, sg, n, po.idle); err != nil {
-			return r, err
-		}
-		step("[%s]   idle CPU without heartbeats %.2f ms/s (%.3f ms/s per peer)", label, r.IdleStatic.CPUms, r.IdleStatic.CPUmsPerPeer)
+// idleWithoutHeartbeats measures the same idle window with the heartbeats stopped (by
+// stopHeartbeats): what the peers cost the member when nothing of theirs changes
+// (connections, health checks, bookmarks, watches made again), apart from the
+// membership's churn. It does nothing when the peers send no heartbeats.
+func (pr *peerRun) idleWithoutHeartbeats(ctx context.Context, stopHeartbeats func()) error {
+	po, r, label := pr.po, pr.r, pr.label
+	if po.heartbeat <= 0 {
+		return nil
 	}
-	return r, nil
+	stopHeartbeats()
+	step("[%s] idle for %s again, the peers' heartbeats stopped (after %s for the member to catch up)", label, po.idle, 2*po.quiet)
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(2 * po.quiet):
+	}
+	var err error
+	if r.IdleStatic, err = pr.g.measureIdle(ctx, pr.c, pr.sg, pr.n, po.idle); err != nil {
+		return err
+	}
+	step("[%s]   idle CPU without heartbeats %.2f ms/s (%.3f ms/s per peer)", label, r.IdleStatic.CPUms, r.IdleStatic.CPUmsPerPeer)
+	return nil
 }
 
 // newSimPeer makes the peer served by srv: its key pair and shared reader kubeconfig.
@@ -558,118 +630,28 @@ const sealedSize = 2600
 // a kubeconfig of the peer with its token. It returns the Clusters and Secrets each peer
 // serves.
 func fillPeers(sims []simPeer, memberID types.UID, memberKey *seal.Key, ca []byte, objects int) (clusters, secrets int, err error) {
-	type who struct {
-		name, url  string
-		id         types.UID
-		key        string
-		kubeconfig []byte
-	}
-	memberKC, err := kubeconfig.Render(kubeconfig.Reader{ClusterName: memberName, Server: "https://127.0.0.1:1", CAData: ca, Token: serviceAccountToken("system:serviceaccount:" + v1alpha1.DefaultNamespace + ":cluster-registry-reader")})
+	members, err := groupMembers(sims, memberID, memberKey, ca)
 	if err != nil {
 		return 0, 0, err
-	}
-	members := []who{{name: memberName, url: "https://127.0.0.1:1", id: memberID, kubeconfig: memberKC}}
-	if memberKey != nil {
-		members[0].key = memberKey.PublicKey()
-	}
-	for _, p := range sims {
-		members = append(members, who{name: p.name, url: p.srv.URL(), id: p.srv.UID(), key: p.key.PublicKey(), kubeconfig: p.kubeconfig})
 	}
 	rule := benchRule()
 	planner.Mark(rule, memberID, v1alpha1.CoreRuleName)
 	now := metav1.Now()
-	conds := func(local bool) []v1alpha1.ClusterCondition {
-		var out []v1alpha1.ClusterCondition
-		for _, t := range []v1alpha1.ClusterConditionType{v1alpha1.ClusterConditionLocalCluster, v1alpha1.ClusterConditionMetadataSet, v1alpha1.ClusterConditionReady,
-			v1alpha1.ClusterConditionClustersSynced, v1alpha1.ClusterConditionReaderKeyReady, v1alpha1.ClusterConditionReaderCredentialReady, v1alpha1.ClusterConditionRelaysAgree} {
-			out = append(out, v1alpha1.ClusterCondition{Type: t, Status: corev1.ConditionTrue, LastHeartbeatTime: now, LastTransitionTime: now,
-				Reason: "Simulated", Message: fmt.Sprintf("the condition %s of a simulated member (local %v), as long as a real one's message", t, local)})
-		}
-		return out
-	}
 	for i := range sims {
 		p := &sims[i]
-		put := func(r simpeer.Resource, obj runtime.Object) error {
-			m, err := toMap(obj)
-			if err != nil {
-				return err
-			}
-			_, err = p.srv.Create(r, m)
-			return err
-		}
 		for _, ns := range []string{v1alpha1.DefaultNamespace, nsRegistry} {
-			if err := put(simpeer.Namespaces, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			if err := p.put(simpeer.Namespaces, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 				return 0, 0, err
 			}
 		}
 		clusters, secrets = 0, 0
 		for _, m := range members {
-			local := m.name == p.name
-			typ := v1alpha1.ClusterTypePeer
-			if local {
-				typ = v1alpha1.ClusterTypeLocal
-			}
-			cl := &v1alpha1.Cluster{
-				ObjectMeta: metav1.ObjectMeta{Name: m.name, Annotations: map[string]string{}},
-				Spec: v1alpha1.ClusterSpec{ClusterID: m.id, AuthInfo: v1alpha1.AuthInfo{SecretRef: v1alpha1.NamespacedName{Name: m.name, Namespace: v1alpha1.DefaultNamespace}},
-					KubernetesAPIEndpoints: []v1alpha1.KubernetesAPIEndpoint{{ServerAddress: m.url, CABundle: ca}}},
-				Status: v1alpha1.ClusterStatus{State: v1alpha1.ClusterStateReady, Type: typ, ControllerVersion: "simulated",
-					ClusterMetadata: v1alpha1.ClusterMetadata{Version: "v1.36.3", Provider: "kind", Distribution: "KIND"}, Conditions: conds(local)},
-			}
-			if m.key != "" {
-				cl.Annotations[v1alpha1.ReaderPublicKeyAnnotation] = m.key
-			}
-			if !local {
-				cl.Labels = map[string]string{v1alpha1.OwnershipLabel: string(m.id)}
-				cl.Annotations[v1alpha1.OwnershipAnnotation] = string(m.id)
-			}
-			obj, err := toMap(cl)
+			n, err := p.serveMember(m, memberID, memberKey, ca, now)
 			if err != nil {
 				return 0, 0, err
 			}
-			p.clusters = append(p.clusters, runtime.DeepCopyJSON(obj))
-			if _, err := p.srv.Create(simpeer.Clusters, obj); err != nil {
-				return 0, 0, err
-			}
 			clusters++
-			if err := put(simpeer.Secrets, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: m.name, Namespace: v1alpha1.DefaultNamespace},
-				Type: v1alpha1.SecretTypeClusterRegistry, Data: map[string][]byte{v1alpha1.KubeconfigKey: m.kubeconfig}}); err != nil {
-				return 0, 0, err
-			}
-			secrets++
-			if local {
-				continue
-			}
-			// The credential this peer issued m, sealed to m's key: one that opens for the
-			// member when its key is known, random bytes of the same size otherwise.
-			sealed := make([]byte, sealedSize)
-			_, _ = rand.Read(sealed)
-			if m.id == memberID && memberKey != nil {
-				kc, err := kubeconfig.Render(kubeconfig.Reader{ClusterName: p.name, Server: p.srv.URL(), CAData: ca, Token: p.srv.Token()})
-				if err != nil {
-					return 0, 0, err
-				}
-				if sealed, err = seal.Seal(m.key, p.srv.UID(), memberID, kc); err != nil {
-					return 0, 0, err
-				}
-			}
-			issued := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.IssuedReaderSecretName(m.id), Namespace: v1alpha1.DefaultNamespace,
-				Labels: map[string]string{v1alpha1.ReaderForLabel: v1alpha1.ReaderKey(m.id)}},
-				Type: v1alpha1.SecretTypeClusterRegistry, Data: map[string][]byte{v1alpha1.SealedKubeconfigKey: sealed}}
-			if m.key != "" {
-				issued.Annotations = map[string]string{v1alpha1.SealedToAnnotation: seal.Fingerprint(m.key)}
-			}
-			// The credential m issued this peer, as the peer keeps it.
-			received := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.ReceivedReaderSecretName(m.id), Namespace: v1alpha1.DefaultNamespace,
-				Labels:      map[string]string{v1alpha1.ReaderFromLabel: v1alpha1.ReaderKey(m.id), v1alpha1.OwnershipLabel: string(m.id)},
-				Annotations: map[string]string{v1alpha1.OwnershipAnnotation: string(m.id)}},
-				Type: v1alpha1.SecretTypeClusterRegistry, Data: map[string][]byte{v1alpha1.SealedKubeconfigKey: sealed}}
-			for _, sec := range []*corev1.Secret{issued, received} {
-				if err := put(simpeer.Secrets, sec); err != nil {
-					return 0, 0, err
-				}
-				secrets++
-			}
+			secrets += n
 		}
 		if _, err := p.srv.Create(simpeer.ResourceSyncRules, rule.DeepCopy().Object); err != nil {
 			return 0, 0, err
@@ -681,4 +663,140 @@ func fillPeers(sims []simPeer, memberID types.UID, memberKey *seal.Key, ca []byt
 		}
 	}
 	return clusters, secrets, nil
+}
+
+// groupMember is a member of the simulated group as every peer knows it: its name, API
+// server, kube-system UID, public key ("" when it has none) and shared reader
+// kubeconfig.
+type groupMember struct {
+	name, url  string
+	id         types.UID
+	key        string
+	kubeconfig []byte
+}
+
+// groupMembers returns the members of the simulated group: the real member first (its
+// address a placeholder, its key memberKey's when there is one), then every peer.
+func groupMembers(sims []simPeer, memberID types.UID, memberKey *seal.Key, ca []byte) ([]groupMember, error) {
+	memberKC, err := kubeconfig.Render(kubeconfig.Reader{ClusterName: memberName, Server: "https://127.0.0.1:1", CAData: ca, Token: serviceAccountToken("system:serviceaccount:" + v1alpha1.DefaultNamespace + ":cluster-registry-reader")})
+	if err != nil {
+		return nil, err
+	}
+	members := []groupMember{{name: memberName, url: "https://127.0.0.1:1", id: memberID, kubeconfig: memberKC}}
+	if memberKey != nil {
+		members[0].key = memberKey.PublicKey()
+	}
+	for _, p := range sims {
+		members = append(members, groupMember{name: p.name, url: p.srv.URL(), id: p.srv.UID(), key: p.key.PublicKey(), kubeconfig: p.kubeconfig})
+	}
+	return members, nil
+}
+
+// put creates obj as a resource r of the peer.
+func (p *simPeer) put(r simpeer.Resource, obj runtime.Object) error {
+	m, err := toMap(obj)
+	if err != nil {
+		return err
+	}
+	_, err = p.srv.Create(r, m)
+	return err
+}
+
+// serveMember makes the peer serve what it holds of the group's member m: its Cluster
+// (kept in p.clusters for the heartbeats) and reader Secret, and, when m is not the
+// peer itself, the credentials they issued each other. It returns the Secrets it made.
+func (p *simPeer) serveMember(m groupMember, memberID types.UID, memberKey *seal.Key, ca []byte, now metav1.Time) (secrets int, err error) {
+	local := m.name == p.name
+	obj, err := toMap(simCluster(m, local, ca, now))
+	if err != nil {
+		return 0, err
+	}
+	p.clusters = append(p.clusters, runtime.DeepCopyJSON(obj))
+	if _, err := p.srv.Create(simpeer.Clusters, obj); err != nil {
+		return 0, err
+	}
+	if err := p.put(simpeer.Secrets, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: m.name, Namespace: v1alpha1.DefaultNamespace},
+		Type: v1alpha1.SecretTypeClusterRegistry, Data: map[string][]byte{v1alpha1.KubeconfigKey: m.kubeconfig}}); err != nil {
+		return 0, err
+	}
+	secrets++
+	if local {
+		return secrets, nil
+	}
+	creds, err := p.credentials(m, memberID, memberKey, ca)
+	if err != nil {
+		return 0, err
+	}
+	for _, sec := range creds {
+		if err := p.put(simpeer.Secrets, sec); err != nil {
+			return 0, err
+		}
+		secrets++
+	}
+	return secrets, nil
+}
+
+// simCluster is the Cluster of the group's member m as a peer serves it: Local when it
+// is the peer's own, a peer owned by m otherwise, ready, with every condition true.
+func simCluster(m groupMember, local bool, ca []byte, now metav1.Time) *v1alpha1.Cluster {
+	typ := v1alpha1.ClusterTypePeer
+	if local {
+		typ = v1alpha1.ClusterTypeLocal
+	}
+	cl := &v1alpha1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Name: m.name, Annotations: map[string]string{}},
+		Spec: v1alpha1.ClusterSpec{ClusterID: m.id, AuthInfo: v1alpha1.AuthInfo{SecretRef: v1alpha1.NamespacedName{Name: m.name, Namespace: v1alpha1.DefaultNamespace}},
+			KubernetesAPIEndpoints: []v1alpha1.KubernetesAPIEndpoint{{ServerAddress: m.url, CABundle: ca}}},
+		Status: v1alpha1.ClusterStatus{State: v1alpha1.ClusterStateReady, Type: typ, ControllerVersion: "simulated",
+			ClusterMetadata: v1alpha1.ClusterMetadata{Version: "v1.36.3", Provider: "kind", Distribution: "KIND"}, Conditions: simConditions(local, now)},
+	}
+	if m.key != "" {
+		cl.Annotations[v1alpha1.ReaderPublicKeyAnnotation] = m.key
+	}
+	if !local {
+		cl.Labels = map[string]string{v1alpha1.OwnershipLabel: string(m.id)}
+		cl.Annotations[v1alpha1.OwnershipAnnotation] = string(m.id)
+	}
+	return cl
+}
+
+// simConditions are the conditions of a simulated member's Cluster: every one true,
+// with a message as long as a real one's.
+func simConditions(local bool, now metav1.Time) []v1alpha1.ClusterCondition {
+	var out []v1alpha1.ClusterCondition
+	for _, t := range []v1alpha1.ClusterConditionType{v1alpha1.ClusterConditionLocalCluster, v1alpha1.ClusterConditionMetadataSet, v1alpha1.ClusterConditionReady,
+		v1alpha1.ClusterConditionClustersSynced, v1alpha1.ClusterConditionReaderKeyReady, v1alpha1.ClusterConditionReaderCredentialReady, v1alpha1.ClusterConditionRelaysAgree} {
+		out = append(out, v1alpha1.ClusterCondition{Type: t, Status: corev1.ConditionTrue, LastHeartbeatTime: now, LastTransitionTime: now,
+			Reason: "Simulated", Message: fmt.Sprintf("the condition %s of a simulated member (local %v), as long as a real one's message", t, local)})
+	}
+	return out
+}
+
+// credentials are the reader credentials between the peer and the group's member m (not
+// the peer itself), as the peer keeps them: the one it issued m, sealed to m's key (one
+// that opens for the real member when its key memberKey is known, random bytes of the
+// same size otherwise), and the one m issued it.
+func (p *simPeer) credentials(m groupMember, memberID types.UID, memberKey *seal.Key, ca []byte) ([]*corev1.Secret, error) {
+	sealed := make([]byte, sealedSize)
+	_, _ = rand.Read(sealed)
+	if m.id == memberID && memberKey != nil {
+		kc, err := kubeconfig.Render(kubeconfig.Reader{ClusterName: p.name, Server: p.srv.URL(), CAData: ca, Token: p.srv.Token()})
+		if err != nil {
+			return nil, err
+		}
+		if sealed, err = seal.Seal(m.key, p.srv.UID(), memberID, kc); err != nil {
+			return nil, err
+		}
+	}
+	issued := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.IssuedReaderSecretName(m.id), Namespace: v1alpha1.DefaultNamespace,
+		Labels: map[string]string{v1alpha1.ReaderForLabel: v1alpha1.ReaderKey(m.id)}},
+		Type: v1alpha1.SecretTypeClusterRegistry, Data: map[string][]byte{v1alpha1.SealedKubeconfigKey: sealed}}
+	if m.key != "" {
+		issued.Annotations = map[string]string{v1alpha1.SealedToAnnotation: seal.Fingerprint(m.key)}
+	}
+	received := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.ReceivedReaderSecretName(m.id), Namespace: v1alpha1.DefaultNamespace,
+		Labels:      map[string]string{v1alpha1.ReaderFromLabel: v1alpha1.ReaderKey(m.id), v1alpha1.OwnershipLabel: string(m.id)},
+		Annotations: map[string]string{v1alpha1.OwnershipAnnotation: string(m.id)}},
+		Type: v1alpha1.SecretTypeClusterRegistry, Data: map[string][]byte{v1alpha1.SealedKubeconfigKey: sealed}}
+	return []*corev1.Secret{issued, received}, nil
 }

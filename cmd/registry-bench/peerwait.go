@@ -362,71 +362,7 @@ func (r *peerResults) table() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "A member among N simulated peers: %d synced ConfigMaps spread over the peers, a burst of %d, idle window %.0fs (%d CPUs, load %s)\n\n",
 		r.Objects, r.Burst, r.IdleSeconds, r.Machine.CPUs, strings.Join(r.Machine.LoadAvg, " -> "))
-	type line struct {
-		name string
-		f    func(*peerResult) string
-	}
-	num := func(format string, f func(*peerResult) float64) func(*peerResult) string {
-		return func(p *peerResult) string { return fmt.Sprintf(format, f(p)) }
-	}
-	steady := func(format string, f func(*peerSnapshot) float64) func(*peerResult) string {
-		return func(p *peerResult) string {
-			if p.Steady == nil {
-				return "-"
-			}
-			return fmt.Sprintf(format, f(p.Steady))
-		}
-	}
-	idle := func(format string, f func(*peerIdle) float64) func(*peerResult) string {
-		return func(p *peerResult) string {
-			if p.Idle == nil {
-				return "-"
-			}
-			return fmt.Sprintf(format, f(p.Idle))
-		}
-	}
-	lines := []line{
-		{"RSS, idle after restart (MiB)", steady("%.1f", func(s *peerSnapshot) float64 { return s.RSSMiB })},
-		{"  anonymous (MiB)", steady("%.1f", func(s *peerSnapshot) float64 { return s.AnonMiB })},
-		{"  file-backed (MiB)", steady("%.1f", func(s *peerSnapshot) float64 { return s.FileMiB })},
-		{"  Go heap in use (MiB)", steady("%.1f", func(s *peerSnapshot) float64 { return s.HeapMiB })},
-		{"peak RSS, first sync (MiB)", num("%.1f", func(p *peerResult) float64 { return p.InitialPeakRSSMiB })},
-		{"peak RSS, after burst (MiB)", num("%.1f", func(p *peerResult) float64 { return p.BurstPeakRSSMiB })},
-		{"peak RSS, restart (MiB)", num("%.1f", func(p *peerResult) float64 { return p.RestartPeakRSSMiB })},
-		{"goroutines", steady("%.0f", func(s *peerSnapshot) float64 { return s.Goroutines })},
-		{"sockets (/proc fd)", steady("%.0f", func(s *peerSnapshot) float64 { return float64(s.Sockets) })},
-		{"connections to peers", steady("%.0f", func(s *peerSnapshot) float64 { return float64(s.PeerConns) })},
-		{"watches open on peers", steady("%.0f", func(s *peerSnapshot) float64 { return float64(s.PeerWatches) })},
-		{"idle CPU (ms/s)", idle("%.2f", func(i *peerIdle) float64 { return i.CPUms })},
-		{"idle CPU per peer (ms/s)", idle("%.3f", func(i *peerIdle) float64 { return i.CPUmsPerPeer })},
-		{"idle requests to peers (/s)", idle("%.1f", func(i *peerIdle) float64 {
-			var t float64
-			for _, v := range i.RequestsPerSecond {
-				t += v
-			}
-			return t
-		})},
-		{"idle writes", idle("%.0f", func(i *peerIdle) float64 { return i.Writes })},
-		{"idle CPU, no heartbeats (ms/s)", func(p *peerResult) string {
-			if p.IdleStatic == nil {
-				return "-"
-			}
-			return fmt.Sprintf("%.2f", p.IdleStatic.CPUms)
-		}},
-		{"  per peer (ms/s)", func(p *peerResult) string {
-			if p.IdleStatic == nil {
-				return "-"
-			}
-			return fmt.Sprintf("%.3f", p.IdleStatic.CPUmsPerPeer)
-		}},
-		{"CPU per 1,000 synced (s)", num("%.2f", func(p *peerResult) float64 { return p.CPUPer1000Synced })},
-		{"  idle CPU it is net of (ms/s)", num("%.0f", func(p *peerResult) float64 { return p.IdleBeforeBurstCPU })},
-		{"burst to the member (s)", num("%.2f", func(p *peerResult) float64 { return p.BurstSeconds })},
-		{"first sync of all copies (s)", num("%.1f", func(p *peerResult) float64 { return p.InitialSyncSeconds })},
-		{"converge after restart (s)", num("%.1f", func(p *peerResult) float64 { return p.RestartConvergeSeconds })},
-		{"  writes at restart", num("%.0f", func(p *peerResult) float64 { return p.RestartWrites })},
-		{"membership objects per peer", num("%.0f", func(p *peerResult) float64 { return float64(p.MembershipClusters + p.MembershipSecrets) })},
-	}
+	lines := peerLines()
 	fmt.Fprintf(&b, "%-32s", "peers")
 	for _, s := range r.Sizes {
 		fmt.Fprintf(&b, "%10d", s.Peers)
@@ -452,4 +388,84 @@ func (r *peerResults) table() string {
 		}
 	}
 	return b.String()
+}
+
+// peerLine is a line of the curve's table: its name, and its cell for one size.
+type peerLine struct {
+	name string
+	f    func(*peerResult) string
+}
+
+// peerLines are the lines of the curve's table, in order: memory, connections, idle
+// cost, the cost of a burst, the times to sync, and the membership's objects.
+func peerLines() []peerLine {
+	return []peerLine{
+		{"RSS, idle after restart (MiB)", steadyCell("%.1f", func(s *peerSnapshot) float64 { return s.RSSMiB })},
+		{"  anonymous (MiB)", steadyCell("%.1f", func(s *peerSnapshot) float64 { return s.AnonMiB })},
+		{"  file-backed (MiB)", steadyCell("%.1f", func(s *peerSnapshot) float64 { return s.FileMiB })},
+		{"  Go heap in use (MiB)", steadyCell("%.1f", func(s *peerSnapshot) float64 { return s.HeapMiB })},
+		{"peak RSS, first sync (MiB)", numCell("%.1f", func(p *peerResult) float64 { return p.InitialPeakRSSMiB })},
+		{"peak RSS, after burst (MiB)", numCell("%.1f", func(p *peerResult) float64 { return p.BurstPeakRSSMiB })},
+		{"peak RSS, restart (MiB)", numCell("%.1f", func(p *peerResult) float64 { return p.RestartPeakRSSMiB })},
+		{"goroutines", steadyCell("%.0f", func(s *peerSnapshot) float64 { return s.Goroutines })},
+		{"sockets (/proc fd)", steadyCell("%.0f", func(s *peerSnapshot) float64 { return float64(s.Sockets) })},
+		{"connections to peers", steadyCell("%.0f", func(s *peerSnapshot) float64 { return float64(s.PeerConns) })},
+		{"watches open on peers", steadyCell("%.0f", func(s *peerSnapshot) float64 { return float64(s.PeerWatches) })},
+		{"idle CPU (ms/s)", idleCell("%.2f", func(i *peerIdle) float64 { return i.CPUms })},
+		{"idle CPU per peer (ms/s)", idleCell("%.3f", func(i *peerIdle) float64 { return i.CPUmsPerPeer })},
+		{"idle requests to peers (/s)", idleCell("%.1f", func(i *peerIdle) float64 {
+			var t float64
+			for _, v := range i.RequestsPerSecond {
+				t += v
+			}
+			return t
+		})},
+		{"idle writes", idleCell("%.0f", func(i *peerIdle) float64 { return i.Writes })},
+		{"idle CPU, no heartbeats (ms/s)", idleStaticCell("%.2f", func(i *peerIdle) float64 { return i.CPUms })},
+		{"  per peer (ms/s)", idleStaticCell("%.3f", func(i *peerIdle) float64 { return i.CPUmsPerPeer })},
+		{"CPU per 1,000 synced (s)", numCell("%.2f", func(p *peerResult) float64 { return p.CPUPer1000Synced })},
+		{"  idle CPU it is net of (ms/s)", numCell("%.0f", func(p *peerResult) float64 { return p.IdleBeforeBurstCPU })},
+		{"burst to the member (s)", numCell("%.2f", func(p *peerResult) float64 { return p.BurstSeconds })},
+		{"first sync of all copies (s)", numCell("%.1f", func(p *peerResult) float64 { return p.InitialSyncSeconds })},
+		{"converge after restart (s)", numCell("%.1f", func(p *peerResult) float64 { return p.RestartConvergeSeconds })},
+		{"  writes at restart", numCell("%.0f", func(p *peerResult) float64 { return p.RestartWrites })},
+		{"membership objects per peer", numCell("%.0f", func(p *peerResult) float64 { return float64(p.MembershipClusters + p.MembershipSecrets) })},
+	}
+}
+
+// numCell is a cell of a figure of the size, in format.
+func numCell(format string, f func(*peerResult) float64) func(*peerResult) string {
+	return func(p *peerResult) string { return fmt.Sprintf(format, f(p)) }
+}
+
+// steadyCell is a cell of a figure of the size's steady state, in format; "-" without
+// one.
+func steadyCell(format string, f func(*peerSnapshot) float64) func(*peerResult) string {
+	return func(p *peerResult) string {
+		if p.Steady == nil {
+			return "-"
+		}
+		return fmt.Sprintf(format, f(p.Steady))
+	}
+}
+
+// idleCell is a cell of a figure of the size's idle window, in format; "-" without one.
+func idleCell(format string, f func(*peerIdle) float64) func(*peerResult) string {
+	return func(p *peerResult) string {
+		if p.Idle == nil {
+			return "-"
+		}
+		return fmt.Sprintf(format, f(p.Idle))
+	}
+}
+
+// idleStaticCell is a cell of a figure of the size's idle window without heartbeats, in
+// format; "-" without one.
+func idleStaticCell(format string, f func(*peerIdle) float64) func(*peerResult) string {
+	return func(p *peerResult) string {
+		if p.IdleStatic == nil {
+			return "-"
+		}
+		return fmt.Sprintf(format, f(p.IdleStatic))
+	}
 }

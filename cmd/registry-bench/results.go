@@ -288,8 +288,28 @@ func loadAvg() string {
 	return strings.Join(f[:min(3, len(f))], " ")
 }
 
+// finish adds the rows of the table that the results so far make: the writes of the
+// burst, idle writes, memory, the CLI, the costs and the scale runs.
 func (r *results) finish() {
 	r.Machine.LoadAvg = append(r.Machine.LoadAvg, loadAvg())
+	r.addWriteRows()
+	idle := r.IdleWritesPerMin == 0
+	r.Rows = append(r.Rows, row{Metric: "idle writes", Registry: r.IdleWritesPerMin, Unit: "/min", Target: "= 0", Met: &idle})
+	for _, n := range r.Clusters {
+		// The target is at 10,000 synced objects: see the memory rows.
+		r.Rows = append(r.Rows, row{Metric: fmt.Sprintf("peak RSS %s (%d synced objects)", n, r.SyncedObjects), Registry: r.PeakRSSMiB[n], Unit: "MiB", Target: "<= 100 at 10,000"})
+	}
+	if r.Memory != nil {
+		r.addMemoryRows(r.Memory)
+	}
+	r.addCLIRows()
+	r.Rows = append(r.Rows, costRows("", r.Cost)...)
+	r.addScaleRows()
+}
+
+// addWriteRows adds the rows of the burst's writes: per object and peer (by operation),
+// and, with the work queues' counters, the API write requests and reconciles per object.
+func (r *results) addWriteRows() {
 	var w float64
 	byOp := map[string]float64{}
 	for _, ops := range r.BurstWrites {
@@ -323,32 +343,33 @@ func (r *results) finish() {
 			row{Metric: fmt.Sprintf("API write requests/object/peer (%.0f failed)", failed), Registry: ratio(req, float64(r.Burst)*peers), Unit: ""},
 			row{Metric: "reconciles/object, all controllers (burst)", Registry: reconciles, Unit: ""})
 	}
-	idle := r.IdleWritesPerMin == 0
-	r.Rows = append(r.Rows, row{Metric: "idle writes", Registry: r.IdleWritesPerMin, Unit: "/min", Target: "= 0", Met: &idle})
+}
+
+// addMemoryRows adds the rows of the controllers' memory at m's synced objects, and the
+// rate of the fill that got there.
+func (r *results) addMemoryRows(m *memoryResult) {
 	for _, n := range r.Clusters {
-		// The target is at 10,000 synced objects: see the memory rows.
-		r.Rows = append(r.Rows, row{Metric: fmt.Sprintf("peak RSS %s (%d synced objects)", n, r.SyncedObjects), Registry: r.PeakRSSMiB[n], Unit: "MiB", Target: "<= 100 at 10,000"})
+		rw := row{Metric: fmt.Sprintf("peak RSS %s (%d synced objects)", n, m.Objects), Registry: m.PeakRSSMiB[n], Unit: "MiB", Target: "<= 100 MiB"}
+		if m.Objects >= 10000 {
+			met := rw.Registry <= 100
+			rw.Met = &met
+		} else {
+			rw.Target = "<= 100 at 10,000"
+		}
+		r.Rows = append(r.Rows, rw)
 	}
-	if m := r.Memory; m != nil {
-		for _, n := range r.Clusters {
-			rw := row{Metric: fmt.Sprintf("peak RSS %s (%d synced objects)", n, m.Objects), Registry: m.PeakRSSMiB[n], Unit: "MiB", Target: "<= 100 MiB"}
-			if m.Objects >= 10000 {
-				met := rw.Registry <= 100
-				rw.Met = &met
-			} else {
-				rw.Target = "<= 100 at 10,000"
-			}
-			r.Rows = append(r.Rows, rw)
-		}
-		for _, n := range r.Clusters {
-			if f, ok := m.FileRSSMiB[n]; ok {
-				r.Rows = append(r.Rows, row{Metric: fmt.Sprintf("  of which file-backed (binary) %s", n), Registry: f, Unit: "MiB"})
-			}
-		}
-		if m.FillObjects > 0 {
-			r.Rows = append(r.Rows, row{Metric: fmt.Sprintf("sync of %d more objects to 2 peers", m.FillObjects), Registry: m.FillObjectsPerSecond, Unit: "obj/s"})
+	for _, n := range r.Clusters {
+		if f, ok := m.FileRSSMiB[n]; ok {
+			r.Rows = append(r.Rows, row{Metric: fmt.Sprintf("  of which file-backed (binary) %s", n), Registry: f, Unit: "MiB"})
 		}
 	}
+	if m.FillObjects > 0 {
+		r.Rows = append(r.Rows, row{Metric: fmt.Sprintf("sync of %d more objects to 2 peers", m.FillObjects), Registry: m.FillObjectsPerSecond, Unit: "obj/s"})
+	}
+}
+
+// addCLIRows adds the rows of the CLI commands timed.
+func (r *results) addCLIRows() {
 	cli := func(t *cliTiming, metric string) {
 		if t == nil {
 			return
@@ -365,7 +386,11 @@ func (r *results) finish() {
 	if t := r.CLI.Get; t != nil {
 		cli(t, fmt.Sprintf("CLI get configmaps -A, %d clusters (%d rows)", t.Clusters, t.Objects))
 	}
-	r.Rows = append(r.Rows, costRows("", r.Cost)...)
+}
+
+// addScaleRows adds the rows of every scale run: its latency, burst, costs and peak RSS,
+// or that it failed.
+func (r *results) addScaleRows() {
 	for _, s := range r.Scale {
 		if s.Error != "" {
 			r.Rows = append(r.Rows, row{Metric: fmt.Sprintf("scale %d clusters", s.Clusters), Target: "FAILED (see below)"})

@@ -36,8 +36,12 @@ type demo struct {
 	kubeconfig          string
 	logs                string
 	out                 io.Writer
+	// procs are the controllers running, one per cluster.
+	procs []*exec.Cmd
 }
 
+// run starts three clusters, forms a group of them, syncs the seed's example Secret
+// across it, shows the group, and then (without --check) waits for Ctrl-C.
 func run() error {
 	bin := flag.String("bin", "bin/kubectl-registry", "the kubectl-registry binary (make build)")
 	seeds := flag.String("seeds", "testdata/seed", "directory of the seed's example YAML")
@@ -73,33 +77,44 @@ func run() error {
 		_ = bed.Stop()
 	}()
 	d := &demo{bin: binPath, kubectl: filepath.Join(assets, "kubectl"), seeds: *seeds, kubeconfig: bed.KubeconfigPath, logs: bed.Dir, out: os.Stdout}
+	defer d.stopControllers()
+	if err := d.formGroup(ctx, names, *timeout); err != nil {
+		return err
+	}
+	if err := d.syncExample(ctx, names, *timeout); err != nil {
+		return err
+	}
+	d.show(ctx, names)
+	if *check {
+		step("check passed: test-secret is on %s", strings.Join(names, ", "))
+		return nil
+	}
+	d.printNextSteps()
+	<-ctx.Done()
+	return nil
+}
 
+// formGroup installs the controller on every cluster, runs a controller for each (they
+// stop with stopControllers), waits for each to report its Cluster Ready, and joins the
+// others to the first.
+func (d *demo) formGroup(ctx context.Context, names []string, timeout time.Duration) error {
 	for _, n := range names {
 		step("kubectl registry install --context %s --cluster-name %s", n, n)
 		if err := d.plugin(ctx, "install", "--context", n, "--cluster-name", n); err != nil {
 			return err
 		}
 	}
-	var procs []*exec.Cmd
-	defer func() {
-		for _, p := range procs {
-			_ = p.Process.Signal(syscall.SIGTERM)
-		}
-		for _, p := range procs {
-			_, _ = p.Process.Wait()
-		}
-	}()
 	for _, n := range names {
 		step("kubectl registry serve --context %s (log: %s)", n, filepath.Join(d.logs, "serve-"+n+".log"))
 		p, err := d.serve(n)
 		if err != nil {
 			return err
 		}
-		procs = append(procs, p)
+		d.procs = append(d.procs, p)
 	}
 	for _, n := range names {
 		step("waiting for the controller of %s to report its Cluster Ready", n)
-		if err := d.waitFor(ctx, *timeout, "--context", n, "get", "cluster", n, "-o", "jsonpath={.status.state}"); err != nil {
+		if err := d.waitFor(ctx, timeout, "--context", n, "get", "cluster", n, "-o", "jsonpath={.status.state}"); err != nil {
 			return err
 		}
 	}
@@ -109,7 +124,23 @@ func run() error {
 			return err
 		}
 	}
+	return nil
+}
 
+// stopControllers stops the controllers formGroup started and waits for them.
+func (d *demo) stopControllers() {
+	for _, p := range d.procs {
+		_ = p.Process.Signal(syscall.SIGTERM)
+	}
+	for _, p := range d.procs {
+		_, _ = p.Process.Wait()
+	}
+}
+
+// syncExample creates the seed's test-secret on the last cluster and its
+// ResourceSyncRule on the first, waits for the Secret on every cluster, then gives the
+// rule's and the Clusters' conditions a few seconds to settle.
+func (d *demo) syncExample(ctx context.Context, names []string, timeout time.Duration) error {
 	step("creating the seed's test-secret on %s and the seed's ResourceSyncRule on %s", names[2], names[0])
 	if err := d.kubectlRun(ctx, "--context", names[2], "apply", "-n", "cluster-registry", "-f", filepath.Join(d.seeds, "test-secret.yaml")); err != nil {
 		return err
@@ -118,14 +149,14 @@ func run() error {
 		return err
 	}
 	step("waiting for test-secret on every cluster")
-	deadline := time.Now().Add(*timeout)
+	deadline := time.Now().Add(timeout)
 	for _, n := range names {
 		for {
 			if err := d.kubectlQuiet(ctx, "--context", n, "get", "secret", "-n", "cluster-registry", "test-secret"); err == nil {
 				break
 			}
 			if time.Now().After(deadline) || ctx.Err() != nil {
-				return fmt.Errorf("test-secret did not reach %s within %s (controller logs in %s)", n, *timeout, d.logs)
+				return fmt.Errorf("test-secret did not reach %s within %s (controller logs in %s)", n, timeout, d.logs)
 			}
 			time.Sleep(300 * time.Millisecond)
 		}
@@ -137,15 +168,20 @@ func run() error {
 			_ = d.waitForValue(ctx, 30*time.Second, "True", "--context", n, "get", "cluster", m, "-o", `jsonpath={.status.conditions[?(@.type=="ClustersSynced")].status}`)
 		}
 	}
+	return nil
+}
+
+// show prints the Clusters, rules and the example Secret of every cluster.
+func (d *demo) show(ctx context.Context, names []string) {
 	for _, n := range names {
 		fmt.Fprintf(d.out, "\n--- %s: kubectl get clusters,resourcesyncrules; kubectl get secret test-secret -n cluster-registry\n", n)
 		_ = d.kubectlRun(ctx, "--context", n, "get", "clusters,resourcesyncrules")
 		_ = d.kubectlRun(ctx, "--context", n, "get", "secret", "-n", "cluster-registry", "test-secret", "-L", v1alpha1.OwnershipLabel)
 	}
-	if *check {
-		step("check passed: test-secret is on %s", strings.Join(names, ", "))
-		return nil
-	}
+}
+
+// printNextSteps prints what to try on the running group, and where the logs are.
+func (d *demo) printNextSteps() {
 	fmt.Fprintf(d.out, `
 The group is up. In another terminal:
 
@@ -162,8 +198,6 @@ The group is up. In another terminal:
 
 Controller logs: %s/serve-*.log. Press Ctrl-C to stop everything.
 `, d.kubeconfig, strings.Join([]string{filepath.Dir(d.kubectl), filepath.Dir(d.bin)}, ":"), d.logs)
-	<-ctx.Done()
-	return nil
 }
 
 func step(format string, args ...any) {

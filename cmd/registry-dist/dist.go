@@ -82,9 +82,8 @@ func completionPath(binDir string, p osArch) string {
 }
 
 // packageDist writes an archive per platform (the binary, the completion executable and
-// the license), their
-// checksums and the krew manifest rendered for them, which it validates (with the
-// archives) before writing it.
+// the license), their checksums and the krew manifest rendered for them, which it
+// validates (with the archives) before writing it.
 func packageDist(o packageOptions, log io.Writer) error {
 	if o.BaseURL == "" {
 		return errors.New("a base URL is required")
@@ -111,21 +110,7 @@ func packageDist(o packageOptions, log io.Writer) error {
 	data := TemplateData{Version: version, URI: map[string]string{}, SHA256: map[string]string{}}
 	sums := map[string]string{}
 	for _, p := range o.Platforms {
-		bin, err := os.ReadFile(binaryPath(o.BinDir, p))
-		if err != nil {
-			return fmt.Errorf("the %s binary: %w", p, err)
-		}
-		comp, err := os.ReadFile(completionPath(o.BinDir, p))
-		if err != nil {
-			return fmt.Errorf("the %s completion executable: %w", p, err)
-		}
-		name := archiveName(version, p)
-		archive := filepath.Join(o.OutDir, name)
-		err = writeArchive(archive, []archiveEntry{
-			{Name: exeName(p.OS), Mode: 0o755, Data: bin},
-			{Name: completionExeName(p.OS), Mode: 0o755, Data: comp},
-			{Name: "LICENSE", Mode: 0o644, Data: license},
-		})
+		name, archive, err := writePlatformArchive(o, version, p, license)
 		if err != nil {
 			return err
 		}
@@ -166,6 +151,31 @@ func packageDist(o packageOptions, log io.Writer) error {
 	}
 	fmt.Fprintf(log, "wrote %s and %s (version %s)\n", checksums, manifest, version)
 	return nil
+}
+
+// writePlatformArchive writes the archive of platform p into o.OutDir: the binary and
+// the completion executable of p from o.BinDir, and the license. It returns the
+// archive's name and path.
+func writePlatformArchive(o packageOptions, version string, p osArch, license []byte) (name, archive string, err error) {
+	bin, err := os.ReadFile(binaryPath(o.BinDir, p))
+	if err != nil {
+		return "", "", fmt.Errorf("the %s binary: %w", p, err)
+	}
+	comp, err := os.ReadFile(completionPath(o.BinDir, p))
+	if err != nil {
+		return "", "", fmt.Errorf("the %s completion executable: %w", p, err)
+	}
+	name = archiveName(version, p)
+	archive = filepath.Join(o.OutDir, name)
+	err = writeArchive(archive, []archiveEntry{
+		{Name: exeName(p.OS), Mode: 0o755, Data: bin},
+		{Name: completionExeName(p.OS), Mode: 0o755, Data: comp},
+		{Name: "LICENSE", Mode: 0o644, Data: license},
+	})
+	if err != nil {
+		return "", "", err
+	}
+	return name, archive, nil
 }
 
 // packageInstallers writes the chart's archive and the kustomize archive that o asks for

@@ -145,6 +145,39 @@ func (o *RuleOptions) Object() (*unstructured.Unstructured, error) {
 // Rule builds the ResourceSyncRule the flags describe, or explains what is wrong with
 // them.
 func (o *RuleOptions) Rule() (*v1alpha1.ResourceSyncRule, error) {
+	errs := o.checkObjects()
+	labels, labelErrs := o.labelSelectors()
+	features, featureErrs := o.featureMatches()
+	errs = append(append(errs, labelErrs...), featureErrs...)
+	switch v1alpha1.DeletionPolicy(o.DeletionPolicy) {
+	case "", v1alpha1.DeletionPolicyRetain, v1alpha1.DeletionPolicyDelete:
+	default:
+		errs = append(errs, fmt.Errorf("--deletion-policy must be Retain or Delete, got %q", o.DeletionPolicy))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	syncRule := o.syncRule(labels)
+	rule := &v1alpha1.ResourceSyncRule{
+		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "ResourceSyncRule"},
+		ObjectMeta: metav1.ObjectMeta{Name: o.Name},
+		Spec: v1alpha1.ResourceSyncRuleSpec{
+			ClusterFeatureMatches: features,
+			GVK:                   v1alpha1.GroupVersionKind{Group: o.Group, Version: o.Version, Kind: o.Kind},
+			Rules:                 []v1alpha1.SyncRule{syncRule},
+			DeletionPolicy:        v1alpha1.DeletionPolicy(o.DeletionPolicy),
+			CreateNamespaces:      o.CreateNamespace,
+		},
+	}
+	if o.SyncDisabled {
+		rule.Annotations = map[string]string{v1alpha1.SyncDisabledAnnotation: "true"}
+	}
+	return rule, nil
+}
+
+// checkObjects checks the flags that say which objects the rule syncs: --kind, --group,
+// --version, --namespace-match and --name.
+func (o *RuleOptions) checkObjects() []error {
 	var errs []error
 	if err := validateKind(o.Kind); err != nil {
 		errs = append(errs, err)
@@ -170,7 +203,14 @@ func (o *RuleOptions) Rule() (*v1alpha1.ResourceSyncRule, error) {
 	if strings.Contains(o.ObjectName, "/") {
 		errs = append(errs, fmt.Errorf("--name %q: an object name cannot contain '/'; use --namespace-match for the namespace", o.ObjectName))
 	}
+	return errs
+}
+
+// labelSelectors parses --label-selector, and says what is wrong with each selector it
+// cannot parse.
+func (o *RuleOptions) labelSelectors() ([]metav1.LabelSelector, []error) {
 	var labels []metav1.LabelSelector
+	var errs []error
 	for _, s := range o.LabelSelectors {
 		if strings.TrimSpace(s) == "" {
 			errs = append(errs, errors.New("--label-selector: empty selector"))
@@ -183,7 +223,14 @@ func (o *RuleOptions) Rule() (*v1alpha1.ResourceSyncRule, error) {
 		}
 		labels = append(labels, *sel)
 	}
+	return labels, errs
+}
+
+// featureMatches returns the cluster features of --feature, and says what is wrong with
+// each name that is not one.
+func (o *RuleOptions) featureMatches() ([]v1alpha1.ClusterFeatureMatch, []error) {
 	var features []v1alpha1.ClusterFeatureMatch
+	var errs []error
 	for _, f := range o.Features {
 		if err := validateFeatureName("--feature", f); err != nil {
 			errs = append(errs, err)
@@ -191,15 +238,12 @@ func (o *RuleOptions) Rule() (*v1alpha1.ResourceSyncRule, error) {
 		}
 		features = append(features, v1alpha1.ClusterFeatureMatch{FeatureName: f})
 	}
-	switch v1alpha1.DeletionPolicy(o.DeletionPolicy) {
-	case "", v1alpha1.DeletionPolicyRetain, v1alpha1.DeletionPolicyDelete:
-	default:
-		errs = append(errs, fmt.Errorf("--deletion-policy must be Retain or Delete, got %q", o.DeletionPolicy))
-	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
+	return features, errs
+}
 
+// syncRule is the rule's SyncRule: its match of the object name, namespaces and label
+// selectors, if the flags give any.
+func (o *RuleOptions) syncRule(labels []metav1.LabelSelector) v1alpha1.SyncRule {
 	match := v1alpha1.SyncRuleMatch{Labels: labels}
 	match.ObjectKey.Name = o.ObjectName
 	switch len(o.NamespaceMatch) {
@@ -213,22 +257,7 @@ func (o *RuleOptions) Rule() (*v1alpha1.ResourceSyncRule, error) {
 	if match.ObjectKey != (v1alpha1.ObjectKey{}) || len(match.Namespaces) > 0 || len(match.Labels) > 0 {
 		syncRule.Matches = []v1alpha1.SyncRuleMatch{match}
 	}
-
-	rule := &v1alpha1.ResourceSyncRule{
-		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "ResourceSyncRule"},
-		ObjectMeta: metav1.ObjectMeta{Name: o.Name},
-		Spec: v1alpha1.ResourceSyncRuleSpec{
-			ClusterFeatureMatches: features,
-			GVK:                   v1alpha1.GroupVersionKind{Group: o.Group, Version: o.Version, Kind: o.Kind},
-			Rules:                 []v1alpha1.SyncRule{syncRule},
-			DeletionPolicy:        v1alpha1.DeletionPolicy(o.DeletionPolicy),
-			CreateNamespaces:      o.CreateNamespace,
-		},
-	}
-	if o.SyncDisabled {
-		rule.Annotations = map[string]string{v1alpha1.SyncDisabledAnnotation: "true"}
-	}
-	return rule, nil
+	return syncRule
 }
 
 // validateKind checks that kind looks like a kind (Secret), not a resource (secrets).

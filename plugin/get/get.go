@@ -205,7 +205,21 @@ func resourceArgs(cmd *cobra.Command, args []string) error {
 // Complete derives the state of the flags and reads the kubeconfig. It contacts no API
 // server.
 func (o *Options) Complete(cmd *cobra.Command, args []string) error {
-	for r := range strings.SplitSeq(args[0], ",") {
+	o.completeResources(args[0])
+	o.names = args[1:]
+	if err := o.completeOutput(); err != nil {
+		return err
+	}
+	if err := o.completeSortBy(); err != nil {
+		return err
+	}
+	return o.completeTargets(cmd)
+}
+
+// completeResources sets the resources of the comma-separated list arg, the collections
+// in it expanded.
+func (o *Options) completeResources(arg string) {
+	for r := range strings.SplitSeq(arg, ",") {
 		r = strings.TrimSpace(r)
 		if r == "" {
 			continue
@@ -216,8 +230,10 @@ func (o *Options) Complete(cmd *cobra.Command, args []string) error {
 		}
 		o.resources = append(o.resources, r)
 	}
-	o.names = args[1:]
+}
 
+// completeOutput sets the output of -o: a table, a wide table or a printer.
+func (o *Options) completeOutput() error {
 	output := ""
 	if o.PrintFlags.OutputFormat != nil {
 		output = *o.PrintFlags.OutputFormat
@@ -233,19 +249,30 @@ func (o *Options) Complete(cmd *cobra.Command, args []string) error {
 		}
 		o.printer = p
 	}
+	return nil
+}
 
-	if o.SortBy != "" {
-		expr, err := relaxedJSONPath(o.SortBy)
-		if err != nil {
-			return err
-		}
-		jp := jsonpath.New("sort-by").AllowMissingKeys(true)
-		if err := jp.Parse(expr); err != nil {
-			return fmt.Errorf("--sort-by %q: %w", o.SortBy, err)
-		}
-		o.sortPath = jp
+// completeSortBy parses --sort-by, when given.
+func (o *Options) completeSortBy() error {
+	if o.SortBy == "" {
+		return nil
 	}
+	expr, err := relaxedJSONPath(o.SortBy)
+	if err != nil {
+		return err
+	}
+	jp := jsonpath.New("sort-by").AllowMissingKeys(true)
+	if err := jp.Parse(expr); err != nil {
+		return fmt.Errorf("--sort-by %q: %w", o.SortBy, err)
+	}
+	o.sortPath = jp
+	return nil
+}
 
+// completeTargets sets the contexts to query and the namespace of each: those of
+// --context or --contexts, or every context of the kubeconfig, in the namespace of -n
+// or else of the context.
+func (o *Options) completeTargets(cmd *cobra.Command) error {
 	if f := cmd.Flag("namespace"); f != nil && f.Changed {
 		o.namespaceFlag = f.Value.String()
 	}

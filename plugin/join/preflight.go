@@ -102,33 +102,67 @@ func (p plan) waits() []waitTarget {
 // preflight checks everything that can be checked before writing, and returns the plan.
 // Nothing is written.
 func (o *Options) preflight(ctx context.Context) (plan, error) {
+	if err := o.checkSides(ctx); err != nil {
+		return plan{}, err
+	}
+	rejoin := o.markRejoins()
+	sources := []*side{o.a}
+	if !o.OneWay {
+		sources = append(sources, o.b)
+	}
+	if err := o.prepareSources(ctx, sources); err != nil {
+		return plan{}, err
+	}
+	p := plan{rejoin: rejoin}
+	for _, from := range sources {
+		to := o.other(from)
+		items, err := to.checkTarget(ctx, from, o.Namespace)
+		if err != nil {
+			return plan{}, err
+		}
+		p.writes = append(p.writes, sideWrites{on: to, from: from, items: items})
+	}
+	return p, nil
+}
+
+// checkSides checks that both sides are reachable, have the registry installed, are two
+// different clusters, and each has its own Cluster.
+func (o *Options) checkSides(ctx context.Context) error {
 	a, b := o.a, o.b
 	for _, s := range []*side{a, b} {
 		if err := s.reach(ctx); err != nil {
-			return plan{}, err
+			return err
 		}
 	}
 	for _, s := range []*side{a, b} {
 		if err := s.installed(ctx, o.Namespace); err != nil {
-			return plan{}, err
+			return err
 		}
 	}
 	if a.id == b.id {
-		return plan{}, fmt.Errorf("context %s and context %s are the same cluster (kube-system UID %s): join needs two different clusters", a.name, b.name, a.id)
+		return fmt.Errorf("context %s and context %s are the same cluster (kube-system UID %s): join needs two different clusters", a.name, b.name, a.id)
 	}
 	for _, s := range []*side{a, b} {
 		if err := s.findLocal(); err != nil {
-			return plan{}, err
+			return err
 		}
 	}
-	// A side that left the group, as the other side records it, is admitted back by
-	// the other side: the admission is recorded on the other side's own Cluster (never
-	// by the cluster that left, which cannot bring itself back) and cancels every
-	// earlier record of the departure. A side that recorded its own departure drops
-	// that record (its admin runs this join). Otherwise the controllers would delete
-	// the copies.
+	return nil
+}
+
+// markRejoins sets on a copy of each side's own Cluster the annotations rejoinMarks
+// returns for it (s.marks, s.rejoin, and s.local the copy), and returns the sides it
+// marked.
+//
+// A side that left the group, as the other side records it, is admitted back by
+// the other side: the admission is recorded on the other side's own Cluster (never
+// by the cluster that left, which cannot bring itself back) and cancels every
+// earlier record of the departure. A side that recorded its own departure drops
+// that record (its admin runs this join). Otherwise the controllers would delete
+// the copies.
+func (o *Options) markRejoins() []*side {
 	var rejoin []*side
-	for _, s := range []*side{a, b} {
+	for _, s := range []*side{o.a, o.b} {
 		if marks := rejoinMarks(s, o.other(s), o.now()); len(marks) > 0 {
 			rejoin = append(rejoin, s)
 			s.marks = marks
@@ -147,16 +181,19 @@ func (o *Options) preflight(ctx context.Context) (plan, error) {
 			s.local = marked
 		}
 	}
-	sources := []*side{a}
-	if !o.OneWay {
-		sources = append(sources, b)
-	}
+	return rejoin
+}
+
+// prepareSources reads the reader Secret of every side whose credentials join copies
+// to the other (sources), builds the copies, and checks the address each advertises and
+// that its token reads it from the other side.
+func (o *Options) prepareSources(ctx context.Context, sources []*side) error {
 	for _, s := range sources {
 		if err := s.readSecret(ctx, o.Namespace); err != nil {
-			return plan{}, err
+			return err
 		}
 		if err := s.buildCopies(o.Namespace); err != nil {
-			return plan{}, err
+			return err
 		}
 		if own := s.ownServer(); s.advertise != "" && own != s.advertise {
 			// The other side's membership sync keeps the chosen address (the Cluster copy
@@ -167,24 +204,15 @@ func (o *Options) preflight(ctx context.Context) (plan, error) {
 	}
 	for _, s := range sources {
 		if err := s.checkAdvertised(o.AllowLoopback, o.other(s)); err != nil {
-			return plan{}, err
+			return err
 		}
 	}
 	for _, s := range sources {
 		if err := s.checkToken(ctx, o.other(s), o.Factory, o.clientOptions()); err != nil {
-			return plan{}, err
+			return err
 		}
 	}
-	p := plan{rejoin: rejoin}
-	for _, from := range sources {
-		to := o.other(from)
-		items, err := to.checkTarget(ctx, from, o.Namespace)
-		if err != nil {
-			return plan{}, err
-		}
-		p.writes = append(p.writes, sideWrites{on: to, from: from, items: items})
-	}
-	return p, nil
+	return nil
 }
 
 // rejoinMarks returns the annotations join changes on side s's own Cluster (nil value:

@@ -220,20 +220,57 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	readers := v1alpha1.ReadersNamespace(o.Namespace)
-	suffix := ""
+	waitFor, done, err := o.revokePerPeer(ctx, m, peer)
+	if err != nil || done {
+		return err
+	}
+	if !o.KeepShared {
+		rev, err := o.revokeShared(ctx, m)
+		if err != nil {
+			return err
+		}
+		if rev != nil {
+			waitFor = append(waitFor, *rev)
+		}
+	}
+	switch {
+	case len(waitFor) > 0 && waitFor[0].sa == o.readerOf(peer):
+		fmt.Fprintf(o.ErrOut, "The controller of %s issues new tokens: %s gets a new credential sealed to its key; the other members keep their own credentials.\n", m.Name, peer.Name)
+	case len(waitFor) > 0:
+		fmt.Fprintf(o.ErrOut, "The controller of %s issues a new shared reader token; the members keep their own credentials.\n", m.Name)
+	}
+	if !o.Wait || len(waitFor) == 0 {
+		return nil
+	}
+	return o.wait(ctx, m, waitFor)
+}
+
+// dryRunSuffix is what the lines saying what was deleted end with: the dry run, if any.
+func (o *Options) dryRunSuffix() string {
 	switch o.DryRun {
 	case cmdutil.DryRunClient:
-		suffix = " (dry run)"
+		return " (dry run)"
 	case cmdutil.DryRunServer:
-		suffix = " (server dry run)"
+		return " (server dry run)"
 	}
+	return ""
+}
 
-	var waitFor []revoked
-	perPeer := types.NamespacedName{Namespace: readers, Name: v1alpha1.ReaderServiceAccountName(peer.Spec.ClusterID)}
+// readerOf is the key of the ServiceAccount of the reader issued to peer.
+func (o *Options) readerOf(peer *v1alpha1.Cluster) types.NamespacedName {
+	return types.NamespacedName{Namespace: v1alpha1.ReadersNamespace(o.Namespace), Name: v1alpha1.ReaderServiceAccountName(peer.Spec.ClusterID)}
+}
+
+// revokePerPeer deletes the reader member m issued peer, and says so. It returns what
+// --wait waits for (the new credential m issues peer, unless peer's departure or m's
+// own is in force on m), and done when there is nothing more to do: peer's departure
+// has revoked its reader already and --keep-shared keeps the shared one.
+func (o *Options) revokePerPeer(ctx context.Context, m *member, peer *v1alpha1.Cluster) (waitFor []revoked, done bool, err error) {
+	suffix := o.dryRunSuffix()
+	perPeer := o.readerOf(peer)
 	uid, found, err := o.delete(ctx, m, perPeer, fmt.Sprintf("the reader of cluster %s", peer.Name))
 	if err != nil {
-		return err
+		return nil, false, err
 	}
 	// A cluster whose departure is in force on the member is issued nothing again: its
 	// reader is revoked for good, and --wait has no new credential to wait for.
@@ -261,48 +298,41 @@ func (o *Options) Run(ctx context.Context) error {
 		fmt.Fprintf(o.ErrOut, "%s has left the group (its departure is in force on %s): its reader on %s was revoked already, and %s issues it no new credential\n",
 			peer.Name, m.Name, m.Name, m.Own.Name)
 		if o.KeepShared {
-			return nil
+			return nil, true, nil
 		}
 	default:
 		if o.KeepShared {
-			return fmt.Errorf("no reader of %s on %s to revoke: %s has not issued %s a reader yet (no ServiceAccount %s/%s; see \"kubectl registry status --context %s\"), and --keep-shared keeps the shared one: nothing was revoked",
+			return nil, false, fmt.Errorf("no reader of %s on %s to revoke: %s has not issued %s a reader yet (no ServiceAccount %s/%s; see \"kubectl registry status --context %s\"), and --keep-shared keeps the shared one: nothing was revoked",
 				peer.Name, m.Name, m.Own.Name, peer.Name, perPeer.Namespace, perPeer.Name, m.Name)
 		}
 		fmt.Fprintf(o.ErrOut, "no reader of %s on %s to revoke: %s has not issued %s a reader yet (no ServiceAccount %s/%s); the shared reader is still revoked\n",
 			peer.Name, m.Name, m.Own.Name, peer.Name, perPeer.Namespace, perPeer.Name)
 	}
+	return waitFor, false, nil
+}
 
-	if !o.KeepShared {
-		shared := types.NamespacedName{Namespace: o.Namespace, Name: v1alpha1.ReaderName}
-		uid, found, err := o.delete(ctx, m, shared, "the shared reader")
-		if err != nil {
-			return err
-		}
-		if found {
-			fmt.Fprintf(o.Out, "serviceaccount/%s deleted on %s (the shared reader token is revoked; the controller issues a new one)%s\n", shared.Name, m.Name, suffix)
-			ref := m.Own.Spec.AuthInfo.SecretRef
-			secret := types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}
-			if secret.Namespace == "" {
-				secret.Namespace = o.Namespace
-			}
-			if secret.Name == "" {
-				secret.Name = m.Own.Name
-			}
-			waitFor = append(waitFor, revoked{sa: shared, oldUID: uid, secret: secret, what: fmt.Sprintf("%s issued a new shared reader token", m.Own.Name)})
-		} else {
-			fmt.Fprintf(o.ErrOut, "no shared reader on %s to revoke (no ServiceAccount %s/%s): its controller creates one\n", m.Name, shared.Namespace, shared.Name)
-		}
+// revokeShared deletes the shared reader of member m, and says so. It returns what
+// --wait waits for (the new shared reader token), or nil when there was none.
+func (o *Options) revokeShared(ctx context.Context, m *member) (*revoked, error) {
+	shared := types.NamespacedName{Namespace: o.Namespace, Name: v1alpha1.ReaderName}
+	uid, found, err := o.delete(ctx, m, shared, "the shared reader")
+	if err != nil {
+		return nil, err
 	}
-	switch {
-	case len(waitFor) > 0 && waitFor[0].sa == perPeer:
-		fmt.Fprintf(o.ErrOut, "The controller of %s issues new tokens: %s gets a new credential sealed to its key; the other members keep their own credentials.\n", m.Name, peer.Name)
-	case len(waitFor) > 0:
-		fmt.Fprintf(o.ErrOut, "The controller of %s issues a new shared reader token; the members keep their own credentials.\n", m.Name)
+	if !found {
+		fmt.Fprintf(o.ErrOut, "no shared reader on %s to revoke (no ServiceAccount %s/%s): its controller creates one\n", m.Name, shared.Namespace, shared.Name)
+		return nil, nil
 	}
-	if !o.Wait || len(waitFor) == 0 {
-		return nil
+	fmt.Fprintf(o.Out, "serviceaccount/%s deleted on %s (the shared reader token is revoked; the controller issues a new one)%s\n", shared.Name, m.Name, o.dryRunSuffix())
+	ref := m.Own.Spec.AuthInfo.SecretRef
+	secret := types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}
+	if secret.Namespace == "" {
+		secret.Namespace = o.Namespace
 	}
-	return o.wait(ctx, m, waitFor)
+	if secret.Name == "" {
+		secret.Name = m.Own.Name
+	}
+	return &revoked{sa: shared, oldUID: uid, secret: secret, what: fmt.Sprintf("%s issued a new shared reader token", m.Own.Name)}, nil
 }
 
 // connect reaches the API server of --context, checks that the registry is installed and

@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -157,18 +158,56 @@ func SetupRegistry(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("building a clientset: %w", err)
 	}
-	//lint:ignore SA1019 core events (the events.k8s.io recorder has another interface); the RBAC grants both APIs
-	recorder := mgr.GetEventRecorderFor("kubectl-registry")
+	r := &registry{
+		mgr: mgr, opts: opts, ro: ro, identity: identity,
+		tokens: func(ns string) bootstrap.TokenMinter { return cs.CoreV1().ServiceAccounts(ns) },
+		//lint:ignore SA1019 core events (the events.k8s.io recorder has another interface); the RBAC grants both APIs
+		recorder: mgr.GetEventRecorderFor("kubectl-registry"),
+		keys:     &bootstrap.Keys{},
+	}
+	if err := r.setupBootstrap(); err != nil {
+		return err
+	}
+	r.peerKeys = credentials.NewPeerKeys()
+	if err := r.setupCredentials(); err != nil {
+		return err
+	}
+	pm, err := r.addPeerManager()
+	if err != nil {
+		return err
+	}
+	if err := r.setupClusterSync(pm); err != nil {
+		return err
+	}
+	return r.addEngine(pm)
+}
 
-	keys := &bootstrap.Keys{}
+// registry is what the registry's reconcilers share as SetupRegistry adds them: the
+// manager and the options, the local cluster's identity, a minter of ServiceAccount
+// tokens, the event recorder, this cluster's key pair and its peers' public keys.
+type registry struct {
+	mgr      ctrl.Manager
+	opts     Options
+	ro       RegistryOptions
+	identity bootstrap.Identity
+	tokens   func(ns string) bootstrap.TokenMinter
+	recorder record.EventRecorder
+	keys     *bootstrap.Keys
+	peerKeys *credentials.PeerKeys
+}
+
+// setupBootstrap adds the bootstrap reconciler: the local Cluster CR, the reader
+// ServiceAccount, its token and Secret.
+func (r *registry) setupBootstrap() error {
+	ro := r.ro
 	boot := &bootstrap.Reconciler{
-		Client:    mgr.GetClient(),
-		APIReader: mgr.GetAPIReader(),
-		Keys:      keys,
-		Tokens:    func(ns string) bootstrap.TokenMinter { return cs.CoreV1().ServiceAccounts(ns) },
-		Identity:  identity,
+		Client:    r.mgr.GetClient(),
+		APIReader: r.mgr.GetAPIReader(),
+		Keys:      r.keys,
+		Tokens:    r.tokens,
+		Identity:  r.identity,
 		Options: bootstrap.Options{
-			Namespace:     opts.Namespace,
+			Namespace:     r.opts.Namespace,
 			Endpoint:      ro.APIServerEndpoint,
 			EndpointCA:    ro.APIServerCA,
 			NetworkName:   ro.NetworkName,
@@ -176,27 +215,32 @@ func SetupRegistry(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 			LocalCA:       ro.LocalCA,
 			TokenLifetime: ro.TokenLifetime,
 		},
-		Recorder: recorder,
+		Recorder: r.recorder,
 		Metrics:  bootstrap.NewMetrics(metrics.Registry),
 	}
 	if err := boot.Options.Validate(); err != nil {
 		return err
 	}
-	if err := boot.SetupWithManager(mgr); err != nil {
+	if err := boot.SetupWithManager(r.mgr); err != nil {
 		return fmt.Errorf("setting up bootstrap: %w", err)
 	}
+	return nil
+}
 
-	peerKeys := credentials.NewPeerKeys()
+// setupCredentials adds the reconciler of the reader credentials this cluster issues
+// its peers.
+func (r *registry) setupCredentials() error {
+	identity := r.identity
 	creds := &credentials.Reconciler{
-		PeerKeys:      peerKeys,
-		Client:        mgr.GetClient(),
-		APIReader:     mgr.GetAPIReader(),
-		Tokens:        func(ns string) bootstrap.TokenMinter { return cs.CoreV1().ServiceAccounts(ns) },
+		PeerKeys:      r.peerKeys,
+		Client:        r.mgr.GetClient(),
+		APIReader:     r.mgr.GetAPIReader(),
+		Tokens:        r.tokens,
 		Identity:      identity,
-		Namespace:     opts.Namespace,
-		TokenLifetime: ro.TokenLifetime,
+		Namespace:     r.opts.Namespace,
+		TokenLifetime: r.ro.TokenLifetime,
 		// Copied by hand to a legacy peer: a longer lifetime.
-		LegacyTokenLifetime: ro.LegacyTokenLifetime,
+		LegacyTokenLifetime: r.ro.LegacyTokenLifetime,
 		// The departures in force as the membership decided them (see members.Decide).
 		Departed: func(_ time.Time, clusters []v1alpha1.Cluster) map[types.UID]bool {
 			gone := members.Decided(members.OwnCluster(clusters, identity.ID))
@@ -206,16 +250,21 @@ func SetupRegistry(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 			}
 			return out
 		},
-		Recorder: recorder,
+		Recorder: r.recorder,
 	}
-	if err := creds.SetupWithManager(mgr); err != nil {
+	if err := creds.SetupWithManager(r.mgr); err != nil {
 		return fmt.Errorf("setting up reader credentials: %w", err)
 	}
+	return nil
+}
 
+// addPeerManager adds the manager of the connections to the peers, and returns it.
+func (r *registry) addPeerManager() (*peers.Manager, error) {
+	ro := r.ro
 	pm, err := peers.NewManager(peers.Options{
-		Scheme:           mgr.GetScheme(),
-		Namespace:        opts.Namespace,
-		LocalID:          identity.ID,
+		Scheme:           r.mgr.GetScheme(),
+		Namespace:        r.opts.Namespace,
+		LocalID:          r.identity.ID,
 		HealthInterval:   ro.PeerHealthInterval,
 		Addresses:        kubeconfig.AddressPolicy{AllowLoopback: ro.AllowLoopbackPeers},
 		FailureThreshold: ro.PeerFailureThreshold,
@@ -226,12 +275,18 @@ func SetupRegistry(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		RefusalRetry:         ro.OverCapRetry,
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if err := mgr.Add(pm); err != nil {
-		return fmt.Errorf("adding the peer manager: %w", err)
+	if err := r.mgr.Add(pm); err != nil {
+		return nil, fmt.Errorf("adding the peer manager: %w", err)
 	}
+	return pm, nil
+}
 
+// setupClusterSync adds the Cluster status reconciler and membership sync, which read
+// the peers through pm and share what they know of relays that disagree.
+func (r *registry) setupClusterSync(pm *peers.Manager) error {
+	mgr, ro := r.mgr, r.ro
 	dc, err := discovery.NewDiscoveryClientForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
 	if err != nil {
 		return fmt.Errorf("building a discovery client: %w", err)
@@ -244,11 +299,11 @@ func SetupRegistry(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	status := &clusters.Reconciler{
 		Metrics:   clusterMetrics,
 		Client:    mgr.GetClient(),
-		Identity:  identity,
+		Identity:  r.identity,
 		Peers:     pm,
-		Namespace: opts.Namespace,
-		Keys:      keys,
-		PeerKeys:  peerKeys,
+		Namespace: r.opts.Namespace,
+		Keys:      r.keys,
+		PeerKeys:  r.peerKeys,
 		Relays:    relayConflicts,
 		ServerVersion: func(ctx context.Context) (string, error) {
 			v, err := dc.ServerVersionWithContext(ctx)
@@ -257,7 +312,7 @@ func SetupRegistry(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 			}
 			return v.GitVersion, nil
 		},
-		Recorder:          recorder,
+		Recorder:          r.recorder,
 		HeartbeatPeriod:   ro.HeartbeatPeriod,
 		MetadataPeriod:    ro.MetadataPeriod,
 		ControllerVersion: buildinfo.Get().Version,
@@ -268,27 +323,32 @@ func SetupRegistry(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	}
 	member := &membership.Reconciler{
 		Client:    mgr.GetClient(),
-		Identity:  identity,
+		Identity:  r.identity,
 		Peers:     pm,
-		Namespace: opts.Namespace,
-		Recorder:  recorder,
+		Namespace: r.opts.Namespace,
+		Recorder:  r.recorder,
 		Addresses: kubeconfig.AddressPolicy{AllowLoopback: ro.AllowLoopbackPeers},
 		Conflicts: relayConflicts,
 		// Opens the departure notice tokens the members issued this cluster.
-		Keys: keys,
+		Keys: r.keys,
 	}
 	if err := member.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up membership sync: %w", err)
 	}
+	return nil
+}
 
+// addEngine adds the sync engine, which reads the peers through pm.
+func (r *registry) addEngine(pm *peers.Manager) error {
+	mgr, ro := r.mgr, r.ro
 	dyn, err := dynamic.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
 	if err != nil {
 		return fmt.Errorf("building a dynamic client: %w", err)
 	}
 	eng, err := engine.New(engine.Options{
-		LocalID:        identity.ID,
-		LocalName:      identity.Name,
-		Namespace:      opts.Namespace,
+		LocalID:        r.identity.ID,
+		LocalName:      r.identity.Name,
+		Namespace:      r.opts.Namespace,
 		Client:         mgr.GetClient(),
 		Cache:          mgr.GetCache(),
 		Dynamic:        dyn,
@@ -300,7 +360,7 @@ func SetupRegistry(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		MaxPeerObjects: ro.MaxPeerObjects,
 		OverCapRetry:   ro.OverCapRetry,
 		MaxRules:       ro.MaxRules,
-		Recorder:       recorder,
+		Recorder:       r.recorder,
 		Metrics:        engine.NewMetrics(metrics.Registry),
 	})
 	if err != nil {

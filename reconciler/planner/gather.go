@@ -137,22 +137,50 @@ type gatherer struct {
 // offer looks at what the source p holds at srcKey for the rule r: a candidate copy, a
 // refusal, a failure, or evidence that the origin has (or has not) the object.
 func (g *gatherer) offer(r Rule, srcKey types.NamespacedName, p Source) {
+	obj, origin, ok := g.read(r, srcKey, p)
+	if !ok {
+		return
+	}
+	direct := origin == p.ClusterID
+	mut, ok := g.match(r, srcKey, p, obj, direct)
+	if !ok {
+		return
+	}
+	originName, ok := g.memberOrigin(r, srcKey, p, origin)
+	if !ok {
+		return
+	}
+	if origin == g.localID {
+		return // a peer's copy of an object of ours
+	}
+	if direct {
+		g.present[origin] = true
+	}
+	g.addCandidate(r, p, obj, mut, origin, originName, direct)
+}
+
+// read returns the object p holds at srcKey for the rule r and the cluster it
+// originates from, or false, having recorded what the source says of the origin
+// (unknown when p cannot be read or is not synced, gone when it has no object), when
+// there is no object to offer: none, a membership object, or one of a quarantined
+// origin.
+func (g *gatherer) read(r Rule, srcKey types.NamespacedName, p Source) (*unstructured.Unstructured, types.UID, bool) {
 	if !p.Readable || !r.Compiled.Sources(p.Features) {
 		g.unknown[p.ClusterID] = true
-		return
+		return nil, "", false
 	}
 	obj, synced := p.Lookup(r.Compiled.GVK, srcKey.Namespace, srcKey.Name)
 	if !synced {
 		g.unknown[p.ClusterID] = true
 		g.out.Unsynced[p.ClusterID] = true
-		return
+		return nil, "", false
 	}
 	if obj == nil {
 		g.gone[p.ClusterID] = true
-		return
+		return nil, "", false
 	}
 	if MembershipObject(obj) {
-		return
+		return nil, "", false
 	}
 	origin := types.UID(obj.GetAnnotations()[v1alpha1.OwnershipAnnotation])
 	if origin == "" {
@@ -162,29 +190,43 @@ func (g *gatherer) offer(r Rule, srcKey types.NamespacedName, p Source) {
 		// Disabled or departed here: its objects are neither copied, through any member,
 		// nor taken for gone.
 		g.unknown[origin] = true
-		return
+		return nil, "", false
 	}
-	direct := origin == p.ClusterID
+	return obj, origin, true
+}
+
+// match returns the mutation of the rule r that copies obj (at srcKey on p) to the
+// target being gathered, or false: for an object with sync disabled (present, when
+// read directly from its origin), or one the rule does not select or copies elsewhere
+// (gone, when read directly).
+func (g *gatherer) match(r Rule, srcKey types.NamespacedName, p Source, obj *unstructured.Unstructured, direct bool) (rules.Mutation, bool) {
 	if obj.GetAnnotations()[v1alpha1.SyncDisabledAnnotation] == "true" {
 		if direct {
-			g.present[origin] = true // not synced, but not gone either
+			g.present[p.ClusterID] = true // not synced, but not gone either
 		}
-		return
+		return rules.Mutation{}, false
 	}
 	mut, ok := r.Compiled.Match(obj)
 	if !ok {
 		if direct {
 			g.gone[p.ClusterID] = true
 		}
-		return
+		return rules.Mutation{}, false
 	}
 	tk, ok := mut.TargetKey(srcKey)
 	if !ok || tk != g.target || mut.TargetGVK(r.Compiled.GVK) != g.gvk {
 		if direct {
 			g.gone[p.ClusterID] = true
 		}
-		return
+		return rules.Mutation{}, false
 	}
+	return mut, true
+}
+
+// memberOrigin returns the name of origin, the cluster an object at srcKey offered by p
+// originates from, or false, having recorded the refusal, when it is neither a member
+// this cluster knows by ID nor this cluster.
+func (g *gatherer) memberOrigin(r Rule, srcKey types.NamespacedName, p Source, origin types.UID) (string, bool) {
 	originName, member := g.names[origin]
 	if !member {
 		originName, member = g.policy.MemberName(origin)
@@ -195,14 +237,15 @@ func (g *gatherer) offer(r Rule, srcKey types.NamespacedName, p Source) {
 		g.out.Refusals[r.Spec.Name] = append(g.out.Refusals[r.Spec.Name], Refusal{Reason: v1alpha1.ReasonUnknownOrigin, Message: fmt.Sprintf(
 			"%s %s offered by %s: its ownership annotation names cluster %s, which is not a member of this cluster's group: refused",
 			r.Compiled.GVK.Kind, joinKey(srcKey.Namespace, srcKey.Name), p.Name, quoteShort(string(origin)))})
-		return
+		return "", false
 	}
-	if origin == g.localID {
-		return // a peer's copy of an object of ours
-	}
-	if direct {
-		g.present[origin] = true
-	}
+	return originName, true
+}
+
+// addCandidate adds the copy mut makes of obj, offered by p, as a candidate, or records
+// why there is none: a failure of the mutation (the origin unknown, when read
+// directly) or a refusal of the copy by the policy.
+func (g *gatherer) addCandidate(r Rule, p Source, obj *unstructured.Unstructured, mut rules.Mutation, origin types.UID, originName string, direct bool) {
 	desired, err := mut.Apply(obj, rules.TemplateContext{Object: obj.Object, Cluster: p.Cluster, LocalCluster: g.localCluster})
 	if err != nil {
 		g.out.Failures[r.Spec.Name] = append(g.out.Failures[r.Spec.Name], fmt.Sprintf("mutating %s %s from %s: %v", g.gvk.Kind, g.target, p.Name, err))

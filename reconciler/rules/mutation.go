@@ -195,33 +195,13 @@ func (m Mutation) Apply(obj *unstructured.Unstructured, tc TemplateContext) (*un
 		return nil, err
 	}
 
-	out := make(map[string]any, len(obj.Object))
-	for k, v := range obj.Object {
-		if k == "metadata" || (k == "status" && !m.SyncStatus) {
-			continue
-		}
-		c, err := deepCopyJSON(v)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", k, err)
-		}
-		out[k] = c
+	out, err := copyContent(obj.Object, m.SyncStatus)
+	if err != nil {
+		return nil, err
 	}
-
-	meta := map[string]any{}
-	if v, ok := obj.Object["metadata"]; ok && v != nil {
-		src, ok := v.(map[string]any)
-		if !ok {
-			return nil, fmt.Errorf("metadata is %s, not an object", describe(v))
-		}
-		for _, k := range keptMetadata {
-			if v, ok := src[k]; ok && v != nil {
-				c, err := deepCopyJSON(v)
-				if err != nil {
-					return nil, fmt.Errorf("metadata.%s: %w", k, err)
-				}
-				meta[k] = c
-			}
-		}
+	meta, err := copyKeptMetadata(obj.Object)
+	if err != nil {
+		return nil, err
 	}
 	lbls, err := metaMap(meta, "labels")
 	if err != nil {
@@ -233,31 +213,8 @@ func (m Mutation) Apply(obj *unstructured.Unstructured, tc TemplateContext) (*un
 	}
 	delete(annotations, corev1.LastAppliedConfigAnnotation)
 
-	sourceGVK := m.SourceGVK
-	if sourceGVK.Empty() {
-		sourceGVK = obj.GroupVersionKind()
-	}
-	targetGVK := m.TargetGVK(sourceGVK)
-	if !targetGVK.Empty() {
-		out["apiVersion"] = targetGVK.GroupVersion().String()
-		out["kind"] = targetGVK.Kind
-	}
-	if targetGVK != sourceGVK {
-		annotations[v1alpha1.OriginalGVKAnnotation] = GVKString(sourceGVK)
-	}
-
-	for k, v := range m.AddLabels {
-		lbls[k] = v
-	}
-	for _, k := range m.RemoveLabels {
-		delete(lbls, k)
-	}
-	for k, v := range m.AddAnnotations {
-		annotations[k] = v
-	}
-	for _, k := range m.RemoveAnnotations {
-		delete(annotations, k)
-	}
+	m.rewriteGVK(out, obj.GroupVersionKind(), annotations)
+	m.editLabels(lbls, annotations)
 	setOrDrop(meta, "labels", lbls)
 	setOrDrop(meta, "annotations", annotations)
 
@@ -277,6 +234,81 @@ func (m Mutation) Apply(obj *unstructured.Unstructured, tc TemplateContext) (*un
 		}
 	}
 	return &unstructured.Unstructured{Object: out}, nil
+}
+
+// copyContent returns a deep copy of the top-level fields of object but its metadata,
+// and its status only with syncStatus.
+func copyContent(object map[string]any, syncStatus bool) (map[string]any, error) {
+	out := make(map[string]any, len(object))
+	for k, v := range object {
+		if k == "metadata" || (k == "status" && !syncStatus) {
+			continue
+		}
+		c, err := deepCopyJSON(v)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", k, err)
+		}
+		out[k] = c
+	}
+	return out, nil
+}
+
+// copyKeptMetadata returns a deep copy of the fields of object's metadata that a copy
+// keeps (keptMetadata).
+func copyKeptMetadata(object map[string]any) (map[string]any, error) {
+	meta := map[string]any{}
+	v, ok := object["metadata"]
+	if !ok || v == nil {
+		return meta, nil
+	}
+	src, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("metadata is %s, not an object", describe(v))
+	}
+	for _, k := range keptMetadata {
+		if v, ok := src[k]; ok && v != nil {
+			c, err := deepCopyJSON(v)
+			if err != nil {
+				return nil, fmt.Errorf("metadata.%s: %w", k, err)
+			}
+			meta[k] = c
+		}
+	}
+	return meta, nil
+}
+
+// rewriteGVK sets the copy's apiVersion and kind in out to the target GVK of the
+// source's (m.SourceGVK, or objGVK, the object's, when unset), and records the source's
+// in annotations when they differ.
+func (m Mutation) rewriteGVK(out map[string]any, objGVK schema.GroupVersionKind, annotations map[string]any) {
+	sourceGVK := m.SourceGVK
+	if sourceGVK.Empty() {
+		sourceGVK = objGVK
+	}
+	targetGVK := m.TargetGVK(sourceGVK)
+	if !targetGVK.Empty() {
+		out["apiVersion"] = targetGVK.GroupVersion().String()
+		out["kind"] = targetGVK.Kind
+	}
+	if targetGVK != sourceGVK {
+		annotations[v1alpha1.OriginalGVKAnnotation] = GVKString(sourceGVK)
+	}
+}
+
+// editLabels adds and removes the labels and annotations m adds and removes.
+func (m Mutation) editLabels(lbls, annotations map[string]any) {
+	for k, v := range m.AddLabels {
+		lbls[k] = v
+	}
+	for _, k := range m.RemoveLabels {
+		delete(lbls, k)
+	}
+	for k, v := range m.AddAnnotations {
+		annotations[k] = v
+	}
+	for _, k := range m.RemoveAnnotations {
+		delete(annotations, k)
+	}
 }
 
 // metaMap returns meta[key] as a map, creating it when missing.

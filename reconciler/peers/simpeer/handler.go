@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -166,134 +167,196 @@ func (s *Server) list(w http.ResponseWriter, rv, match string, res Resource, ns 
 // watch serves a watch until its timeout, the client going, the watcher falling behind
 // or the server closing.
 func (s *Server) watch(w http.ResponseWriter, r *http.Request, res Resource, ns string, sel selectors) {
-	q := r.URL.Query()
-	bookmarks := q.Get("allowWatchBookmarks") == "true"
-	rv := q.Get("resourceVersion")
-	initial, listing := rv == "" || rv == "0", false
-	var from uint64
-	if q.Get("sendInitialEvents") == "true" {
-		if s.opts.NoWatchList {
-			writeStatus(w, http.StatusUnprocessableEntity, "Invalid", "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled", nil)
-			return
-		}
-		if q.Get("resourceVersionMatch") != "NotOlderThan" || !bookmarks {
-			writeStatus(w, http.StatusUnprocessableEntity, "Invalid", "sendInitialEvents requires resourceVersionMatch=NotOlderThan and allowWatchBookmarks=true", nil)
-			return
-		}
-		initial, listing = true, true
+	p, ok := s.watchParams(w, r.URL.Query())
+	if !ok {
+		return
 	}
-	if rv != "" && rv != "0" {
-		n, err := strconv.ParseUint(rv, 10, 64)
-		if err != nil {
-			writeStatus(w, http.StatusBadRequest, "BadRequest", fmt.Sprintf("invalid resource version %q", rv), nil)
-			return
-		}
-		from = n
-		if listing && n > s.store.currentRV() {
-			writeTooLarge(w)
-			return
-		}
-	}
-	timeout := defaultWatchTimeout
-	if t, err := strconv.Atoi(q.Get("timeoutSeconds")); err == nil && t > 0 {
-		timeout = time.Duration(t) * time.Second
-	}
-	wt, start, err := s.store.watch(res, ns, sel, initial, from)
+	wt, start, err := s.store.watch(res, ns, sel, p.initial, p.from)
 	w.Header().Set("Content-Type", "application/json")
-	flusher, _ := w.(http.Flusher)
-	flush := func() {
-		if flusher != nil {
-			flusher.Flush()
-		}
-	}
+	ws := &watchStream{s: s, w: w, res: res, wt: wt}
+	ws.flusher, _ = w.(http.Flusher)
 	if err != nil {
-		// As an API server's watch cache: the watch is accepted, and its one event says why
-		// it ends.
-		w.WriteHeader(http.StatusOK)
-		switch {
-		case errors.Is(err, errExpired):
-			_ = writeEvent(w, "ERROR", statusJSON(http.StatusGone, "Expired", "too old resource version: "+rv, nil))
-		case errors.Is(err, errTooLarge):
-			_ = writeEvent(w, "ERROR", statusJSON(http.StatusGatewayTimeout, "Timeout", "Too large resource version", tooLargeDetails))
-		default:
-			_ = writeEvent(w, "ERROR", statusJSON(http.StatusInternalServerError, "InternalError", err.Error(), nil))
-		}
-		flush()
+		ws.refuse(err, p.rv)
 		return
 	}
 	defer s.store.unwatch(wt)
 	s.add(func(c *counts) { c.watch(res.Key(), 1) })
 	defer s.add(func(c *counts) { c.watch(res.Key(), -1) })
 	w.WriteHeader(http.StatusOK)
-	sent := func(n int64) { s.add(func(c *counts) { c.events.Add(n) }) }
-	bookmark := func(rv uint64, end bool) error {
-		s.add(func(c *counts) { c.bookmarks.Add(1) })
-		anns := ""
-		if end {
-			anns = fmt.Sprintf(`,"annotations":{%q:"true"}`, initialEventsEnd)
-		}
-		return writeEvent(w, "BOOKMARK", fmt.Appendf(nil, `{"kind":%q,"apiVersion":%q,"metadata":{"resourceVersion":"%d","creationTimestamp":null%s}}`, res.Kind, res.GroupVersion(), rv, anns))
+	last, ok := ws.begin(start, p.listing)
+	if !ok {
+		return
 	}
+	ws.follow(r.Context().Done(), last, p)
+}
+
+// watchRequest is what a watch request asks for.
+type watchRequest struct {
+	// rv is its resourceVersion; from the version it resumes from, when rv is neither ""
+	// nor "0".
+	rv   string
+	from uint64
+	// initial: it starts with every object that matches now (a watch from "" or "0", or
+	// a watch-list); listing: a watch-list, whose initial objects end with a bookmark.
+	initial, listing bool
+	// bookmarks: it allows bookmarks.
+	bookmarks bool
+	timeout   time.Duration
+}
+
+// watchParams reads the parameters of a watch request. On one an API server refuses (a
+// watch-list without the feature or its required options, a bad or future version), it
+// writes the API server's status and returns false.
+func (s *Server) watchParams(w http.ResponseWriter, q url.Values) (watchRequest, bool) {
+	p := watchRequest{bookmarks: q.Get("allowWatchBookmarks") == "true", rv: q.Get("resourceVersion")}
+	p.initial = p.rv == "" || p.rv == "0"
+	if q.Get("sendInitialEvents") == "true" {
+		if s.opts.NoWatchList {
+			writeStatus(w, http.StatusUnprocessableEntity, "Invalid", "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled", nil)
+			return p, false
+		}
+		if q.Get("resourceVersionMatch") != "NotOlderThan" || !p.bookmarks {
+			writeStatus(w, http.StatusUnprocessableEntity, "Invalid", "sendInitialEvents requires resourceVersionMatch=NotOlderThan and allowWatchBookmarks=true", nil)
+			return p, false
+		}
+		p.initial, p.listing = true, true
+	}
+	if p.rv != "" && p.rv != "0" {
+		n, err := strconv.ParseUint(p.rv, 10, 64)
+		if err != nil {
+			writeStatus(w, http.StatusBadRequest, "BadRequest", fmt.Sprintf("invalid resource version %q", p.rv), nil)
+			return p, false
+		}
+		p.from = n
+		if p.listing && n > s.store.currentRV() {
+			writeTooLarge(w)
+			return p, false
+		}
+	}
+	p.timeout = defaultWatchTimeout
+	if t, err := strconv.Atoi(q.Get("timeoutSeconds")); err == nil && t > 0 {
+		p.timeout = time.Duration(t) * time.Second
+	}
+	return p, true
+}
+
+// watchStream is the response of one watch of resource res: the events watcher wt is
+// handed, written to w.
+type watchStream struct {
+	s       *Server
+	w       http.ResponseWriter
+	flusher http.Flusher // nil when w cannot flush
+	res     Resource
+	wt      *watcher
+}
+
+// flush sends what has been written so far.
+func (ws *watchStream) flush() {
+	if ws.flusher != nil {
+		ws.flusher.Flush()
+	}
+}
+
+// sent counts n events sent.
+func (ws *watchStream) sent(n int64) { ws.s.add(func(c *counts) { c.events.Add(n) }) }
+
+// bookmark writes a bookmark at version rv; end marks the end of a watch-list's initial
+// events.
+func (ws *watchStream) bookmark(rv uint64, end bool) error {
+	ws.s.add(func(c *counts) { c.bookmarks.Add(1) })
+	anns := ""
+	if end {
+		anns = fmt.Sprintf(`,"annotations":{%q:"true"}`, initialEventsEnd)
+	}
+	return writeEvent(ws.w, "BOOKMARK", fmt.Appendf(nil, `{"kind":%q,"apiVersion":%q,"metadata":{"resourceVersion":"%d","creationTimestamp":null%s}}`, ws.res.Kind, ws.res.GroupVersion(), rv, anns))
+}
+
+// refuse ends a watch the store would not start (err) as an API server's watch cache
+// does: the watch is accepted, and its one event says why it ends (rv is the version
+// asked).
+func (ws *watchStream) refuse(err error, rv string) {
+	ws.w.WriteHeader(http.StatusOK)
+	switch {
+	case errors.Is(err, errExpired):
+		_ = writeEvent(ws.w, "ERROR", statusJSON(http.StatusGone, "Expired", "too old resource version: "+rv, nil))
+	case errors.Is(err, errTooLarge):
+		_ = writeEvent(ws.w, "ERROR", statusJSON(http.StatusGatewayTimeout, "Timeout", "Too large resource version", tooLargeDetails))
+	default:
+		_ = writeEvent(ws.w, "ERROR", statusJSON(http.StatusInternalServerError, "InternalError", err.Error(), nil))
+	}
+	ws.flush()
+}
+
+// begin writes what the watch sends first: the initial objects (for a watch-list, with
+// the bookmark that ends them) or the replayed history. It returns the last version
+// sent, and false when the client has gone.
+func (ws *watchStream) begin(start watchStart, listing bool) (last uint64, ok bool) {
 	for _, o := range start.initial {
-		if writeEvent(w, "ADDED", o.full) != nil {
-			return
+		if writeEvent(ws.w, "ADDED", o.full) != nil {
+			return 0, false
 		}
 	}
-	sent(int64(len(start.initial)))
+	ws.sent(int64(len(start.initial)))
 	if listing {
-		if bookmark(start.rv, true) != nil {
-			return
+		if ws.bookmark(start.rv, true) != nil {
+			return 0, false
 		}
-		s.add(func(c *counts) { c.initialServed(res.Key()) })
+		ws.s.add(func(c *counts) { c.initialServed(ws.res.Key()) })
 	}
-	last := start.rv
+	last = start.rv
 	for _, ev := range start.replay {
-		if typ, o, ok := wt.translate(ev); ok {
-			if writeEvent(w, typ, o.full) != nil {
-				return
+		if typ, o, ok := ws.wt.translate(ev); ok {
+			if writeEvent(ws.w, typ, o.full) != nil {
+				return 0, false
 			}
-			sent(1)
+			ws.sent(1)
 		}
 		last = ev.rv
 	}
-	flush()
+	ws.flush()
+	return last, true
+}
 
-	deadline := time.NewTimer(timeout)
+// follow writes the watcher's events after version last, and bookmarks when p allows
+// them, until p's timeout, the client going (done), the watcher falling behind or the
+// server closing.
+func (ws *watchStream) follow(done <-chan struct{}, last uint64, p watchRequest) {
+	deadline := time.NewTimer(p.timeout)
 	defer deadline.Stop()
 	var tick <-chan time.Time
-	if bookmarks {
-		t := time.NewTicker(s.opts.BookmarkInterval)
+	if p.bookmarks {
+		t := time.NewTicker(ws.s.opts.BookmarkInterval)
 		defer t.Stop()
 		tick = t.C
 	}
 	for {
 		select {
-		case ev := <-wt.ch:
+		case ev := <-ws.wt.ch:
 			if ev.rv <= last {
 				continue // already sent in the replay
 			}
 			last = ev.rv
-			if typ, o, ok := wt.translate(ev); ok {
-				if writeEvent(w, typ, o.full) != nil {
+			if typ, o, ok := ws.wt.translate(ev); ok {
+				if writeEvent(ws.w, typ, o.full) != nil {
 					return
 				}
-				sent(1)
+				ws.sent(1)
 			}
-			if len(wt.ch) == 0 {
-				flush()
+			if len(ws.wt.ch) == 0 {
+				ws.flush()
 			}
 		case <-tick:
-			if bookmark(s.store.progress(wt, last), false) != nil {
+			if ws.bookmark(ws.s.store.progress(ws.wt, last), false) != nil {
 				return
 			}
-			flush()
-		case <-wt.overflow:
+			ws.flush()
+		case <-ws.wt.overflow:
 			return
 		case <-deadline.C:
 			return
-		case <-r.Context().Done():
+		case <-done:
 			return
-		case <-s.closing:
+		case <-ws.s.closing:
 			return
 		}
 	}
