@@ -490,10 +490,28 @@ func (r *Reconciler) ownReport(ctx context.Context, cluster *v1alpha1.Cluster, p
 	key := own.Annotations[v1alpha1.ReaderPublicKeyAnnotation]
 	r.PeerKeys.Set(cluster.Spec.ClusterID, key)
 	if legacy {
-		r.set(status, credentials.LegacyPeerCondition(v1alpha1.ReadersNamespace(r.Namespace), v1alpha1.LegacyReaderSecretName(cluster.Spec.ClusterID)))
+		held := r.heldByLegacyPeer(ctx, rd)
+		r.Metrics.legacyExpiry(cluster.Name, held.Expires)
+		r.set(status, credentials.LegacyPeerCondition(v1alpha1.ReadersNamespace(r.Namespace), v1alpha1.LegacyReaderSecretName(cluster.Spec.ClusterID), held, r.now()))
 	} else {
 		r.set(status, credentials.PeerKeyCondition(key))
 	}
+}
+
+// heldByLegacyPeer reads, through a legacy peer's reader rd, the credential of this
+// cluster the peer holds (credentials.HeldByLegacyPeer).
+func (r *Reconciler) heldByLegacyPeer(ctx context.Context, rd client.Reader) credentials.LegacyHeld {
+	var list v1alpha1.ClusterList
+	if err := rd.List(ctx, &list); err != nil {
+		return credentials.LegacyHeld{Problem: fmt.Sprintf("the peer's Clusters cannot be read: %v", err)}
+	}
+	return credentials.HeldByLegacyPeer(list.Items, r.Identity.ID, func(namespace, name string) (*corev1.Secret, error) {
+		var s corev1.Secret
+		if err := rd.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &s); err != nil {
+			return nil, err
+		}
+		return &s, nil
+	})
 }
 
 func credentialHash(s *corev1.Secret) string {

@@ -275,10 +275,11 @@ func PeerKeyCondition(publicKey string) v1alpha1.ClusterCondition {
 // LegacyPeerCondition returns the ReaderKeyReady condition of the Cluster of a peer this
 // cluster's admin named a legacy member: it is issued a credential in the clear, kept in
 // secret (the readers namespace's v1alpha1.LegacyReaderSecretName), and is read with
-// the reader Secret its Cluster names.
-func LegacyPeerCondition(readers, secret string) v1alpha1.ClusterCondition {
+// the reader Secret its Cluster names. held is what the peer holds of this cluster, as
+// read from it (HeldByLegacyPeer), at now.
+func LegacyPeerCondition(readers, secret string, held LegacyHeld, now time.Time) v1alpha1.ClusterCondition {
 	return conditions.New(v1alpha1.ClusterConditionReaderKeyReady, false, v1alpha1.ReasonLegacyPeer,
-		fmt.Sprintf("named a legacy peer by this cluster's admin (annotation %s): it is issued a reader credential in the clear, sealed to no key, in the Secret %s/%s, for the admin to copy to it (docs/migrate.md); it is read with the reader Secret its Cluster names, and its membership is not taken. Remove the annotation once it runs kubectl-registry: the credential is then revoked", v1alpha1.LegacyPeerAnnotation, readers, secret))
+		fmt.Sprintf("named a legacy peer by this cluster's admin (annotation %s): it is issued a reader credential in the clear, sealed to no key, in the Secret %s/%s, for the admin to copy to it (docs/migrate.md); it is read with the reader Secret its Cluster names, and its membership is not taken. Remove the annotation once it runs kubectl-registry: the credential is then revoked. %s", v1alpha1.LegacyPeerAnnotation, readers, secret, held.sentence(now)))
 }
 
 // Why this cluster reads a peer with its bootstrap credential (ReaderCredentialCondition).

@@ -622,7 +622,7 @@ func (c *conn) watch(ctx context.Context, cch cache.Cache, kinds []client.Object
 			return err
 		}
 		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-			AddFunc:    func(any) { notify() },
+			AddFunc: func(any) { notify() },
 			UpdateFunc: func(old, updated any) {
 				if Changed(old, updated) {
 					notify()
