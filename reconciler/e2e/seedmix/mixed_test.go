@@ -169,6 +169,21 @@ func TestMixedGroup(t *testing.T) {
 			}
 			return nil
 		})
+		// Each of ours reads the copy of its credential the seed's member holds, and says
+		// when it expires.
+		for n, cl := range ours {
+			harness.Eventually(t, 60*time.Second, n+" states when the seed's member's copy expires", func() error {
+				var c v1alpha1.Cluster
+				if err := cl.Get(ctx, client.ObjectKey{Name: seedName}, &c); err != nil {
+					return err
+				}
+				cond, _ := conditions.Get(c.Status.Conditions, v1alpha1.ClusterConditionReaderKeyReady)
+				if !strings.Contains(cond.Message, "The credential the peer holds (Secret ") || !strings.Contains(cond.Message, " expires at ") {
+					return fmt.Errorf("on %s, the seed's member's ReaderKeyReady says: %s", n, cond.Message)
+				}
+				return nil
+			})
+		}
 		// status shows which peers are legacy.
 		out, err := exec.Command(harness.Binary(t), "status", "--kubeconfig", bed.KubeconfigPath, "--context", nameA).CombinedOutput()
 		if err != nil {
