@@ -536,3 +536,25 @@ func TestCaptureDiscovery(t *testing.T) {
 		t.Errorf("aggregated documents captured from a server without them: %v", str(plain.Aggregated))
 	}
 }
+
+// TestUpdateKeepsCreationMetadata: an update that omits the uid and creationTimestamp
+// keeps them, as an API server does (the bench's heartbeats update a Cluster as created).
+func TestUpdateKeepsCreationMetadata(t *testing.T) {
+	s, cs := start(t, Options{})
+	ctx := context.Background()
+	mustCreate(t, s, ConfigMaps, configMap("a", "cm", nil))
+	before, err := cs.CoreV1().ConfigMaps("a").Get(ctx, "cm", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Update(ConfigMaps, configMap("a", "cm", map[string]string{"k": "v"})); err != nil {
+		t.Fatal(err)
+	}
+	after, err := cs.CoreV1().ConfigMaps("a").Get(ctx, "cm", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before.UID == "" || after.UID != before.UID || !after.CreationTimestamp.Equal(&before.CreationTimestamp) {
+		t.Errorf("uid %q, created %v after the update; want %q, %v", after.UID, after.CreationTimestamp, before.UID, before.CreationTimestamp)
+	}
+}

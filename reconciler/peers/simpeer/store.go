@@ -30,6 +30,9 @@ type object struct {
 	labels          labels.Set
 	fields          fields.Set
 	full, item      []byte
+	// uid and created are the object's metadata.uid and creationTimestamp, which an
+	// update that omits them keeps, as an API server does.
+	uid, created any
 }
 
 // event is one change of the store, kept in its history for watches that resume.
@@ -87,7 +90,7 @@ func encode(r Resource, obj map[string]any, rv uint64) (*object, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := &object{namespace: ns, name: name, rv: rv, full: full, item: full,
+	o := &object{namespace: ns, name: name, rv: rv, full: full, item: full, uid: md["uid"], created: md["creationTimestamp"],
 		fields: fields.Set{"metadata.name": name, "metadata.namespace": ns}}
 	if t, ok := obj["type"].(string); ok {
 		o.fields["type"] = t
@@ -140,6 +143,14 @@ func (s *store) put(r Resource, obj map[string]any, create bool) (uint64, error)
 		}
 		if _, ok := md["creationTimestamp"]; !ok {
 			md["creationTimestamp"] = time.Now().UTC().Format(time.RFC3339)
+		}
+	} else {
+		// An update keeps what the API server set at creation.
+		if _, ok := md["uid"]; !ok && old.uid != nil {
+			md["uid"] = old.uid
+		}
+		if _, ok := md["creationTimestamp"]; !ok && old.created != nil {
+			md["creationTimestamp"] = old.created
 		}
 	}
 	o, err := encode(r, obj, s.rv+1)
