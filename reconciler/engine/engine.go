@@ -1,14 +1,3 @@
-// Package engine is the ResourceSyncRule sync engine: for every rule it pulls the
-// matching objects of the rule's kind from every peer that qualifies as a source and
-// writes the mutated copies into the local cluster, and only there.
-//
-// One informer per (cluster, kind, namespace) serves every rule; events are coalesced per
-// local object in a rate-limited work queue served by several workers. The decisions are
-// pure and shared with the CLI: package rules matches and mutates, Decide plans. The
-// safety rules are Decide's: an object without the ownership mark is never touched, and a
-// copy is deleted only when its origin, seen through a healthy synced watch, no longer has
-// it. ResourceSyncRules themselves travel through a built-in rule, unless they carry the
-// resource-sync-disabled annotation.
 package engine
 
 import (
