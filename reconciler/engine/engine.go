@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/engine/writer"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/peers"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/planner"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/rules"
@@ -231,30 +232,20 @@ type Engine struct {
 	// clusters caches the Clusters' content for templates (clusterObject).
 	clusterMu sync.Mutex
 	clusters  map[string]clusterContent
-	// ownWrites holds, per copy, the resourceVersion of the engine's last write (of a
-	// copy whose status is not synced), until the local cache has it: a create is not
-	// made twice meanwhile, and the write's own event is not looked at again when the
-	// cluster stored it as written.
-	ownWrites sync.Map // item -> ownWrite
+	// ownWrites holds, per copy, the engine's last write (of a copy whose status is not
+	// synced), until the local cache has it.
+	ownWrites writer.OwnWrites
 	// full holds the queued items that something other than a change of the local object
 	// queued (add, a retry): their reconcile is never skipped as the echo of a write.
 	full sync.Map // item -> struct{}
 
 	retryDelay time.Duration
 
-	// writes creates and updates copies in the local cluster (writeCopy); nil without
-	// Options.Config.
-	writes rest.Interface
-	// writers write as the members' identities (identity.go).
-	writers writers
-	// mappings are the local REST mappings of the kinds written (mapping).
-	mappingMu sync.Mutex
-	mappings  map[schema.GroupVersionKind]*meta.RESTMapping
-
-	// history is what the engine remembers of its recent writes of each copy, for
+	// writes writes in the local cluster, as the members' identities (package writer).
+	writes copyWriter
+	// records are what the engine remembers of its recent writes of each copy, for
 	// Settle.
-	histMu  sync.Mutex
-	history map[item]writeRecord
+	records *writer.Records
 
 	// policy is this cluster's consent as last computed; valid until a SyncPolicy or a
 	// Cluster changes.
@@ -305,16 +296,14 @@ func New(opts Options) (*Engine, error) {
 		refresh:  make(chan struct{}, 1),
 		rules:    map[string]*ruleEntry{},
 		mappers:  map[string]peerMapper{},
-		history:  map[item]writeRecord{},
+		records:  writer.NewRecords(),
 		contacts: newFirstContacts(),
 	}
-	if opts.Config != nil {
-		w, err := e.localClient().restClient(schema.GroupVersionKind{})
-		if err != nil {
-			return nil, fmt.Errorf("the local cluster's REST client: %w", err)
-		}
-		e.writes = w
+	w, err := writer.New(writerOptions(opts))
+	if err != nil {
+		return nil, err
 	}
+	e.writes = w
 	e.watchers.retry = opts.OverCapRetry
 	e.watchers.clock = opts.Clock
 	e.watchers.onOver, e.watchers.onUnder = e.overCap, e.underCap
@@ -324,6 +313,19 @@ func New(opts Options) (*Engine, error) {
 	}
 	e.rules[v1alpha1.CoreRuleName] = newEntry(planner.CoreRule(), core, nil, true)
 	return e, nil
+}
+
+// writerOptions are the options of the engine's writer: the local cluster's clients, its
+// REST clients decoding the answers to writes as the informers decode objects.
+func writerOptions(opts Options) writer.Options {
+	return writer.Options{
+		Namespace: opts.Namespace, Dynamic: opts.Dynamic, Config: opts.Config, HTTPClient: opts.HTTPClient,
+		RESTClient: func(hc *http.Client) (rest.Interface, error) {
+			return clusterClient{cfg: opts.Config, hc: hc}.restClient(schema.GroupVersionKind{})
+		},
+		NewAnswer: func() writer.Answer { return &cachedObject{} },
+		Mapper:    opts.Mapper, Reader: opts.Client,
+	}
 }
 
 func newEntry(rsr *v1alpha1.ResourceSyncRule, compiled *rules.Rule, err error, builtin bool) *ruleEntry {

@@ -90,7 +90,7 @@ func (e *Engine) peerClients(p peers.Peer) (clusterClient, meta.RESTMapper, erro
 // doRefresh starts the informers the rules need, stops the others, and queues every
 // object they know, so that every rule is re-evaluated.
 func (e *Engine) doRefresh(ctx context.Context) {
-	e.forgetMappings()
+	e.writes.ForgetMappings()
 	needed := map[scope]bool{}
 	failed := false
 	all := e.opts.Peers.List()

@@ -12,43 +12,6 @@ import (
 	"github.com/kubectl-registry/kubectl-registry/reconciler/planner"
 )
 
-// ownWrite is a write of the engine that no reconcile has seen in the local cache yet.
-type ownWrite struct {
-	resourceVersion string
-	at              time.Time
-	// decidedBefore is set when a reconcile of the copy ran while the local cache did not
-	// have the write yet: its decision was made on the copy as it was before, so the
-	// write's own event must be looked at in full (a delete at the origin right after the
-	// write, seen while the local cache still lacked the copy, decided nothing).
-	decidedBefore bool
-	// changed is set when the cluster stored the write changed (an admission webhook,
-	// defaulting): its event is looked at in full, for Settle to hold the copy.
-	changed bool
-}
-
-// reconciled is what a reconcile that finds the local copy at observedRV does with the
-// engine's pending write w: next is the write as it is kept afterwards (nil: forgotten,
-// the local cache has it), and skip says that the reconcile has nothing to do. full says
-// that something other than a change of the local object queued it (its source, a rule,
-// a peer, a retry).
-//
-// A reconcile queued only by the event of the write itself is skipped when the local
-// cache has the write and no reconcile ran on the copy as it was before: the write's
-// source, the rules and the peers queue the copy by their own events when they change
-// (while the write's reconcile ran, the queue held it to be looked at again). A reconcile
-// that runs while the cache lacks the write decided on the copy as it was before (a
-// delete at the origin right after the write decides nothing while the copy seems
-// absent), so the write's event is then looked at in full. So is the event of a write
-// the cluster changed on the way: the next decision asks to write again, and Settle holds.
-func (w ownWrite) reconciled(observedRV string, full bool) (next *ownWrite, skip bool) {
-	if observedRV == w.resourceVersion {
-		return nil, !full && !w.decidedBefore && !w.changed
-	}
-	marked := w
-	marked.decidedBefore = true
-	return &marked, false
-}
-
 // ownWriteWait bounds how long a copy created by the engine and not yet in the local
 // cache is waited for before it is created again.
 const ownWriteWait = 5 * time.Second
@@ -87,7 +50,7 @@ func (e *Engine) onEvent(s scope, oldC, newC *cachedObject) {
 			}
 		}
 		if newC == nil && oldC != nil {
-			e.ownWrites.Delete(oldC.item(s.gvk))
+			e.ownWrites.Delete(oldC.item(s.gvk).target())
 		}
 		return
 	}

@@ -50,22 +50,21 @@ func (e *Engine) observe(it item) (observed *unstructured.Unstructured, retry ti
 		}
 		return nil, time.Second, true, nil
 	}
-	if w, pending := e.ownWrites.Load(it); pending {
+	if ow, pending := e.ownWrites.Load(it.target()); pending {
 		// Told before the copy is decoded: the event of the engine's own write, the most
 		// common reconcile of a copy, costs a lookup.
-		ow := w.(ownWrite)
 		observedRV := ""
 		if cached != nil {
 			observedRV = cached.resourceVersion()
 		}
-		switch next, skip := ow.reconciled(observedRV, full); {
+		switch next, skip := ow.Reconciled(observedRV, full); {
 		case next == nil:
-			e.ownWrites.CompareAndDelete(it, ow)
+			e.ownWrites.CompareAndDelete(it.target(), ow)
 			if skip && !e.keyWatched(it) {
 				return nil, 0, true, nil // else on, for settledKey to stop the watch of the key
 			}
 		case *next != ow:
-			e.ownWrites.CompareAndSwap(it, ow, *next) // not if the copy's delete dropped it meanwhile
+			e.ownWrites.CompareAndSwap(it.target(), ow, *next) // not if the copy's delete dropped it meanwhile
 		}
 	}
 	if cached != nil {
@@ -128,7 +127,7 @@ func (e *Engine) write(ctx context.Context, it item, observed *unstructured.Unst
 		}
 	}
 	if act.Type == planner.ActionCreate {
-		if w, pending := e.ownWrites.Load(it); pending && e.opts.Clock.Since(w.(ownWrite).at) < ownWriteWait {
+		if w, pending := e.ownWrites.Load(it.target()); pending && e.opts.Clock.Since(w.At) < ownWriteWait {
 			// Created by this engine a moment ago, and the local cache has not seen it yet:
 			// wait for it rather than create it twice.
 			return appearedRetry, nil

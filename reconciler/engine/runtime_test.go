@@ -24,6 +24,7 @@ import (
 	crfake "sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/engine/writer"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/peers"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/planner"
 )
@@ -282,7 +283,7 @@ func TestSettleFollowsTheClock(t *testing.T) {
 			}
 			if tt.refused {
 				at(tt.refusedAt)
-				ri, err := te.e.resource(cmGVK, "ns")
+				ri, err := te.e.writes.Client(writer.Self, cmGVK, "ns")
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -407,11 +407,14 @@ func (e *Engine) deleteCopies(ctx context.Context, gvk schema.GroupVersionKind, 
 			pending = true
 			continue
 		}
-		w, err := e.writerOf(snap.Policy, types.UID(o.GetAnnotations()[v1alpha1.OwnershipAnnotation]), o.GetLabels()[v1alpha1.RuleLabel], true)
+		w, err := e.writes.Of(snap.Policy, types.UID(o.GetAnnotations()[v1alpha1.OwnershipAnnotation]), o.GetLabels()[v1alpha1.RuleLabel], true)
 		if err != nil {
 			return false, err
 		}
-		ri := w.resource(m, o.GetNamespace())
+		ri, err := e.writes.Resource(w, m, o.GetNamespace())
+		if err != nil {
+			return false, err
+		}
 		uid := o.GetUID()
 		if err := ri.Delete(ctx, o.GetName(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}); err != nil && !apierrors.IsNotFound(err) {
 			return false, fmt.Errorf("deleting %s %s/%s: %w", gvk.Kind, o.GetNamespace(), o.GetName(), err)

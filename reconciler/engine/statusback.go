@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/engine/writer"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/planner"
 )
 
@@ -25,7 +26,7 @@ import (
 // quarantined peer, and the original with the peer's status must be a copy this
 // cluster's policy would accept from that peer.
 func (e *Engine) reconcileBack(ctx context.Context, it item) error {
-	ri, err := e.resource(it.gvk, it.namespace)
+	ri, err := e.writes.Client(writer.Self, it.gvk, it.namespace)
 	if err != nil {
 		return err
 	}
@@ -58,15 +59,18 @@ func (e *Engine) reconcileBack(ctx context.Context, it item) error {
 	}
 	// Written as the member whose copy brings the status: what it may change of an
 	// original made here is this cluster's RBAC's to say (identity.go).
-	m, err := e.mapping(it.gvk)
+	m, err := e.writes.Mapping(it.gvk)
 	if err != nil {
 		return fmt.Errorf("kind %s is not served by the local cluster: %w", it.gvk, err)
 	}
-	w, err := e.writerOf(policy, fromPeer, "", false)
+	w, err := e.writes.Of(policy, fromPeer, "", false)
 	if err != nil {
 		return err
 	}
-	wri := w.resource(m, it.namespace)
+	wri, err := e.writes.Resource(w, m, it.namespace)
+	if err != nil {
+		return err
+	}
 	ann := orig.GetAnnotations()
 	if ann == nil {
 		ann = map[string]string{}
