@@ -28,7 +28,8 @@
 //  4. writes.go: execute resolves the identity the copy is written as and writes it
 //     through package writer (the local cluster's clients per identity, the REST
 //     mappings, the write records and the own-write tracking), then records the outcome
-//     on the rules (ruleEntry) for their status (status.go).
+//     on the rule's rulestatus.Tracker; every two seconds status.go computes each rule's
+//     status from it (rulestatus.Compute) and patches it (rulestatus.Writer).
 //
 // Each step calls the next and returns; none calls back into a file it came from.
 //
@@ -38,8 +39,12 @@
 //     cluster: a client per identity (the controller's own, a member's impersonated), the
 //     REST mappings, the write of a copy through the REST client, the namespace a copy
 //     needs, and what the engine remembers of its writes (the write records Settle reads,
-//     the own writes not yet in the local cache).
-//   - the rules' status (status.go, rulecap.go, overlap.go) and the views (informers.go,
-//     cached.go, source.go, peerviews.go, objectcap.go) stay in this package for now; they
-//     are the next subpackages (rulestatus, views) of issue #29.
+//     the own writes not yet in the local cache). The engine calls it through copyWriter.
+//   - rulestatus (reconciler/engine/rulestatus): what each rule knows of the objects it
+//     covers (Tracker), its status and conditions computed from that and from its
+//     sources (Compute, pure), the overlaps between rules, and the status patch (Writer,
+//     which the engine calls through statusWriter). The engine keeps what reads its views
+//     for the status (sourceStates, sourceError) and the deletion policy (finalize).
+//   - the views (informers.go, cached.go, source.go, peerviews.go, objectcap.go) stay in
+//     this package for now; they are the next subpackage (views) of issue #29.
 package engine

@@ -24,6 +24,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/engine/rulestatus"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/peers"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/rules"
 )
@@ -665,18 +666,10 @@ func (e *Engine) keyWatched(it item) bool {
 	return ok
 }
 
-// watchNote says how a rule's watches are narrowed, for the rule's WatchesNarrowed
-// condition.
-type watchNote struct {
-	narrowed bool
-	reason   string
-	message  string
-}
-
 // noteWatches describes the watches of rule r: the namespaces it reads and the label
 // selector of its peers' informers (shared, the selector of the scopes it uses: the
 // common requirements of every rule reading them).
-func noteWatches(r *ruleEntry, scopeSelectors []string, everyLocal bool) watchNote {
+func noteWatches(r *ruleEntry, scopeSelectors []string, everyLocal bool) rulestatus.WatchNote {
 	kind := r.compiled.GVK.Kind
 	local := "; this cluster watches only its copies"
 	if everyLocal {
@@ -703,8 +696,8 @@ func noteWatches(r *ruleEntry, scopeSelectors []string, everyLocal bool) watchNo
 		if own != "" {
 			msg = fmt.Sprintf("the peers' watches of %s carry every object of the kind: the rule shares them with rules that select every label", kind)
 		}
-		return watchNote{reason: v1alpha1.ReasonEveryObjectWatched, message: msg + local}
+		return rulestatus.WatchNote{Reason: v1alpha1.ReasonEveryObjectWatched, Message: msg + local}
 	}
-	return watchNote{narrowed: true, reason: v1alpha1.ReasonWatchesNarrowed,
-		message: fmt.Sprintf("the peers' watches of %s carry only %s", kind, strings.Join(by, " and ")) + local}
+	return rulestatus.WatchNote{Narrowed: true, Reason: v1alpha1.ReasonWatchesNarrowed,
+		Message: fmt.Sprintf("the peers' watches of %s carry only %s", kind, strings.Join(by, " and ")) + local}
 }

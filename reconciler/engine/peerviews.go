@@ -216,8 +216,8 @@ func (e *Engine) doRefresh(ctx context.Context) {
 			sels = append(sels, selectors[s])
 		}
 		note := noteWatches(r, sels, e.everyLocal(r.compiled.TargetGVKs))
+		r.track.SetWatch(note)
 		r.mu.Lock()
-		r.watch = note
 		r.peerScopes = ruleScopes[r]
 		r.mu.Unlock()
 	}

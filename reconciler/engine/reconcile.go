@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/engine/rulestatus"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/planner"
 )
 
@@ -92,7 +93,7 @@ func (e *Engine) recordFailures(it item, g planner.Gathered, entries []*ruleEntr
 		}
 		for _, r := range entries {
 			if r.rsr.Name == rule {
-				r.record(it, false, "", failure{v1alpha1.ReasonMutationFailed, fails[0]})
+				r.track.Record(it, false, "", rulestatus.Failure{Reason: v1alpha1.ReasonMutationFailed, Message: fails[0]})
 			}
 		}
 	}
@@ -105,6 +106,16 @@ func (e *Engine) recordFailures(it item, g planner.Gathered, entries []*ruleEntr
 				e.refused(it, r, refs[0])
 			}
 		}
+	}
+}
+
+// recordOverlaps reports, on every rule of entries that asks for the object it but does
+// not write it, which rule writes it instead and why (rulestatus.Overlaps). The overlaps
+// of the rules that no longer ask for it are forgotten.
+func recordOverlaps(it item, act planner.Action, cands []planner.Candidate, entries []*ruleEntry) {
+	why := rulestatus.Overlaps(act, cands)
+	for _, r := range entries {
+		r.track.Overlap(it, why[r.rsr.Name])
 	}
 }
 
@@ -181,7 +192,7 @@ func (e *Engine) hold(ctx context.Context, it item, act planner.Action, g planne
 				}
 				return 0, e.recreate(ctx, it, act, r, ri, v.Reason)
 			}
-			r.record(it, false, "", failure{v.RejectedReason, v.Reason})
+			r.track.Record(it, false, "", rulestatus.Failure{Reason: v.RejectedReason, Message: v.Reason})
 		}
 	} else {
 		e.held(it, act.Source.Rule, v, entries)

@@ -33,7 +33,7 @@ func (e *Engine) held(it item, rule string, v planner.Verdict, entries []*ruleEn
 		if r.rsr.Name != rule {
 			continue
 		}
-		r.hold(it, v.Reason)
+		r.track.Hold(it, v.Reason)
 		if v.Started && e.opts.Recorder != nil && !r.builtin {
 			e.opts.Recorder.Eventf(r.rsr, corev1.EventTypeWarning, ReasonChangedAfterWrite, "%s: %s", it, v.Reason)
 		}

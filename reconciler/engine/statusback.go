@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/engine/rulestatus"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/engine/writer"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/planner"
 )
@@ -48,7 +49,7 @@ func (e *Engine) reconcileBack(ctx context.Context, it item) error {
 	if copyObj == nil {
 		return nil
 	}
-	from.record(it, false, "", failure{}) // forgets a refusal of an earlier look
+	from.track.Record(it, false, "", rulestatus.Failure{}) // forgets a refusal of an earlier look
 	status, hasStatus := copyObj.Object["status"]
 	if !hasStatus {
 		return nil
@@ -173,5 +174,5 @@ func backCheck(policy planner.Policy, orig, peerCopy *unstructured.Unstructured,
 // API server refused the write (NotGranted when the member's identity may not write it).
 func backFailed(r *ruleEntry, it item, err error) {
 	f := planner.ClassifyWriteError(err)
-	r.record(it, false, "", failure{f.Reason, "status back: " + f.String()})
+	r.track.Record(it, false, "", rulestatus.Failure{Reason: f.Reason, Message: "status back: " + f.String()})
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/engine/rulestatus"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/engine/writer"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/planner"
 )
@@ -70,17 +71,17 @@ func (e *Engine) execute(ctx context.Context, it item, act planner.Action, entri
 			return e.withheld(it, act, entry)
 		}
 		if r := entry(rule); r != nil {
-			r.record(it, true, "", failure{})
+			r.track.Record(it, true, "", rulestatus.Failure{})
 			unholdOthers(it, rule, entries)
 		} else if act.Source == nil && act.Object == nil {
 			for _, r := range entries {
-				r.record(it, false, "", failure{})
+				r.track.Record(it, false, "", rulestatus.Failure{})
 			}
 		}
 		return nil
 	case planner.ActionConflict:
 		if r := entry(rule); r != nil {
-			r.record(it, false, act.Reason, failure{})
+			r.track.Record(it, false, act.Reason, rulestatus.Failure{})
 		}
 		e.opts.Metrics.conflicts.WithLabelValues(rule).Inc()
 		return nil
@@ -108,7 +109,7 @@ func (e *Engine) execute(ctx context.Context, it item, act planner.Action, entri
 			return fmt.Errorf("deleting %s: %w", it, err)
 		}
 		for _, r := range entries {
-			r.record(it, false, "", failure{})
+			r.track.Record(it, false, "", rulestatus.Failure{})
 		}
 		rule = act.Object.GetLabels()[v1alpha1.RuleLabel]
 	}
@@ -127,7 +128,7 @@ func (e *Engine) createCopy(ctx context.Context, w writer.Identity, it item, act
 	if err := e.writes.EnsureNamespace(ctx, w, it.namespace, createdBy); err != nil {
 		f := planner.ClassifyWriteError(err)
 		if r != nil {
-			r.record(it, false, "", failure{f.Reason, f.String()})
+			r.track.Record(it, false, "", rulestatus.Failure{Reason: f.Reason, Message: f.String()})
 		}
 		if f.Reason == v1alpha1.ReasonNamespaceMissing {
 			return nil, true, nil // looked at again when the rule or the object changes
@@ -165,19 +166,17 @@ func (e *Engine) recordWrite(it item, act planner.Action, rule string, entry *ru
 	// as a refused write, and returned, so that the copy is looked at again with backoff
 	// (processNext counts it in errors_total): the next reconcile finds the status
 	// differing from the source's and writes it again.
-	var statusFailure failure
+	var statusFailure rulestatus.Failure
 	if statusErr != nil {
 		f := planner.ClassifyWriteError(statusErr)
 		e.opts.Metrics.refused.WithLabelValues(rule, f.Reason).Inc()
-		statusFailure = failure{f.Reason, fmt.Sprintf("status: %s", f.String())}
+		statusFailure = rulestatus.Failure{Reason: f.Reason, Message: fmt.Sprintf("status: %s", f.String())}
 		e.log.Info("the status of a copy was not written; retrying", "object", it.String(), "rule", rule, "reason", f.Reason, "error", statusErr.Error())
 	}
 	if r := entry; r != nil {
 		unholdOthers(it, rule, entries)
-		r.record(it, act.Type != planner.ActionDelete && statusErr == nil, "", statusFailure)
-		r.mu.Lock()
-		r.lastSync = e.opts.Clock.Now()
-		r.mu.Unlock()
+		r.track.Record(it, act.Type != planner.ActionDelete && statusErr == nil, "", statusFailure)
+		r.track.Synced(e.opts.Clock.Now())
 	}
 	return statusErr
 }
@@ -265,10 +264,10 @@ func (e *Engine) withheld(it item, act planner.Action, entry func(string) *ruleE
 		return nil
 	}
 	if r.rsr.Spec.SyncMode == v1alpha1.SyncModeReportOnly {
-		r.drifted(it, act.Reason)
+		r.track.Drifted(it, act.Reason)
 		return nil
 	}
-	r.record(it, act.Withheld == planner.ActionUpdate, "", failure{}) // CreateOnly: the copy is the cluster's now
+	r.track.Record(it, act.Withheld == planner.ActionUpdate, "", rulestatus.Failure{}) // CreateOnly: the copy is the cluster's now
 	return nil
 }
 
@@ -286,7 +285,7 @@ func (e *Engine) writeFailed(ctx context.Context, it item, act planner.Action, r
 		return e.recreate(ctx, it, act, r, ri, f.String())
 	}
 	if r != nil {
-		r.record(it, false, "", failure{f.Reason, fmt.Sprintf("%s: %s", act.Type, f.String())})
+		r.track.Record(it, false, "", rulestatus.Failure{Reason: f.Reason, Message: fmt.Sprintf("%s: %s", act.Type, f.String())})
 		if f.Lasting && e.opts.Recorder != nil && !r.builtin {
 			e.opts.Recorder.Eventf(r.rsr, corev1.EventTypeWarning, f.Reason, "%s: %s", it, f.String())
 		}
@@ -306,11 +305,9 @@ func (e *Engine) writeFailed(ctx context.Context, it item, act planner.Action, r
 // refused records a copy this cluster's policy refuses: on the rule's status, in the
 // metrics and, when it is new, as a Warning event on the rule.
 func (e *Engine) refused(it item, r *ruleEntry, ref planner.Refusal) {
-	r.mu.Lock()
-	prev, known := r.failures[it]
-	r.mu.Unlock()
-	r.record(it, false, "", failure{ref.Reason, ref.Message})
-	if known && prev.message == ref.Message {
+	prev, known := r.track.Failed(it)
+	r.track.Record(it, false, "", rulestatus.Failure{Reason: ref.Reason, Message: ref.Message})
+	if known && prev.Message == ref.Message {
 		return
 	}
 	e.opts.Metrics.refused.WithLabelValues(r.rsr.Name, ref.Reason).Inc()
@@ -335,7 +332,7 @@ func (e *Engine) recreate(ctx context.Context, it item, act planner.Action, r *r
 	background := metav1.DeletePropagationBackground
 	err := ri.Delete(ctx, it.name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}, PropagationPolicy: &background})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		r.record(it, false, "", failure{v1alpha1.ReasonImmutableField, fmt.Sprintf("%s; deleting it to recreate it failed: %v", why, err)})
+		r.track.Record(it, false, "", rulestatus.Failure{Reason: v1alpha1.ReasonImmutableField, Message: fmt.Sprintf("%s; deleting it to recreate it failed: %v", why, err)})
 		return fmt.Errorf("deleting %s to recreate it: %w", it, err)
 	}
 	e.records.Delete(it.target()) // the refusal was of the old copy
@@ -344,7 +341,7 @@ func (e *Engine) recreate(ctx context.Context, it item, act planner.Action, r *r
 	if e.opts.Recorder != nil && !r.builtin {
 		e.opts.Recorder.Eventf(r.rsr, corev1.EventTypeNormal, "Recreated", "%s: deleted to be created anew: %s", it, why)
 	}
-	r.record(it, false, "", failure{})
+	r.track.Record(it, false, "", rulestatus.Failure{})
 	return nil
 }
 
