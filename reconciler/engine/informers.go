@@ -156,6 +156,20 @@ func (ws *watchers) ensure(ctx context.Context, s scope, selector string, limit 
 		fieldSelector = fields.OneTermEqualSelector("metadata.name", s.name).String()
 	}
 	w := &watcher{selector: selector, limit: limit}
+	if err := ws.startInformer(s, w, ws.listWatch(s, w, selector, fieldSelector, limit, src), src, h); err != nil {
+		return err
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	w.cancel = cancel
+	ws.all[s] = w
+	go w.informer.RunWithContext(wctx)
+	return nil
+}
+
+// listWatch returns the ListWatch of the informer w of scope s: src's lists and watches,
+// under the label selector selector and the field selector fieldSelector, and the cap
+// limit on the objects (0: none).
+func (ws *watchers) listWatch(s scope, w *watcher, selector, fieldSelector string, limit int, src objectSource) *toolscache.ListWatch {
 	// A peer's answers are read through byte limits (peers.LimitTransport): a response or
 	// an object over them refuses the scope like the cap on objects (tooLarge).
 	limited := func(ctx context.Context) context.Context {
@@ -168,7 +182,7 @@ func (ws *watchers) ensure(ctx context.Context, s scope, selector string, limit 
 	// initial ones (a watch-list stream, or the pages of a list when the API server does
 	// not stream them) and those the watches add or delete afterwards. One past the cap,
 	// the informer stops: it never holds more.
-	lw := &toolscache.ListWatch{
+	return &toolscache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			opts.LabelSelector, opts.FieldSelector = selector, fieldSelector
 			l, n, err := listCapped(limited(ctx), opts, limit, src.List)
@@ -194,6 +208,11 @@ func (ws *watchers) ensure(ctx context.Context, s scope, selector string, limit 
 			return newCappedWatch(wi, &w.held, initial, limit, func(n int) { _ = ws.over(s, w, n) }, func() { ws.under(s, w) }), nil
 		},
 	}
+}
+
+// startInformer makes the informer of w, scope s, listing and watching with lw, that
+// calls h on every change; ensure runs it.
+func (ws *watchers) startInformer(s scope, w *watcher, lw *toolscache.ListWatch, src objectSource, h handler) error {
 	// The source says whether it serves watch-lists (a fake dynamic client does not: then
 	// the list). Its objects are cachedObjects already.
 	inf := toolscache.NewSharedIndexInformer(toolscache.ToListWatcherWithWatchListSemantics(lw, src), &cachedObject{}, 0, toolscache.Indexers{})
@@ -222,10 +241,6 @@ func (ws *watchers) ensure(ctx context.Context, s scope, selector string, limit 
 	}); err != nil {
 		return fmt.Errorf("watching %s: %w", s, err)
 	}
-	wctx, cancel := context.WithCancel(ctx)
-	w.cancel = cancel
-	ws.all[s] = w
-	go inf.RunWithContext(wctx)
 	return nil
 }
 
