@@ -31,7 +31,13 @@
 //     on the rule's rulestatus.Tracker; every two seconds status.go computes each rule's
 //     status from it (rulestatus.Compute) and patches it (rulestatus.Writer).
 //
-// Each step calls the next and returns; none calls back into a file it came from.
+// Steps 2 to 4 each call the next and return: queue.go, reconcile.go and writes.go call
+// back into no file before them, nor do packages writer and rulestatus. The views do not
+// yet: reconcile.go reads them again while it plans (observe's lookupCached and
+// settledKey, the sources' Lookup in snapshotFor), and createCopy watches an object in
+// the way of a copy (inTheWay), all in informers.go, so the path leaves informers.go at
+// the event and comes back to it. Once the views are a package of their own (the last
+// split below), those are calls into views, not returns to an engine file.
 //
 // # The split
 //
@@ -46,5 +52,8 @@
 //     which the engine calls through statusWriter). The engine keeps what reads its views
 //     for the status (sourceStates, sourceError) and the deletion policy (finalize).
 //   - the views (informers.go, cached.go, source.go, peerviews.go, objectcap.go) stay in
-//     this package for now; they are the next subpackage (views) of issue #29.
+//     this package for now; they are the next subpackage (views) of issue #29: the
+//     watchers and their scopes, the compact cachedObject and its decoding, the
+//     clusters' clients and the cap on objects, behind what the engine asks of them
+//     (ensure, lookup, lookupCached, covers, count, retain, overCapErr).
 package engine
