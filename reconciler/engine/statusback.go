@@ -59,7 +59,7 @@ func (e *Engine) reconcileBack(ctx context.Context, it item) error {
 		v1alpha1.CopyGenerationAnnotation:   strconv.FormatInt(copyObj.GetGeneration(), 10),
 	}
 	// Written as the member whose copy brings the status: what it may change of an
-	// original made here is this cluster's RBAC's to say (identity.go).
+	// original made here is this cluster's RBAC's to say (writer/identity.go).
 	m, err := e.writes.Mapping(it.gvk)
 	if err != nil {
 		return fmt.Errorf("kind %s is not served by the local cluster: %w", it.gvk, err)
