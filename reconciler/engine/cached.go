@@ -101,6 +101,12 @@ func (c *cachedObject) object(gvk schema.GroupVersionKind) (*unstructured.Unstru
 	return u, nil
 }
 
+// Object is object: a cachedObject is the writer's Answer, the API server's answer to a
+// write decoded as the informers decode objects.
+func (c *cachedObject) Object(gvk schema.GroupVersionKind) (*unstructured.Unstructured, error) {
+	return c.object(gvk)
+}
+
 // restore puts back what compact left out of the JSON.
 func (c *cachedObject) restore(u *unstructured.Unstructured, gvk schema.GroupVersionKind) {
 	if _, ok := u.Object["apiVersion"]; !ok {

@@ -1,14 +1,3 @@
-// Package engine is the ResourceSyncRule sync engine: for every rule it pulls the
-// matching objects of the rule's kind from every peer that qualifies as a source and
-// writes the mutated copies into the local cluster, and only there.
-//
-// One informer per (cluster, kind, namespace) serves every rule; events are coalesced per
-// local object in a rate-limited work queue served by several workers. The decisions are
-// pure and shared with the CLI: package rules matches and mutates, Decide plans. The
-// safety rules are Decide's: an object without the ownership mark is never touched, and a
-// copy is deleted only when its origin, seen through a healthy synced watch, no longer has
-// it. ResourceSyncRules themselves travel through a built-in rule, unless they carry the
-// resource-sync-disabled annotation.
 package engine
 
 import (
@@ -34,6 +23,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/engine/rulestatus"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/engine/writer"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/peers"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/planner"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/rules"
@@ -122,7 +113,6 @@ func (i item) String() string {
 type ruleEntry struct {
 	rsr      *v1alpha1.ResourceSyncRule
 	compiled *rules.Rule
-	err      error
 	builtin  bool
 	// pending is true on the entry of a rule seen changed, until assemble compiles it
 	// (or caps it); it carries the old entry's tracking meanwhile.
@@ -130,23 +120,21 @@ type ruleEntry struct {
 	// namespaces the rule reads from sources; nil means all.
 	namespaces []string
 
-	mu        sync.Mutex
-	conflicts map[item]string
-	failures  map[item]failure
-	synced    map[item]bool
-	// drift are the writes a ReportOnly rule withholds, with the reason.
-	drift map[item]string
-	// held are the copies not rewritten because something changes them after each
-	// write, with the reason.
-	held map[item]string
-	// overlaps are the objects the rule matches that another rule, which takes
-	// precedence, writes, with the reason (planner.RuleWhy).
-	overlaps map[item]string
-	lastSync time.Time
-	// watch says how the rule's watches are narrowed, and peerScopes are the peers'
-	// scopes it reads its sources from (set by doRefresh).
-	watch      watchNote
+	// track is what the rule knows of the objects it covers, for its status.
+	track *rulestatus.Tracker[item]
+
+	mu  sync.Mutex
+	err error
+	// peerScopes are the peers' scopes the rule reads its sources from (set by
+	// doRefresh).
 	peerScopes []scope
+}
+
+// statusWriter writes the status of the rules: rulestatus.Writer.
+type statusWriter interface {
+	// Write reads the rule named name, computes its status and patches it when it
+	// changed.
+	Write(ctx context.Context, name string, compute func(cur *v1alpha1.ResourceSyncRule) v1alpha1.ResourceSyncRuleStatus) error
 }
 
 // localWatches are the kinds whose local informers carry every object, not only copies
@@ -168,64 +156,12 @@ func (r *ruleEntry) getErr() error {
 	return r.err
 }
 
-// failure is an object a rule cannot sync: the condition reason and what happened.
-type failure struct {
-	reason, message string
-}
-
-// forget drops what the rule knows of the object; r.mu is held.
-func (r *ruleEntry) forget(it item) {
-	delete(r.conflicts, it)
-	delete(r.failures, it)
-	delete(r.synced, it)
-	delete(r.held, it)
-	delete(r.drift, it)
-	delete(r.overlaps, it)
-}
-
-func (r *ruleEntry) record(it item, synced bool, conflict string, fail failure) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.forget(it)
-	switch {
-	case conflict != "":
-		r.conflicts[it] = conflict
-	case fail.message != "":
-		r.failures[it] = fail
-	case synced:
-		r.synced[it] = true
-	}
-}
-
-// drifted records a write the rule's ReportOnly mode withholds.
-func (r *ruleEntry) drifted(it item, reason string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.forget(it)
-	r.drift[it] = reason
-}
-
-// hold records that the copy is held: not rewritten, for reason.
-func (r *ruleEntry) hold(it item, reason string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.forget(it)
-	r.held[it] = reason
-}
-
-// unhold forgets that the copy is held by this rule.
-func (r *ruleEntry) unhold(it item) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.held, it)
-}
-
 // unholdOthers forgets that the copy is held by any rule but rule: another rule's
 // candidate was chosen for it.
 func unholdOthers(it item, rule string, entries []*ruleEntry) {
 	for _, r := range entries {
 		if r.rsr.Name != rule {
-			r.unhold(it)
+			r.track.Unhold(it)
 		}
 	}
 }
@@ -242,30 +178,22 @@ type Engine struct {
 	// clusters caches the Clusters' content for templates (clusterObject).
 	clusterMu sync.Mutex
 	clusters  map[string]clusterContent
-	// ownWrites holds, per copy, the resourceVersion of the engine's last write (of a
-	// copy whose status is not synced), until the local cache has it: a create is not
-	// made twice meanwhile, and the write's own event is not looked at again when the
-	// cluster stored it as written.
-	ownWrites sync.Map // item -> ownWrite
+	// ownWrites holds, per copy, the engine's last write (of a copy whose status is not
+	// synced), until the local cache has it.
+	ownWrites writer.OwnWrites
 	// full holds the queued items that something other than a change of the local object
 	// queued (add, a retry): their reconcile is never skipped as the echo of a write.
 	full sync.Map // item -> struct{}
 
 	retryDelay time.Duration
 
-	// writes creates and updates copies in the local cluster (writeCopy); nil without
-	// Options.Config.
-	writes rest.Interface
-	// writers write as the members' identities (identity.go).
-	writers writers
-	// mappings are the local REST mappings of the kinds written (mapping).
-	mappingMu sync.Mutex
-	mappings  map[schema.GroupVersionKind]*meta.RESTMapping
-
-	// history is what the engine remembers of its recent writes of each copy, for
+	// writes writes in the local cluster, as the members' identities (package writer).
+	writes copyWriter
+	// statuses writes the rules' status (package rulestatus).
+	statuses statusWriter
+	// records are what the engine remembers of its recent writes of each copy, for
 	// Settle.
-	histMu  sync.Mutex
-	history map[item]writeRecord
+	records *writer.Records
 
 	// policy is this cluster's consent as last computed; valid until a SyncPolicy or a
 	// Cluster changes.
@@ -316,16 +244,15 @@ func New(opts Options) (*Engine, error) {
 		refresh:  make(chan struct{}, 1),
 		rules:    map[string]*ruleEntry{},
 		mappers:  map[string]peerMapper{},
-		history:  map[item]writeRecord{},
+		records:  writer.NewRecords(),
 		contacts: newFirstContacts(),
 	}
-	if opts.Config != nil {
-		w, err := e.localClient().restClient(schema.GroupVersionKind{})
-		if err != nil {
-			return nil, fmt.Errorf("the local cluster's REST client: %w", err)
-		}
-		e.writes = w
+	w, err := writer.New(writerOptions(opts))
+	if err != nil {
+		return nil, err
 	}
+	e.writes = w
+	e.statuses = rulestatus.Writer{Client: opts.Client}
 	e.watchers.retry = opts.OverCapRetry
 	e.watchers.clock = opts.Clock
 	e.watchers.onOver, e.watchers.onUnder = e.overCap, e.underCap
@@ -337,6 +264,19 @@ func New(opts Options) (*Engine, error) {
 	return e, nil
 }
 
+// writerOptions are the options of the engine's writer: the local cluster's clients, its
+// REST clients decoding the answers to writes as the informers decode objects.
+func writerOptions(opts Options) writer.Options {
+	return writer.Options{
+		Namespace: opts.Namespace, Dynamic: opts.Dynamic, Config: opts.Config, HTTPClient: opts.HTTPClient,
+		RESTClient: func(hc *http.Client) (rest.Interface, error) {
+			return clusterClient{cfg: opts.Config, hc: hc}.restClient(schema.GroupVersionKind{})
+		},
+		NewAnswer: func() writer.Answer { return &cachedObject{} },
+		Mapper:    opts.Mapper, Reader: opts.Client,
+	}
+}
+
 func newEntry(rsr *v1alpha1.ResourceSyncRule, compiled *rules.Rule, err error, builtin bool) *ruleEntry {
 	var namespaces []string
 	if compiled != nil {
@@ -344,15 +284,13 @@ func newEntry(rsr *v1alpha1.ResourceSyncRule, compiled *rules.Rule, err error, b
 			namespaces = append([]string{}, nss...)
 		}
 	}
-	return &ruleEntry{rsr: rsr, compiled: compiled, err: err, builtin: builtin, namespaces: namespaces,
-		conflicts: map[item]string{}, failures: map[item]failure{}, synced: map[item]bool{}, held: map[item]string{}, drift: map[item]string{}, overlaps: map[item]string{}}
+	return &ruleEntry{rsr: rsr, compiled: compiled, err: err, builtin: builtin, namespaces: namespaces, track: rulestatus.NewTracker[item]()}
 }
 
 // keepTracking takes over what old tracked of the rule's objects, for a rule compiled
 // again.
 func (r *ruleEntry) keepTracking(old *ruleEntry) {
-	r.conflicts, r.failures, r.synced, r.held, r.drift, r.lastSync, r.watch, r.peerScopes = old.conflicts, old.failures, old.synced, old.held, old.drift, old.lastSync, old.watch, old.peerScopes
-	r.overlaps = old.overlaps
+	r.track, r.peerScopes = old.track, old.peerScopes
 }
 
 // watchLocal registers the engine's handlers of this cluster's ResourceSyncRules (the

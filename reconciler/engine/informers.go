@@ -24,6 +24,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/engine/rulestatus"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/peers"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/rules"
 )
@@ -155,6 +156,20 @@ func (ws *watchers) ensure(ctx context.Context, s scope, selector string, limit 
 		fieldSelector = fields.OneTermEqualSelector("metadata.name", s.name).String()
 	}
 	w := &watcher{selector: selector, limit: limit}
+	if err := ws.startInformer(s, w, ws.listWatch(s, w, selector, fieldSelector, limit, src), src, h); err != nil {
+		return err
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	w.cancel = cancel
+	ws.all[s] = w
+	go w.informer.RunWithContext(wctx)
+	return nil
+}
+
+// listWatch returns the ListWatch of the informer w of scope s: src's lists and watches,
+// under the label selector selector and the field selector fieldSelector, and the cap
+// limit on the objects (0: none).
+func (ws *watchers) listWatch(s scope, w *watcher, selector, fieldSelector string, limit int, src objectSource) *toolscache.ListWatch {
 	// A peer's answers are read through byte limits (peers.LimitTransport): a response or
 	// an object over them refuses the scope like the cap on objects (tooLarge).
 	limited := func(ctx context.Context) context.Context {
@@ -167,7 +182,7 @@ func (ws *watchers) ensure(ctx context.Context, s scope, selector string, limit 
 	// initial ones (a watch-list stream, or the pages of a list when the API server does
 	// not stream them) and those the watches add or delete afterwards. One past the cap,
 	// the informer stops: it never holds more.
-	lw := &toolscache.ListWatch{
+	return &toolscache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			opts.LabelSelector, opts.FieldSelector = selector, fieldSelector
 			l, n, err := listCapped(limited(ctx), opts, limit, src.List)
@@ -193,6 +208,11 @@ func (ws *watchers) ensure(ctx context.Context, s scope, selector string, limit 
 			return newCappedWatch(wi, &w.held, initial, limit, func(n int) { _ = ws.over(s, w, n) }, func() { ws.under(s, w) }), nil
 		},
 	}
+}
+
+// startInformer makes the informer of w, scope s, listing and watching with lw, that
+// calls h on every change; ensure runs it.
+func (ws *watchers) startInformer(s scope, w *watcher, lw *toolscache.ListWatch, src objectSource, h handler) error {
 	// The source says whether it serves watch-lists (a fake dynamic client does not: then
 	// the list). Its objects are cachedObjects already.
 	inf := toolscache.NewSharedIndexInformer(toolscache.ToListWatcherWithWatchListSemantics(lw, src), &cachedObject{}, 0, toolscache.Indexers{})
@@ -221,10 +241,6 @@ func (ws *watchers) ensure(ctx context.Context, s scope, selector string, limit 
 	}); err != nil {
 		return fmt.Errorf("watching %s: %w", s, err)
 	}
-	wctx, cancel := context.WithCancel(ctx)
-	w.cancel = cancel
-	ws.all[s] = w
-	go inf.RunWithContext(wctx)
 	return nil
 }
 
@@ -665,18 +681,10 @@ func (e *Engine) keyWatched(it item) bool {
 	return ok
 }
 
-// watchNote says how a rule's watches are narrowed, for the rule's WatchesNarrowed
-// condition.
-type watchNote struct {
-	narrowed bool
-	reason   string
-	message  string
-}
-
 // noteWatches describes the watches of rule r: the namespaces it reads and the label
 // selector of its peers' informers (shared, the selector of the scopes it uses: the
 // common requirements of every rule reading them).
-func noteWatches(r *ruleEntry, scopeSelectors []string, everyLocal bool) watchNote {
+func noteWatches(r *ruleEntry, scopeSelectors []string, everyLocal bool) rulestatus.WatchNote {
 	kind := r.compiled.GVK.Kind
 	local := "; this cluster watches only its copies"
 	if everyLocal {
@@ -703,8 +711,8 @@ func noteWatches(r *ruleEntry, scopeSelectors []string, everyLocal bool) watchNo
 		if own != "" {
 			msg = fmt.Sprintf("the peers' watches of %s carry every object of the kind: the rule shares them with rules that select every label", kind)
 		}
-		return watchNote{reason: v1alpha1.ReasonEveryObjectWatched, message: msg + local}
+		return rulestatus.WatchNote{Reason: v1alpha1.ReasonEveryObjectWatched, Message: msg + local}
 	}
-	return watchNote{narrowed: true, reason: v1alpha1.ReasonWatchesNarrowed,
-		message: fmt.Sprintf("the peers' watches of %s carry only %s", kind, strings.Join(by, " and ")) + local}
+	return rulestatus.WatchNote{Narrowed: true, Reason: v1alpha1.ReasonWatchesNarrowed,
+		Message: fmt.Sprintf("the peers' watches of %s carry only %s", kind, strings.Join(by, " and ")) + local}
 }

@@ -254,7 +254,7 @@ func TestNoteWatches(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := noteWatches(tc.r, tc.scopes, tc.everyLocal)
-			if n.narrowed != tc.narrowed || !strings.Contains(n.message, tc.message) || n.reason == "" {
+			if n.Narrowed != tc.narrowed || !strings.Contains(n.Message, tc.message) || n.Reason == "" {
 				t.Errorf("noteWatches = %+v, want narrowed %v and a message with %q", n, tc.narrowed, tc.message)
 			}
 		})

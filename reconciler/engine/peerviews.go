@@ -90,36 +90,9 @@ func (e *Engine) peerClients(p peers.Peer) (clusterClient, meta.RESTMapper, erro
 // doRefresh starts the informers the rules need, stops the others, and queues every
 // object they know, so that every rule is re-evaluated.
 func (e *Engine) doRefresh(ctx context.Context) {
-	e.forgetMappings()
-	needed := map[scope]bool{}
-	failed := false
+	e.writes.ForgetMappings()
 	all := e.opts.Peers.List()
-	// The peers' informers are started once every rule is seen: a scope that some rule
-	// needs the peer's copies of our objects in (syncStatusBack) keeps them.
-	type peerScope struct {
-		peer    types.UID
-		client  clusterClient
-		mapper  meta.RESTMapper
-		keepOwn bool
-		// alts are the label alternatives of the rules reading the scope: its informer
-		// selects what any of them may match.
-		alts []labels.Selector
-	}
-	peerScopes := map[scope]*peerScope{}
-	var peerOrder []scope // in the order the rules and peers ask for them
-	members := memberIDs(all)
-	wantPeer := func(s scope, p peers.Peer, client clusterClient, mapper meta.RESTMapper, keepOwn bool, alts []labels.Selector) {
-		needed[s] = true
-		ps := peerScopes[s]
-		if ps == nil {
-			ps = &peerScope{peer: p.ClusterID, client: client, mapper: mapper}
-			peerScopes[s] = ps
-			peerOrder = append(peerOrder, s)
-		}
-		ps.keepOwn = ps.keepOwn || keepOwn
-		ps.alts = append(ps.alts, alts...)
-	}
-	ruleScopes := map[*ruleEntry][]scope{} // the peers' scopes each rule reads its sources from
+	rp := newRefreshPlan()
 	for _, r := range e.snapshot() {
 		if r.compiled == nil {
 			continue
@@ -128,70 +101,159 @@ func (e *Engine) doRefresh(ctx context.Context) {
 		if r.rsr.DeletionTimestamp != nil {
 			continue
 		}
-		srcNS := r.namespaces
-		if srcNS == nil {
-			srcNS = []string{""}
+		e.watchLocalScopes(ctx, r, rp)
+		e.wantPeerScopes(r, all, rp)
+	}
+	// The peers' informers are started once every rule is seen: a scope that some rule
+	// needs the peer's copies of our objects in (syncStatusBack) keeps them.
+	selectors := e.startPeerScopes(ctx, rp, memberIDs(all))
+	e.noteRuleWatches(rp, selectors)
+	// A watch of an object in the way of a copy (inTheWay) lasts while its kind is
+	// watched here.
+	localKinds := map[schema.GroupVersionKind]bool{}
+	for s := range rp.needed {
+		if s.cluster == "" {
+			localKinds[s.gvk] = true
 		}
-		for _, gvk := range r.compiled.TargetGVKs {
-			locNS := planner.LocalNamespaces(r.rsr, r.compiled)
-			if locNS == nil {
-				locNS = []string{""}
-			}
-			for _, ns := range locNS {
-				s, err := e.scopeFor("", gvk, ns, e.opts.Mapper)
-				if err != nil {
-					r.setErr(err)
-					failed = true
-					continue
-				}
-				needed[s] = true
-				if err := e.watchers.ensure(ctx, s, e.localSelector(gvk), 0, e.localClient(), e.opts.Mapper, e.onEvent); err != nil {
-					r.setErr(err)
-					failed = true
-				}
-			}
-		}
-		for _, p := range all {
-			if !p.Ready || p.Config() == nil {
-				continue
-			}
-			pc, mapper, err := e.peerClients(p)
+	}
+	e.watchers.retain(func(s scope) bool {
+		return rp.needed[s] || (s.cluster == "" && s.name != "" && localKinds[s.gvk])
+	})
+	if rp.failed {
+		// A kind was not served yet (a CRD being installed) or a peer's discovery
+		// failed: try again, backing off.
+		e.retryDelay = min(max(2*e.retryDelay, time.Second), time.Minute)
+		e.opts.Clock.AfterFunc(e.retryDelay, e.triggerRefresh)
+	} else {
+		e.retryDelay = 0
+	}
+	// Re-evaluate everything: local copies and what the sources have.
+	for s := range rp.needed {
+		go e.enqueueScope(s)
+	}
+}
+
+// refreshPlan is what a refresh gathers of the scopes the rules need.
+type refreshPlan struct {
+	// needed are every scope a rule needs, local and the peers'.
+	needed map[scope]bool
+	// failed is set when a scope could not be made or watched: the refresh is tried
+	// again, backing off.
+	failed bool
+	// peerScopes are the peers' scopes, in the order the rules and peers ask for them
+	// (peerOrder).
+	peerScopes map[scope]*peerScope
+	peerOrder  []scope
+	// ruleScopes are the peers' scopes each rule reads its sources from.
+	ruleScopes map[*ruleEntry][]scope
+}
+
+// peerScope is one peer's scope some rules read.
+type peerScope struct {
+	peer    types.UID
+	client  clusterClient
+	mapper  meta.RESTMapper
+	keepOwn bool
+	// alts are the label alternatives of the rules reading the scope: its informer
+	// selects what any of them may match.
+	alts []labels.Selector
+}
+
+func newRefreshPlan() *refreshPlan {
+	return &refreshPlan{needed: map[scope]bool{}, peerScopes: map[scope]*peerScope{}, ruleScopes: map[*ruleEntry][]scope{}}
+}
+
+// wantPeer adds the peer p's scope s to the plan, for a rule reading it with the label
+// alternatives alts (keepOwn: a rule needs the peer's copies of our objects there).
+func (rp *refreshPlan) wantPeer(s scope, p peers.Peer, client clusterClient, mapper meta.RESTMapper, keepOwn bool, alts []labels.Selector) {
+	rp.needed[s] = true
+	ps := rp.peerScopes[s]
+	if ps == nil {
+		ps = &peerScope{peer: p.ClusterID, client: client, mapper: mapper}
+		rp.peerScopes[s] = ps
+		rp.peerOrder = append(rp.peerOrder, s)
+	}
+	ps.keepOwn = ps.keepOwn || keepOwn
+	ps.alts = append(ps.alts, alts...)
+}
+
+// watchLocalScopes starts the local informers of the kinds rule r writes, in the
+// namespaces it writes them to.
+func (e *Engine) watchLocalScopes(ctx context.Context, r *ruleEntry, rp *refreshPlan) {
+	locNS := planner.LocalNamespaces(r.rsr, r.compiled)
+	if locNS == nil {
+		locNS = []string{""}
+	}
+	for _, gvk := range r.compiled.TargetGVKs {
+		for _, ns := range locNS {
+			s, err := e.scopeFor("", gvk, ns, e.opts.Mapper)
 			if err != nil {
-				failed = true
+				r.setErr(err)
+				rp.failed = true
 				continue
 			}
-			for _, ns := range srcNS {
-				s, err := e.scopeFor(p.Name, r.compiled.GVK, ns, mapper)
-				if err != nil {
-					failed = true
-					continue // reported in the rule's source status
-				}
-				wantPeer(s, p, pc, mapper, false, r.compiled.LabelAlternatives())
-				ruleScopes[r] = append(ruleScopes[r], s)
-			}
-			if r.rsr.Spec.SyncStatusBack {
-				// The peers' copies of our objects, whose status flows back.
-				locNS := planner.LocalNamespaces(r.rsr, r.compiled)
-				if locNS == nil {
-					locNS = []string{""}
-				}
-				for _, gvk := range r.compiled.TargetGVKs {
-					for _, ns := range locNS {
-						s, err := e.scopeFor(p.Name, gvk, ns, mapper)
-						if err != nil {
-							failed = true
-							continue
-						}
-						// Every label: the copies' labels are what the rule wrote there.
-						wantPeer(s, p, pc, mapper, true, []labels.Selector{labels.Everything()})
-					}
-				}
+			rp.needed[s] = true
+			if err := e.watchers.ensure(ctx, s, e.localSelector(gvk), 0, e.localClient(), e.opts.Mapper, e.onEvent); err != nil {
+				r.setErr(err)
+				rp.failed = true
 			}
 		}
 	}
+}
+
+// wantPeerScopes adds to the plan the scopes of the Ready peers that rule r reads: its
+// sources, and the peers' copies of our objects when their status flows back.
+func (e *Engine) wantPeerScopes(r *ruleEntry, all []peers.Peer, rp *refreshPlan) {
+	srcNS := r.namespaces
+	if srcNS == nil {
+		srcNS = []string{""}
+	}
+	for _, p := range all {
+		if !p.Ready || p.Config() == nil {
+			continue
+		}
+		pc, mapper, err := e.peerClients(p)
+		if err != nil {
+			rp.failed = true
+			continue
+		}
+		for _, ns := range srcNS {
+			s, err := e.scopeFor(p.Name, r.compiled.GVK, ns, mapper)
+			if err != nil {
+				rp.failed = true
+				continue // reported in the rule's source status
+			}
+			rp.wantPeer(s, p, pc, mapper, false, r.compiled.LabelAlternatives())
+			rp.ruleScopes[r] = append(rp.ruleScopes[r], s)
+		}
+		if !r.rsr.Spec.SyncStatusBack {
+			continue
+		}
+		// The peers' copies of our objects, whose status flows back.
+		locNS := planner.LocalNamespaces(r.rsr, r.compiled)
+		if locNS == nil {
+			locNS = []string{""}
+		}
+		for _, gvk := range r.compiled.TargetGVKs {
+			for _, ns := range locNS {
+				s, err := e.scopeFor(p.Name, gvk, ns, mapper)
+				if err != nil {
+					rp.failed = true
+					continue
+				}
+				// Every label: the copies' labels are what the rule wrote there.
+				rp.wantPeer(s, p, pc, mapper, true, []labels.Selector{labels.Everything()})
+			}
+		}
+	}
+}
+
+// startPeerScopes starts the informers of the peers' scopes of the plan, each selecting
+// what any rule reading it may match, and returns those selectors.
+func (e *Engine) startPeerScopes(ctx context.Context, rp *refreshPlan, members []types.UID) map[scope]string {
 	selectors := map[scope]string{}
-	for _, s := range peerOrder {
-		ps := peerScopes[s]
+	for _, s := range rp.peerOrder {
+		ps := rp.peerScopes[s]
 		selectors[s] = sourceSelector(ps.alts)
 		err := e.watchers.ensure(ctx, s, joinSelectors(selectors[s], uselessCopies(e.opts.LocalID, ps.peer, members, ps.keepOwn)), e.opts.MaxPeerObjects, ps.client, ps.mapper, e.onEvent)
 		var tooMany *TooManyObjectsError
@@ -204,43 +266,28 @@ func (e *Engine) doRefresh(ctx context.Context) {
 			// A view that did not start: the rules report the peer's kind as not readable
 			// (sourceError); the refresh is tried again, backing off.
 			e.log.V(1).Info("watching a peer's objects failed", "scope", s.String(), "error", err.Error())
-			failed = true
+			rp.failed = true
 		}
 	}
+	return selectors
+}
+
+// noteRuleWatches records on each rule how its watches are narrowed, and the peers'
+// scopes it reads.
+func (e *Engine) noteRuleWatches(rp *refreshPlan, selectors map[scope]string) {
 	for _, r := range e.snapshot() {
 		if r.compiled == nil || r.builtin {
 			continue
 		}
 		var sels []string
-		for _, s := range ruleScopes[r] {
+		for _, s := range rp.ruleScopes[r] {
 			sels = append(sels, selectors[s])
 		}
 		note := noteWatches(r, sels, e.everyLocal(r.compiled.TargetGVKs))
+		r.track.SetWatch(note)
 		r.mu.Lock()
-		r.watch = note
-		r.peerScopes = ruleScopes[r]
+		r.peerScopes = rp.ruleScopes[r]
 		r.mu.Unlock()
-	}
-	// A watch of an object in the way of a copy (inTheWay) lasts while its kind is
-	// watched here.
-	localKinds := map[schema.GroupVersionKind]bool{}
-	for s := range needed {
-		if s.cluster == "" {
-			localKinds[s.gvk] = true
-		}
-	}
-	e.watchers.retain(func(s scope) bool { return needed[s] || (s.cluster == "" && s.name != "" && localKinds[s.gvk]) })
-	if failed {
-		// A kind was not served yet (a CRD being installed) or a peer's discovery
-		// failed: try again, backing off.
-		e.retryDelay = min(max(2*e.retryDelay, time.Second), time.Minute)
-		e.opts.Clock.AfterFunc(e.retryDelay, e.triggerRefresh)
-	} else {
-		e.retryDelay = 0
-	}
-	// Re-evaluate everything: local copies and what the sources have.
-	for s := range needed {
-		go e.enqueueScope(s)
 	}
 }
 

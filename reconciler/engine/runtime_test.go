@@ -24,6 +24,8 @@ import (
 	crfake "sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/engine/rulestatus"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/engine/writer"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/peers"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/planner"
 )
@@ -116,7 +118,7 @@ func TestExecuteStatusWrite(t *testing.T) {
 	type outcome struct {
 		Err          bool
 		Synced       bool
-		Failure      failure
+		Failure      rulestatus.Failure
 		StatusWrites int
 		Refused      float64
 		LastSync     time.Time
@@ -136,13 +138,13 @@ func TestExecuteStatusWrite(t *testing.T) {
 			name: "create, status write forbidden", typ: planner.ActionCreate, syncStatus: true,
 			statusErr: apierrors.NewForbidden(gr, "cm", fmt.Errorf("no")),
 			want: outcome{Err: true, StatusWrites: 1, Refused: 1, LastSync: fakeStart,
-				Failure: failure{reason: v1alpha1.ReasonWriteForbidden}},
+				Failure: rulestatus.Failure{Reason: v1alpha1.ReasonWriteForbidden}},
 		},
 		{
 			name: "update, status write conflicts", typ: planner.ActionUpdate, syncStatus: true,
 			statusErr: apierrors.NewConflict(gr, "cm", fmt.Errorf("changed")),
 			want: outcome{Err: true, StatusWrites: 1, Refused: 1, LastSync: fakeStart,
-				Failure: failure{reason: v1alpha1.ReasonWriteFailed}},
+				Failure: rulestatus.Failure{Reason: v1alpha1.ReasonWriteFailed}},
 		},
 		{
 			name: "update, no status subresource: the write carried it", typ: planner.ActionUpdate, syncStatus: true,
@@ -172,19 +174,17 @@ func TestExecuteStatusWrite(t *testing.T) {
 			}
 			err := te.e.execute(context.Background(), cmItem, writeAction(tt.typ, copyOf("new"), tt.syncStatus), []*ruleEntry{te.rule})
 			r := te.rule
-			r.mu.Lock()
-			f := r.failures[cmItem]
-			f.message = "" // its text is the API server's
+			f, _ := r.track.Failed(cmItem)
+			f.Message = "" // its text is the API server's
 			got := outcome{
-				Err: err != nil, Synced: r.synced[cmItem], Failure: f, StatusWrites: statusWrites(te.dyn),
-				Refused:  testutil.ToFloat64(te.e.opts.Metrics.refused.WithLabelValues("cms", f.reason)),
-				LastSync: r.lastSync,
+				Err: err != nil, Synced: r.track.IsSynced(cmItem), Failure: f, StatusWrites: statusWrites(te.dyn),
+				Refused:  testutil.ToFloat64(te.e.opts.Metrics.refused.WithLabelValues("cms", f.Reason)),
+				LastSync: r.track.LastSync(),
 			}
-			r.mu.Unlock()
-			if got.Failure.reason == "" {
+			if got.Failure.Reason == "" {
 				got.Refused = 0 // no failure: no reason to count under
 			}
-			if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(failure{})); diff != "" {
+			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 			if tt.want.Err {
@@ -282,7 +282,7 @@ func TestSettleFollowsTheClock(t *testing.T) {
 			}
 			if tt.refused {
 				at(tt.refusedAt)
-				ri, err := te.e.resource(cmGVK, "ns")
+				ri, err := te.e.writes.Client(writer.Self, cmGVK, "ns")
 				if err != nil {
 					t.Fatal(err)
 				}

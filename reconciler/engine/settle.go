@@ -12,10 +12,7 @@ import (
 // settle asks Settle whether the copy chosen from src is written now, given the recent
 // writes of it.
 func (e *Engine) settle(it item, src *planner.Candidate, observed *unstructured.Unstructured) planner.Verdict {
-	e.histMu.Lock()
-	rec, ok := e.history[it]
-	h := rec.history()
-	e.histMu.Unlock()
+	h, ok := e.records.Get(it.target())
 	if !ok {
 		return planner.Verdict{} // not written recently
 	}
@@ -24,9 +21,7 @@ func (e *Engine) settle(it item, src *planner.Candidate, observed *unstructured.
 		in.Drift = src.Drift(observed, src.SyncStatus)
 	}
 	h, v := planner.Settle(in)
-	e.histMu.Lock()
-	e.history[it] = newWriteRecord(h)
-	e.histMu.Unlock()
+	e.records.Set(it.target(), h)
 	return v
 }
 
@@ -38,7 +33,7 @@ func (e *Engine) held(it item, rule string, v planner.Verdict, entries []*ruleEn
 		if r.rsr.Name != rule {
 			continue
 		}
-		r.hold(it, v.Reason)
+		r.track.Hold(it, v.Reason)
 		if v.Started && e.opts.Recorder != nil && !r.builtin {
 			e.opts.Recorder.Eventf(r.rsr, corev1.EventTypeWarning, ReasonChangedAfterWrite, "%s: %s", it, v.Reason)
 		}
@@ -49,73 +44,9 @@ func (e *Engine) held(it item, rule string, v planner.Verdict, entries []*ruleEn
 	}
 }
 
-// written remembers a write of the copy chosen from src, whose stored object is stored.
-func (e *Engine) written(it item, src *planner.Candidate, stored *unstructured.Unstructured) {
-	var changed []string
-	if stored != nil {
-		// Status is written separately (syncStatus) and may be set by the local cluster.
-		changed = src.Drift(stored, false)
-	}
-	if len(changed) > 0 {
-		e.opts.Metrics.changedOnWrite.WithLabelValues(src.Rule).Inc()
-		e.log.Info("the cluster changed a copy on write", "object", it.String(), "rule", src.Rule, "changed", changed)
-	}
-	if stored != nil && !src.SyncStatus {
-		// Kept whether or not the cluster changed the write: a create is not made twice
-		// while the local cache lacks it (a rule that changes meanwhile asks to write
-		// again, and the create found the copy already there).
-		e.ownWrites.Store(it, ownWrite{resourceVersion: stored.GetResourceVersion(), at: e.opts.Clock.Now(), changed: len(changed) > 0})
-	}
-	d := planner.Digest(src.Object, src.SyncStatus)
-	now := e.opts.Clock.Now()
-	e.histMu.Lock()
-	defer e.histMu.Unlock()
-	e.history[it] = newWriteRecord(e.history[it].history().Written(d, changed, now, e.opts.Settle))
-}
-
-// writeRecord is how the engine keeps a WriteHistory: the common one (a single write,
-// stored as written, never held) without its slices, for a smaller entry per copy written
-// within the last Window; any other in full.
-type writeRecord struct {
-	desired string
-	at      time.Time
-	full    *planner.WriteHistory
-}
-
-func newWriteRecord(h planner.WriteHistory) writeRecord {
-	if len(h.Writes) == 1 && len(h.Changed) == 0 && h.Holds == 0 && h.HeldUntil.IsZero() && h.Reason == "" {
-		return writeRecord{desired: h.Desired, at: h.Writes[0]}
-	}
-	return writeRecord{full: &h}
-}
-
-// history returns the WriteHistory the record keeps (the zero one for the zero record).
-func (r writeRecord) history() planner.WriteHistory {
-	switch {
-	case r.full != nil:
-		return *r.full
-	case r.at.IsZero():
-		return planner.WriteHistory{Desired: r.desired}
-	}
-	return planner.WriteHistory{Desired: r.desired, Writes: []time.Time{r.at}}
-}
-
-// forgetHistory drops the write histories Settle no longer needs.
+// forgetHistory drops the write histories Settle no longer needs, and the own writes
+// whose event came before the write returned, or never.
 func (e *Engine) forgetHistory(now time.Time) {
-	e.ownWrites.Range(func(k, v any) bool {
-		if now.Sub(v.(ownWrite).at) > time.Minute {
-			e.ownWrites.Delete(k) // its event came before the write returned, or never
-		}
-		return true
-	})
-	e.histMu.Lock()
-	defer e.histMu.Unlock()
-	for it, rec := range e.history {
-		if rec.history().Forgettable(now, e.opts.Settle) {
-			delete(e.history, it)
-		}
-	}
-	if len(e.history) == 0 {
-		e.history = map[item]writeRecord{} // a Go map keeps its size: let the one of a burst go
-	}
+	e.ownWrites.Forget(now)
+	e.records.Forget(now, e.opts.Settle)
 }

@@ -416,105 +416,126 @@ func decodeCachedItem(it *jsoniter.Iterator, gvk schema.GroupVersionKind) (*cach
 		it.Skip()
 		return nil, fmt.Errorf("a %s is not a JSON object", gvk.Kind)
 	}
-	apiVersion := gvk.GroupVersion().String()
 	bp := bufPool.Get().(*[]byte)
-	buf := append((*bp)[:0], '{')
-	var ns, name, rv string
-	var annotations []byte
-	var err error
-	field := func(k string) {
-		if buf[len(buf)-1] != '{' {
-			buf = append(buf, ',')
-		}
-		buf = appendJSONString(buf, k)
-		buf = append(buf, ':')
-	}
-	it.ReadObjectCB(func(it *jsoniter.Iterator, k string) bool {
-		switch k {
-		case "apiVersion", "kind":
-			want := apiVersion
-			if k == "kind" {
-				want = gvk.Kind
-			}
-			if it.WhatIsNext() == jsoniter.StringValue {
-				// Written back with appendJSONString, which mends invalid UTF-8 as
-				// decoding would.
-				if v := it.ReadString(); v != want {
-					field(k)
-					buf = appendJSONString(buf, v)
-				}
-				return true
-			}
-			field(k)
-			buf = it.SkipAndAppendBytes(buf)
-		case "metadata":
-			if it.WhatIsNext() != jsoniter.ObjectValue {
-				err = fmt.Errorf("the metadata of a %s is not a JSON object", gvk.Kind)
-				return false
-			}
-			field(k)
-			buf = append(buf, '{')
-			it.ReadObjectCB(func(it *jsoniter.Iterator, k string) bool {
-				switch k {
-				case "namespace", "name", "resourceVersion":
-					if it.WhatIsNext() != jsoniter.StringValue {
-						err = fmt.Errorf("metadata.%s of a %s is not a string", k, gvk.Kind)
-						return false
-					}
-					v := it.ReadString()
-					if !utf8.ValidString(v) {
-						err = fmt.Errorf("metadata.%s of a %s is not valid UTF-8", k, gvk.Kind)
-						return false
-					}
-					switch k {
-					case "namespace":
-						ns = v
-					case "name":
-						name = v
-					default:
-						rv = v
-					}
-				case "managedFields":
-					it.Skip()
-				default:
-					field(k)
-					start := len(buf)
-					buf = it.SkipAndAppendBytes(buf)
-					if k == "annotations" {
-						annotations = buf[start:]
-					}
-				}
-				return true
-			})
-			buf = append(buf, '}')
-		default:
-			field(k)
-			buf = it.SkipAndAppendBytes(buf)
-		}
-		return err == nil
-	})
+	d := &cachedDecoder{gvk: gvk, apiVersion: gvk.GroupVersion().String(), buf: append((*bp)[:0], '{')}
+	it.ReadObjectCB(d.field)
+	err := d.err
 	if err == nil && it.Error != nil {
 		err = it.Error
 	}
 	var anns map[string]string
-	if err == nil && name == "" && annotations != nil {
+	if err == nil && d.name == "" && d.annotations != nil {
 		// No name: a watch's bookmark, whose annotations say whether the initial
 		// events of a watch-list end here (initialEventsEnd).
-		if e := json.Unmarshal(annotations, &anns); e != nil {
+		if e := json.Unmarshal(d.annotations, &anns); e != nil {
 			err = fmt.Errorf("the annotations of a %s: %w", gvk.Kind, e)
 		}
 	}
+	buf := d.buf
 	if err != nil {
 		*bp = buf[:0]
 		bufPool.Put(bp)
 		return nil, fmt.Errorf("decoding a %s: %w", gvk.Kind, err)
 	}
 	buf = append(buf, '}')
-	o := newCachedObject(ns, name, rv, buf)
+	o := newCachedObject(d.ns, d.name, d.rv, buf)
 	o.annotations = anns
 	*bp = buf[:0]
 	bufPool.Put(bp)
 	return o, nil
+}
+
+// cachedDecoder assembles the JSON of one object as decodeCachedItem keeps it (buf), and
+// what it keeps apart.
+type cachedDecoder struct {
+	gvk        schema.GroupVersionKind
+	apiVersion string
+	buf        []byte
+	// ns, name and rv are metadata's namespace, name and resourceVersion; annotations
+	// the JSON of metadata's annotations.
+	ns, name, rv string
+	annotations  []byte
+	err          error
+}
+
+// key appends the key k of a field to buf, after a comma unless it is the first of its
+// object.
+func (d *cachedDecoder) key(k string) {
+	if d.buf[len(d.buf)-1] != '{' {
+		d.buf = append(d.buf, ',')
+	}
+	d.buf = appendJSONString(d.buf, k)
+	d.buf = append(d.buf, ':')
+}
+
+// field reads the object's field k at it; false stops the read (d.err says why).
+func (d *cachedDecoder) field(it *jsoniter.Iterator, k string) bool {
+	switch k {
+	case "apiVersion", "kind":
+		want := d.apiVersion
+		if k == "kind" {
+			want = d.gvk.Kind
+		}
+		if it.WhatIsNext() == jsoniter.StringValue {
+			// Written back with appendJSONString, which mends invalid UTF-8 as
+			// decoding would.
+			if v := it.ReadString(); v != want {
+				d.key(k)
+				d.buf = appendJSONString(d.buf, v)
+			}
+			return true
+		}
+		d.key(k)
+		d.buf = it.SkipAndAppendBytes(d.buf)
+	case "metadata":
+		if it.WhatIsNext() != jsoniter.ObjectValue {
+			d.err = fmt.Errorf("the metadata of a %s is not a JSON object", d.gvk.Kind)
+			return false
+		}
+		d.key(k)
+		d.buf = append(d.buf, '{')
+		it.ReadObjectCB(d.metadataField)
+		d.buf = append(d.buf, '}')
+	default:
+		d.key(k)
+		d.buf = it.SkipAndAppendBytes(d.buf)
+	}
+	return d.err == nil
+}
+
+// metadataField reads the field k of the object's metadata at it; false stops the read
+// (d.err says why).
+func (d *cachedDecoder) metadataField(it *jsoniter.Iterator, k string) bool {
+	switch k {
+	case "namespace", "name", "resourceVersion":
+		if it.WhatIsNext() != jsoniter.StringValue {
+			d.err = fmt.Errorf("metadata.%s of a %s is not a string", k, d.gvk.Kind)
+			return false
+		}
+		v := it.ReadString()
+		if !utf8.ValidString(v) {
+			d.err = fmt.Errorf("metadata.%s of a %s is not valid UTF-8", k, d.gvk.Kind)
+			return false
+		}
+		switch k {
+		case "namespace":
+			d.ns = v
+		case "name":
+			d.name = v
+		default:
+			d.rv = v
+		}
+	case "managedFields":
+		it.Skip()
+	default:
+		d.key(k)
+		start := len(d.buf)
+		d.buf = it.SkipAndAppendBytes(d.buf)
+		if k == "annotations" {
+			d.annotations = d.buf[start:]
+		}
+	}
+	return true
 }
 
 // appendJSONString appends s as a JSON string.

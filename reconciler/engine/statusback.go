@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/engine/rulestatus"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/engine/writer"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/planner"
 )
 
@@ -25,7 +27,7 @@ import (
 // quarantined peer, and the original with the peer's status must be a copy this
 // cluster's policy would accept from that peer.
 func (e *Engine) reconcileBack(ctx context.Context, it item) error {
-	ri, err := e.resource(it.gvk, it.namespace)
+	ri, err := e.writes.Client(writer.Self, it.gvk, it.namespace)
 	if err != nil {
 		return err
 	}
@@ -47,7 +49,7 @@ func (e *Engine) reconcileBack(ctx context.Context, it item) error {
 	if copyObj == nil {
 		return nil
 	}
-	from.record(it, false, "", failure{}) // forgets a refusal of an earlier look
+	from.track.Record(it, false, "", rulestatus.Failure{}) // forgets a refusal of an earlier look
 	status, hasStatus := copyObj.Object["status"]
 	if !hasStatus {
 		return nil
@@ -57,16 +59,19 @@ func (e *Engine) reconcileBack(ctx context.Context, it item) error {
 		v1alpha1.CopyGenerationAnnotation:   strconv.FormatInt(copyObj.GetGeneration(), 10),
 	}
 	// Written as the member whose copy brings the status: what it may change of an
-	// original made here is this cluster's RBAC's to say (identity.go).
-	m, err := e.mapping(it.gvk)
+	// original made here is this cluster's RBAC's to say (writer/identity.go).
+	m, err := e.writes.Mapping(it.gvk)
 	if err != nil {
 		return fmt.Errorf("kind %s is not served by the local cluster: %w", it.gvk, err)
 	}
-	w, err := e.writerOf(policy, fromPeer, "", false)
+	w, err := e.writes.Of(policy, fromPeer, "", false)
 	if err != nil {
 		return err
 	}
-	wri := w.resource(m, it.namespace)
+	wri, err := e.writes.Resource(w, m, it.namespace)
+	if err != nil {
+		return err
+	}
 	ann := orig.GetAnnotations()
 	if ann == nil {
 		ann = map[string]string{}
@@ -169,5 +174,5 @@ func backCheck(policy planner.Policy, orig, peerCopy *unstructured.Unstructured,
 // API server refused the write (NotGranted when the member's identity may not write it).
 func backFailed(r *ruleEntry, it item, err error) {
 	f := planner.ClassifyWriteError(err)
-	r.record(it, false, "", failure{f.Reason, "status back: " + f.String()})
+	r.track.Record(it, false, "", rulestatus.Failure{Reason: f.Reason, Message: "status back: " + f.String()})
 }

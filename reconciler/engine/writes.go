@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -14,12 +13,36 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/engine/rulestatus"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/engine/writer"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/planner"
 )
+
+// copyWriter is the write side the engine calls: *writer.Writer, the local cluster's
+// clients per identity.
+type copyWriter interface {
+	// Mapping returns the local REST mapping of a kind, kept until ForgetMappings.
+	Mapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error)
+	ForgetMappings(gvks ...schema.GroupVersionKind)
+	// Of returns the identity that writes what comes from origin through rule.
+	Of(policy planner.Policy, origin types.UID, rule string, del bool) (writer.Identity, error)
+	// Resource and Client return the dynamic client, as an identity, of a kind's objects
+	// in a namespace.
+	Resource(as writer.Identity, m *meta.RESTMapping, ns string) (dynamic.ResourceInterface, error)
+	Client(as writer.Identity, gvk schema.GroupVersionKind, ns string) (dynamic.ResourceInterface, error)
+	// Write creates or updates a copy and returns it as stored.
+	Write(ctx context.Context, as writer.Identity, t writer.Target, obj *unstructured.Unstructured, update bool) (*unstructured.Unstructured, error)
+	// EnsureNamespace creates the namespace of a copy when it is missing and a rule
+	// (createdBy) creates namespaces.
+	EnsureNamespace(ctx context.Context, as writer.Identity, ns, createdBy string) error
+}
+
+// target is the write of the copy it.
+func (i item) target() writer.Target {
+	return writer.Target{GVK: i.gvk, Namespace: i.namespace, Name: i.name}
+}
 
 // execute carries out an action and records the outcome for the rules' status.
 func (e *Engine) execute(ctx context.Context, it item, act planner.Action, entries []*ruleEntry) error {
@@ -48,17 +71,17 @@ func (e *Engine) execute(ctx context.Context, it item, act planner.Action, entri
 			return e.withheld(it, act, entry)
 		}
 		if r := entry(rule); r != nil {
-			r.record(it, true, "", failure{})
+			r.track.Record(it, true, "", rulestatus.Failure{})
 			unholdOthers(it, rule, entries)
 		} else if act.Source == nil && act.Object == nil {
 			for _, r := range entries {
-				r.record(it, false, "", failure{})
+				r.track.Record(it, false, "", rulestatus.Failure{})
 			}
 		}
 		return nil
 	case planner.ActionConflict:
 		if r := entry(rule); r != nil {
-			r.record(it, false, act.Reason, failure{})
+			r.track.Record(it, false, act.Reason, rulestatus.Failure{})
 		}
 		e.opts.Metrics.conflicts.WithLabelValues(rule).Inc()
 		return nil
@@ -70,7 +93,7 @@ func (e *Engine) execute(ctx context.Context, it item, act planner.Action, entri
 		statusErr = e.writeCopyStatus(ctx, it, ri, act, created)
 	case planner.ActionUpdate:
 		sent := e.opts.Clock.Now()
-		updated, err := e.writeCopy(ctx, w, it, ri, act.Object, true)
+		updated, err := e.writes.Write(ctx, w, it.target(), act.Object, true)
 		e.observeStages(ctx, it, sent, err)
 		if err != nil {
 			return e.writeFailed(ctx, it, act, entry(rule), ri, fmt.Errorf("updating %s: %w", it, err))
@@ -86,7 +109,7 @@ func (e *Engine) execute(ctx context.Context, it item, act planner.Action, entri
 			return fmt.Errorf("deleting %s: %w", it, err)
 		}
 		for _, r := range entries {
-			r.record(it, false, "", failure{})
+			r.track.Record(it, false, "", rulestatus.Failure{})
 		}
 		rule = act.Object.GetLabels()[v1alpha1.RuleLabel]
 	}
@@ -97,11 +120,15 @@ func (e *Engine) execute(ctx context.Context, it item, act planner.Action, entri
 // namespaces, and returns it as stored; done is true when there is nothing more to do
 // (the namespace is missing, the copy appeared meanwhile or the write failed), with what
 // execute returns.
-func (e *Engine) createCopy(ctx context.Context, w *writer, it item, act planner.Action, ri dynamic.ResourceInterface, r *ruleEntry) (created *unstructured.Unstructured, done bool, err error) {
-	if err := e.ensureNamespace(ctx, w, it, r); err != nil {
+func (e *Engine) createCopy(ctx context.Context, w writer.Identity, it item, act planner.Action, ri dynamic.ResourceInterface, r *ruleEntry) (created *unstructured.Unstructured, done bool, err error) {
+	createdBy := "" // the rule, when it creates the namespaces of its copies
+	if r != nil && r.rsr.Spec.CreateNamespaces {
+		createdBy = r.rsr.Name
+	}
+	if err := e.writes.EnsureNamespace(ctx, w, it.namespace, createdBy); err != nil {
 		f := planner.ClassifyWriteError(err)
 		if r != nil {
-			r.record(it, false, "", failure{f.Reason, f.String()})
+			r.track.Record(it, false, "", rulestatus.Failure{Reason: f.Reason, Message: f.String()})
 		}
 		if f.Reason == v1alpha1.ReasonNamespaceMissing {
 			return nil, true, nil // looked at again when the rule or the object changes
@@ -109,7 +136,7 @@ func (e *Engine) createCopy(ctx context.Context, w *writer, it item, act planner
 		return nil, true, err
 	}
 	sent := e.opts.Clock.Now()
-	created, err = e.writeCopy(ctx, w, it, ri, act.Object, false)
+	created, err = e.writes.Write(ctx, w, it.target(), act.Object, false)
 	e.observeStages(ctx, it, sent, err)
 	if apierrors.IsAlreadyExists(err) {
 		// The local cache had not seen it yet (its event queues the copy again), or an
@@ -139,57 +166,43 @@ func (e *Engine) recordWrite(it item, act planner.Action, rule string, entry *ru
 	// as a refused write, and returned, so that the copy is looked at again with backoff
 	// (processNext counts it in errors_total): the next reconcile finds the status
 	// differing from the source's and writes it again.
-	var statusFailure failure
+	var statusFailure rulestatus.Failure
 	if statusErr != nil {
 		f := planner.ClassifyWriteError(statusErr)
 		e.opts.Metrics.refused.WithLabelValues(rule, f.Reason).Inc()
-		statusFailure = failure{f.Reason, fmt.Sprintf("status: %s", f.String())}
+		statusFailure = rulestatus.Failure{Reason: f.Reason, Message: fmt.Sprintf("status: %s", f.String())}
 		e.log.Info("the status of a copy was not written; retrying", "object", it.String(), "rule", rule, "reason", f.Reason, "error", statusErr.Error())
 	}
 	if r := entry; r != nil {
 		unholdOthers(it, rule, entries)
-		r.record(it, act.Type != planner.ActionDelete && statusErr == nil, "", statusFailure)
-		r.mu.Lock()
-		r.lastSync = e.opts.Clock.Now()
-		r.mu.Unlock()
+		r.track.Record(it, act.Type != planner.ActionDelete && statusErr == nil, "", statusFailure)
+		r.track.Synced(e.opts.Clock.Now())
 	}
 	return statusErr
 }
 
-// writeCopy creates obj, the copy it, or updates it, and returns the object stored. With a
-// REST client of the local cluster (Options.Config), the API server's answer is decoded as
-// the informers decode objects (decodeCached, without managedFields, which no caller
-// reads): the dynamic client's JSON serializer unmarshals the whole answer twice, once to
-// read its kind, and was a tenth of a peer controller's CPU in a burst. Without one (the
-// fakes of unit tests), the dynamic client ri writes. Both are w's: the identity of the
-// member the copy comes from (identity.go).
-func (e *Engine) writeCopy(ctx context.Context, w *writer, it item, ri dynamic.ResourceInterface, obj *unstructured.Unstructured, update bool) (*unstructured.Unstructured, error) {
-	if w.rest == nil {
-		if update {
-			return ri.Update(ctx, obj, metav1.UpdateOptions{FieldManager: v1alpha1.FieldManager})
-		}
-		return ri.Create(ctx, obj, metav1.CreateOptions{FieldManager: v1alpha1.FieldManager})
+// written remembers a write of the copy chosen from src, whose stored object is stored.
+func (e *Engine) written(it item, src *planner.Candidate, stored *unstructured.Unstructured) {
+	var changed []string
+	if stored != nil {
+		// Status is written separately (syncStatus) and may be set by the local cluster.
+		changed = src.Drift(stored, false)
 	}
-	m, err := e.mapping(it.gvk)
-	if err != nil {
-		return nil, fmt.Errorf("kind %s is not served by the local cluster: %w", it.gvk, err)
+	if len(changed) > 0 {
+		e.opts.Metrics.changedOnWrite.WithLabelValues(src.Rule).Inc()
+		e.log.Info("the cluster changed a copy on write", "object", it.String(), "rule", src.Rule, "changed", changed)
 	}
-	body, err := json.Marshal(obj.Object) // as the dynamic client encodes it
-	if err != nil {
-		return nil, fmt.Errorf("encoding %s: %w", it, err)
+	if stored != nil && !src.SyncStatus {
+		// Kept whether or not the cluster changed the write: a create is not made twice
+		// while the local cache lacks it (a rule that changes meanwhile asks to write
+		// again, and the create found the copy already there).
+		e.ownWrites.Store(it.target(), writer.OwnWrite{ResourceVersion: stored.GetResourceVersion(), At: e.opts.Clock.Now(), Changed: len(changed) > 0})
 	}
-	path := resourcePath(m, it.namespace)
-	var req *rest.Request
-	if update {
-		req = w.rest.Put().AbsPath(append(path, it.name)...).SpecificallyVersionedParams(&metav1.UpdateOptions{FieldManager: v1alpha1.FieldManager}, metav1.ParameterCodec, metav1.SchemeGroupVersion)
-	} else {
-		req = w.rest.Post().AbsPath(path...).SpecificallyVersionedParams(&metav1.CreateOptions{FieldManager: v1alpha1.FieldManager}, metav1.ParameterCodec, metav1.SchemeGroupVersion)
-	}
-	var stored cachedObject
-	if err := req.Body(body).Do(ctx).Into(&stored); err != nil {
-		return nil, err
-	}
-	return stored.object(it.gvk)
+	d := planner.Digest(src.Object, src.SyncStatus)
+	now := e.opts.Clock.Now()
+	e.records.Update(it.target(), func(h planner.WriteHistory) planner.WriteHistory {
+		return h.Written(d, changed, now, e.opts.Settle)
+	})
 }
 
 // reconcileStart is the context key of the time the current reconcile started.
@@ -251,10 +264,10 @@ func (e *Engine) withheld(it item, act planner.Action, entry func(string) *ruleE
 		return nil
 	}
 	if r.rsr.Spec.SyncMode == v1alpha1.SyncModeReportOnly {
-		r.drifted(it, act.Reason)
+		r.track.Drifted(it, act.Reason)
 		return nil
 	}
-	r.record(it, act.Withheld == planner.ActionUpdate, "", failure{}) // CreateOnly: the copy is the cluster's now
+	r.track.Record(it, act.Withheld == planner.ActionUpdate, "", rulestatus.Failure{}) // CreateOnly: the copy is the cluster's now
 	return nil
 }
 
@@ -264,7 +277,7 @@ func (e *Engine) withheld(it item, act planner.Action, entry func(string) *ruleE
 // Recreate, the copy is deleted and created anew; other refusals are retried with
 // backoff (the returned error).
 func (e *Engine) writeFailed(ctx context.Context, it item, act planner.Action, r *ruleEntry, ri dynamic.ResourceInterface, err error) error {
-	e.forgetMappings(it.gvk)
+	e.writes.ForgetMappings(it.gvk)
 	f := planner.ClassifyWriteError(err)
 	rule := act.Source.Rule
 	e.opts.Metrics.refused.WithLabelValues(rule, f.Reason).Inc()
@@ -272,7 +285,7 @@ func (e *Engine) writeFailed(ctx context.Context, it item, act planner.Action, r
 		return e.recreate(ctx, it, act, r, ri, f.String())
 	}
 	if r != nil {
-		r.record(it, false, "", failure{f.Reason, fmt.Sprintf("%s: %s", act.Type, f.String())})
+		r.track.Record(it, false, "", rulestatus.Failure{Reason: f.Reason, Message: fmt.Sprintf("%s: %s", act.Type, f.String())})
 		if f.Lasting && e.opts.Recorder != nil && !r.builtin {
 			e.opts.Recorder.Eventf(r.rsr, corev1.EventTypeWarning, f.Reason, "%s: %s", it, f.String())
 		}
@@ -282,9 +295,9 @@ func (e *Engine) writeFailed(ctx context.Context, it item, act planner.Action, r
 	}
 	now := e.opts.Clock.Now()
 	d := planner.Digest(act.Source.Object, act.Source.SyncStatus)
-	e.histMu.Lock()
-	e.history[it] = newWriteRecord(e.history[it].history().Refused(d, f.Reason, f.String(), now, e.opts.Settle))
-	e.histMu.Unlock()
+	e.records.Update(it.target(), func(h planner.WriteHistory) planner.WriteHistory {
+		return h.Refused(d, f.Reason, f.String(), now, e.opts.Settle)
+	})
 	e.log.Info("the cluster refused a copy for good; not written again until its source changes", "object", it.String(), "rule", rule, "reason", f.Reason, "fields", f.Fields)
 	return nil
 }
@@ -292,11 +305,9 @@ func (e *Engine) writeFailed(ctx context.Context, it item, act planner.Action, r
 // refused records a copy this cluster's policy refuses: on the rule's status, in the
 // metrics and, when it is new, as a Warning event on the rule.
 func (e *Engine) refused(it item, r *ruleEntry, ref planner.Refusal) {
-	r.mu.Lock()
-	prev, known := r.failures[it]
-	r.mu.Unlock()
-	r.record(it, false, "", failure{ref.Reason, ref.Message})
-	if known && prev.message == ref.Message {
+	prev, known := r.track.Failed(it)
+	r.track.Record(it, false, "", rulestatus.Failure{Reason: ref.Reason, Message: ref.Message})
+	if known && prev.Message == ref.Message {
 		return
 	}
 	e.opts.Metrics.refused.WithLabelValues(r.rsr.Name, ref.Reason).Inc()
@@ -321,125 +332,50 @@ func (e *Engine) recreate(ctx context.Context, it item, act planner.Action, r *r
 	background := metav1.DeletePropagationBackground
 	err := ri.Delete(ctx, it.name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}, PropagationPolicy: &background})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		r.record(it, false, "", failure{v1alpha1.ReasonImmutableField, fmt.Sprintf("%s; deleting it to recreate it failed: %v", why, err)})
+		r.track.Record(it, false, "", rulestatus.Failure{Reason: v1alpha1.ReasonImmutableField, Message: fmt.Sprintf("%s; deleting it to recreate it failed: %v", why, err)})
 		return fmt.Errorf("deleting %s to recreate it: %w", it, err)
 	}
-	e.histMu.Lock()
-	delete(e.history, it) // the refusal was of the old copy
-	e.histMu.Unlock()
+	e.records.Delete(it.target()) // the refusal was of the old copy
 	e.log.Info("recreating a copy whose source changed an immutable field", "object", it.String(), "rule", rule, "why", why)
 	e.opts.Metrics.writes.WithLabelValues(rule, "recreate").Inc()
 	if e.opts.Recorder != nil && !r.builtin {
 		e.opts.Recorder.Eventf(r.rsr, corev1.EventTypeNormal, "Recreated", "%s: deleted to be created anew: %s", it, why)
 	}
-	r.record(it, false, "", failure{})
+	r.track.Record(it, false, "", rulestatus.Failure{})
 	return nil
-}
-
-// resource returns the controller's own dynamic client of the objects of kind gvk in
-// namespace ns, which reads them.
-func (e *Engine) resource(gvk schema.GroupVersionKind, ns string) (dynamic.ResourceInterface, error) {
-	m, err := e.mapping(gvk)
-	if err != nil {
-		return nil, fmt.Errorf("kind %s is not served by the local cluster: %w", gvk, err)
-	}
-	return e.self().resource(m, ns), nil
 }
 
 // writeClient returns the writer of act, the write of the copy it, and its dynamic
 // client of it's kind and namespace: a copy is created, updated and deleted as the member
-// it comes from (writerOf); what writes nothing gets the controller's own.
-func (e *Engine) writeClient(ctx context.Context, it item, act planner.Action) (*writer, dynamic.ResourceInterface, error) {
-	m, err := e.mapping(it.gvk)
+// it comes from (writer.Writer.Of); what writes nothing gets the controller's own.
+func (e *Engine) writeClient(ctx context.Context, it item, act planner.Action) (writer.Identity, dynamic.ResourceInterface, error) {
+	m, err := e.writes.Mapping(it.gvk)
 	if err != nil {
-		return nil, nil, fmt.Errorf("kind %s is not served by the local cluster: %w", it.gvk, err)
+		return writer.Self, nil, fmt.Errorf("kind %s is not served by the local cluster: %w", it.gvk, err)
 	}
-	w := e.self()
+	w := writer.Self
 	switch {
 	case (act.Type == planner.ActionCreate || act.Type == planner.ActionUpdate) && act.Source != nil:
 		policy, err := e.policy(ctx)
 		if err != nil {
-			return nil, nil, err
+			return writer.Self, nil, err
 		}
 		// As the member whose API server served the copy: its origin when read from it,
 		// the relaying member otherwise (the origin's ID in a relayed copy is a string
 		// the relay writes, so it never lends the relay the origin's grants).
-		if w, err = e.writerOf(policy, act.Source.PeerID, act.Source.Rule, false); err != nil {
-			return nil, nil, err
+		if w, err = e.writes.Of(policy, act.Source.PeerID, act.Source.Rule, false); err != nil {
+			return writer.Self, nil, err
 		}
 	case act.Type == planner.ActionDelete && act.Object != nil:
 		policy, err := e.policy(ctx)
 		if err != nil {
-			return nil, nil, err
+			return writer.Self, nil, err
 		}
 		origin := types.UID(act.Object.GetAnnotations()[v1alpha1.OwnershipAnnotation])
-		if w, err = e.writerOf(policy, origin, act.Object.GetLabels()[v1alpha1.RuleLabel], true); err != nil {
-			return nil, nil, err
+		if w, err = e.writes.Of(policy, origin, act.Object.GetLabels()[v1alpha1.RuleLabel], true); err != nil {
+			return writer.Self, nil, err
 		}
 	}
-	return w, w.resource(m, it.namespace), nil
-}
-
-// mapping returns the local REST mapping of gvk. A mapping is kept until the next refresh
-// (the rules or the peers changed) or a failed write of its kind (the kind may no longer be
-// served as it was): every write needs one, and the RESTMapper's lookup costs as much as a
-// small reconcile.
-func (e *Engine) mapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {
-	e.mappingMu.Lock()
-	defer e.mappingMu.Unlock()
-	if m, ok := e.mappings[gvk]; ok {
-		return m, nil
-	}
-	m, err := e.opts.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	if err != nil {
-		return nil, err
-	}
-	if e.mappings == nil {
-		e.mappings = map[schema.GroupVersionKind]*meta.RESTMapping{}
-	}
-	e.mappings[gvk] = m
-	return m, nil
-}
-
-// forgetMappings drops the kept REST mappings: every one (a refresh), or those of the
-// kinds given.
-func (e *Engine) forgetMappings(gvks ...schema.GroupVersionKind) {
-	e.mappingMu.Lock()
-	defer e.mappingMu.Unlock()
-	if len(gvks) == 0 {
-		e.mappings = nil
-	}
-	for _, gvk := range gvks {
-		delete(e.mappings, gvk)
-	}
-}
-
-// ensureNamespace creates the copy's namespace when it is missing and the rule allows it.
-func (e *Engine) ensureNamespace(ctx context.Context, w *writer, it item, r *ruleEntry) error {
-	if it.namespace == "" {
-		return nil
-	}
-	var ns corev1.Namespace
-	err := e.opts.Client.Get(ctx, client.ObjectKey{Name: it.namespace}, &ns)
-	if err == nil {
-		return nil
-	}
-	if !apierrors.IsNotFound(err) {
-		return err
-	}
-	if r == nil || !r.rsr.Spec.CreateNamespaces {
-		return fmt.Errorf("%w: %s: create it, or set spec.createNamespaces on the rule", planner.ErrNamespaceMissing, it.namespace)
-	}
-	created := &unstructured.Unstructured{}
-	created.SetAPIVersion("v1")
-	created.SetKind("Namespace")
-	created.SetName(it.namespace)
-	created.SetAnnotations(map[string]string{v1alpha1.CreatedByAnnotation: r.rsr.Name})
-	// As the member the copy comes from: whether a member may make namespaces here is
-	// this cluster's RBAC's to say.
-	nsr := w.dyn.Resource(corev1.SchemeGroupVersion.WithResource("namespaces"))
-	if _, err := nsr.Create(ctx, created, metav1.CreateOptions{FieldManager: v1alpha1.FieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating namespace %s: %w", it.namespace, err)
-	}
-	return nil
+	ri, err := e.writes.Resource(w, m, it.namespace)
+	return w, ri, err
 }

@@ -16,11 +16,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/engine/writer"
 )
 
 // TestObserveStages: a write's stages are the wait in the queue (from the change seen
@@ -77,15 +77,13 @@ func TestWriteCopyThroughREST(t *testing.T) {
 	}))
 	defer srv.Close()
 	te := newTestEngine(t)
-	cfg := &rest.Config{Host: srv.URL}
-	w, err := (clusterClient{cfg: cfg, hc: srv.Client()}).restClient(schema.GroupVersionKind{})
+	w, err := writer.New(writerOptions(Options{Config: &rest.Config{Host: srv.URL}, HTTPClient: srv.Client(), Mapper: te.e.opts.Mapper}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	te.e.writes = w
-	it := item{gvk: cmGVK, namespace: "ns", name: "cm"}
+	it := writer.Target{GVK: cmGVK, Namespace: "ns", Name: "cm"}
 	ctx := context.Background()
-	stored, err := te.e.writeCopy(ctx, te.e.self(), it, nil, copyOf("v1"), false)
+	stored, err := w.Write(ctx, writer.Self, it, copyOf("v1"), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,12 +93,12 @@ func TestWriteCopyThroughREST(t *testing.T) {
 	if diff := cmp.Diff(want.Object, stored.Object); diff != "" {
 		t.Errorf("stored (-want +got):\n%s", diff)
 	}
-	if _, err := te.e.writeCopy(ctx, te.e.self(), it, nil, copyOf("v2"), true); err != nil {
+	if _, err := w.Write(ctx, writer.Self, it, copyOf("v2"), true); err != nil {
 		t.Fatal(err)
 	}
 	taken := copyOf("taken")
 	taken.Object["data"] = map[string]any{"k": "taken"}
-	if _, err := te.e.writeCopy(ctx, te.e.self(), it, nil, taken, false); !apierrors.IsAlreadyExists(err) {
+	if _, err := w.Write(ctx, writer.Self, it, taken, false); !apierrors.IsAlreadyExists(err) {
 		t.Errorf("a create refused as AlreadyExists returned %v", err)
 	}
 	var shape []request

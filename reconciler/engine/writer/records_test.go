@@ -1,4 +1,4 @@
-package engine
+package writer
 
 import (
 	"testing"
@@ -10,9 +10,9 @@ import (
 	"github.com/kubectl-registry/kubectl-registry/reconciler/planner"
 )
 
-// TestWriteRecordKeepsTheHistory: the engine's compact record of a planner.WriteHistory gives it
+// TestRecordKeepsTheHistory: Records' compact record of a planner.WriteHistory gives it
 // back as it was, whichever form it takes.
-func TestWriteRecordKeepsTheHistory(t *testing.T) {
+func TestRecordKeepsTheHistory(t *testing.T) {
 	t0 := time.Date(2026, 11, 21, 8, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
 		name    string
@@ -28,7 +28,7 @@ func TestWriteRecordKeepsTheHistory(t *testing.T) {
 		{name: "no writes in the window", h: planner.WriteHistory{Desired: "d1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newWriteRecord(tc.h)
+			r := newRecord(tc.h)
 			if got := r.full == nil; got != tc.compact {
 				t.Errorf("compact form = %v, want %v", got, tc.compact)
 			}
