@@ -22,6 +22,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/watchlist"
+
+	"github.com/kubectl-registry/kubectl-registry/reconciler/engine/writer"
 )
 
 // The informers' objects arrive as JSON and are kept as JSON (cachedObject). Decoded by
@@ -69,7 +71,7 @@ func (c clusterClient) source(gvk schema.GroupVersionKind, mapping *meta.RESTMap
 	if err != nil {
 		return nil, err
 	}
-	return &restSource{client: rc, path: resourcePath(mapping, namespace)}, nil
+	return &restSource{client: rc, path: writer.ResourcePath(mapping, namespace)}, nil
 }
 
 // restClient returns a REST client of the cluster whose decoder is cachedCodec for kind
@@ -94,20 +96,6 @@ func (c clusterClient) restClient(gvk schema.GroupVersionKind) (rest.Interface, 
 		return nil, fmt.Errorf("a REST client for %s: %w", cfg.Host, err)
 	}
 	return rc, nil
-}
-
-// resourcePath is the path of the objects of a resource in namespace ("" for all
-// namespaces or a cluster-scoped kind).
-func resourcePath(mapping *meta.RESTMapping, namespace string) []string {
-	path := []string{"api"}
-	if g := mapping.Resource.Group; g != "" {
-		path = []string{"apis", g}
-	}
-	path = append(path, mapping.Resource.Version)
-	if namespace != "" && mapping.Scope.Name() == meta.RESTScopeNameNamespace {
-		path = append(path, "namespaces", namespace)
-	}
-	return append(path, mapping.Resource.Resource)
 }
 
 // restSource lists and watches with a REST client whose decoder is cachedCodec.

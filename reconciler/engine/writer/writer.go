@@ -179,7 +179,7 @@ func (w *Writer) Write(ctx context.Context, as Identity, t Target, obj *unstruct
 	if err != nil {
 		return nil, fmt.Errorf("encoding %s: %w", t, err)
 	}
-	path := resourcePath(m, t.Namespace)
+	path := ResourcePath(m, t.Namespace)
 	var req *rest.Request
 	if update {
 		req = c.rest.Put().AbsPath(append(path, t.Name)...).SpecificallyVersionedParams(&metav1.UpdateOptions{FieldManager: v1alpha1.FieldManager}, metav1.ParameterCodec, metav1.SchemeGroupVersion)
@@ -193,9 +193,9 @@ func (w *Writer) Write(ctx context.Context, as Identity, t Target, obj *unstruct
 	return stored.Object(t.GVK)
 }
 
-// resourcePath is the path of the objects of a resource in namespace ("" for all
-// namespaces or a cluster-scoped kind).
-func resourcePath(mapping *meta.RESTMapping, namespace string) []string {
+// ResourcePath is the path of the objects of a resource in namespace ("" for all
+// namespaces or a cluster-scoped kind): what the engine reads a peer at, and writes at.
+func ResourcePath(mapping *meta.RESTMapping, namespace string) []string {
 	path := []string{"api"}
 	if g := mapping.Resource.Group; g != "" {
 		path = []string{"apis", g}
