@@ -18,12 +18,12 @@ func TestNeedFor(t *testing.T) {
 		peers int
 		want  Need
 	}{
-		{0, Need{192 * mib, 50}},
-		{10, Need{192 * mib, 50}},
-		{25, Need{320 * mib, 350}},
-		{40, Need{436 * mib, 1340}}, // 320 + 0.6*192 = 435.2 MiB, rounded up; 350 + 0.6*1650 m
-		{100, Need{1216 * mib, 2000}},
-		{200, Need{(1216 + 1408) * mib, 2000}}, // the last segment's slope, 14.08 MiB/peer
+		{0, Need{192 * mib, 10}},
+		{10, Need{192 * mib, 10}},
+		{25, Need{256 * mib, 20}},
+		{40, Need{410 * mib, 20}}, // 256 + 0.6*256 = 409.6 MiB, rounded up
+		{100, Need{1152 * mib, 50}},
+		{200, Need{(1152 + 1280) * mib, 110}}, // the last segment's slope: 12.8 MiB and 0.6m a peer
 	}
 	for _, tt := range tests {
 		if diff := cmp.Diff(tt.want, NeedFor(tt.peers)); diff != "" {
@@ -40,9 +40,11 @@ func TestCheck(t *testing.T) {
 		wantReason string
 	}{
 		{"no limits", Input{Peers: 100}, corev1.ConditionTrue, v1alpha1.ReasonWithinSizing},
-		{"the installed Deployment, 25 peers", Input{Peers: 25, MemoryLimit: 256 * mib}, corev1.ConditionFalse, v1alpha1.ReasonMemoryBelowSizing},
+		{"the installed Deployment, 30 peers", Input{Peers: 30, MemoryLimit: 256 * mib}, corev1.ConditionFalse, v1alpha1.ReasonMemoryBelowSizing},
+		{"the installed Deployment, 25 peers", Input{Peers: 25, MemoryLimit: 256 * mib}, corev1.ConditionTrue, v1alpha1.ReasonWithinSizing},
 		{"the installed Deployment, 10 peers", Input{Peers: 10, MemoryLimit: 256 * mib}, corev1.ConditionTrue, v1alpha1.ReasonWithinSizing},
-		{"CPU", Input{Peers: 50, MemoryLimit: 1 << 30, CPUMillis: 1000}, corev1.ConditionFalse, v1alpha1.ReasonCPUBelowSizing},
+		{"CPU", Input{Peers: 100, MemoryLimit: 2 << 30, CPUMillis: 40}, corev1.ConditionFalse, v1alpha1.ReasonCPUBelowSizing},
+		{"CPU, within", Input{Peers: 100, MemoryLimit: 2 << 30, CPUMillis: 500}, corev1.ConditionTrue, v1alpha1.ReasonWithinSizing},
 		{"membership cap", Input{Peers: 30, MemoryLimit: 256 * mib, MaxMembershipObjects: 30}, corev1.ConditionFalse, v1alpha1.ReasonMembershipNearCap},
 		{"membership cap, within", Input{Peers: 7, MaxMembershipObjects: 10}, corev1.ConditionTrue, v1alpha1.ReasonWithinSizing},
 	}
