@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig/document"
@@ -46,12 +47,14 @@ func HeldByLegacyPeer(peerClusters []v1alpha1.Cluster, localID types.UID, get fu
 	if ref == nil {
 		return LegacyHeld{Problem: "the peer has no Cluster of this cluster"}
 	}
+	// The peer writes the reference (its CRD need not bound it): only a valid name and
+	// namespace are read, and shown, so a hostile peer cannot swell this cluster's status.
 	sr := ref.Spec.AuthInfo.SecretRef
-	h := LegacyHeld{Secret: sr.Namespace + "/" + sr.Name}
-	if sr.Name == "" || sr.Namespace == "" {
-		h.Problem = fmt.Sprintf("the peer's Cluster %s of this cluster names no Secret in a namespace", ref.Name)
-		return h
+	if len(validation.IsDNS1123Subdomain(sr.Name)) > 0 || len(validation.IsDNS1123Label(sr.Namespace)) > 0 {
+		return LegacyHeld{Problem: fmt.Sprintf("the peer's Cluster %s of this cluster names no valid Secret (namespace %s, name %s)",
+			ref.Name, document.Quote(sr.Namespace), document.Quote(sr.Name))}
 	}
+	h := LegacyHeld{Secret: sr.Namespace + "/" + sr.Name}
 	s, err := get(sr.Namespace, sr.Name)
 	if err != nil {
 		h.Problem = fmt.Sprintf("the Secret %s the peer's Cluster of this cluster names cannot be read: %v", h.Secret, err)

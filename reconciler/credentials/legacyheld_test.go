@@ -26,6 +26,10 @@ func TestHeldByLegacyPeer(t *testing.T) {
 	ofLocal.Spec.AuthInfo.SecretRef.Namespace, ofLocal.Spec.AuthInfo.SecretRef.Name = "cluster-registry", "local"
 	other := v1alpha1.Cluster{}
 	other.Name, other.Spec.ClusterID = "other", "id-other"
+	hostile := *ofLocal.DeepCopy()
+	hostile.Spec.AuthInfo.SecretRef.Name = strings.Repeat("x", 1<<20)
+	noNamespace := *ofLocal.DeepCopy()
+	noNamespace.Spec.AuthInfo.SecretRef.Namespace = ""
 	holding := func(exp time.Time) func(ns, name string) (*corev1.Secret, error) {
 		return func(ns, name string) (*corev1.Secret, error) {
 			if ns != "cluster-registry" || name != "local" {
@@ -51,6 +55,11 @@ func TestHeldByLegacyPeer(t *testing.T) {
 			"unknown (the peer has no Cluster of this cluster)"},
 		{"not readable", []v1alpha1.Cluster{ofLocal}, func(string, string) (*corev1.Secret, error) { return nil, errors.New("forbidden") }, time.Time{},
 			"cannot be read: forbidden"},
+		// A hostile peer writes its Cluster of this cluster: a reference no API server
+		// would take is not read, and not copied whole into this cluster's status.
+		{"a hostile reference", []v1alpha1.Cluster{hostile}, holding(now), time.Time{},
+			"names no valid Secret (namespace \"cluster-registry\", name \"xxxx"},
+		{"no namespace", []v1alpha1.Cluster{noNamespace}, holding(now), time.Time{}, "names no valid Secret"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -60,7 +69,10 @@ func TestHeldByLegacyPeer(t *testing.T) {
 			}
 			c := LegacyPeerCondition("cluster-registry-readers", "cluster-registry-reader-for-id-peer", h, now)
 			if c.Reason != v1alpha1.ReasonLegacyPeer || !strings.Contains(c.Message, tt.wantMessage) {
-				t.Errorf("message %q does not say %q", c.Message, tt.wantMessage)
+				t.Errorf("message %.2000q does not say %q", c.Message, tt.wantMessage)
+			}
+			if len(c.Message) > 2048 {
+				t.Errorf("the message is %d bytes: what the peer wrote is not bounded", len(c.Message))
 			}
 		})
 	}
