@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
-	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/planner/members"
 )
 
 // tokenConfig returns a rest.Config authenticating as the ServiceAccount sa of the
@@ -122,7 +122,7 @@ func TestReaderIdentityIsLeastPrivilege(t *testing.T) {
 	// The controller's bootstrap Role, as it keeps it with one peer issued a credential.
 	issued := v1alpha1.IssuedReaderSecretName("reader-test-peer")
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: v1alpha1.BootstrapRoleName},
-		Rules: credentials.BootstrapRules([]credentials.Peer{{ID: "reader-test-peer"}})}
+		Rules: members.BootstrapRules([]members.Reader{{ID: "reader-test-peer"}})}
 	for _, o := range []client.Object{role, secret(ns, issued)} {
 		if err := c.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
@@ -347,11 +347,11 @@ func TestControllerIdentity(t *testing.T) {
 		return err
 	}
 	member := v1alpha1.MemberUser(ns, "east")
-	members := []string{v1alpha1.MembersGroup}
+	memberGroups := []string{v1alpha1.MembersGroup}
 	reqs := []request{
 		// It writes as the members, and as nobody else: not as an administrator, not as a
 		// ServiceAccount of another namespace, not in another group.
-		{"impersonate a member", as(member, members, func(ctx context.Context, cs kubernetes.Interface) error {
+		{"impersonate a member", as(member, memberGroups, func(ctx context.Context, cs kubernetes.Interface) error {
 			_, err := cs.CoreV1().Secrets(ns).Create(ctx, secret(ns, "member-test"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 			return err
 		})},
@@ -438,7 +438,7 @@ func TestControllerIdentity(t *testing.T) {
 		// namespace by name (no more than it holds itself), and no other Role.
 		{"create and update the bootstrap role", func(ctx context.Context, cs kubernetes.Interface, _ client.Client) error {
 			role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: v1alpha1.BootstrapRoleName},
-				Rules: credentials.BootstrapRules([]credentials.Peer{{ID: "controller-test"}})}
+				Rules: members.BootstrapRules([]members.Reader{{ID: "controller-test"}})}
 			dry := []string{metav1.DryRunAll}
 			if _, err := cs.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{DryRun: dry}); err != nil && !apierrors.IsAlreadyExists(err) {
 				return err

@@ -35,7 +35,7 @@ func (r *Reconciler) noticeDue(s *corev1.Secret, noticeName string, now time.Tim
 
 // issueNotice mints a token of the notice ServiceAccount for peer p and seals it, with
 // the name of p's notice, to p's key; nil when p's ServiceAccount names no notice.
-func (r *Reconciler) issueNotice(ctx context.Context, p Peer, name string) ([]byte, error) {
+func (r *Reconciler) issueNotice(ctx context.Context, p members.Reader, name string) ([]byte, error) {
 	if name == "" {
 		return nil, nil
 	}

@@ -163,13 +163,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		return reconcile.Result{}, fmt.Errorf("listing the reader ServiceAccounts of %s: %w", readers, err)
 	}
 	now := r.now()
-	plan := Plan(Input{LocalID: r.Identity.ID, Clusters: clusters.Items, Departed: r.Departed(now, clusters.Items), ServiceAccounts: sas.Items})
-	own := ownCluster(clusters.Items, r.Identity)
+	plan := members.PlanReaders(members.ReadersInput{LocalID: r.Identity.ID, Clusters: clusters.Items, Departed: r.Departed(now, clusters.Items), ServiceAccounts: sas.Items})
+	own := r.Identity.Own(clusters.Items)
 	if plan.Left {
 		return r.leave(ctx, own, sas.Items, now)
 	}
 	// A failure of the grants is retried, and does not stop the renewals below.
-	firstErr := r.ensureGrants(ctx, own, append(append([]Peer(nil), plan.Keep...), plan.Create...))
+	firstErr := r.ensureGrants(ctx, own, append(append([]members.Reader(nil), plan.Keep...), plan.Create...))
 
 	// The departure notices: made while the departing peer still holds a credential, kept
 	// after it is revoked, so that a peer that was down learns its departure.
@@ -236,16 +236,16 @@ func (r *Reconciler) leave(ctx context.Context, own *v1alpha1.Cluster, sas []cor
 // list namespaces and nodes, as the seed's controller does; a peer no longer named
 // legacy loses that, and the credential it held in the clear is revoked. A failure is
 // logged and recorded as an event, and returned.
-func (r *Reconciler) ensureGrants(ctx context.Context, own *v1alpha1.Cluster, peers []Peer) error {
+func (r *Reconciler) ensureGrants(ctx context.Context, own *v1alpha1.Cluster, peers []members.Reader) error {
 	log := logf.FromContext(ctx)
 	var errs error
-	if err := r.ensureBootstrapRole(ctx, BootstrapRules(peers)); err != nil {
+	if err := r.ensureBootstrapRole(ctx, members.BootstrapRules(peers)); err != nil {
 		log.Error(err, "the shared reader cannot get the credentials issued to new peers until the bootstrap Role is written")
 		r.event(own, corev1.EventTypeWarning, EventReasonBootstrapRoleFailed,
 			"the shared reader cannot get the credentials this cluster issues until the Role %s/%s is written (re-apply the RBAC with kubectl registry install): %v", r.Namespace, v1alpha1.BootstrapRoleName, err)
 		errs = err
 	}
-	if err := r.ensureLegacyBinding(ctx, LegacySubjects(v1alpha1.ReadersNamespace(r.Namespace), peers)); err != nil {
+	if err := r.ensureLegacyBinding(ctx, members.LegacySubjects(v1alpha1.ReadersNamespace(r.Namespace), peers)); err != nil {
 		log.Error(err, "the legacy peers' readers cannot be granted what the seed's controller reads until the binding is written")
 		r.event(own, corev1.EventTypeWarning, EventReasonLegacyBindingFailed,
 			"the legacy peers' readers cannot list namespaces and nodes until the ClusterRoleBinding %s is written (re-apply the RBAC with kubectl registry install): %v", v1alpha1.LegacyReaderRoleName, err)
@@ -258,7 +258,7 @@ func (r *Reconciler) ensureGrants(ctx context.Context, own *v1alpha1.Cluster, pe
 // is recreated (RotateShared: a departed cluster holds copies of its token), then each
 // departed peer's ServiceAccount is deleted, with the Secret of its credential and its
 // legacy credential.
-func (r *Reconciler) revoke(ctx context.Context, own *v1alpha1.Cluster, plan Result) error {
+func (r *Reconciler) revoke(ctx context.Context, own *v1alpha1.Cluster, plan members.Readers) error {
 	log := logf.FromContext(ctx)
 	readers := v1alpha1.ReadersNamespace(r.Namespace)
 	if plan.RotateShared {
@@ -295,7 +295,7 @@ func (r *Reconciler) revoke(ctx context.Context, own *v1alpha1.Cluster, plan Res
 // with a departure notice of its own, and moves each peer created to plan.Keep and its
 // ServiceAccount to sas. failed joins the creations that failed (retried at the next
 // reconcile); err stops the reconcile.
-func (r *Reconciler) createReaders(ctx context.Context, plan *Result, sas *corev1.ServiceAccountList) (failed, err error) {
+func (r *Reconciler) createReaders(ctx context.Context, plan *members.Readers, sas *corev1.ServiceAccountList) (failed, err error) {
 	log := logf.FromContext(ctx)
 	readers := v1alpha1.ReadersNamespace(r.Namespace)
 	for _, p := range plan.Create {
@@ -331,7 +331,7 @@ func (r *Reconciler) createReaders(ctx context.Context, plan *Result, sas *corev
 // clear to a legacy peer (ensureLegacyToken), and a sealed one to every peer that
 // advertises a valid key (issueSealed). It returns next moved earlier to the first
 // renewal due, and the failures joined.
-func (r *Reconciler) issueAll(ctx context.Context, own *v1alpha1.Cluster, keep []Peer, sas []corev1.ServiceAccount, server string, ca []byte, next time.Time) (time.Time, error) {
+func (r *Reconciler) issueAll(ctx context.Context, own *v1alpha1.Cluster, keep []members.Reader, sas []corev1.ServiceAccount, server string, ca []byte, next time.Time) (time.Time, error) {
 	log := logf.FromContext(ctx)
 	var errs error
 	byKey := map[string]*corev1.ServiceAccount{}
@@ -372,7 +372,7 @@ func (r *Reconciler) issueAll(ctx context.Context, own *v1alpha1.Cluster, keep [
 // the clear an earlier version issued it is deleted (dropClear): a malformed or missing
 // key is not an error to retry (the peer's Cluster says so, and its next key triggers
 // a reconcile), and it is logged once.
-func (r *Reconciler) issueSealed(ctx context.Context, own *v1alpha1.Cluster, p Peer, sa *corev1.ServiceAccount, server string, ca []byte) (renewAt time.Time, issued bool, err error) {
+func (r *Reconciler) issueSealed(ctx context.Context, own *v1alpha1.Cluster, p members.Reader, sa *corev1.ServiceAccount, server string, ca []byte) (renewAt time.Time, issued bool, err error) {
 	log := logf.FromContext(ctx)
 	key, known := r.PeerKeys.Get(p.ID)
 	if !known {
@@ -431,7 +431,7 @@ func (r *Reconciler) deleteIssued(ctx context.Context) error {
 // dropClear deletes the credential issued to peer p when it is in clear (an earlier
 // version issued one so to a peer without a key): every reader of the registry namespace
 // can read it, and nothing sealed replaces it while p advertises no valid key.
-func (r *Reconciler) dropClear(ctx context.Context, p Peer) error {
+func (r *Reconciler) dropClear(ctx context.Context, p members.Reader) error {
 	var s corev1.Secret
 	err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: v1alpha1.IssuedReaderSecretName(p.ID)}, &s)
 	if apierrors.IsNotFound(err) {
@@ -475,7 +475,7 @@ func (r *Reconciler) advertised(ctx context.Context, own *v1alpha1.Cluster) (str
 // ensureToken keeps the Secret with peer p's token valid and returns when it is due: a
 // Secret not due (Due, and its notice token not due) is left alone; otherwise a new
 // credential is issued and sealed (sealedCredential) and written (writeIssued).
-func (r *Reconciler) ensureToken(ctx context.Context, own *v1alpha1.Cluster, p Peer, sa *corev1.ServiceAccount, server string, ca []byte) (time.Time, error) {
+func (r *Reconciler) ensureToken(ctx context.Context, own *v1alpha1.Cluster, p members.Reader, sa *corev1.ServiceAccount, server string, ca []byte) (time.Time, error) {
 	name := v1alpha1.IssuedReaderSecretName(p.ID)
 	var existing corev1.Secret
 	err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: name}, &existing)
@@ -485,7 +485,7 @@ func (r *Reconciler) ensureToken(ctx context.Context, own *v1alpha1.Cluster, p P
 	}
 	now := r.now()
 	noticeName := sa.Annotations[v1alpha1.DepartureNoticeAnnotation]
-	if found && !Due(&existing, sa.UID, p.PublicKey, now) && !r.noticeDue(&existing, noticeName, now) {
+	if found && !members.TokenDue(&existing, sa.UID, seal.Fingerprint(p.PublicKey), now) && !r.noticeDue(&existing, noticeName, now) {
 		renewAt, _ := time.Parse(time.RFC3339, existing.Annotations[v1alpha1.TokenRenewAfterAnnotation])
 		return renewAt, nil
 	}
@@ -513,7 +513,7 @@ func (r *Reconciler) ensureToken(ctx context.Context, own *v1alpha1.Cluster, p P
 // and every holder of the bootstrap credential, may read the Secret), with the notice
 // token sealed beside it, and returns the Secret that holds them and when it is due.
 // A key that cannot be sealed to gets no token: it is checked before one is minted.
-func (r *Reconciler) sealedCredential(ctx context.Context, p Peer, sa *corev1.ServiceAccount, server string, ca []byte, noticeName string, now time.Time) (corev1.Secret, time.Time, error) {
+func (r *Reconciler) sealedCredential(ctx context.Context, p members.Reader, sa *corev1.ServiceAccount, server string, ca []byte, noticeName string, now time.Time) (corev1.Secret, time.Time, error) {
 	if _, err := seal.ParsePublicKey(p.PublicKey); err != nil {
 		return corev1.Secret{}, time.Time{}, fmt.Errorf("cluster %s advertises a public key (%s on its Cluster) no credential can be sealed to: %w", p.Name, v1alpha1.ReaderPublicKeyAnnotation, err)
 	}
@@ -641,16 +641,6 @@ func (r *Reconciler) event(own *v1alpha1.Cluster, typ, reason, format string, ar
 	r.Recorder.Eventf(own, typ, reason, format, args...)
 }
 
-// ownCluster returns the local cluster's own Cluster among clusters, or nil.
-func ownCluster(clusters []v1alpha1.Cluster, id issue.Identity) *v1alpha1.Cluster {
-	for i := range clusters {
-		if clusters[i].Name == id.Name && clusters[i].Spec.ClusterID == id.ID {
-			return &clusters[i]
-		}
-	}
-	return nil
-}
-
 func apiError(what string, err error) error {
 	if apierrors.IsNotFound(err) {
 		return fmt.Errorf("%s: %w (is the registry installed with its readers namespace? run kubectl registry install)", what, err)
@@ -661,7 +651,7 @@ func apiError(what string, err error) error {
 // ensureLegacyToken keeps the credential in the clear issued to legacy peer p, in the
 // Secret v1alpha1.LegacyReaderSecretName(p) of the readers namespace (which no peer can
 // read: this cluster's admin copies it to the peer), and returns when it is due.
-func (r *Reconciler) ensureLegacyToken(ctx context.Context, own *v1alpha1.Cluster, p Peer, sa *corev1.ServiceAccount, server string, ca []byte) (time.Time, error) {
+func (r *Reconciler) ensureLegacyToken(ctx context.Context, own *v1alpha1.Cluster, p members.Reader, sa *corev1.ServiceAccount, server string, ca []byte) (time.Time, error) {
 	if sa == nil {
 		return r.now().Add(time.Second), nil // created by this reconcile: not listed yet
 	}
@@ -674,7 +664,7 @@ func (r *Reconciler) ensureLegacyToken(ctx context.Context, own *v1alpha1.Cluste
 		return time.Time{}, apiError("reading the legacy reader credential Secret "+readers+"/"+name, err)
 	}
 	now := r.now()
-	if found && !LegacyDue(&existing, sa.UID, now) {
+	if found && !members.LegacyTokenDue(&existing, sa.UID, now) {
 		renewAt, _ := time.Parse(time.RFC3339, existing.Annotations[v1alpha1.TokenRenewAfterAnnotation])
 		return renewAt, nil
 	}

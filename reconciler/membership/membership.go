@@ -228,7 +228,7 @@ func (r *Reconciler) carryOut(ctx context.Context, clusters []v1alpha1.Cluster, 
 		}
 		log.Info("membership copy written", "op", w.Op, "kind", members.KindOf(w.Object), "name", client.ObjectKeyFromObject(w.Object).String(), "from", w.From, "describes", w.Describes)
 		if _, isCluster := w.Object.(*v1alpha1.Cluster); isCluster && w.Op == members.OpDelete && r.Recorder != nil {
-			if own := ownCluster(clusters, r.Identity); own != nil {
+			if own := r.Identity.Own(clusters); own != nil {
 				reason, msg := "ClusterLeft", fmt.Sprintf("cluster %s (clusterID %s) left the group: its Cluster and reader Secret copy were deleted here", w.Object.GetName(), w.Describes)
 				if _, selfLeft := plan.Departed[r.Identity.ID]; selfLeft {
 					reason, msg = "LeftGroup", fmt.Sprintf("this cluster left the group: its copy of cluster %s (clusterID %s) was deleted", w.Object.GetName(), w.Describes)
@@ -332,7 +332,7 @@ func (r *Reconciler) report(clusters []v1alpha1.Cluster, refused []string) {
 	if r.Recorder == nil || len(refused) == 0 {
 		return
 	}
-	own := ownCluster(clusters, r.Identity)
+	own := r.Identity.Own(clusters)
 	if own == nil {
 		return
 	}
@@ -354,16 +354,6 @@ func (r *Reconciler) report(clusters []v1alpha1.Cluster, refused []string) {
 		r.reported[msg] = now
 		r.Recorder.Eventf(own, corev1.EventTypeWarning, v1alpha1.EventReasonMembershipRefused, "%s", msg)
 	}
-}
-
-// ownCluster returns the local cluster's own Cluster among clusters, or nil.
-func ownCluster(clusters []v1alpha1.Cluster, id issue.Identity) *v1alpha1.Cluster {
-	for i := range clusters {
-		if clusters[i].Name == id.Name && clusters[i].Spec.ClusterID == id.ID {
-			return &clusters[i]
-		}
-	}
-	return nil
 }
 
 func (r *Reconciler) write(ctx context.Context, w members.Write) error {

@@ -38,6 +38,17 @@ type Identity struct {
 	Name string
 }
 
+// Own returns the local cluster's own Cluster among clusters (of its name and cluster
+// ID), or nil.
+func (id Identity) Own(clusters []v1alpha1.Cluster) *v1alpha1.Cluster {
+	for i := range clusters {
+		if clusters[i].Name == id.Name && clusters[i].Spec.ClusterID == id.ID {
+			return &clusters[i]
+		}
+	}
+	return nil
+}
+
 // TokenMinter mints reader tokens; *kubernetes.Clientset's CoreV1().ServiceAccounts(ns)
 // satisfies it through CreateToken.
 type TokenMinter interface {

@@ -1,9 +1,10 @@
 // Package members is the pure planner of the group's membership: what the group is.
 // From the local Cluster CRs and reader Secrets and the Ready peers' views it decides
 // which copies to create, update or delete, which departures are in force, which
-// departure notices a member keeps, and which credential a connection to a peer uses.
-// It is shared by the controllers (reconciler/membership carries the plan out,
-// reconciler/credentials the notices, reconciler/clusters connects with Choose), by
+// departure notices a member keeps, which peers get a reader identity here and when its
+// token is due, and which credential a connection to a peer uses. It is shared by the
+// controllers (reconciler/membership carries the plan out, reconciler/credentials the
+// readers and notices, reconciler/clusters connects with Choose), by
 // `kubectl registry sync-diff --membership` (which shows the plan) and by `kubectl
 // registry leave` (the departures, Choose), none of which repeats a decision made here.
 // It links apimachinery and our API only (TestLayering). It is split by concern:
@@ -11,7 +12,9 @@
 // trust in what it offers, the writes of each member), clusters.go (Cluster copies),
 // secrets.go (reader Secrets: relays, pinning, token freshness), firstcontact.go
 // (clusters learnt through relays), received.go (per-peer credentials), credential.go
-// (Choose: which credential a connection uses), departures.go (leave: the records, the
+// (Choose: which credential a connection uses), readers.go (the reader identities this
+// cluster issues its peers: PlanReaders, TokenDue, LegacyTokenDue, BootstrapRules,
+// LegacySubjects), departures.go (leave: the records, the
 // majority, trusted time, forgetting), notices.go (the departure notices a member keeps:
 // PlanNotices) and notice.go (reading one: NoticeView).
 //
