@@ -256,9 +256,11 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 2m; make test runs 20,
 # every package; gofmt; go vet; staticcheck (pinned as a tool in go.mod; a finding kept on
 # purpose carries a //lint:ignore with the reason); errcheck (pinned too) on the product
 # and test infrastructure code, _test.go files apart, with the calls it leaves alone and
-# why in .ci/errcheck-excludes.txt.
+# why in .ci/errcheck-excludes.txt; the layers (what depguard would check: the import
+# allow-lists per layer, verbs apart, the planner and sync-diff off controller machinery)
+# the length of functions and of doc table rows, by their tests in cmd/kubectl-registry.
 .PHONY: lint
-lint: ## Check tracked file sizes, go mod tidy, package docs, gofmt, go vet, staticcheck and errcheck
+lint: ## Check tracked file sizes, go mod tidy, package docs, gofmt, go vet, staticcheck, errcheck, the layers and function length
 	.ci/large-files.sh
 	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy (the diff above): run go mod tidy" >&2; exit 1; }
 	.ci/package-docs.sh
@@ -267,3 +269,4 @@ lint: ## Check tracked file sizes, go mod tidy, package docs, gofmt, go vet, sta
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
 	$(GO) tool errcheck -ignoretests -exclude .ci/errcheck-excludes.txt ./...
+	$(GO) test -count=1 -run '^(TestLayering|TestFunctionLength|TestDocTableRows)$$' ./cmd/kubectl-registry/
