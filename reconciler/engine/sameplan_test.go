@@ -100,7 +100,7 @@ func TestSamePlan(t *testing.T) {
 		case !planner.IsSource(localID, &c):
 			// The clusters reconciler connects no peer of a disabled Cluster.
 		case read:
-			ps = append(ps, peers.Connected(c.Name, c.Spec.ClusterID, nil).WithConfig(&rest.Config{}, nil))
+			ps = append(ps, peers.Connected(c.Name, c.Spec.ClusterID, nil).WithConfig(&rest.Config{}, nil, nil))
 			var us []*unstructured.Unstructured
 			for _, o := range cms {
 				us = append(us, &unstructured.Unstructured{Object: o})

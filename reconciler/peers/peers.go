@@ -24,10 +24,12 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -130,6 +132,7 @@ type Peer struct {
 	reader client.Reader
 	config *rest.Config
 	http   *http.Client
+	mapper meta.RESTMapper
 }
 
 // Config returns the REST config of the connection (the peer's reader identity, no
@@ -153,6 +156,17 @@ func (p Peer) HTTPClient() *http.Client {
 	return p.http
 }
 
+// Mapper returns the REST mapper of the connection (the kinds the peer serves, found
+// group by group as they are asked for, through the connection's byte limits), or nil
+// when Config is: the connection's health check, its membership cache and the engine's
+// views of the peer share it, so that each peer's mappings are held once.
+func (p Peer) Mapper() meta.RESTMapper {
+	if !p.Synced || p.config == nil || p.Bootstrap {
+		return nil
+	}
+	return p.mapper
+}
+
 // Reader returns a read-only view of the peer (its informer cache: its Cluster CRs, the
 // Secrets of its registry namespace and its ClusterFeatures; with the bootstrap
 // credential only its Cluster CRs and the credential it issued to this cluster), or nil
@@ -172,11 +186,21 @@ func Connected(name string, id types.UID, reader client.Reader) Peer {
 		Reason: v1alpha1.ReasonClusterReachable, Message: "the peer answers", reader: reader}
 }
 
-// WithConfig returns the peer read with cfg and hc: for tests and tools that stand in for
-// the connection of a peer whose objects are read.
-func (p Peer) WithConfig(cfg *rest.Config, hc *http.Client) Peer {
-	p.config, p.http = cfg, hc
+// WithConfig returns the peer read with cfg, hc and mapper: for tests and tools that
+// stand in for the connection of a peer whose objects are read.
+func (p Peer) WithConfig(cfg *rest.Config, hc *http.Client, mapper meta.RESTMapper) Peer {
+	p.config, p.http, p.mapper = cfg, hc, mapper
 	return p
+}
+
+// link is what a connection reads a peer with: the direct client of the health check,
+// and the config, HTTP client and REST mapper of the watches (the membership cache's and
+// the engine's).
+type link struct {
+	direct client.Reader
+	cfg    *rest.Config
+	http   *http.Client
+	mapper meta.RESTMapper
 }
 
 // Manager owns the peer connections. It is a manager.Runnable: connections live while it
@@ -486,7 +510,17 @@ func (c *conn) run(ctx context.Context, cfg *rest.Config) {
 	limits.MaxListItems = opts.MaxMembershipObjects
 	requests = Limited(requests, limits, refuse)
 	watches = Limited(watches, limits, refuse)
-	direct, err := client.New(cfg, client.Options{Scheme: opts.Scheme, HTTPClient: requests})
+	// One REST mapper per connection, of the group versions asked for only
+	// (NewVersionMapper), shared by every client of the peer.
+	dc, err := discovery.NewDiscoveryClientForConfigAndClient(cfg, requests)
+	if err != nil {
+		c.set(func(p *Peer) {
+			p.State, p.Ready, p.Reason, p.Message = v1alpha1.ClusterStateInvalidAuthInfo, false, v1alpha1.ReasonInvalidAuthInfo, fmt.Sprintf("building a client: %v", err)
+		})
+		return
+	}
+	mapper := NewVersionMapper(dc, time.Now)
+	direct, err := client.New(cfg, client.Options{Scheme: opts.Scheme, HTTPClient: requests, Mapper: mapper})
 	if err != nil {
 		c.set(func(p *Peer) {
 			p.State, p.Ready, p.Reason, p.Message = v1alpha1.ClusterStateInvalidAuthInfo, false, v1alpha1.ReasonInvalidAuthInfo, fmt.Sprintf("building a client: %v", err)
@@ -513,7 +547,8 @@ func (c *conn) run(ctx context.Context, cfg *rest.Config) {
 	watchCfg := rest.CopyConfig(cfg)
 	watchCfg.Timeout = 0
 	var delay time.Duration
-	for c.serve(ctx, direct, watchCfg, watches) {
+	l := link{direct: direct, cfg: watchCfg, http: watches, mapper: mapper}
+	for c.serve(ctx, l) {
 		// Refused (refuse): the cache is stopped and the peer is not Ready until it is
 		// read again, backing off while it stays refused.
 		delay = nextRefusalDelay(delay, opts.RefusalRetry)
@@ -534,7 +569,7 @@ func (c *conn) run(ctx context.Context, cfg *rest.Config) {
 // serve starts the peer's cache (newCache, watch), waits for it to sync and checks the
 // peer's health (healthLoop) until ctx is done or the peer's answers are refused
 // (refuse): then the cache is stopped and serve returns true.
-func (c *conn) serve(ctx context.Context, direct client.Reader, watchCfg *rest.Config, watches *http.Client) bool {
+func (c *conn) serve(ctx context.Context, l link) bool {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	c.mu.Lock()
@@ -544,7 +579,7 @@ func (c *conn) serve(ctx context.Context, direct client.Reader, watchCfg *rest.C
 	}
 	c.stopCache = stop
 	c.mu.Unlock()
-	cch, kinds, err := c.newCache(watchCfg, watches)
+	cch, kinds, err := c.newCache(l)
 	if err != nil {
 		c.set(func(p *Peer) { p.Message = fmt.Sprintf("building the cache: %v", err) })
 		return false
@@ -564,9 +599,9 @@ func (c *conn) serve(ctx context.Context, direct client.Reader, watchCfg *rest.C
 		return false
 	}
 	if synced {
-		c.markSynced(cch, watchCfg, watches)
+		c.markSynced(cch, l)
 	}
-	return c.healthLoop(ctx, direct, cch, synced, watchCfg, watches)
+	return c.healthLoop(ctx, cch, synced, l)
 }
 
 // isRefused reports whether the peer's answers were refused (refuse) since the last
@@ -584,7 +619,7 @@ func (c *conn) isRefused() bool {
 // Clusters, the Secrets of the registry namespace and the ClusterFeatures; with the
 // bootstrap credential only what it may read: the Clusters, and the credential the
 // peer issued to this cluster, by name.
-func (c *conn) newCache(watchCfg *rest.Config, watches *http.Client) (cache.Cache, []client.Object, error) {
+func (c *conn) newCache(l link) (cache.Cache, []client.Object, error) {
 	opts := c.m.opts
 	secrets := cache.Config{}
 	kinds := []client.Object{&v1alpha1.Cluster{}, &corev1.Secret{}, &v1alpha1.ClusterFeature{}}
@@ -593,11 +628,12 @@ func (c *conn) newCache(watchCfg *rest.Config, watches *http.Client) (cache.Cach
 		kinds = kinds[:2]
 	}
 	// JSON, never protobuf: the limits count a JSON list's items as they are read.
-	cacheCfg := rest.CopyConfig(watchCfg)
+	cacheCfg := rest.CopyConfig(l.cfg)
 	cacheCfg.ContentType = runtime.ContentTypeJSON
 	cch, err := cache.New(cacheCfg, cache.Options{
-		HTTPClient: watches,
+		HTTPClient: l.http,
 		Scheme:     opts.Scheme,
+		Mapper:     l.mapper,
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.Secret{}: {Namespaces: map[string]cache.Config{opts.Namespace: secrets}},
 		},
@@ -637,10 +673,10 @@ func (c *conn) watch(ctx context.Context, cch cache.Cache, kinds []client.Object
 }
 
 // markSynced makes the synced cache the peer's reader, unless its answers were refused.
-func (c *conn) markSynced(cch cache.Cache, watchCfg *rest.Config, watches *http.Client) {
+func (c *conn) markSynced(cch cache.Cache, l link) {
 	c.set(func(p *Peer) {
 		if c.refusal == "" {
-			p.Synced, p.reader, p.config, p.http = true, cch, watchCfg, watches
+			p.Synced, p.reader, p.config, p.http, p.mapper = true, cch, l.cfg, l.http, l.mapper
 		}
 	})
 }
@@ -648,7 +684,7 @@ func (c *conn) markSynced(cch cache.Cache, watchCfg *rest.Config, watches *http.
 // healthLoop checks the peer's health every HealthInterval, and waits for a cache not
 // synced yet, until ctx is done or the peer's answers are refused (true: serve again
 // once the refusal has passed) or retrying cannot help (terminal).
-func (c *conn) healthLoop(ctx context.Context, direct client.Reader, cch cache.Cache, synced bool, watchCfg *rest.Config, watches *http.Client) bool {
+func (c *conn) healthLoop(ctx context.Context, cch cache.Cache, synced bool, l link) bool {
 	opts := c.m.opts
 	ticker := time.NewTicker(opts.HealthInterval)
 	defer ticker.Stop()
@@ -660,13 +696,13 @@ func (c *conn) healthLoop(ctx context.Context, direct client.Reader, cch cache.C
 			return true
 		case <-ticker.C:
 		}
-		_ = c.check(ctx, direct)
+		_ = c.check(ctx, l.direct)
 		if !synced {
 			sctx, cancel := context.WithTimeout(ctx, opts.HealthInterval)
 			synced = cch.WaitForCacheSync(sctx)
 			cancel()
 			if synced {
-				c.markSynced(cch, watchCfg, watches)
+				c.markSynced(cch, l)
 			}
 		}
 		if c.terminal() {

@@ -133,6 +133,13 @@ func otherCA(t *testing.T) []byte {
 func TestEnsureReportsOnlyTheClass(t *testing.T) {
 	const leak = "internal-secret-body"
 	impostor := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// It serves the discovery of the core group, as an API server does (the
+		// connection's mapper reads it to map a Namespace).
+		if r.URL.Path == "/api/v1" {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"v1","resources":[{"name":"namespaces","singularName":"namespace","namespaced":false,"kind":"Namespace","verbs":["get"]}]}`)
+			return
+		}
 		if r.URL.Path == "/api/v1/namespaces/kube-system" {
 			w.Header().Set("Content-Type", "application/json")
 			fmt.Fprint(w, `{"kind":"Namespace","apiVersion":"v1","metadata":{"name":"kube-system","uid":"uid-someone-else `+leak+`"}}`)
