@@ -118,7 +118,9 @@ func cliPackage(path string) bool {
 // (the binary, the plugin and the controller) nor the bench and the demo do; sync-diff
 // runs the planner, not the controller runtime; the planners link apimachinery and our
 // API only (checkPlannerDeps); no verb of the plugin imports another (checkVerbsApart);
-// the plugin imports none of the membership controllers (checkPluginOffTheControllers).
+// the plugin imports none of the membership controllers (checkPluginOffTheControllers);
+// the engine's parts import no engine, and only the parts allowed of each other
+// (checkEngineParts).
 // Only non-test imports count: go list's
 // Imports and Deps leave out those of _test.go files.
 func TestLayering(t *testing.T) {
@@ -183,6 +185,7 @@ func TestLayering(t *testing.T) {
 	checkPlannerDeps(t)
 	checkVerbsApart(t, pkgs)
 	checkPluginOffTheControllers(t, pkgs)
+	checkEngineParts(t, pkgs)
 }
 
 // syncDiffWorkqueue is the one package of controllerMachinery sync-diff links:
@@ -332,6 +335,62 @@ func checkPluginOffTheControllers(t *testing.T, pkgs []goPackage) {
 			if slices.Contains(membershipControllers, imp) {
 				t.Errorf("the plugin package %s imports the controller %s: call the planner (reconciler/planner/members) instead", p.ImportPath, imp)
 			}
+		}
+	}
+}
+
+// engine is the sync engine, whose parts are the packages below it.
+const engine = module + "/reconciler/engine"
+
+// engineParts are the packages of the sync engine's parts, each with the other parts it
+// may import: the views (the informers), the writer and the rules' status. The engine
+// imports them and calls them through small interfaces; none imports the engine, so the
+// path of an event leaves the views for the engine, and the engine for the writer, and
+// never comes back. A new part is added here, with what it may import and why.
+var engineParts = map[string][]string{
+	// views reads through the writer's resource paths, which the writes use too.
+	engine + "/views":      {engine + "/writer"},
+	engine + "/writer":     nil,
+	engine + "/rulestatus": nil,
+}
+
+// checkEngineParts: every package below reconciler/engine is a part (engineParts), the
+// engine imports each of them, and a part imports neither the engine nor a part it is
+// not allowed.
+func checkEngineParts(t *testing.T, pkgs []goPackage) {
+	t.Helper()
+	imported := map[string]bool{}
+	for _, p := range pkgs {
+		if p.ImportPath == engine {
+			for _, imp := range p.Imports {
+				imported[imp] = true
+			}
+		}
+	}
+	for _, p := range pkgs {
+		if !under(p.ImportPath, "reconciler/engine") || p.ImportPath == engine {
+			continue
+		}
+		allowed, ok := engineParts[p.ImportPath]
+		if !ok {
+			t.Errorf("%s is below the engine but not one of its parts: add it to engineParts", p.ImportPath)
+			continue
+		}
+		if !imported[p.ImportPath] {
+			t.Errorf("the engine does not import its part %s", p.ImportPath)
+		}
+		for _, imp := range p.Imports {
+			switch {
+			case imp == engine:
+				t.Errorf("the engine's part %s imports the engine: the engine calls it, not the other way", p.ImportPath)
+			case under(imp, "reconciler/engine") && !slices.Contains(allowed, imp):
+				t.Errorf("the engine's part %s imports the part %s, which engineParts does not allow", p.ImportPath, imp)
+			}
+		}
+	}
+	for part := range engineParts {
+		if !slices.ContainsFunc(pkgs, func(p goPackage) bool { return p.ImportPath == part }) {
+			t.Errorf("the engine's part %s does not exist: remove it from engineParts", part)
 		}
 	}
 }

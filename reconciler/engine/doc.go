@@ -14,9 +14,9 @@
 //
 // The engine is views -> plan -> writer. One change of a peer's object goes:
 //
-//  1. views (informers.go, source.go, cached.go): the informer of the peer's scope,
-//     started by doRefresh (peerviews.go) for the rules that read it, decodes the watch
-//     event into a compact cachedObject and calls the engine's handler, onEvent.
+//  1. package views: the informer of the peer's scope, started by doRefresh
+//     (peerviews.go) for the rules that read it, decodes the watch event into a compact
+//     views.Cached and calls the engine's handler, onEvent.
 //  2. queue.go: onEvent decodes what mapping the event to local objects needs
 //     (onPeerEvent: planner.TargetOf) and queues each local object it may affect (add);
 //     a worker takes it (processNext) and reconciles it.
@@ -31,16 +31,24 @@
 //     on the rule's rulestatus.Tracker; every two seconds status.go computes each rule's
 //     status from it (rulestatus.Compute) and patches it (rulestatus.Writer).
 //
-// Steps 2 to 4 each call the next and return: queue.go, reconcile.go and writes.go call
-// back into no file before them, nor do packages writer and rulestatus. The views do not
-// yet: reconcile.go reads them again while it plans (observe's lookupCached and
-// settledKey, the sources' Lookup in snapshotFor), and createCopy watches an object in
-// the way of a copy (inTheWay), all in informers.go, so the path leaves informers.go at
-// the event and comes back to it. Once the views are a package of their own (the last
-// split below), those are calls into views, not returns to an engine file.
+// Each step calls the next and returns: the path leaves no engine file to come back to
+// it. What reconcile.go and writes.go read of the views while they plan and write (the
+// local object, observe's LookupCached; the sources' Lookup in snapshotFor; the watch of
+// an object in the way of a copy, inTheWay in writes.go, and its end, settledKey in
+// reconcile.go) are calls into package views through the engine's clusterViews
+// interface, as the writes are calls into package writer through copyWriter.
 //
 // # The split
 //
+//   - views (reconciler/engine/views): the informers of the clusters' objects, one per
+//     scope, and what the engine asks of them (Watchers: Ensure, Lookup, LookupCached,
+//     Covers, Count, Retain, Stop, OverCapErr...); the compact views.Cached and its
+//     decoding; the clients the informers list and watch with (views.Client, whose REST
+//     client the writer decodes its answers with too); the cap on a peer's objects
+//     (TooManyObjectsError). The engine calls it through clusterViews and keeps what
+//     decides which scopes are watched (peerviews.go: the refresh, the label selectors,
+//     the peers' clients, the reports of a scope over the cap) and the local watches of
+//     objects in the way of copies (inTheWay, settledKey).
 //   - writer (reconciler/engine/writer): what executes a planned action against the local
 //     cluster: a client per identity (the controller's own, a member's impersonated), the
 //     REST mappings, the write of a copy through the REST client, the namespace a copy
@@ -51,9 +59,8 @@
 //     sources (Compute, pure), the overlaps between rules, and the status patch (Writer,
 //     which the engine calls through statusWriter). The engine keeps what reads its views
 //     for the status (sourceStates, sourceError) and the deletion policy (finalize).
-//   - the views (informers.go, cached.go, source.go, peerviews.go, objectcap.go) stay in
-//     this package for now; they are the next subpackage (views) of issue #29: the
-//     watchers and their scopes, the compact cachedObject and its decoding, the
-//     clusters' clients and the cap on objects, behind what the engine asks of them
-//     (ensure, lookup, lookupCached, covers, count, retain, overCapErr).
+//
+// None of the three imports the engine; views imports writer for the resource paths
+// both read and write (writer.ResourcePath). TestLayering (cmd/kubectl-registry) holds
+// them to it.
 package engine

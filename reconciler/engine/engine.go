@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/engine/rulestatus"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/engine/views"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/engine/writer"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/peers"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/planner"
@@ -55,7 +57,7 @@ type Options struct {
 	// Dynamic writes the copies in the local cluster.
 	Dynamic dynamic.Interface
 	// Config and HTTPClient are the local cluster's REST config and HTTP client, which
-	// the informers list and watch with (clusterClient). Without a Config, Dynamic lists
+	// the informers list and watch with (views.Client). Without a Config, Dynamic lists
 	// and watches too (the fakes of unit tests).
 	Config     *rest.Config
 	HTTPClient *http.Client
@@ -71,8 +73,8 @@ type Options struct {
 	Settle planner.SettlePolicy
 	// MaxPeerObjects caps the objects the watch of one peer's scope holds (a kind, in a
 	// namespace a rule reads or in all of them, under the rules' label selector); a peer
-	// offering more is not watched there, and its copies are kept (objectcap.go). Zero
-	// means DefaultMaxPeerObjects.
+	// offering more is not watched there, and its copies are kept (views/objectcap.go).
+	// Zero means DefaultMaxPeerObjects.
 	MaxPeerObjects int
 	// OverCapRetry is the first wait before a scope over the cap is tried again (backing
 	// off while it stays over); zero means DefaultOverCapRetry.
@@ -88,9 +90,16 @@ type Options struct {
 	Clock clock.WithTickerAndDelayedExecution
 }
 
+// DefaultMaxPeerObjects is the default of Options.MaxPeerObjects:
+// views.DefaultMaxPeerObjects.
+const DefaultMaxPeerObjects = views.DefaultMaxPeerObjects
+
+// DefaultOverCapRetry is the default of Options.OverCapRetry: views.DefaultOverCapRetry.
+const DefaultOverCapRetry = views.DefaultOverCapRetry
+
 // localClient is how the engine reaches the local cluster.
-func (e *Engine) localClient() clusterClient {
-	return clusterClient{dyn: e.opts.Dynamic, cfg: e.opts.Config, hc: e.opts.HTTPClient}
+func (e *Engine) localClient() views.Client {
+	return views.Client{Dynamic: e.opts.Dynamic, Config: e.opts.Config, HTTPClient: e.opts.HTTPClient}
 }
 
 // item is one local object.
@@ -127,7 +136,7 @@ type ruleEntry struct {
 	err error
 	// peerScopes are the peers' scopes the rule reads its sources from (set by
 	// doRefresh).
-	peerScopes []scope
+	peerScopes []views.Scope
 }
 
 // statusWriter writes the status of the rules: rulestatus.Writer.
@@ -135,6 +144,42 @@ type statusWriter interface {
 	// Write reads the rule named name, computes its status and patches it when it
 	// changed.
 	Write(ctx context.Context, name string, compute func(cur *v1alpha1.ResourceSyncRule) v1alpha1.ResourceSyncRuleStatus) error
+}
+
+// clusterViews are the views of the clusters' objects the engine reads, the local
+// cluster's and the peers': an informer per scope, started and stopped by the refresh
+// (peerviews.go), read while the engine plans and writes (reconcile.go, writes.go) and
+// reports (status.go). views.Watchers implements it; the engine's tests use fakes.
+type clusterViews interface {
+	// Ensure starts the informer of scope s, with a label selector and a cap on its
+	// objects (0: none), listing and watching through client; h receives its changes.
+	Ensure(ctx context.Context, s views.Scope, selector string, limit int, client views.Client, mapper meta.RESTMapper, h views.Handler) error
+	// Retain stops the informers whose scope keep rejects; Stop the one of s.
+	Retain(keep func(views.Scope) bool)
+	Stop(s views.Scope)
+	// Lookup returns the object at a key as the cluster's informers covering it hold it,
+	// decoded (nil when absent); synced is false when its absence is not proven.
+	// LookupCached does not decode it: its caller must not change it.
+	Lookup(cluster string, gvk schema.GroupVersionKind, namespace, name string) (*unstructured.Unstructured, bool, error)
+	LookupCached(cluster string, gvk schema.GroupVersionKind, namespace, name string) (*views.Cached, bool, error)
+	// Covers reports whether an informer runs for the kind in the namespace (its own or
+	// all namespaces); Running whether the informer of s runs; WatchesKind whether an
+	// informer of the kind runs in the cluster.
+	Covers(cluster string, gvk schema.GroupVersionKind, namespace string) bool
+	Running(s views.Scope) bool
+	WatchesKind(cluster string, gvk schema.GroupVersionKind) bool
+	// KeyWatches counts the local watches of objects of the kind by name.
+	KeyWatches(gvk schema.GroupVersionKind) int
+	// Objects waits up to d for the informer of s to sync and returns what it holds.
+	Objects(s views.Scope, d time.Duration) ([]*views.Cached, bool)
+	// Count counts the objects of the kind in the cluster's informers that match.
+	Count(cluster string, gvk schema.GroupVersionKind, matcher any, decode func(*views.Cached) (*unstructured.Unstructured, error), match func(*unstructured.Unstructured) bool) int
+	// SyncErr reports whether the informer of s runs and the error it has not synced for.
+	SyncErr(s views.Scope) (running bool, err error)
+	// OverCapErr returns the error of a scope over the cap on objects (a
+	// *views.TooManyObjectsError); OverCapScopes those scopes.
+	OverCapErr(s views.Scope) error
+	OverCapScopes() []views.Scope
 }
 
 // localWatches are the kinds whose local informers carry every object, not only copies
@@ -168,11 +213,12 @@ func unholdOthers(it item, rule string, entries []*ruleEntry) {
 
 // Engine runs the rules. It is a manager.Runnable that needs leader election.
 type Engine struct {
-	opts     Options
-	watchers *watchers
-	queue    workqueue.TypedRateLimitingInterface[item]
-	refresh  chan struct{}
-	seen     sync.Map // item -> time the event that queued it arrived
+	opts Options
+	// views are the informers of the clusters' objects (package views).
+	views   clusterViews
+	queue   workqueue.TypedRateLimitingInterface[item]
+	refresh chan struct{}
+	seen    sync.Map // item -> time the event that queued it arrived
 	// contacts says which peers are in their first contact, for the wait before a create.
 	contacts *firstContacts
 	// clusters caches the Clusters' content for templates (clusterObject).
@@ -235,8 +281,7 @@ func New(opts Options) (*Engine, error) {
 		opts.Clock = clock.RealClock{}
 	}
 	e := &Engine{
-		opts:     opts,
-		watchers: newWatchers(),
+		opts: opts,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedMaxOfRateLimiter(
 				workqueue.NewTypedItemExponentialFailureRateLimiter[item](200*time.Millisecond, 5*time.Minute),
@@ -253,9 +298,7 @@ func New(opts Options) (*Engine, error) {
 	}
 	e.writes = w
 	e.statuses = rulestatus.Writer{Client: opts.Client}
-	e.watchers.retry = opts.OverCapRetry
-	e.watchers.clock = opts.Clock
-	e.watchers.onOver, e.watchers.onUnder = e.overCap, e.underCap
+	e.views = views.New(views.Options{Retry: opts.OverCapRetry, Clock: opts.Clock, OnOver: e.overCap, OnUnder: e.underCap})
 	core, err := rules.Compile(planner.CoreRule())
 	if err != nil {
 		return nil, fmt.Errorf("compiling the built-in rule: %w", err)
@@ -270,9 +313,9 @@ func writerOptions(opts Options) writer.Options {
 	return writer.Options{
 		Namespace: opts.Namespace, Dynamic: opts.Dynamic, Config: opts.Config, HTTPClient: opts.HTTPClient,
 		RESTClient: func(hc *http.Client) (rest.Interface, error) {
-			return clusterClient{cfg: opts.Config, hc: hc}.restClient(schema.GroupVersionKind{})
+			return views.Client{Config: opts.Config, HTTPClient: hc}.RESTClient(schema.GroupVersionKind{})
 		},
-		NewAnswer: func() writer.Answer { return &cachedObject{} },
+		NewAnswer: func() writer.Answer { return &views.Cached{} },
 		Mapper:    opts.Mapper, Reader: opts.Client,
 	}
 }
@@ -390,7 +433,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			e.queue.ShutDown()
-			e.watchers.retain(func(scope) bool { return false })
+			e.views.Retain(func(views.Scope) bool { return false })
 			wg.Wait()
 			return nil
 		case <-peerEvents:

@@ -160,8 +160,8 @@ func TestUnlistedMembers(t *testing.T) {
 	).Build()
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	e := &Engine{opts: Options{Client: cl, Clock: clk, LocalID: "uid-local"}, contacts: newFirstContacts()}
-	fresh := func() *views {
-		return &views{readable: map[types.UID]bool{"uid-listed": true}, young: map[types.UID]bool{}, beingMade: map[types.UID]bool{}}
+	fresh := func() *sourceViews {
+		return &sourceViews{readable: map[types.UID]bool{"uid-listed": true}, young: map[types.UID]bool{}, beingMade: map[types.UID]bool{}}
 	}
 	vs := fresh()
 	e.unlistedMembers(context.Background(), vs)

@@ -5,14 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -21,14 +24,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/engine/rulestatus"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/engine/views"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/peers"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/planner"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/rules"
 )
 
 type peerMapper struct {
 	cfg    *rest.Config
 	mapper *restmapper.DeferredDiscoveryRESTMapper
-	client clusterClient
+	client views.Client
 }
 
 // peersFingerprint summarises what the rules depend on of the peers: who is Ready and
@@ -56,10 +62,10 @@ func (e *Engine) peersFingerprint(ctx context.Context) string {
 }
 
 // peerClients returns the client and mapper of a peer, rebuilt when its config changes.
-func (e *Engine) peerClients(p peers.Peer) (clusterClient, meta.RESTMapper, error) {
+func (e *Engine) peerClients(p peers.Peer) (views.Client, meta.RESTMapper, error) {
 	cfg := p.Config()
 	if cfg == nil {
-		return clusterClient{}, nil, fmt.Errorf("peer %s is not connected", p.Name)
+		return views.Client{}, nil, fmt.Errorf("peer %s is not connected", p.Name)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -70,20 +76,20 @@ func (e *Engine) peerClients(p peers.Peer) (clusterClient, meta.RESTMapper, erro
 	// refuses redirects.
 	hc := p.HTTPClient()
 	if hc == nil {
-		return clusterClient{}, nil, fmt.Errorf("peer %s is not connected", p.Name)
+		return views.Client{}, nil, fmt.Errorf("peer %s is not connected", p.Name)
 	}
 	dc, err := discovery.NewDiscoveryClientForConfigAndClient(cfg, hc)
 	if err != nil {
-		return clusterClient{}, nil, err
+		return views.Client{}, nil, err
 	}
 	dyn, err := dynamic.NewForConfigAndClient(cfg, hc)
 	if err != nil {
-		return clusterClient{}, nil, err
+		return views.Client{}, nil, err
 	}
-	pm := peerMapper{cfg: cfg, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc)), client: clusterClient{dyn: dyn, cfg: cfg, hc: hc}}
+	pm := peerMapper{cfg: cfg, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc)), client: views.Client{Dynamic: dyn, Config: cfg, HTTPClient: hc}}
 	e.mappers[p.Name] = pm
 	// The connection changed: its informers are rebuilt.
-	e.watchers.retain(func(s scope) bool { return s.cluster != p.Name })
+	e.views.Retain(func(s views.Scope) bool { return s.Cluster != p.Name })
 	return pm.client, pm.mapper, nil
 }
 
@@ -112,12 +118,12 @@ func (e *Engine) doRefresh(ctx context.Context) {
 	// watched here.
 	localKinds := map[schema.GroupVersionKind]bool{}
 	for s := range rp.needed {
-		if s.cluster == "" {
-			localKinds[s.gvk] = true
+		if s.Cluster == "" {
+			localKinds[s.GVK] = true
 		}
 	}
-	e.watchers.retain(func(s scope) bool {
-		return rp.needed[s] || (s.cluster == "" && s.name != "" && localKinds[s.gvk])
+	e.views.Retain(func(s views.Scope) bool {
+		return rp.needed[s] || (s.Cluster == "" && s.Name != "" && localKinds[s.GVK])
 	})
 	if rp.failed {
 		// A kind was not served yet (a CRD being installed) or a peer's discovery
@@ -136,22 +142,22 @@ func (e *Engine) doRefresh(ctx context.Context) {
 // refreshPlan is what a refresh gathers of the scopes the rules need.
 type refreshPlan struct {
 	// needed are every scope a rule needs, local and the peers'.
-	needed map[scope]bool
+	needed map[views.Scope]bool
 	// failed is set when a scope could not be made or watched: the refresh is tried
 	// again, backing off.
 	failed bool
 	// peerScopes are the peers' scopes, in the order the rules and peers ask for them
 	// (peerOrder).
-	peerScopes map[scope]*peerScope
-	peerOrder  []scope
+	peerScopes map[views.Scope]*peerScope
+	peerOrder  []views.Scope
 	// ruleScopes are the peers' scopes each rule reads its sources from.
-	ruleScopes map[*ruleEntry][]scope
+	ruleScopes map[*ruleEntry][]views.Scope
 }
 
 // peerScope is one peer's scope some rules read.
 type peerScope struct {
 	peer    types.UID
-	client  clusterClient
+	client  views.Client
 	mapper  meta.RESTMapper
 	keepOwn bool
 	// alts are the label alternatives of the rules reading the scope: its informer
@@ -160,12 +166,12 @@ type peerScope struct {
 }
 
 func newRefreshPlan() *refreshPlan {
-	return &refreshPlan{needed: map[scope]bool{}, peerScopes: map[scope]*peerScope{}, ruleScopes: map[*ruleEntry][]scope{}}
+	return &refreshPlan{needed: map[views.Scope]bool{}, peerScopes: map[views.Scope]*peerScope{}, ruleScopes: map[*ruleEntry][]views.Scope{}}
 }
 
 // wantPeer adds the peer p's scope s to the plan, for a rule reading it with the label
 // alternatives alts (keepOwn: a rule needs the peer's copies of our objects there).
-func (rp *refreshPlan) wantPeer(s scope, p peers.Peer, client clusterClient, mapper meta.RESTMapper, keepOwn bool, alts []labels.Selector) {
+func (rp *refreshPlan) wantPeer(s views.Scope, p peers.Peer, client views.Client, mapper meta.RESTMapper, keepOwn bool, alts []labels.Selector) {
 	rp.needed[s] = true
 	ps := rp.peerScopes[s]
 	if ps == nil {
@@ -186,14 +192,14 @@ func (e *Engine) watchLocalScopes(ctx context.Context, r *ruleEntry, rp *refresh
 	}
 	for _, gvk := range r.compiled.TargetGVKs {
 		for _, ns := range locNS {
-			s, err := e.scopeFor("", gvk, ns, e.opts.Mapper)
+			s, err := views.NewScope("", gvk, ns, e.opts.Mapper)
 			if err != nil {
 				r.setErr(err)
 				rp.failed = true
 				continue
 			}
 			rp.needed[s] = true
-			if err := e.watchers.ensure(ctx, s, e.localSelector(gvk), 0, e.localClient(), e.opts.Mapper, e.onEvent); err != nil {
+			if err := e.views.Ensure(ctx, s, e.localSelector(gvk), 0, e.localClient(), e.opts.Mapper, e.onEvent); err != nil {
 				r.setErr(err)
 				rp.failed = true
 			}
@@ -218,7 +224,7 @@ func (e *Engine) wantPeerScopes(r *ruleEntry, all []peers.Peer, rp *refreshPlan)
 			continue
 		}
 		for _, ns := range srcNS {
-			s, err := e.scopeFor(p.Name, r.compiled.GVK, ns, mapper)
+			s, err := views.NewScope(p.Name, r.compiled.GVK, ns, mapper)
 			if err != nil {
 				rp.failed = true
 				continue // reported in the rule's source status
@@ -236,7 +242,7 @@ func (e *Engine) wantPeerScopes(r *ruleEntry, all []peers.Peer, rp *refreshPlan)
 		}
 		for _, gvk := range r.compiled.TargetGVKs {
 			for _, ns := range locNS {
-				s, err := e.scopeFor(p.Name, gvk, ns, mapper)
+				s, err := views.NewScope(p.Name, gvk, ns, mapper)
 				if err != nil {
 					rp.failed = true
 					continue
@@ -250,13 +256,13 @@ func (e *Engine) wantPeerScopes(r *ruleEntry, all []peers.Peer, rp *refreshPlan)
 
 // startPeerScopes starts the informers of the peers' scopes of the plan, each selecting
 // what any rule reading it may match, and returns those selectors.
-func (e *Engine) startPeerScopes(ctx context.Context, rp *refreshPlan, members []types.UID) map[scope]string {
-	selectors := map[scope]string{}
+func (e *Engine) startPeerScopes(ctx context.Context, rp *refreshPlan, members []types.UID) map[views.Scope]string {
+	selectors := map[views.Scope]string{}
 	for _, s := range rp.peerOrder {
 		ps := rp.peerScopes[s]
 		selectors[s] = sourceSelector(ps.alts)
-		err := e.watchers.ensure(ctx, s, joinSelectors(selectors[s], uselessCopies(e.opts.LocalID, ps.peer, members, ps.keepOwn)), e.opts.MaxPeerObjects, ps.client, ps.mapper, e.onEvent)
-		var tooMany *TooManyObjectsError
+		err := e.views.Ensure(ctx, s, joinSelectors(selectors[s], uselessCopies(e.opts.LocalID, ps.peer, members, ps.keepOwn)), e.opts.MaxPeerObjects, ps.client, ps.mapper, e.onEvent)
+		var tooMany *views.TooManyObjectsError
 		switch {
 		case err == nil:
 		case errors.As(err, &tooMany):
@@ -274,7 +280,7 @@ func (e *Engine) startPeerScopes(ctx context.Context, rp *refreshPlan, members [
 
 // noteRuleWatches records on each rule how its watches are narrowed, and the peers'
 // scopes it reads.
-func (e *Engine) noteRuleWatches(rp *refreshPlan, selectors map[scope]string) {
+func (e *Engine) noteRuleWatches(rp *refreshPlan, selectors map[views.Scope]string) {
 	for _, r := range e.snapshot() {
 		if r.compiled == nil || r.builtin {
 			continue
@@ -300,51 +306,162 @@ func memberIDs(all []peers.Peer) []types.UID {
 	return ids
 }
 
-// scopeFor normalises a scope: cluster-scoped kinds have no namespace.
-func (e *Engine) scopeFor(cluster string, gvk schema.GroupVersionKind, ns string, mapper meta.RESTMapper) (scope, error) {
-	m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	if err != nil {
-		if rm, ok := mapper.(*restmapper.DeferredDiscoveryRESTMapper); ok {
-			rm.Reset()
-		}
-		return scope{}, fmt.Errorf("kind %s is not served by cluster %s: %w", gvk, clusterName(cluster), err)
-	}
-	if m.Scope.Name() == meta.RESTScopeNameRoot {
-		ns = ""
-	}
-	return scope{cluster: cluster, gvk: gvk, namespace: ns}, nil
-}
-
 // enqueueScope waits for the scope's informer to sync and queues what it knows.
-func (e *Engine) enqueueScope(s scope) {
-	if !e.watchers.waitSynced(s, time.Minute) {
-		return
-	}
-	w, ok := e.watchers.get(s)
+func (e *Engine) enqueueScope(s views.Scope) {
+	objs, ok := e.views.Objects(s, time.Minute)
 	if !ok {
 		return
 	}
 	now := e.opts.Clock.Now()
-	for _, o := range w.informer.GetStore().List() {
-		c := asCached(o)
-		if s.cluster == "" {
+	for _, c := range objs {
+		if s.Cluster == "" {
 			// Every local object, even one as the engine wrote it: the rules may have changed.
-			e.add(c.item(s.gvk), now)
+			e.add(itemOf(c, s.GVK), now)
 			continue
 		}
 		e.onEvent(s, nil, c)
 	}
 }
 
-func (e *Engine) anyLocalScope(gvk schema.GroupVersionKind) (scope, bool) {
-	e.watchers.mu.Lock()
-	defer e.watchers.mu.Unlock()
-	for s := range e.watchers.all {
-		if s.cluster == "" && s.gvk == gvk {
-			return s, true
+// overCap reports a scope that went over the cap: in the log each time, and as a Warning
+// event on the rules that read it when it was not over the cap before. The scope is
+// derived again once its wait is over.
+func (e *Engine) overCap(s views.Scope, err *views.TooManyObjectsError, first bool) {
+	e.opts.Clock.AfterFunc(err.Retry, e.triggerRefresh)
+	if err.TooLarge != nil {
+		e.log.Info("a peer answered over a byte limit: not watched, its copies are kept", "scope", s.String(), "refused", err.TooLarge.What, "limit", err.TooLarge.Limit, "retryIn", err.Retry.String())
+	} else {
+		e.log.Info("a peer offers more objects than the cap: not watched, its copies are kept", "scope", s.String(), "seen", err.Seen, "cap", err.Limit, "retryIn", err.Retry.String())
+	}
+	if !first || e.opts.Recorder == nil {
+		return
+	}
+	for _, r := range e.snapshot() {
+		r.mu.Lock()
+		reads := slices.Contains(r.peerScopes, s)
+		r.mu.Unlock()
+		if reads && !r.builtin {
+			e.opts.Recorder.Eventf(r.rsr, corev1.EventTypeWarning, err.Reason(), "%s", err.Error())
 		}
 	}
-	return scope{}, false
+}
+
+// underCap is called when a scope that was over the cap synced under it: every object is
+// looked at again, the copies kept meanwhile among them.
+func (e *Engine) underCap(s views.Scope) {
+	e.log.Info("a peer is back under the cap on objects: watched again", "scope", s.String())
+	e.triggerRefresh()
+}
+
+// copiesSelector is the label selector of the local informers: the copies, which all
+// carry the ownership label (planner.Mark). Objects made in this cluster, which rules
+// never write, are not watched: one matters only when it is in the way of a copy, and
+// the create of that copy finds it (inTheWay).
+var copiesSelector = v1alpha1.OwnershipLabel
+
+// localSelector is the label selector of the local informers of the kind: the copies,
+// unless too many objects made here are in the way of copies (inTheWay).
+func (e *Engine) localSelector(gvk schema.GroupVersionKind) string {
+	e.local.mu.Lock()
+	defer e.local.mu.Unlock()
+	if e.local.every[gvk] {
+		return ""
+	}
+	return copiesSelector
+}
+
+// everyLocal reports whether the local informers of one of the kinds carry every object.
+func (e *Engine) everyLocal(gvks []schema.GroupVersionKind) bool {
+	e.local.mu.Lock()
+	defer e.local.mu.Unlock()
+	for _, g := range gvks {
+		if e.local.every[g] {
+			return true
+		}
+	}
+	return false
+}
+
+// uselessCopies returns the label selector of a peer's informer that leaves out the
+// copies on that peer which decide nothing here (see Gather): copies of the local
+// cluster's objects (unless keepOwn: their status flows back), and copies of the objects
+// of the other members, which this cluster reads from their origins directly. Values that
+// are not valid label values are not left out.
+func uselessCopies(local, peer types.UID, members []types.UID, keepOwn bool) string {
+	var ids []string
+	add := func(id types.UID) {
+		if id != "" && len(validation.IsValidLabelValue(string(id))) == 0 {
+			ids = append(ids, string(id))
+		}
+	}
+	if !keepOwn {
+		add(local)
+	}
+	for _, m := range members {
+		if m != peer && m != local {
+			add(m)
+		}
+	}
+	if len(ids) == 0 {
+		return ""
+	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	return v1alpha1.OwnershipLabel + " notin (" + strings.Join(ids, ",") + ")"
+}
+
+// joinSelectors ANDs label selectors given as strings ("" selects everything).
+func joinSelectors(parts ...string) string {
+	var out []string
+	for _, p := range parts {
+		if p != "" {
+			out = append(out, p)
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+// sourceSelector is the label selector of a peer's informer read by rules whose label
+// alternatives are alts: what every one of them may match (rules.CommonSelector), or ""
+// when they share no label requirement.
+func sourceSelector(alts []labels.Selector) string {
+	return rules.CommonSelector(alts).String()
+}
+
+// noteWatches describes the watches of rule r: the namespaces it reads and the label
+// selector of its peers' informers (shared, the selector of the scopes it uses: the
+// common requirements of every rule reading them).
+func noteWatches(r *ruleEntry, scopeSelectors []string, everyLocal bool) rulestatus.WatchNote {
+	kind := r.compiled.GVK.Kind
+	local := "; this cluster watches only its copies"
+	if everyLocal {
+		local = fmt.Sprintf("; this cluster watches every object of the kind, since more than %d objects made here are in the way of copies", maxKeyWatches)
+	}
+	var by []string
+	if r.namespaces != nil {
+		by = append(by, "namespaces "+strings.Join(r.namespaces, ", "))
+	}
+	own := rules.CommonSelector(r.compiled.LabelAlternatives()).String()
+	shared := own != ""
+	for _, s := range scopeSelectors {
+		shared = shared && s != ""
+	}
+	if shared {
+		sel := own
+		if len(scopeSelectors) > 0 {
+			sel = scopeSelectors[0]
+		}
+		by = append(by, "labels "+sel)
+	}
+	if len(by) == 0 {
+		msg := fmt.Sprintf("the peers' watches of %s carry every object of the kind: the rule selects by neither namespaces nor a label that every match entry requires", kind)
+		if own != "" {
+			msg = fmt.Sprintf("the peers' watches of %s carry every object of the kind: the rule shares them with rules that select every label", kind)
+		}
+		return rulestatus.WatchNote{Reason: v1alpha1.ReasonEveryObjectWatched, Message: msg + local}
+	}
+	return rulestatus.WatchNote{Narrowed: true, Reason: v1alpha1.ReasonWatchesNarrowed,
+		Message: fmt.Sprintf("the peers' watches of %s carry only %s", kind, strings.Join(by, " and ")) + local}
 }
 
 // peerFeatures returns the peer's ClusterFeatures; none while it is read with its

@@ -3,12 +3,15 @@ package engine
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/engine/views"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/planner"
 )
 
@@ -38,42 +41,50 @@ const (
 	createRetry = 250 * time.Millisecond
 )
 
-// onEvent maps a change in a watched scope to the local objects it may affect.
-func (e *Engine) onEvent(s scope, oldC, newC *cachedObject) {
+// onEvent maps a change in a watched scope to the local objects it may affect: the
+// views' handler (views.Handler).
+func (e *Engine) onEvent(s views.Scope, oldC, newC *views.Cached) {
 	now := e.opts.Clock.Now()
-	if s.cluster == "" {
+	if s.Cluster == "" {
 		// A change of the local object alone: reconcile tells the event of the engine's
 		// own write from any other.
-		for _, c := range []*cachedObject{oldC, newC} {
+		for _, c := range []*views.Cached{oldC, newC} {
 			if c != nil {
-				e.addLocal(c.item(s.gvk), now)
+				e.addLocal(itemOf(c, s.GVK), now)
 			}
 		}
 		if newC == nil && oldC != nil {
-			e.ownWrites.Delete(oldC.item(s.gvk).target())
+			e.ownWrites.Delete(itemOf(oldC, s.GVK).target())
 		}
 		return
 	}
 	rules := e.snapshot()
 	content := false
 	for _, r := range rules {
-		content = content || (r.compiled != nil && r.compiled.GVK == s.gvk && r.compiled.ReadsContent())
+		content = content || (r.compiled != nil && r.compiled.GVK == s.GVK && r.compiled.ReadsContent())
 	}
 	e.onPeerEvent(s, rules, e.decode(s, oldC, content), e.decode(s, newC, content), now)
 }
 
-// decode returns the object of an informer's cachedObject (nil for nil): in full when a
+// itemOf is the work item of the cached object c, of kind gvk. Its strings are copies: an
+// item outlives the cached version it was made from (in the queue, the write history),
+// and a substring would keep that whole version in memory.
+func itemOf(c *views.Cached, gvk schema.GroupVersionKind) item {
+	return item{gvk: gvk, namespace: strings.Clone(c.Namespace()), name: strings.Clone(c.Name())}
+}
+
+// decode returns the object of an informer's views.Cached (nil for nil): in full when a
 // rule matches its kind by content, else only what mapping a peer's event to local
-// objects reads (metadataOnly), a fraction of the cost.
-func (e *Engine) decode(s scope, c *cachedObject, content bool) *unstructured.Unstructured {
+// objects reads (MetadataOnly), a fraction of the cost.
+func (e *Engine) decode(s views.Scope, c *views.Cached, content bool) *unstructured.Unstructured {
 	if c == nil {
 		return nil
 	}
-	decode := c.metadataOnly
+	decode := c.MetadataOnly
 	if content {
-		decode = c.object
+		decode = c.Object
 	}
-	u, err := decode(s.gvk)
+	u, err := decode(s.GVK)
 	if err != nil {
 		e.log.Error(err, "reading a cached object", "scope", s.String())
 		return nil
@@ -85,12 +96,12 @@ func (e *Engine) decode(s scope, c *cachedObject, content bool) *unstructured.Un
 // affect. It reads the objects' kind, namespace, name, labels and annotations, a Secret's
 // type (MembershipObject), and their content only when a rule of their kind matches by
 // content (Rule.ReadsContent).
-func (e *Engine) onPeerEvent(s scope, rules []*ruleEntry, oldObj, newObj *unstructured.Unstructured, now time.Time) {
+func (e *Engine) onPeerEvent(s views.Scope, rules []*ruleEntry, oldObj, newObj *unstructured.Unstructured, now time.Time) {
 	for _, r := range rules {
 		if r.compiled == nil {
 			continue
 		}
-		if r.rsr.Spec.SyncStatusBack && planner.ContainsGVK(r.compiled.TargetGVKs, s.gvk) {
+		if r.rsr.Spec.SyncStatusBack && planner.ContainsGVK(r.compiled.TargetGVKs, s.GVK) {
 			// A peer's copy of one of our objects: its status flows back to the original.
 			for _, o := range []*unstructured.Unstructured{oldObj, newObj} {
 				if o == nil || types.UID(o.GetAnnotations()[v1alpha1.OwnershipAnnotation]) != e.opts.LocalID {
@@ -101,7 +112,7 @@ func (e *Engine) onPeerEvent(s scope, rules []*ruleEntry, oldObj, newObj *unstru
 				}
 			}
 		}
-		if r.compiled.GVK != s.gvk {
+		if r.compiled.GVK != s.GVK {
 			continue
 		}
 		for _, o := range []*unstructured.Unstructured{oldObj, newObj} {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/engine/rulestatus"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/engine/views"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/planner"
 )
 
@@ -41,12 +42,12 @@ func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) 
 // being deleted.
 func (e *Engine) observe(it item) (observed *unstructured.Unstructured, retry time.Duration, done bool, err error) {
 	_, full := e.full.LoadAndDelete(it)
-	cached, synced, err := e.watchers.lookupCached("", it.gvk, it.namespace, it.name)
+	cached, synced, err := e.views.LookupCached("", it.gvk, it.namespace, it.name)
 	if err != nil {
 		return nil, 0, true, err
 	}
 	if !synced {
-		if _, any := e.anyLocalScope(it.gvk); !any {
+		if !e.views.WatchesKind("", it.gvk) {
 			return nil, 0, true, nil // no rule watches this kind any more
 		}
 		return nil, time.Second, true, nil
@@ -56,7 +57,7 @@ func (e *Engine) observe(it item) (observed *unstructured.Unstructured, retry ti
 		// common reconcile of a copy, costs a lookup.
 		observedRV := ""
 		if cached != nil {
-			observedRV = cached.resourceVersion()
+			observedRV = cached.ResourceVersion()
 		}
 		switch next, skip := ow.Reconciled(observedRV, full); {
 		case next == nil:
@@ -69,7 +70,7 @@ func (e *Engine) observe(it item) (observed *unstructured.Unstructured, retry ti
 		}
 	}
 	if cached != nil {
-		if observed, err = cached.object(it.gvk); err != nil {
+		if observed, err = cached.Object(it.gvk); err != nil {
 			return nil, 0, true, err
 		}
 	}
@@ -80,6 +81,23 @@ func (e *Engine) observe(it item) (observed *unstructured.Unstructured, retry ti
 		return nil, 2 * time.Second, true, nil
 	}
 	return observed, 0, false, nil
+}
+
+// settledKey stops the watch of the object at it's key once it is no longer in the way:
+// gone (observed nil, with every covering informer synced) or a copy the local informers
+// hold again.
+func (e *Engine) settledKey(it item, observed *unstructured.Unstructured) {
+	if observed != nil && !hasCopyLabel(observed) {
+		return
+	}
+	if e.keyWatched(it) {
+		e.views.Stop(views.KeyScope(it.gvk, it.namespace, it.name))
+	}
+}
+
+// keyWatched reports whether the key of it is watched by name (inTheWay).
+func (e *Engine) keyWatched(it item) bool {
+	return e.views.Running(views.KeyScope(it.gvk, it.namespace, it.name))
 }
 
 // recordFailures reports on the rules the objects they failed to mutate (a template error
@@ -122,7 +140,7 @@ func recordOverlaps(it item, act planner.Action, cands []planner.Candidate, entr
 // write carries out the plan of it: after the waits a create or a change of origin makes
 // (views still syncing, the engine's own create not seen yet) and the settle of content
 // someone else keeps changing (hold), the writer's execute.
-func (e *Engine) write(ctx context.Context, it item, observed *unstructured.Unstructured, plan planner.KeyPlan, vs *views) (time.Duration, error) {
+func (e *Engine) write(ctx context.Context, it item, observed *unstructured.Unstructured, plan planner.KeyPlan, vs *sourceViews) (time.Duration, error) {
 	g, entries, act := plan.Gathered, vs.entries, plan.Action
 	if act.Type == planner.ActionCreate || planner.TakesOver(act, observed) {
 		// The origin this copy starts from (or changes to) is chosen for good: wait for the
@@ -229,7 +247,7 @@ func (e *Engine) waitForViews(it item, unseen, connecting map[types.UID]bool) bo
 // first noticed it, unless its Cluster's state says it cannot be connected (no usable
 // reader Secret, or failed): only a Cluster with no state yet or last seen Ready is
 // waited for.
-func (e *Engine) unlistedMembers(ctx context.Context, vs *views) {
+func (e *Engine) unlistedMembers(ctx context.Context, vs *sourceViews) {
 	var list v1alpha1.ClusterList
 	if err := e.opts.Client.List(ctx, &list); err != nil {
 		return
@@ -262,9 +280,10 @@ func sortedIDs(m map[types.UID]bool) []string {
 	return out
 }
 
-// views is what the engine knows of the sources' views while it plans one local object,
-// besides the plan's snapshot: the rules that cover its kind, and what the lookups met.
-type views struct {
+// sourceViews is what the engine knows of the sources' views while it plans one local
+// object, besides the plan's snapshot: the rules that cover its kind, and what the
+// lookups met.
+type sourceViews struct {
 	// entries are the rules that may write objects of the kind (not being deleted).
 	entries []*ruleEntry
 	// failingViews are the readable sources whose view fails to sync; overCapViews the
@@ -282,8 +301,8 @@ type views struct {
 // engine asks what the sources want of a local object (reconcile, and the deletion
 // policy of a rule, which deletes only copies no other rule asks for), as sync-diff asks
 // it of what it read. The lookups record in vs what they meet.
-func (e *Engine) snapshotFor(ctx context.Context, gvk schema.GroupVersionKind) (planner.Snapshot, *views, error) {
-	vs := &views{failingViews: map[types.UID]bool{}, overCapViews: map[types.UID]bool{}, firstContact: map[types.UID]bool{},
+func (e *Engine) snapshotFor(ctx context.Context, gvk schema.GroupVersionKind) (planner.Snapshot, *sourceViews, error) {
+	vs := &sourceViews{failingViews: map[types.UID]bool{}, overCapViews: map[types.UID]bool{}, firstContact: map[types.UID]bool{},
 		readable: map[types.UID]bool{}, young: map[types.UID]bool{}, beingMade: map[types.UID]bool{}, unstarted: map[types.UID]bool{}}
 	s := planner.Snapshot{LocalID: e.opts.LocalID}
 	for _, r := range e.snapshot() {
@@ -313,14 +332,14 @@ func (e *Engine) snapshotFor(ctx context.Context, gvk schema.GroupVersionKind) (
 			Name: p.Name, ClusterID: p.ClusterID, Readable: vs.readable[id],
 			Features: features, Cluster: e.peerCluster(ctx, p.Name),
 			Lookup: func(gvk schema.GroupVersionKind, ns, n string) (*unstructured.Unstructured, bool) {
-				obj, synced, err := e.watchers.lookup(name, gvk, ns, n)
-				if !synced && (err != nil || !e.watchers.covers(name, gvk, ns)) {
+				obj, synced, err := e.views.Lookup(name, gvk, ns, n)
+				if !synced && (err != nil || !e.views.Covers(name, gvk, ns)) {
 					vs.failingViews[id] = true // failing, or never started (the peer does not serve the kind)
 					if err == nil {
 						vs.unstarted[id] = true // or the watch is not started yet (a peer just connected)
 					}
 				}
-				var tooMany *TooManyObjectsError
+				var tooMany *views.TooManyObjectsError
 				if !synced && errors.As(err, &tooMany) {
 					vs.overCapViews[id] = true
 				}

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/util/wait"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	clienttesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/engine/rulestatus"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/engine/views"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/engine/writer"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/peers"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/planner"
@@ -348,29 +350,44 @@ func TestRefreshBackoffFollowsTheClock(t *testing.T) {
 }
 
 // TestOverCapRetryFollowsTheClock: a scope over the cap is not started again before its
-// wait is over on the watchers' clock, and is once the clock has moved past it.
+// wait is over on the engine's clock (the views' retries are timed by Options.Clock), and
+// is once the clock has moved past it.
 func TestOverCapRetryFollowsTheClock(t *testing.T) {
-	te := newTestEngine(t)
-	ws := te.e.watchers
-	ws.retry = time.Minute
-	s := scope{cluster: "peer", gvk: cmGVK, namespace: "ns"}
+	second := copyOf("b")
+	second.SetName("cm-2")
+	te := newTestEngine(t, copyOf("a"), second)
+	ws, ok := te.e.views.(*views.Watchers)
+	if !ok {
+		t.Fatalf("the engine's views are a %T, not the views package's", te.e.views)
+	}
+	s := views.Scope{Cluster: "peer", GVK: cmGVK, Namespace: "ns"}
 	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(func() { ws.retain(func(scope) bool { return false }); cancel() })
-	w := &watcher{limit: 20, cancel: func() {}}
-	ws.all[s] = w
-	_ = ws.over(s, w, 21)
+	t.Cleanup(func() { ws.Retain(func(views.Scope) bool { return false }); cancel() })
+	client, ignore := views.Client{Dynamic: te.dyn}, func(views.Scope, *views.Cached, *views.Cached) {}
+	// Two objects over a cap of one: the scope stops at its first list.
+	if err := ws.Ensure(ctx, s, "", 1, client, te.e.opts.Mapper, ignore); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return ws.OverCapErr(s) != nil, nil
+	}); err != nil {
+		t.Fatalf("the scope did not go over the cap: %v", err)
+	}
+	if err := te.dyn.Resource(cmGVR).Namespace("ns").Delete(ctx, "cm-2", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	type step struct {
 		Advance time.Duration
 		Started bool
 	}
-	want := []step{{Advance: 0}, {Advance: time.Minute - time.Millisecond}, {Advance: time.Millisecond, Started: true}}
+	want := []step{{Advance: 0}, {Advance: DefaultOverCapRetry - time.Millisecond}, {Advance: time.Millisecond, Started: true}}
 	var got []step
 	for _, st := range want {
 		te.clock.Step(st.Advance)
-		err := ws.ensure(ctx, s, "", 20, clusterClient{dyn: te.dyn}, te.e.opts.Mapper, func(scope, *cachedObject, *cachedObject) {})
-		_, running := ws.get(s)
+		err := ws.Ensure(ctx, s, "", 1, client, te.e.opts.Mapper, ignore)
+		running := ws.Running(s)
 		if running != (err == nil) {
-			t.Errorf("ensure = %v, but running = %v", err, running)
+			t.Errorf("Ensure = %v, but running = %v", err, running)
 		}
 		got = append(got, step{Advance: st.Advance, Started: running})
 	}

@@ -94,7 +94,8 @@ func TestSamePlan(t *testing.T) {
 		localCMs = append(localCMs, u)
 	}
 	var ps fakePeers
-	watchers := map[scope]*watcher{{gvk: cmGVK}: listed(t, cmGVK, localCMs...)}
+	fake := &fakeViews{}
+	fake.hold("", cmGVK, localCMs...)
 	for _, c := range f.Clusters {
 		switch cms, read := f.Peers[c.Name]; {
 		case !planner.IsSource(localID, &c):
@@ -105,7 +106,7 @@ func TestSamePlan(t *testing.T) {
 			for _, o := range cms {
 				us = append(us, &unstructured.Unstructured{Object: o})
 			}
-			watchers[scope{cluster: c.Name, gvk: cmGVK}] = listed(t, cmGVK, us...)
+			fake.hold(c.Name, cmGVK, us...)
 		default:
 			ps = append(ps, peers.Peer{Name: c.Name, ClusterID: c.Spec.ClusterID}) // not read here
 		}
@@ -122,7 +123,7 @@ func TestSamePlan(t *testing.T) {
 	for i := range f.Rules {
 		e.ruleChanged(&f.Rules[i])
 	}
-	e.watchers.all = watchers
+	e.views = fake
 
 	// Every local object a rule may write: the targets of the peers' objects, and the
 	// local copies.
@@ -146,7 +147,7 @@ func TestSamePlan(t *testing.T) {
 	}
 	var got []string
 	for tg := range targets {
-		observed, synced, err := e.watchers.lookup("", tg.GVK, tg.Key.Namespace, tg.Key.Name)
+		observed, synced, err := e.views.Lookup("", tg.GVK, tg.Key.Namespace, tg.Key.Name)
 		if err != nil || !synced {
 			t.Fatalf("local lookup of %v: synced %v, %v", tg, synced, err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/engine/rulestatus"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/engine/views"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/peers"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/planner"
 )
@@ -29,8 +31,8 @@ const ReasonChangedAfterWrite = v1alpha1.ReasonChangedAfterWrite
 func (e *Engine) writeStatuses(ctx context.Context) {
 	e.forgetHistory(e.opts.Clock.Now())
 	e.opts.Metrics.overCap.Reset()
-	for _, s := range e.watchers.overCapScopes() {
-		e.opts.Metrics.overCap.WithLabelValues(s.cluster, s.gvk.Kind).Inc()
+	for _, s := range e.views.OverCapScopes() {
+		e.opts.Metrics.overCap.WithLabelValues(s.Cluster, s.GVK.Kind).Inc()
 	}
 	for _, r := range e.snapshot() {
 		nHeld, nDrift := r.track.HeldAndDrifted()
@@ -75,9 +77,9 @@ func (e *Engine) sourceStates(ctx context.Context, r *ruleEntry) (out rulestatus
 	all := e.opts.Peers.List()
 	members := memberIDs(all)
 	gvk := r.compiled.GVK
-	decode := func(c *cachedObject) (*unstructured.Unstructured, error) { return c.object(gvk) }
+	decode := func(c *views.Cached) (*unstructured.Unstructured, error) { return c.Object(gvk) }
 	if !r.compiled.ReadsContent() {
-		decode = func(c *cachedObject) (*unstructured.Unstructured, error) { return c.metadataOnly(gvk) }
+		decode = func(c *views.Cached) (*unstructured.Unstructured, error) { return c.MetadataOnly(gvk) }
 	}
 	for _, p := range all {
 		src := v1alpha1.RuleSource{Cluster: p.Name}
@@ -92,7 +94,7 @@ func (e *Engine) sourceStates(ctx context.Context, r *ruleEntry) (out rulestatus
 			src.State = v1alpha1.SourceSyncing
 			if err := e.sourceError(p.Name, r); err != nil {
 				src.State, src.Message = v1alpha1.SourceFailing, err.Error()
-				var over *TooManyObjectsError
+				var over *views.TooManyObjectsError
 				if errors.As(err, &over) {
 					if over.TooLarge != nil {
 						out.TooManyReason = over.Reason()
@@ -104,7 +106,7 @@ func (e *Engine) sourceStates(ctx context.Context, r *ruleEntry) (out rulestatus
 			}
 			// What the peer offers: not its copies of our objects or of other members'
 			// (its informer may hold them for syncStatusBack).
-			src.Objects = int32(e.watchers.count(p.Name, gvk, r.compiled, decode, func(o *unstructured.Unstructured) bool {
+			src.Objects = int32(e.views.Count(p.Name, gvk, r.compiled, decode, func(o *unstructured.Unstructured) bool {
 				if !offered(o, e.opts.LocalID, p.ClusterID, members) {
 					return false
 				}
@@ -125,13 +127,13 @@ func (e *Engine) sourceError(peer string, r *ruleEntry) error {
 	}
 	found := false
 	for _, ns := range nss {
-		for _, s := range []scope{{cluster: peer, gvk: r.compiled.GVK, namespace: ns}, {cluster: peer, gvk: r.compiled.GVK}} {
-			if err := e.watchers.overCapErr(s); err != nil {
+		for _, s := range []views.Scope{{Cluster: peer, GVK: r.compiled.GVK, Namespace: ns}, {Cluster: peer, GVK: r.compiled.GVK}} {
+			if err := e.views.OverCapErr(s); err != nil {
 				return err
 			}
-			if w, ok := e.watchers.get(s); ok {
+			if running, err := e.views.SyncErr(s); running {
 				found = true
-				if err := w.lastErr(); err != nil && !w.informer.HasSynced() {
+				if err != nil {
 					// What the peer answered stays in the log; the status has its class.
 					_, class := peers.Classify(err)
 					return fmt.Errorf("reading %s from the peer: %s", r.compiled.GVK.Kind, class)
@@ -143,6 +145,14 @@ func (e *Engine) sourceError(peer string, r *ruleEntry) error {
 		return fmt.Errorf("kind %s cannot be read from the peer (is it served there?)", r.compiled.GVK)
 	}
 	return nil
+}
+
+// offered reports whether a peer's object is one the peer offers as a source: its own or
+// a copy of an object of a cluster that is not a member (not a copy uselessCopies would
+// leave out, whatever the informer's selector).
+func offered(u *unstructured.Unstructured, local, peer types.UID, members []types.UID) bool {
+	origin := types.UID(u.GetAnnotations()[v1alpha1.OwnershipAnnotation])
+	return origin == "" || origin == peer || (origin != local && !slices.Contains(members, origin))
 }
 
 // writeStatus brings the status of rule r up to date, the rule as read kept as r's.

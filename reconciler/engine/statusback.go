@@ -132,7 +132,7 @@ func (e *Engine) backSource(it item, orig *unstructured.Unstructured, policy pla
 			if !p.Ready || p.Bootstrap || policy.Quarantined(p.ClusterID) {
 				continue
 			}
-			c, synced, _ := e.watchers.lookup(p.Name, tgvk, tk.Namespace, tk.Name)
+			c, synced, _ := e.views.Lookup(p.Name, tgvk, tk.Namespace, tk.Name)
 			if !synced || c == nil || types.UID(c.GetAnnotations()[v1alpha1.OwnershipAnnotation]) != e.opts.LocalID {
 				continue
 			}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/engine/rulestatus"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/engine/views"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/engine/writer"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/planner"
 )
@@ -378,4 +379,52 @@ func (e *Engine) writeClient(ctx context.Context, it item, act planner.Action) (
 	}
 	ri, err := e.writes.Resource(w, m, it.namespace)
 	return w, ri, err
+}
+
+// inTheWay is called when the create of a copy found an object at its key that the local
+// informers do not hold: one made in this cluster (no ownership label). The object is
+// then watched by name, so that the copy's reconcile sees it (a conflict: it is never
+// touched) and is queued again when it changes or goes away; a copy the cache has not
+// seen yet is left to its own event.
+//
+// Each such object costs a watch; beyond maxKeyWatches of a kind, the local informers of
+// the kind go back to carrying every object (localSelector), which then shows the objects
+// in the way to every reconcile, and the rules say so.
+//
+// The watch runs until ctx is done (or the scope is retained no more): ctx is the
+// engine's run context, which the workers pass down to every reconcile.
+func (e *Engine) inTheWay(ctx context.Context, it item, ri dynamic.ResourceInterface) {
+	obj, err := ri.Get(ctx, it.name, metav1.GetOptions{})
+	if err != nil || hasCopyLabel(obj) {
+		return
+	}
+	if e.views.KeyWatches(it.gvk) >= maxKeyWatches {
+		e.local.mu.Lock()
+		if e.local.every == nil {
+			e.local.every = map[schema.GroupVersionKind]bool{}
+		}
+		first := !e.local.every[it.gvk]
+		e.local.every[it.gvk] = true
+		e.local.mu.Unlock()
+		if first {
+			e.log.Info("many objects made here are in the way of copies: watching every local object of the kind", "kind", it.gvk.String(), "watchedByName", maxKeyWatches)
+			e.triggerRefresh()
+		}
+		return
+	}
+	s := views.KeyScope(it.gvk, it.namespace, it.name)
+	if err := e.views.Ensure(ctx, s, "", 0, e.localClient(), e.opts.Mapper, e.onEvent); err != nil {
+		e.log.Error(err, "watching an object in the way of a copy", "object", it.String())
+		return
+	}
+	e.log.V(1).Info("an object without the ownership mark is in the way of a copy; watching it", "object", it.String())
+}
+
+// maxKeyWatches bounds the objects of one kind watched by name (inTheWay).
+const maxKeyWatches = 100
+
+// hasCopyLabel reports whether the local informers (copiesSelector) see u.
+func hasCopyLabel(u *unstructured.Unstructured) bool {
+	_, ok := u.GetLabels()[copiesSelector]
+	return ok
 }

@@ -12,10 +12,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/rest"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -115,5 +120,42 @@ func TestWriteCopyThroughREST(t *testing.T) {
 	}
 	if len(got) > 1 && !strings.Contains(got[1].Body, `"v2"`) {
 		t.Errorf("the update sent %s", got[1].Body)
+	}
+}
+
+// TestInTheWayBounded: beyond maxKeyWatches objects of a kind in the way of copies, the
+// local informers of the kind go back to carrying every object instead of one watch per
+// object; an object that is a copy (the cache was behind) is left to its own event.
+func TestInTheWayBounded(t *testing.T) {
+	cm := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	gvr := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	object := func(name string, lbls map[string]any) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"namespace": "ns", "name": name, "labels": lbls}}}
+	}
+	made := object("made-here", map[string]any{"app": "x"})
+	copied := object("a-copy", map[string]any{v1alpha1.OwnershipLabel: "uid-peer"})
+	dyn := dynamicfake.NewSimpleDynamicClient(runtime.NewScheme(), made, copied)
+	ri := dyn.Resource(gvr).Namespace("ns")
+	// As many objects of the kind as the bound are watched by name already.
+	e := &Engine{views: &fakeViews{keyWatches: maxKeyWatches}, refresh: make(chan struct{}, 1), log: logr.Discard()}
+	e.inTheWay(context.Background(), item{gvk: cm, namespace: "ns", name: "a-copy"}, ri)
+	if got := e.localSelector(cm); got != copiesSelector {
+		t.Fatalf("after a copy was found: local selector %q, want %q", got, copiesSelector)
+	}
+	e.inTheWay(context.Background(), item{gvk: cm, namespace: "ns", name: "made-here"}, ri)
+	if got := e.localSelector(cm); got != "" {
+		t.Errorf("after %d objects in the way: local selector %q, want every object", maxKeyWatches+1, got)
+	}
+	if !e.everyLocal([]schema.GroupVersionKind{cm}) {
+		t.Error("everyLocal: false, want true")
+	}
+	select {
+	case <-e.refresh:
+	default:
+		t.Error("the watches were not derived again")
+	}
+	if got := e.localSelector(schema.GroupVersionKind{Version: "v1", Kind: "Secret"}); got != copiesSelector {
+		t.Errorf("another kind: local selector %q, want %q", got, copiesSelector)
 	}
 }

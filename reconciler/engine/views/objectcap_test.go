@@ -1,4 +1,4 @@
-package engine
+package views
 
 import (
 	"context"
@@ -234,8 +234,8 @@ func TestCappedWatch(t *testing.T) {
 // clears it.
 func TestWatchersOverCap(t *testing.T) {
 	cm := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
-	s := scope{cluster: "first", gvk: cm, namespace: "cap"}
-	ws := newWatchers()
+	s := Scope{Cluster: "first", GVK: cm, Namespace: "cap"}
+	ws := New(Options{})
 	ws.retry = time.Hour
 	type report struct {
 		first bool
@@ -244,13 +244,13 @@ func TestWatchersOverCap(t *testing.T) {
 	}
 	var reports []report
 	unders := 0
-	ws.onOver = func(got scope, err *TooManyObjectsError, first bool) {
+	ws.onOver = func(got Scope, err *TooManyObjectsError, first bool) {
 		if got != s {
 			t.Errorf("over the cap: scope %s, want %s", got, s)
 		}
 		reports = append(reports, report{first, err.Seen, err.Retry})
 	}
-	ws.onUnder = func(scope) { unders++ }
+	ws.onUnder = func(Scope) { unders++ }
 	cancelled := 0
 	start := func() *watcher {
 		w := &watcher{limit: 20, selector: "x", cancel: func() { cancelled++ }}
@@ -267,14 +267,14 @@ func TestWatchersOverCap(t *testing.T) {
 	if _, running := ws.get(s); running || cancelled != 1 {
 		t.Fatalf("the informer over the cap runs (cancelled %d times)", cancelled)
 	}
-	obj, synced, err := ws.lookup("first", cm, "cap", "o-1")
+	obj, synced, err := ws.Lookup("first", cm, "cap", "o-1")
 	if obj != nil || synced || !errors.As(err, &tm) {
 		t.Errorf("lookup over the cap = %v, synced %v, %v; want not synced with the error", obj, synced, err)
 	}
-	if err := ws.ensure(context.Background(), s, "x", 20, clusterClient{}, nil, nil); !errors.As(err, &tm) {
+	if err := ws.Ensure(context.Background(), s, "x", 20, Client{}, nil, nil); !errors.As(err, &tm) {
 		t.Errorf("ensure before the retry = %v, want the scope not started", err)
 	}
-	if got := ws.overCapScopes(); len(got) != 1 || got[0] != s {
+	if got := ws.OverCapScopes(); len(got) != 1 || got[0] != s {
 		t.Errorf("overCapScopes = %v", got)
 	}
 
@@ -292,7 +292,7 @@ func TestWatchersOverCap(t *testing.T) {
 	w = start()
 	ws.under(s, w)
 	ws.under(s, w)
-	if err := ws.overCapErr(s); err != nil || unders != 1 {
+	if err := ws.OverCapErr(s); err != nil || unders != 1 {
 		t.Errorf("after syncing under the cap: %v, %d reports; want none, 1", err, unders)
 	}
 	if !strings.Contains(fmt.Sprint(reports), "true") {
@@ -301,8 +301,8 @@ func TestWatchersOverCap(t *testing.T) {
 
 	// A scope no rule needs any more is forgotten.
 	_ = ws.over(s, w, 25)
-	ws.retain(func(scope) bool { return false })
-	if err := ws.overCapErr(s); err != nil {
+	ws.Retain(func(Scope) bool { return false })
+	if err := ws.OverCapErr(s); err != nil {
 		t.Errorf("a scope no longer needed stays over the cap: %v", err)
 	}
 }
@@ -324,17 +324,17 @@ func TestEnsureCapped(t *testing.T) {
 		objs = append(objs, cmObj("grow", fmt.Sprintf("o-%02d", i), nil))
 	}
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{gvr: "ConfigMapList"}, objs...)
-	ws := newWatchers()
+	ws := New(Options{})
 	ws.retry = time.Hour
 	var mu sync.Mutex
-	overs, unders := map[scope]int{}, map[scope]int{}
-	ws.onOver = func(s scope, _ *TooManyObjectsError, _ bool) { mu.Lock(); overs[s]++; mu.Unlock() }
-	ws.onUnder = func(s scope) { mu.Lock(); unders[s]++; mu.Unlock() }
-	events := map[scope]int{}
-	h := func(s scope, _, _ *cachedObject) { mu.Lock(); events[s]++; mu.Unlock() }
+	overs, unders := map[Scope]int{}, map[Scope]int{}
+	ws.onOver = func(s Scope, _ *TooManyObjectsError, _ bool) { mu.Lock(); overs[s]++; mu.Unlock() }
+	ws.onUnder = func(s Scope) { mu.Lock(); unders[s]++; mu.Unlock() }
+	events := map[Scope]int{}
+	h := func(s Scope, _, _ *Cached) { mu.Lock(); events[s]++; mu.Unlock() }
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	defer ws.retain(func(scope) bool { return false })
+	defer ws.Retain(func(Scope) bool { return false })
 	waitFor := func(what string, f func() bool) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
@@ -345,25 +345,25 @@ func TestEnsureCapped(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	count := func(m map[scope]int, s scope) int { mu.Lock(); defer mu.Unlock(); return m[s] }
+	count := func(m map[Scope]int, s Scope) int { mu.Lock(); defer mu.Unlock(); return m[s] }
 
-	many := scope{cluster: "first", gvk: cm, namespace: "many"}
-	if err := ws.ensure(ctx, many, "", 20, clusterClient{dyn: dyn}, mapper, h); err != nil {
+	many := Scope{Cluster: "first", GVK: cm, Namespace: "many"}
+	if err := ws.Ensure(ctx, many, "", 20, Client{Dynamic: dyn}, mapper, h); err != nil {
 		t.Fatal(err)
 	}
-	waitFor("the scope of 25 objects is over the cap", func() bool { return ws.overCapErr(many) != nil })
+	waitFor("the scope of 25 objects is over the cap", func() bool { return ws.OverCapErr(many) != nil })
 	if _, running := ws.get(many); running || count(events, many) != 0 {
 		t.Errorf("over the cap when it starts: running %v, %d objects passed on; want stopped, none", running, count(events, many))
 	}
-	if _, synced, err := ws.lookup("first", cm, "many", "o-01"); synced || err == nil {
+	if _, synced, err := ws.Lookup("first", cm, "many", "o-01"); synced || err == nil {
 		t.Errorf("lookup over the cap: synced %v, %v; want not synced, with the error", synced, err)
 	}
 
-	grow := scope{cluster: "first", gvk: cm, namespace: "grow"}
-	if err := ws.ensure(ctx, grow, "", 20, clusterClient{dyn: dyn}, mapper, h); err != nil {
+	grow := Scope{Cluster: "first", GVK: cm, Namespace: "grow"}
+	if err := ws.Ensure(ctx, grow, "", 20, Client{Dynamic: dyn}, mapper, h); err != nil {
 		t.Fatal(err)
 	}
-	if !ws.waitSynced(grow, 10*time.Second) {
+	if !ws.WaitSynced(grow, 10*time.Second) {
 		t.Fatal("the scope of 15 objects did not sync")
 	}
 	ri := dyn.Resource(gvr).Namespace("grow")
@@ -372,7 +372,7 @@ func TestEnsureCapped(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor("the scope grown to 25 objects is over the cap", func() bool { return ws.overCapErr(grow) != nil })
+	waitFor("the scope grown to 25 objects is over the cap", func() bool { return ws.OverCapErr(grow) != nil })
 	if _, running := ws.get(grow); running {
 		t.Error("the scope grown past the cap is still watched")
 	}
@@ -386,22 +386,22 @@ func TestEnsureCapped(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := ws.ensure(ctx, grow, "", 20, clusterClient{dyn: dyn}, mapper, h); err == nil {
+	if err := ws.Ensure(ctx, grow, "", 20, Client{Dynamic: dyn}, mapper, h); err == nil {
 		t.Fatal("ensure before the wait is over started the scope")
 	}
 	ws.mu.Lock()
 	ws.capped[grow].retry = time.Now()
 	ws.mu.Unlock()
-	if err := ws.ensure(ctx, grow, "", 20, clusterClient{dyn: dyn}, mapper, h); err != nil {
+	if err := ws.Ensure(ctx, grow, "", 20, Client{Dynamic: dyn}, mapper, h); err != nil {
 		t.Fatal(err)
 	}
-	if !ws.waitSynced(grow, 10*time.Second) {
+	if !ws.WaitSynced(grow, 10*time.Second) {
 		t.Fatal("the scope back under the cap did not sync")
 	}
-	if err := ws.overCapErr(grow); err != nil || count(unders, grow) != 1 {
+	if err := ws.OverCapErr(grow); err != nil || count(unders, grow) != 1 {
 		t.Errorf("back under the cap: %v, %d reports; want none, 1", err, count(unders, grow))
 	}
-	if obj, synced, err := ws.lookup("first", cm, "grow", "o-01"); obj == nil || !synced || err != nil {
+	if obj, synced, err := ws.Lookup("first", cm, "grow", "o-01"); obj == nil || !synced || err != nil {
 		t.Errorf("lookup under the cap: %v, synced %v, %v", obj, synced, err)
 	}
 	if count(overs, many) != 1 || count(overs, grow) != 1 {

@@ -1,4 +1,4 @@
-package engine
+package views
 
 import (
 	"context"
@@ -34,19 +34,19 @@ func TestEnsureTooLarge(t *testing.T) {
 			var transportRefusals int
 			hc := peers.Limited(srv.Client(), peers.Limits{}, func(*peers.TooLargeError) { transportRefusals++ })
 			cfg := &rest.Config{Host: srv.URL}
-			ws := newWatchers()
+			ws := New(Options{})
 			ws.retry = time.Hour
 			overs := make(chan *TooManyObjectsError, 4)
-			ws.onOver = func(_ scope, err *TooManyObjectsError, _ bool) { overs <- err }
+			ws.onOver = func(_ Scope, err *TooManyObjectsError, _ bool) { overs <- err }
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			defer ws.retain(func(scope) bool { return false })
+			defer ws.Retain(func(Scope) bool { return false })
 
 			runtime.GC()
 			var before runtime.MemStats
 			runtime.ReadMemStats(&before)
-			s := scope{cluster: "hostile", gvk: cm, namespace: "hostile"}
-			if err := ws.ensure(ctx, s, "", DefaultMaxPeerObjects, clusterClient{cfg: cfg, hc: hc}, mapper, func(scope, *cachedObject, *cachedObject) {}); err != nil {
+			s := Scope{Cluster: "hostile", GVK: cm, Namespace: "hostile"}
+			if err := ws.Ensure(ctx, s, "", DefaultMaxPeerObjects, Client{Config: cfg, HTTPClient: hc}, mapper, func(Scope, *Cached, *Cached) {}); err != nil {
 				t.Fatal(err)
 			}
 			var over *TooManyObjectsError
@@ -68,13 +68,13 @@ func TestEnsureTooLarge(t *testing.T) {
 					t.Errorf("the refusal does not say %q: %s", want, over.Error())
 				}
 			}
-			if err := ws.overCapErr(s); !errors.As(err, &over) || over.TooLarge == nil {
+			if err := ws.OverCapErr(s); !errors.As(err, &over) || over.TooLarge == nil {
 				t.Errorf("the scope's error: %v", err)
 			}
 			if _, running := ws.get(s); running {
 				t.Error("the refused scope is still watched")
 			}
-			if err := ws.ensure(ctx, s, "", DefaultMaxPeerObjects, clusterClient{cfg: cfg, hc: hc}, mapper, nil); err == nil {
+			if err := ws.Ensure(ctx, s, "", DefaultMaxPeerObjects, Client{Config: cfg, HTTPClient: hc}, mapper, nil); err == nil {
 				t.Error("the refused scope started again before its wait")
 			}
 			if transportRefusals != 0 {

@@ -1,4 +1,4 @@
-package engine
+package views
 
 import (
 	"encoding/json"
@@ -14,13 +14,13 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 )
 
-// cachedObject is how the engine's informers keep an object: its namespace, name and
+// Cached is how the engine's informers keep an object: its namespace, name and
 // resourceVersion, and the rest as the JSON the API server sent (without managedFields),
 // all in one string. An unstructured object costs about four times its JSON in maps and
 // boxed strings; the engine caches every synced object of every member, so the cache
 // holds bytes and decodes an object when it is read (a lookup, an event), which costs
 // microseconds against a reconcile's milliseconds.
-type cachedObject struct {
+type Cached struct {
 	// data is namespace, name, resourceVersion and JSON, concatenated; the ends are the
 	// offsets of the first three.
 	data                  string
@@ -31,41 +31,42 @@ type cachedObject struct {
 	annotations map[string]string
 }
 
-// GetObjectKind and DeepCopyObject make a cachedObject a runtime.Object, as the
-// informers' lists and watches return them (clusterClient). A cachedObject is never
-// changed once made: a copy shares its data.
-func (c *cachedObject) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+// GetObjectKind makes a Cached a runtime.Object, as the informers' lists and watches
+// return them (Client). A Cached is never changed once made.
+func (c *Cached) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
 
-func (c *cachedObject) DeepCopyObject() runtime.Object {
+// DeepCopyObject returns a copy of c, which shares its data: a Cached is never changed.
+func (c *Cached) DeepCopyObject() runtime.Object {
 	out := *c
 	return &out
 }
 
-func (c *cachedObject) namespace() string       { return c.data[:c.nsEnd] }
-func (c *cachedObject) name() string            { return c.data[c.nsEnd:c.nameEnd] }
-func (c *cachedObject) resourceVersion() string { return c.data[c.nameEnd:c.rvEnd] }
-func (c *cachedObject) json() []byte            { return []byte(c.data[c.rvEnd:]) }
+// Namespace is the object's namespace. It shares the cached version's memory, as Name and
+// ResourceVersion do: a caller that keeps one beyond the object (in a queue, a history)
+// keeps a copy (strings.Clone), or the whole version stays in memory.
+func (c *Cached) Namespace() string { return c.data[:c.nsEnd] }
 
-// item is the work item of the cached object. Its strings are copies: an item outlives
-// the cached version it was made from (in the queue, the write history), and a substring
-// would keep that whole version in memory.
-func (c *cachedObject) item(gvk schema.GroupVersionKind) item {
-	return item{gvk: gvk, namespace: strings.Clone(c.namespace()), name: strings.Clone(c.name())}
-}
+// Name is the object's name; see Namespace.
+func (c *Cached) Name() string { return c.data[c.nsEnd:c.nameEnd] }
 
-// GetObjectMeta makes a cachedObject readable by meta.Accessor, which the informer's
+// ResourceVersion is the object's resourceVersion; see Namespace.
+func (c *Cached) ResourceVersion() string { return c.data[c.nameEnd:c.rvEnd] }
+
+func (c *Cached) json() []byte { return []byte(c.data[c.rvEnd:]) }
+
+// GetObjectMeta makes a Cached readable by meta.Accessor, which the informer's
 // store uses for the key and the resourceVersion. The strings are copies: the store keeps
 // a key (the name itself for a cluster-scoped object) for as long as the object exists,
 // and a substring would keep the version it was made from.
-func (c *cachedObject) GetObjectMeta() metav1.Object {
-	return &metav1.ObjectMeta{Namespace: strings.Clone(c.namespace()), Name: strings.Clone(c.name()), ResourceVersion: strings.Clone(c.resourceVersion()), Annotations: c.annotations}
+func (c *Cached) GetObjectMeta() metav1.Object {
+	return &metav1.ObjectMeta{Namespace: strings.Clone(c.Namespace()), Name: strings.Clone(c.Name()), ResourceVersion: strings.Clone(c.ResourceVersion()), Annotations: c.annotations}
 }
 
-// compact returns the cachedObject of u, of kind gvk. What the cachedObject restores on
+// compact returns the Cached of u, of kind gvk. What the Cached restores on
 // decoding is left out of the JSON: apiVersion and kind (when they are gvk's, as the
 // dynamic client returns them), and metadata's namespace, name and resourceVersion. u
 // is changed.
-func compact(u *unstructured.Unstructured, gvk schema.GroupVersionKind) (*cachedObject, error) {
+func compact(u *unstructured.Unstructured, gvk schema.GroupVersionKind) (*Cached, error) {
 	ns, name, rv := u.GetNamespace(), u.GetName(), u.GetResourceVersion()
 	anns := u.GetAnnotations()
 	u.SetManagedFields(nil)
@@ -89,26 +90,22 @@ func compact(u *unstructured.Unstructured, gvk schema.GroupVersionKind) (*cached
 	return c, nil
 }
 
-// object decodes the cached object of kind gvk: a new unstructured object each time,
+// Object decodes the cached object of kind gvk: a new unstructured object each time,
 // which the caller owns. It decodes as the dynamic client does (integers stay int64).
-func (c *cachedObject) object(gvk schema.GroupVersionKind) (*unstructured.Unstructured, error) {
+// A Cached is the writer's Answer (writer.Answer): the API server's answer to a write,
+// decoded as the informers decode objects.
+func (c *Cached) Object(gvk schema.GroupVersionKind) (*unstructured.Unstructured, error) {
 	m := map[string]any{}
 	if err := utiljson.Unmarshal(c.json(), &m); err != nil {
-		return nil, fmt.Errorf("decoding the cached %s %s/%s: %w", gvk.Kind, c.namespace(), c.name(), err)
+		return nil, fmt.Errorf("decoding the cached %s %s/%s: %w", gvk.Kind, c.Namespace(), c.Name(), err)
 	}
 	u := &unstructured.Unstructured{Object: m}
 	c.restore(u, gvk)
 	return u, nil
 }
 
-// Object is object: a cachedObject is the writer's Answer, the API server's answer to a
-// write decoded as the informers decode objects.
-func (c *cachedObject) Object(gvk schema.GroupVersionKind) (*unstructured.Unstructured, error) {
-	return c.object(gvk)
-}
-
 // restore puts back what compact left out of the JSON.
-func (c *cachedObject) restore(u *unstructured.Unstructured, gvk schema.GroupVersionKind) {
+func (c *Cached) restore(u *unstructured.Unstructured, gvk schema.GroupVersionKind) {
 	if _, ok := u.Object["apiVersion"]; !ok {
 		u.SetAPIVersion(gvk.GroupVersion().String())
 	}
@@ -118,23 +115,23 @@ func (c *cachedObject) restore(u *unstructured.Unstructured, gvk schema.GroupVer
 	for _, f := range []struct {
 		v   string
 		set func(string)
-	}{{c.namespace(), u.SetNamespace}, {c.name(), u.SetName}, {c.resourceVersion(), u.SetResourceVersion}} {
+	}{{c.Namespace(), u.SetNamespace}, {c.Name(), u.SetName}, {c.ResourceVersion(), u.SetResourceVersion}} {
 		if f.v != "" {
 			f.set(strings.Clone(f.v))
 		}
 	}
 }
 
-// cachedJSON decodes parts of cached objects into structs (metadataOnly): faster than
+// cachedJSON decodes parts of cached objects into structs (MetadataOnly): faster than
 // encoding/json, and case-sensitive, as the decoding of the whole object into a map is (a
 // "Metadata" key is not metadata).
 var cachedJSON = jsoniter.Config{CaseSensitive: true}.Froze()
 
-// metadataOnly decodes only what matching by name, namespace, labels and annotations reads
+// MetadataOnly decodes only what matching by name, namespace, labels and annotations reads
 // (plus apiVersion and kind, and a top-level string type, which tells a membership Secret:
-// planner.MembershipObject): far cheaper than object for counting matches over a cache
+// planner.MembershipObject): far cheaper than Object for counting matches over a cache
 // and for mapping a peer's event to local objects.
-func (c *cachedObject) metadataOnly(gvk schema.GroupVersionKind) (*unstructured.Unstructured, error) {
+func (c *Cached) MetadataOnly(gvk schema.GroupVersionKind) (*unstructured.Unstructured, error) {
 	var m struct {
 		APIVersion *string `json:"apiVersion"`
 		Kind       *string `json:"kind"`
@@ -145,7 +142,7 @@ func (c *cachedObject) metadataOnly(gvk schema.GroupVersionKind) (*unstructured.
 		Type jsoniter.RawMessage `json:"type"`
 	}
 	if err := cachedJSON.Unmarshal(c.json(), &m); err != nil {
-		return nil, fmt.Errorf("decoding the cached %s %s/%s: %w", gvk.Kind, c.namespace(), c.name(), err)
+		return nil, fmt.Errorf("decoding the cached %s %s/%s: %w", gvk.Kind, c.Namespace(), c.Name(), err)
 	}
 	u := &unstructured.Unstructured{Object: map[string]any{}}
 	if m.APIVersion != nil {
@@ -168,14 +165,14 @@ func (c *cachedObject) metadataOnly(gvk schema.GroupVersionKind) (*unstructured.
 	return u, nil
 }
 
-// asCached returns the cachedObject an informer passed to a handler or holds in its
+// asCached returns the Cached an informer passed to a handler or holds in its
 // store, unwrapping a tombstone; nil for anything else.
-func asCached(o any) *cachedObject {
+func asCached(o any) *Cached {
 	switch t := o.(type) {
-	case *cachedObject:
+	case *Cached:
 		return t
 	case toolscache.DeletedFinalStateUnknown:
-		c, _ := t.Obj.(*cachedObject)
+		c, _ := t.Obj.(*Cached)
 		return c
 	}
 	return nil

@@ -1,13 +1,11 @@
-package engine
+package views
 
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -18,7 +16,8 @@ import (
 
 // A member is a stranger: it may offer any number of objects to a rule. The watch of one
 // peer's scope (a kind, in a namespace or in all of them, under the label selector of the
-// rules that read it) holds at most MaxPeerObjects of them. Over the cap, the scope is not
+// rules that read it) holds at most the cap of them (Ensure's limit: the engine's
+// MaxPeerObjects, --max-peer-objects). Over the cap, the scope is not
 // watched, so its objects are not kept in memory: the objects are counted as the lists and
 // event streams bring them, before the informer queues them (streamCount), and the informer
 // stops at cap+1, while it lists (the initial stream of a watch-list, or the pages of a
@@ -72,6 +71,8 @@ func (e *TooManyObjectsError) Reason() string {
 	return v1alpha1.ReasonTooManyObjects
 }
 
+// Error says which peer, kind and namespace, over which cap or byte limit, that the
+// copies are kept, and when the scope is tried again.
 func (e *TooManyObjectsError) Error() string {
 	where := "in all namespaces"
 	if e.Namespace != "" {
@@ -101,8 +102,8 @@ type overCap struct {
 	delay time.Duration
 }
 
-func (c *overCap) err(s scope) *TooManyObjectsError {
-	return &TooManyObjectsError{Peer: s.cluster, Kind: s.gvk.Kind, Namespace: s.namespace, Seen: c.seen, Limit: c.limit, Retry: c.delay, TooLarge: c.tooLarge}
+func (c *overCap) err(s Scope) *TooManyObjectsError {
+	return &TooManyObjectsError{Peer: s.Cluster, Kind: s.GVK.Kind, Namespace: s.Namespace, Seen: c.seen, Limit: c.limit, Retry: c.delay, TooLarge: c.tooLarge}
 }
 
 // nextOverCapDelay is the wait before a scope refused again is tried: base the first
@@ -252,34 +253,4 @@ func (c *cappedWatch) ResultChan() <-chan watch.Event { return c.out }
 func initialEventsEnd(o any) bool {
 	m, err := meta.Accessor(o)
 	return err == nil && m.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true"
-}
-
-// overCap reports a scope that went over the cap: in the log each time, and as a Warning
-// event on the rules that read it when it was not over the cap before. The scope is
-// derived again once its wait is over.
-func (e *Engine) overCap(s scope, err *TooManyObjectsError, first bool) {
-	e.opts.Clock.AfterFunc(err.Retry, e.triggerRefresh)
-	if err.TooLarge != nil {
-		e.log.Info("a peer answered over a byte limit: not watched, its copies are kept", "scope", s.String(), "refused", err.TooLarge.What, "limit", err.TooLarge.Limit, "retryIn", err.Retry.String())
-	} else {
-		e.log.Info("a peer offers more objects than the cap: not watched, its copies are kept", "scope", s.String(), "seen", err.Seen, "cap", err.Limit, "retryIn", err.Retry.String())
-	}
-	if !first || e.opts.Recorder == nil {
-		return
-	}
-	for _, r := range e.snapshot() {
-		r.mu.Lock()
-		reads := slices.Contains(r.peerScopes, s)
-		r.mu.Unlock()
-		if reads && !r.builtin {
-			e.opts.Recorder.Eventf(r.rsr, corev1.EventTypeWarning, err.Reason(), "%s", err.Error())
-		}
-	}
-}
-
-// underCap is called when a scope that was over the cap synced under it: every object is
-// looked at again, the copies kept meanwhile among them.
-func (e *Engine) underCap(s scope) {
-	e.log.Info("a peer is back under the cap on objects: watched again", "scope", s.String())
-	e.triggerRefresh()
 }

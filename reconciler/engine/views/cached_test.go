@@ -1,4 +1,4 @@
-package engine
+package views
 
 import (
 	"fmt"
@@ -23,7 +23,10 @@ import (
 	"github.com/kubectl-registry/kubectl-registry/reconciler/planner"
 )
 
-var deploymentGVK = schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}
+var (
+	deploymentGVK = schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}
+	cmGVK         = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+)
 
 func cachedTestObject() *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: map[string]any{
@@ -48,10 +51,10 @@ func cachedTestObject() *unstructured.Unstructured {
 
 // cacheWays are the two ways an object comes into the cache: compacted from the
 // unstructured object a dynamic client returns (compact), and read from the API server's
-// JSON (decodeCached, as clusterClient's informers do).
-var cacheWays = map[string]func(*unstructured.Unstructured, schema.GroupVersionKind) (*cachedObject, error){
+// JSON (decodeCached, as Client's informers do).
+var cacheWays = map[string]func(*unstructured.Unstructured, schema.GroupVersionKind) (*Cached, error){
 	"compact": compact,
-	"decodeCached": func(u *unstructured.Unstructured, gvk schema.GroupVersionKind) (*cachedObject, error) {
+	"decodeCached": func(u *unstructured.Unstructured, gvk schema.GroupVersionKind) (*Cached, error) {
 		raw, err := u.MarshalJSON()
 		if err != nil {
 			return nil, err
@@ -74,10 +77,10 @@ func TestCompactRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff([]string{"shop", "web", "42"}, []string{c.namespace(), c.name(), c.resourceVersion()}); diff != "" {
+			if diff := cmp.Diff([]string{"shop", "web", "42"}, []string{c.Namespace(), c.Name(), c.ResourceVersion()}); diff != "" {
 				t.Errorf("key and resourceVersion (-want +got):\n%s", diff)
 			}
-			got, err := c.object(deploymentGVK)
+			got, err := c.Object(deploymentGVK)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -89,7 +92,7 @@ func TestCompactRoundTrip(t *testing.T) {
 			}
 			// Each decode is the caller's own object.
 			got.SetName("changed")
-			if other, _ := c.object(deploymentGVK); other.GetName() != "web" {
+			if other, _ := c.Object(deploymentGVK); other.GetName() != "web" {
 				t.Errorf("a decoded object shares state with the cache")
 			}
 			// The informer's store reads the key and the resourceVersion through meta.Accessor.
@@ -97,10 +100,10 @@ func TestCompactRoundTrip(t *testing.T) {
 			if err != nil || key != "shop/web" {
 				t.Errorf("store key = %q, %v; want shop/web", key, err)
 			}
-			if diff := cmp.Diff(c, asCached(toolscache.DeletedFinalStateUnknown{Key: key, Obj: c}), cmp.AllowUnexported(cachedObject{})); diff != "" {
+			if diff := cmp.Diff(c, asCached(toolscache.DeletedFinalStateUnknown{Key: key, Obj: c}), cmp.AllowUnexported(Cached{})); diff != "" {
 				t.Errorf("asCached of a tombstone (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff(c, c.DeepCopyObject(), cmp.AllowUnexported(cachedObject{})); diff != "" {
+			if diff := cmp.Diff(c, c.DeepCopyObject(), cmp.AllowUnexported(Cached{})); diff != "" {
 				t.Errorf("DeepCopyObject (-want +got):\n%s", diff)
 			}
 		})
@@ -145,7 +148,7 @@ func TestCompactRoundTripShapes(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				got, err := c.object(deploymentGVK)
+				got, err := c.Object(deploymentGVK)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -188,11 +191,11 @@ func TestCachedCodec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, ok := obj.(*cachedObject)
+	c, ok := obj.(*Cached)
 	if !ok {
 		t.Fatalf("an object decodes to %T", obj)
 	}
-	u, err := c.object(cmGVK)
+	u, err := c.Object(cmGVK)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +210,7 @@ func TestCachedCodec(t *testing.T) {
 	}
 	names := []string{}
 	for _, it := range l.Items {
-		names = append(names, it.namespace()+"/"+it.name())
+		names = append(names, it.Namespace()+"/"+it.Name())
 	}
 	if diff := cmp.Diff([]any{"9", "c1", int64(3), []string{"ns/a", "ns/b"}}, []any{l.ResourceVersion, l.Continue, *l.RemainingItemCount, names}); diff != "" {
 		t.Errorf("list (-want +got):\n%s", diff)
@@ -292,7 +295,7 @@ func TestMetadataOnlyMatchesAsTheObject(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			meta, err := out.metadataOnly(deploymentGVK)
+			meta, err := out.MetadataOnly(deploymentGVK)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -340,9 +343,9 @@ func TestWatcherCountIsKeptUntilAnEvent(t *testing.T) {
 		}
 	}
 	decodes := 0
-	decode := func(c *cachedObject) (*unstructured.Unstructured, error) {
+	decode := func(c *Cached) (*unstructured.Unstructured, error) {
 		decodes++
-		return c.metadataOnly(deploymentGVK)
+		return c.MetadataOnly(deploymentGVK)
 	}
 	all := func(*unstructured.Unstructured) bool { return true }
 	matcherA, matcherB := new(int), new(int)
@@ -392,7 +395,7 @@ func FuzzDecodeCached(f *testing.F) {
 		if err != nil {
 			return // not an object of the shape (a metadata object, string keys)
 		}
-		got, err := c.object(cmGVK)
+		got, err := c.Object(cmGVK)
 		if err != nil {
 			t.Fatalf("decodeCached(%q) kept what does not decode: %v", data, err)
 		}
@@ -460,7 +463,7 @@ func BenchmarkCacheIn(b *testing.B) {
 	b.Run("object", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := c.object(cmGVK); err != nil {
+			if _, err := c.Object(cmGVK); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -506,19 +509,19 @@ func TestClusterClientSource(t *testing.T) {
 	nodes := &meta.RESTMapping{Resource: schema.GroupVersionResource{Version: "v1", Resource: "nodes"}, Scope: meta.RESTScopeRoot}
 	for _, tc := range []struct {
 		name      string
-		client    clusterClient
+		client    Client
 		mapping   *meta.RESTMapping
 		namespace string
 		wantPath  []string // a restSource's
 		wantDyn   bool
 		wantErr   bool
 	}{
-		{name: "namespaced", client: clusterClient{cfg: cfg, hc: hc}, mapping: deployments, namespace: "shop", wantPath: []string{"apis", "apps", "v1", "namespaces", "shop", "deployments"}},
-		{name: "all namespaces", client: clusterClient{cfg: cfg, hc: hc}, mapping: deployments, wantPath: []string{"apis", "apps", "v1", "deployments"}},
-		{name: "cluster-scoped ignores the namespace", client: clusterClient{cfg: cfg, hc: hc}, mapping: nodes, namespace: "shop", wantPath: []string{"api", "v1", "nodes"}},
-		{name: "a config without its HTTP client", client: clusterClient{cfg: cfg}, mapping: nodes, wantErr: true},
+		{name: "namespaced", client: Client{Config: cfg, HTTPClient: hc}, mapping: deployments, namespace: "shop", wantPath: []string{"apis", "apps", "v1", "namespaces", "shop", "deployments"}},
+		{name: "all namespaces", client: Client{Config: cfg, HTTPClient: hc}, mapping: deployments, wantPath: []string{"apis", "apps", "v1", "deployments"}},
+		{name: "cluster-scoped ignores the namespace", client: Client{Config: cfg, HTTPClient: hc}, mapping: nodes, namespace: "shop", wantPath: []string{"api", "v1", "nodes"}},
+		{name: "a config without its HTTP client", client: Client{Config: cfg}, mapping: nodes, wantErr: true},
 		{name: "nothing", mapping: nodes, wantErr: true},
-		{name: "a fake cluster", client: clusterClient{dyn: dynamicfake.NewSimpleDynamicClient(runtime.NewScheme())}, mapping: deployments, namespace: "shop", wantDyn: true},
+		{name: "a fake cluster", client: Client{Dynamic: dynamicfake.NewSimpleDynamicClient(runtime.NewScheme())}, mapping: deployments, namespace: "shop", wantDyn: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src, err := tc.client.source(deploymentGVK, tc.mapping, tc.namespace)
@@ -582,11 +585,11 @@ func TestMetadataOnlyMapsEventsAsTheObject(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: %v", what, err)
 			}
-			whole, err := c.object(secretGVK)
+			whole, err := c.Object(secretGVK)
 			if err != nil {
 				t.Fatal(err)
 			}
-			meta, err := c.metadataOnly(secretGVK)
+			meta, err := c.MetadataOnly(secretGVK)
 			if err != nil {
 				t.Fatalf("%s: metadataOnly: %v", what, err)
 			}

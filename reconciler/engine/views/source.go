@@ -1,4 +1,4 @@
-package engine
+package views
 
 import (
 	"context"
@@ -26,28 +26,31 @@ import (
 	"github.com/kubectl-registry/kubectl-registry/reconciler/engine/writer"
 )
 
-// The informers' objects arrive as JSON and are kept as JSON (cachedObject). Decoded by
+// The informers' objects arrive as JSON and are kept as JSON (Cached). Decoded by
 // the dynamic client, each one became an unstructured object (a map per JSON object, a
 // boxed value per field) and was encoded again by compact, and its watch event's
 // envelope was decoded by the standard serializer: together about 45 µs of CPU and 8 KB
 // of garbage for a small ConfigMap (BenchmarkCacheIn), for every watch event of every
-// member's controller. A clusterClient's informers instead read the envelope with
-// eventCodec and the object straight into a cachedObject (decodeCached), which copies
+// member's controller. A Client's informers instead read the envelope with
+// eventCodec and the object straight into a Cached (decodeCached), which copies
 // the bytes it keeps and skips the rest: about 12 µs and 2 KB. The dynamic client remains
 // for writes, and for lists and watches when there is no REST config (the fakes of unit
 // tests).
 
-// clusterClient is how the engine reaches one cluster: its dynamic client, and the REST
-// config and HTTP client the informers list and watch with (both nil for a fake cluster:
-// then the dynamic client lists and watches, and its objects are compacted).
-type clusterClient struct {
-	dyn dynamic.Interface
-	cfg *rest.Config
-	hc  *http.Client
+// Client is how the engine reaches one cluster: its dynamic client, and the REST config
+// and HTTP client the informers list and watch with (both nil for a fake cluster: then
+// the dynamic client lists and watches, and its objects are compacted).
+type Client struct {
+	Dynamic dynamic.Interface
+	Config  *rest.Config
+	// HTTPClient is the one the REST clients send through: for a peer, the one that
+	// dials only the addresses this cluster allows (peers.Peer.HTTPClient). One is
+	// never made from Config.
+	HTTPClient *http.Client
 }
 
 // objectSource lists and watches the objects of one resource, in one namespace or in
-// all, as the engine caches them: *cachedObject items and events (and *metav1.Status
+// all, as the engine caches them: *Cached items and events (and *metav1.Status
 // for a watch's error events).
 type objectSource interface {
 	List(ctx context.Context, opts metav1.ListOptions) (*cachedList, error)
@@ -56,33 +59,35 @@ type objectSource interface {
 
 // source returns the objectSource of the objects of kind gvk (resource mapping) in
 // namespace ("" for all namespaces or a cluster-scoped kind).
-func (c clusterClient) source(gvk schema.GroupVersionKind, mapping *meta.RESTMapping, namespace string) (objectSource, error) {
-	if c.cfg == nil {
-		if c.dyn == nil {
+func (c Client) source(gvk schema.GroupVersionKind, mapping *meta.RESTMapping, namespace string) (objectSource, error) {
+	if c.Config == nil {
+		if c.Dynamic == nil {
 			return nil, errors.New("no client for the cluster")
 		}
-		var ri dynamic.ResourceInterface = c.dyn.Resource(mapping.Resource)
+		var ri dynamic.ResourceInterface = c.Dynamic.Resource(mapping.Resource)
 		if namespace != "" && mapping.Scope.Name() == meta.RESTScopeNameNamespace {
-			ri = c.dyn.Resource(mapping.Resource).Namespace(namespace)
+			ri = c.Dynamic.Resource(mapping.Resource).Namespace(namespace)
 		}
-		return &dynamicSource{ri: ri, gvk: gvk, noWatchList: watchlist.DoesClientNotSupportWatchListSemantics(c.dyn)}, nil
+		return &dynamicSource{ri: ri, gvk: gvk, noWatchList: watchlist.DoesClientNotSupportWatchListSemantics(c.Dynamic)}, nil
 	}
-	rc, err := c.restClient(gvk)
+	rc, err := c.RESTClient(gvk)
 	if err != nil {
 		return nil, err
 	}
 	return &restSource{client: rc, path: writer.ResourcePath(mapping, namespace)}, nil
 }
 
-// restClient returns a REST client of the cluster whose decoder is cachedCodec for kind
-// gvk (the zero kind keeps every object's apiVersion and kind in its JSON).
-func (c clusterClient) restClient(gvk schema.GroupVersionKind) (rest.Interface, error) {
-	if c.cfg == nil || c.hc == nil {
+// RESTClient returns a REST client of the cluster, sending through HTTPClient, whose
+// decoder is cachedCodec for kind gvk: it decodes an object into a *Cached (the zero kind
+// keeps every object's apiVersion and kind in its JSON). Every request it makes must have
+// an absolute path.
+func (c Client) RESTClient(gvk schema.GroupVersionKind) (rest.Interface, error) {
+	if c.Config == nil || c.HTTPClient == nil {
 		// Never an HTTP client made from the config: a peer's is the one that dials only
 		// the addresses this cluster allows and refuses redirects (peers.Peer.HTTPClient).
 		return nil, errors.New("no REST config and HTTP client for the cluster")
 	}
-	cfg := rest.CopyConfig(c.cfg)
+	cfg := rest.CopyConfig(c.Config)
 	cfg.ContentType = runtime.ContentTypeJSON
 	cfg.AcceptContentTypes = runtime.ContentTypeJSON
 	cfg.NegotiatedSerializer = cachedSerializer{codec: cachedCodec{gvk: gvk}}
@@ -91,7 +96,7 @@ func (c clusterClient) restClient(gvk schema.GroupVersionKind) (rest.Interface, 
 	if cfg.UserAgent == "" {
 		cfg.UserAgent = rest.DefaultKubernetesUserAgent()
 	}
-	rc, err := rest.UnversionedRESTClientForConfigAndClient(cfg, c.hc)
+	rc, err := rest.UnversionedRESTClientForConfigAndClient(cfg, c.HTTPClient)
 	if err != nil {
 		return nil, fmt.Errorf("a REST client for %s: %w", cfg.Host, err)
 	}
@@ -136,7 +141,7 @@ func (s *dynamicSource) List(ctx context.Context, opts metav1.ListOptions) (*cac
 		return nil, err
 	}
 	out := &cachedList{ListMeta: metav1.ListMeta{ResourceVersion: l.GetResourceVersion(), Continue: l.GetContinue(), RemainingItemCount: l.GetRemainingItemCount()}}
-	out.Items = make([]*cachedObject, 0, len(l.Items))
+	out.Items = make([]*Cached, 0, len(l.Items))
 	for i := range l.Items {
 		c, err := compact(&l.Items[i], s.gvk)
 		if err != nil {
@@ -174,7 +179,7 @@ func (s *dynamicSource) Watch(ctx context.Context, opts metav1.ListOptions) (wat
 // cachedList is a list of cached objects, as an informer's list returns it.
 type cachedList struct {
 	metav1.ListMeta
-	Items []*cachedObject
+	Items []*Cached
 }
 
 func (l *cachedList) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
@@ -182,7 +187,7 @@ func (l *cachedList) GetObjectKind() schema.ObjectKind { return schema.EmptyObje
 func (l *cachedList) DeepCopyObject() runtime.Object {
 	out := &cachedList{}
 	l.ListMeta.DeepCopyInto(&out.ListMeta)
-	out.Items = append([]*cachedObject(nil), l.Items...) // the items are immutable
+	out.Items = append([]*Cached(nil), l.Items...) // the items are immutable
 	return out
 }
 
@@ -261,7 +266,7 @@ func (s cachedSerializer) DecoderToVersion(d runtime.Decoder, _ runtime.GroupVer
 }
 
 // cachedCodec decodes the API server's JSON for the informers of kind gvk: an object
-// into a *cachedObject, a list into a *cachedList, a Status into a *metav1.Status (the
+// into a *Cached, a list into a *cachedList, a Status into a *metav1.Status (the
 // body of an error, a watch's error event). It encodes nothing: the informers only read.
 type cachedCodec struct {
 	gvk schema.GroupVersionKind
@@ -284,7 +289,7 @@ func (c cachedCodec) Decode(data []byte, _ *schema.GroupVersionKind, into runtim
 			return nil, nil, err
 		}
 		return into, &gvk, nil
-	case *cachedObject:
+	case *Cached:
 		o, err := decodeCached(data, gvk)
 		if err != nil {
 			return nil, nil, err
@@ -355,7 +360,7 @@ func decodeCachedList(data []byte, gvk schema.GroupVersionKind, l *cachedList) e
 			err = json.Unmarshal(it.SkipAndReturnBytes(), &l.ListMeta)
 		case "items":
 			it.ReadArrayCB(func(it *jsoniter.Iterator) bool {
-				var o *cachedObject
+				var o *Cached
 				o, err = decodeCachedItem(it, gvk)
 				if err == nil {
 					l.Items = append(l.Items, o)
@@ -377,8 +382,8 @@ func decodeCachedList(data []byte, gvk schema.GroupVersionKind, l *cachedList) e
 }
 
 // decodeCached decodes one object of kind gvk, as compact would keep it.
-func decodeCached(data []byte, gvk schema.GroupVersionKind) (*cachedObject, error) {
-	// What the cache keeps must decode later (cachedObject.object): the skipping below
+func decodeCached(data []byte, gvk schema.GroupVersionKind) (*Cached, error) {
+	// What the cache keeps must decode later (Cached.Object): the skipping below
 	// does not check every byte of what it keeps, so the whole is checked first. A peer's
 	// API server is a stranger's.
 	if !json.Valid(data) {
@@ -396,10 +401,10 @@ func decodeCached(data []byte, gvk schema.GroupVersionKind) (*cachedObject, erro
 // bufPool holds the buffers objects are assembled in.
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
 
-// decodeCachedItem reads the object at it (valid JSON) into a cachedObject: metadata's
+// decodeCachedItem reads the object at it (valid JSON) into a Cached: metadata's
 // namespace, name and resourceVersion apart, and the rest of the JSON as it is, without
 // managedFields, and without apiVersion and kind when they are gvk's.
-func decodeCachedItem(it *jsoniter.Iterator, gvk schema.GroupVersionKind) (*cachedObject, error) {
+func decodeCachedItem(it *jsoniter.Iterator, gvk schema.GroupVersionKind) (*Cached, error) {
 	if it.WhatIsNext() != jsoniter.ObjectValue {
 		it.Skip()
 		return nil, fmt.Errorf("a %s is not a JSON object", gvk.Kind)
@@ -544,9 +549,9 @@ func appendJSONString(buf []byte, s string) []byte {
 	return append(buf, q...)
 }
 
-// newCachedObject returns the cachedObject of an object whose JSON, less namespace, name
+// newCachedObject returns the Cached of an object whose JSON, less namespace, name
 // and resourceVersion, is raw.
-func newCachedObject(ns, name, rv string, raw []byte) *cachedObject {
+func newCachedObject(ns, name, rv string, raw []byte) *Cached {
 	var b strings.Builder
 	b.Grow(len(ns) + len(name) + len(rv) + len(raw))
 	b.WriteString(ns)
@@ -554,5 +559,5 @@ func newCachedObject(ns, name, rv string, raw []byte) *cachedObject {
 	b.WriteString(rv)
 	b.Write(raw)
 	nsEnd := len(ns)
-	return &cachedObject{data: b.String(), nsEnd: uint32(nsEnd), nameEnd: uint32(nsEnd + len(name)), rvEnd: uint32(nsEnd + len(name) + len(rv))}
+	return &Cached{data: b.String(), nsEnd: uint32(nsEnd), nameEnd: uint32(nsEnd + len(name)), rvEnd: uint32(nsEnd + len(name) + len(rv))}
 }

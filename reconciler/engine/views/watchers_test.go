@@ -1,0 +1,202 @@
+package views
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	toolscache "k8s.io/client-go/tools/cache"
+)
+
+func TestWatchersCovers(t *testing.T) {
+	cm := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	ws := New(Options{})
+	ws.all[Scope{Cluster: "a", GVK: cm, Namespace: "ns"}] = &watcher{}
+	ws.all[Scope{Cluster: "b", GVK: cm}] = &watcher{}
+	for _, tc := range []struct {
+		cluster, namespace string
+		want               bool
+	}{
+		{"a", "ns", true},
+		{"a", "other", false},
+		{"b", "any", true},
+		{"c", "ns", false},
+	} {
+		if got := ws.Covers(tc.cluster, cm, tc.namespace); got != tc.want {
+			t.Errorf("covers(%s, %s) = %v, want %v", tc.cluster, tc.namespace, got, tc.want)
+		}
+	}
+}
+
+// fakeInformer is an informer whose store and sync state the test sets.
+type fakeInformer struct {
+	toolscache.SharedIndexInformer
+	synced bool
+	store  toolscache.Store
+}
+
+func (f *fakeInformer) HasSynced() bool            { return f.synced }
+func (f *fakeInformer) GetStore() toolscache.Store { return f.store }
+
+// listed returns a synced watcher whose informer holds objs as the engine caches them.
+func listed(t *testing.T, gvk schema.GroupVersionKind, objs ...*unstructured.Unstructured) *watcher {
+	t.Helper()
+	store := toolscache.NewStore(toolscache.MetaNamespaceKeyFunc)
+	for _, o := range objs {
+		c, err := compact(o.DeepCopy(), gvk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Add(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &watcher{informer: &fakeInformer{synced: true, store: store}}
+}
+
+func cmObj(ns, name string, lbls map[string]string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap"}}
+	u.SetNamespace(ns)
+	u.SetName(name)
+	u.SetResourceVersion("1")
+	u.SetLabels(lbls)
+	return u
+}
+
+// TestLookupOverlappingScopes: scopes of one cluster and kind may have different label
+// selectors (each from the rules reading it), so an object is looked for in every scope
+// that covers its key, and is absent only when every one of them has synced without it.
+func TestLookupOverlappingScopes(t *testing.T) {
+	cm := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	web := cmObj("ns", "web", map[string]string{"app": "web"})
+	unsynced := &watcher{informer: &fakeInformer{store: toolscache.NewStore(toolscache.MetaNamespaceKeyFunc)}}
+	for _, tc := range []struct {
+		name              string
+		scopes            map[Scope]*watcher
+		wantObj, wantSync bool
+	}{
+		{name: "in the all-namespaces scope, not in the namespace's narrower one",
+			scopes:  map[Scope]*watcher{{Cluster: "p", GVK: cm, Namespace: "ns"}: listed(t, cm), {Cluster: "p", GVK: cm}: listed(t, cm, web)},
+			wantObj: true, wantSync: true},
+		{name: "in neither: absent",
+			scopes:   map[Scope]*watcher{{Cluster: "p", GVK: cm, Namespace: "ns"}: listed(t, cm), {Cluster: "p", GVK: cm}: listed(t, cm)},
+			wantSync: true},
+		{name: "absent from one, the other not synced: unknown",
+			scopes: map[Scope]*watcher{{Cluster: "p", GVK: cm, Namespace: "ns"}: listed(t, cm), {Cluster: "p", GVK: cm}: unsynced}},
+		{name: "found in one, the other not synced: found",
+			scopes:  map[Scope]*watcher{{Cluster: "p", GVK: cm, Namespace: "ns"}: listed(t, cm, web), {Cluster: "p", GVK: cm}: unsynced},
+			wantObj: true, wantSync: true},
+		{name: "the watch of the key by name",
+			scopes:  map[Scope]*watcher{{Cluster: "p", GVK: cm, Namespace: "ns"}: listed(t, cm), {Cluster: "p", GVK: cm, Namespace: "ns", Name: "web"}: listed(t, cm, web)},
+			wantObj: true, wantSync: true},
+		{name: "no scope covers it: unknown",
+			scopes: map[Scope]*watcher{{Cluster: "p", GVK: cm, Namespace: "other"}: listed(t, cm, web)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ws := New(Options{})
+			ws.all = tc.scopes
+			obj, synced, err := ws.Lookup("p", cm, "ns", "web")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (obj != nil) != tc.wantObj || synced != tc.wantSync {
+				t.Errorf("lookup = %v, synced %v; want object %v, synced %v", obj, synced, tc.wantObj, tc.wantSync)
+			}
+			if obj != nil && (obj.GetName() != "web" || obj.GetLabels()["app"] != "web") {
+				t.Errorf("lookup returned %v", obj.Object)
+			}
+		})
+	}
+}
+
+// TestNewScope: a scope is normalised by the cluster's mapper: a cluster-scoped kind has
+// no namespace; a kind the cluster does not serve is an error that names the cluster.
+func TestNewScope(t *testing.T) {
+	cm := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	node := schema.GroupVersionKind{Version: "v1", Kind: "Node"}
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(cm, meta.RESTScopeNamespace)
+	mapper.Add(node, meta.RESTScopeRoot)
+	for _, tc := range []struct {
+		cluster string
+		gvk     schema.GroupVersionKind
+		want    Scope
+		wantErr string
+	}{
+		{cluster: "", gvk: cm, want: Scope{GVK: cm, Namespace: "ns"}},
+		{cluster: "east", gvk: node, want: Scope{Cluster: "east", GVK: node}},
+		{cluster: "", gvk: schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}, wantErr: "is not served by cluster local"},
+	} {
+		got, err := NewScope(tc.cluster, tc.gvk, "ns", mapper)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("NewScope(%q, %s) = %v, want an error with %q", tc.cluster, tc.gvk.Kind, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("NewScope(%q, %s) = %+v, %v; want %+v", tc.cluster, tc.gvk.Kind, got, err, tc.want)
+		}
+	}
+}
+
+// TestWatchersByScope: what the engine asks of the informers by scope: which run, of
+// which kinds, how many local objects are watched by name, what a synced scope holds and
+// why one has not synced, and a stopped scope runs no more.
+func TestWatchersByScope(t *testing.T) {
+	cm := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	secret := schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
+	local := Scope{GVK: cm, Namespace: "ns"}
+	peer := Scope{Cluster: "east", GVK: cm}
+	keyA, keyB := KeyScope(cm, "ns", "a"), KeyScope(cm, "ns", "b")
+	stopped := 0
+	unsynced := &watcher{informer: &fakeInformer{store: toolscache.NewStore(toolscache.MetaNamespaceKeyFunc)}}
+	unsynced.setErr(errors.New("forbidden"))
+	ws := New(Options{})
+	ws.all = map[Scope]*watcher{
+		local: listed(t, cm, cmObj("ns", "web", nil)),
+		peer:  unsynced,
+		keyA:  {cancel: func() { stopped++ }},
+		keyB:  {cancel: func() { stopped++ }},
+		// A peer's scope by name is not a local watch of an object in the way.
+		{Cluster: "east", GVK: cm, Namespace: "ns", Name: "a"}: {},
+	}
+	if !ws.Running(local) || ws.Running(Scope{GVK: secret, Namespace: "ns"}) {
+		t.Error("Running: want the local scope only")
+	}
+	if !ws.WatchesKind("", cm) || !ws.WatchesKind("east", cm) || ws.WatchesKind("", secret) || ws.WatchesKind("west", cm) {
+		t.Error("WatchesKind: want ConfigMaps, here and on east only")
+	}
+	if n := ws.KeyWatches(cm); n != 2 {
+		t.Errorf("KeyWatches = %d, want 2", n)
+	}
+	if objs, ok := ws.Objects(local, time.Second); !ok || len(objs) != 1 || objs[0].Name() != "web" {
+		t.Errorf("Objects of the synced scope = %v, %v; want web", objs, ok)
+	}
+	if _, ok := ws.Objects(peer, 50*time.Millisecond); ok {
+		t.Error("Objects of a scope that has not synced: ok")
+	}
+	for _, tc := range []struct {
+		s       Scope
+		running bool
+		err     string
+	}{{local, true, ""}, {peer, true, "forbidden"}, {Scope{Cluster: "west", GVK: cm}, false, ""}} {
+		running, err := ws.SyncErr(tc.s)
+		got := ""
+		if err != nil {
+			got = err.Error()
+		}
+		if running != tc.running || got != tc.err {
+			t.Errorf("SyncErr(%s) = %v, %q; want %v, %q", tc.s, running, got, tc.running, tc.err)
+		}
+	}
+	ws.Stop(keyA)
+	ws.Stop(keyA)
+	if ws.Running(keyA) || stopped != 1 || ws.KeyWatches(cm) != 1 {
+		t.Errorf("after Stop: running %v, cancelled %d times, %d watches by name; want stopped once, 1 left", ws.Running(keyA), stopped, ws.KeyWatches(cm))
+	}
+}
