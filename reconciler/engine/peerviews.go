@@ -16,11 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
@@ -33,7 +30,7 @@ import (
 
 type peerMapper struct {
 	cfg    *rest.Config
-	mapper *restmapper.DeferredDiscoveryRESTMapper
+	mapper meta.RESTMapper
 	client views.Client
 }
 
@@ -62,31 +59,28 @@ func (e *Engine) peersFingerprint(ctx context.Context) string {
 }
 
 // peerClients returns the client and mapper of a peer, rebuilt when its config changes.
+// The mapper is the connection's (peers.Peer.Mapper), which the membership's clients of
+// the peer share: the kinds a rule reads are mapped by the group versions it names.
 func (e *Engine) peerClients(p peers.Peer) (views.Client, meta.RESTMapper, error) {
-	cfg := p.Config()
-	if cfg == nil {
+	cfg, mapper := p.Config(), p.Mapper()
+	// The peer's own HTTP client: it dials only the addresses this cluster allows and
+	// refuses redirects.
+	hc := p.HTTPClient()
+	if cfg == nil || mapper == nil || hc == nil {
 		return views.Client{}, nil, fmt.Errorf("peer %s is not connected", p.Name)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if pm, ok := e.mappers[p.Name]; ok && pm.cfg.BearerToken == cfg.BearerToken && pm.cfg.Host == cfg.Host && string(pm.cfg.CertData) == string(cfg.CertData) {
+		pm.mapper = mapper
+		e.mappers[p.Name] = pm
 		return pm.client, pm.mapper, nil
-	}
-	// The peer's own HTTP client: it dials only the addresses this cluster allows and
-	// refuses redirects.
-	hc := p.HTTPClient()
-	if hc == nil {
-		return views.Client{}, nil, fmt.Errorf("peer %s is not connected", p.Name)
-	}
-	dc, err := discovery.NewDiscoveryClientForConfigAndClient(cfg, hc)
-	if err != nil {
-		return views.Client{}, nil, err
 	}
 	dyn, err := dynamic.NewForConfigAndClient(cfg, hc)
 	if err != nil {
 		return views.Client{}, nil, err
 	}
-	pm := peerMapper{cfg: cfg, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc)), client: views.Client{Dynamic: dyn, Config: cfg, HTTPClient: hc}}
+	pm := peerMapper{cfg: cfg, mapper: mapper, client: views.Client{Dynamic: dyn, Config: cfg, HTTPClient: hc}}
 	e.mappers[p.Name] = pm
 	// The connection changed: its informers are rebuilt.
 	e.views.Retain(func(s views.Scope) bool { return s.Cluster != p.Name })

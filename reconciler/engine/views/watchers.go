@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/restmapper"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
@@ -52,14 +51,11 @@ func KeyScope(gvk schema.GroupVersionKind, namespace, name string) Scope {
 
 // NewScope returns the scope of the objects of kind gvk in namespace ns of cluster,
 // normalised: a cluster-scoped kind has no namespace. mapper resolves the kind in the
-// cluster; a kind it does not know resets it when it is a DeferredDiscoveryRESTMapper,
-// so that the next try discovers again.
+// cluster (the local manager's mapper, a peer connection's: both read the kind's group
+// again when it is missing, so that a CRD installed since is found on a later try).
 func NewScope(cluster string, gvk schema.GroupVersionKind, ns string, mapper meta.RESTMapper) (Scope, error) {
 	m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if err != nil {
-		if rm, ok := mapper.(*restmapper.DeferredDiscoveryRESTMapper); ok {
-			rm.Reset()
-		}
 		return Scope{}, fmt.Errorf("kind %s is not served by cluster %s: %w", gvk, clusterName(cluster), err)
 	}
 	if m.Scope.Name() == meta.RESTScopeNameRoot {
