@@ -1,8 +1,11 @@
 package join
 
 import (
+	"encoding/base64"
+	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -15,12 +18,44 @@ import (
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
 )
 
+// tokenExpires is when the tokens of the test's reader kubeconfigs expire.
+var tokenExpires = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// jwt returns a token shaped like a ServiceAccount token, unsigned, with the claims
+// claims; its signature part is "token-<name>".
+func jwt(name string, claims map[string]any) string {
+	b, err := json.Marshal(claims)
+	if err != nil {
+		panic(err)
+	}
+	enc := base64.RawURLEncoding.EncodeToString
+	return enc([]byte(`{"alg":"none"}`)) + "." + enc(b) + ".token-" + name
+}
+
+// readerToken is the token of cluster name's reader kubeconfig as kubectl-registry's
+// controller writes it: a bound ServiceAccount token, which expires.
+func readerToken(name string) string {
+	return jwt(name, map[string]any{"sub": "system:serviceaccount:cluster-registry:reader-" + name, "exp": tokenExpires.Unix()})
+}
+
+// seedToken is the token of cluster name's reader kubeconfig as the seed's controller
+// writes it: a long-lived ServiceAccount token, which states no expiry.
+func seedToken(name string) string {
+	return jwt(name, map[string]any{"iss": "kubernetes/serviceaccount", "sub": "system:serviceaccount:cluster-registry:reader-" + name})
+}
+
 // readerKubeconfig renders a reader kubeconfig for server.
 func readerKubeconfig(t *testing.T, name, server string) []byte {
 	t.Helper()
+	return kubeconfigWithToken(t, name, server, readerToken(name))
+}
+
+// kubeconfigWithToken renders a reader kubeconfig for server with token.
+func kubeconfigWithToken(t *testing.T, name, server, token string) []byte {
+	t.Helper()
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters[name] = &clientcmdapi.Cluster{Server: server}
-	cfg.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: "token-" + name}
+	cfg.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: token}
 	cfg.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: name}
 	cfg.CurrentContext = name
 	b, err := clientcmd.Write(*cfg)
@@ -115,7 +150,7 @@ func TestBuildCopies(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if cfg.Host != "https://a.example.com:443" || cfg.BearerToken != "token-a" {
+		if cfg.Host != "https://a.example.com:443" || cfg.BearerToken != readerToken("a") {
 			t.Errorf("rewritten kubeconfig: server %s token %s", cfg.Host, cfg.BearerToken)
 		}
 		if string(got.Secret.Data["extra"]) != "x" {

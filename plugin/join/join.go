@@ -41,11 +41,15 @@ const (
 		The kubeconfig flags (--kubeconfig, --context, --user, ...) select side A;
 		--peer-kubeconfig and --peer-context select side B. Both clusters must run the registry
 		controller ("kubectl registry serve", installed by "kubectl registry install"), which
-		creates each cluster's Cluster CR and reader Secret.
+		creates each cluster's Cluster CR and reader Secret; with --legacy, side B runs the
+		seed's cluster-registry-controller instead. join tells them apart by the token of
+		each side's own reader Secret: the seed's controller keeps one that states no
+		expiry there, the registry controller one that expires.
 
 		Before writing anything, join checks that both API servers answer, that the registry
 		is installed on both (CRD and namespace), that they are two different clusters, that
-		each has its local Cluster and a valid reader Secret, that the address each advertises
+		each has its local Cluster and a valid reader Secret, that each runs the controller
+		join expects, that the address each advertises
 		is not a loopback address (unless --allow-loopback), that each reader token is
 		accepted by the server it names and that this server is that cluster, and that the
 		copies clash with no other Cluster or Secret. Any failure writes nothing.
@@ -74,6 +78,24 @@ const (
 		the advertised address is pinned again). The other members reach the cluster at
 		the address it advertises ("kubectl registry serve --api-server-endpoint").
 
+		With --legacy, side B runs the seed's controller (a mixed group, docs/migrate.md),
+		which cannot open the sealed credential A's controller issues it. join copies B's
+		reader Secret to A, then B's Cluster with the annotation
+		cluster-registry.k8s.cisco.com/legacy-peer=true: A's admin names B a legacy peer there.
+		It then waits, up to --timeout, for A's controller to issue B a reader credential in
+		the clear (the Secret cluster-registry-reader-for-<B's cluster ID> of A's readers
+		namespace), checks it, and writes it on B as the reader Secret A's Cluster names
+		there (in the registry namespace, named as A's own, type
+		k8s.cisco.com/cluster-registry-secret), then A's
+		Cluster: Secret first, so that the seed's controller never reconciles A's Cluster
+		without it. The credential expires ("kubectl registry serve
+		--legacy-reader-token-lifetime", 30 days by default): run the same join again to
+		renew B's copy. When no usable credential comes within --timeout, join stops with
+		the consent written on A and nothing on B, and says which Secret it waited for and
+		what A's Cluster of B reports (its ReaderKeyReady condition). Without --legacy, join refuses a side that runs the seed's
+		controller, and a side that still names the other, which runs the registry
+		controller, a legacy peer.
+
 		With --wait, join then waits until each side's controller reports the other's Cluster
 		Ready and ClustersSynced (Ready only with --one-way), as read from the Cluster status
 		on each side.`
@@ -91,6 +113,11 @@ const (
 		# Advertise the API servers at other addresses than their controllers do
 		kubectl registry join --context east --peer-context west \
 		  --server https://east.example.com:6443 --peer-server https://west.example.com:6443
+
+		# The cluster of context west runs the seed's cluster-registry-controller: consent to
+		# it as a legacy peer on east and give it the credential east issues it (run it again
+		# to renew that credential before it expires)
+		kubectl registry join --context east --peer-context west --legacy --wait
 
 		# Show the objects that would be written on each side, and write nothing (the reader
 		# Secrets' data is masked; --show-secrets prints it, e.g. to commit it to a GitOps repo)
@@ -123,6 +150,9 @@ type Options struct {
 	AllowLoopback bool
 	// OneWay copies only A's Cluster and Secret to B.
 	OneWay bool
+	// Legacy: B runs the seed's controller. A names it a legacy peer and B gets, as A's
+	// reader Secret, the credential A issues it in the clear.
+	Legacy bool
 	// DryRun is cmdutil.DryRunNone, cmdutil.DryRunClient or cmdutil.DryRunServer.
 	DryRun cmdutil.DryRunStrategy
 	// Wait waits, up to Timeout, for the controllers to report each other Ready and synced.
@@ -141,6 +171,11 @@ type Options struct {
 	printer    printers.ResourcePrinter
 	yamlOutput bool
 	a, b       *side
+
+	// Set by Run: what was written so far, as reported, and the side of the last object
+	// printed as YAML.
+	written   []string
+	printedOn *side
 
 	// Factory resolves side A (the root's kubeconfig flags) and builds every client,
 	// including those of the reader kubeconfigs the preflight checks.
@@ -212,12 +247,14 @@ func (o *Options) AddFlags(cmd *cobra.Command) {
 		"Accept advertised API server addresses on loopback (127.0.0.1, localhost): only when every cluster and controller runs on this machine.")
 	fs.BoolVar(&o.OneWay, "one-way", o.OneWay,
 		"Copy only A's Cluster and Secret to B, so that B reads A but not the other way round.")
+	fs.BoolVar(&o.Legacy, "legacy", o.Legacy,
+		"Side B runs the seed's cluster-registry-controller: name it a legacy peer on A (annotation "+v1alpha1.LegacyPeerAnnotation+" on A's copy of B's Cluster), wait up to --timeout for A's controller to issue it a reader credential in the clear, and write that on B as A's reader Secret, then A's Cluster. Run it again to renew B's copy before it expires (serve --legacy-reader-token-lifetime).")
 	cmdutil.AddDryRunFlag(cmd,
 		`Must be "none", "client" or "server". With "client", only print the objects that would be written; with "server", also submit them to the API servers as dry-run requests. Nothing is written either way.`)
 	fs.BoolVar(&o.Wait, "wait", o.Wait,
 		"After writing, wait until each side's controller reports the other's Cluster Ready and ClustersSynced (Ready only with --one-way).")
 	fs.DurationVar(&o.Timeout, "timeout", o.Timeout,
-		"How long --wait waits.")
+		"How long --wait waits, and --legacy for the credential A issues B.")
 	fs.BoolVar(&o.ShowSecrets, "show-secrets", o.ShowSecrets,
 		"With -o, print the reader Secrets' data (live tokens); masked as *** otherwise.")
 	o.PrintFlags.AddFlags(cmd)
@@ -277,10 +314,13 @@ func (o *Options) Validate() error {
 	if o.OneWay && o.PeerServer != "" {
 		return errors.New("--peer-server has no effect with --one-way: side B's address is not copied to A")
 	}
+	if o.Legacy && o.OneWay {
+		return errors.New("--legacy cannot be used with --one-way: the consent is written on A's copy of B's Cluster, which --one-way does not write")
+	}
 	if o.Wait && o.DryRun != cmdutil.DryRunNone {
 		return errors.New("--wait cannot be used with --dry-run: nothing is written to wait for")
 	}
-	if o.Wait && o.Timeout <= 0 {
+	if (o.Wait || o.Legacy) && o.Timeout <= 0 {
 		return fmt.Errorf("--timeout must be positive, got %s", o.Timeout)
 	}
 	return nil
@@ -294,6 +334,11 @@ func (o *Options) Run(ctx context.Context) error {
 	}
 	if err := o.write(ctx, p); err != nil {
 		return err
+	}
+	if o.Legacy {
+		if p, err = o.finishLegacy(ctx, p); err != nil {
+			return err
+		}
 	}
 	if !o.Wait {
 		return nil

@@ -18,6 +18,7 @@ import (
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/cmdutil"
 	"github.com/kubectl-registry/kubectl-registry/plugin/internal/kube"
@@ -34,13 +35,24 @@ const fakeKubeconfig = "/fake/kubeconfig"
 // reader Secret, whose kubeconfig points at the fake server of the context.
 func fakeMember(t *testing.T, f *kubefake.Factory, name string) {
 	t.Helper()
+	addFakeCluster(t, f, name, readerToken(name), interceptor.Funcs{})
+}
+
+// addFakeCluster adds to f the cluster of context name as a controller leaves it (see
+// fakeMember), with token in its reader kubeconfig, funcs intercepting its client, and
+// objs besides.
+func addFakeCluster(t *testing.T, f *kubefake.Factory, name, token string, funcs interceptor.Funcs, objs ...client.Object) *kubefake.Cluster {
+	t.Helper()
 	ks := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: metav1.NamespaceSystem, UID: types.UID("id-" + name)}}
 	cluster := localCluster(name, "id-"+name, kubefake.Host(name))
 	cluster.UID, cluster.ResourceVersion, cluster.ManagedFields = "", "", nil
 	secret := readerSecret(t, name, kubefake.Host(name))
 	secret.UID, secret.ResourceVersion = "", ""
-	c := f.Add(name, ks, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.DefaultNamespace}}, cluster, secret)
+	secret.Data[v1alpha1.KubeconfigKey] = kubeconfigWithToken(t, name, kubefake.Host(name), token)
+	objs = append([]client.Object{ks, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.DefaultNamespace}}, cluster, secret}, objs...)
+	c := f.AddWithFuncs(name, funcs, objs...)
 	c.Kubernetes = k8sfake.NewClientset(ks.DeepCopy())
+	return c
 }
 
 // fakeGroup returns a Factory with a registry member per name, the first one current.
@@ -132,6 +144,10 @@ func TestCompleteValidate(t *testing.T) {
 			want: plugintest.Exit{Code: 2, Msg: "--timeout must be positive, got 0s" + joinHint}},
 		{name: "negative timeout", args: []string{"--peer-context", "b", "--wait", "--timeout", "-1m"},
 			want: plugintest.Exit{Code: 2, Msg: "--timeout must be positive, got -1m0s" + joinHint}},
+		{name: "legacy without a timeout", args: []string{"--peer-context", "b", "--legacy", "--timeout", "0s"},
+			want: plugintest.Exit{Code: 2, Msg: "--timeout must be positive, got 0s" + joinHint}},
+		{name: "legacy one way", args: []string{"--peer-context", "b", "--legacy", "--one-way"},
+			want: plugintest.Exit{Code: 2, Msg: "--legacy cannot be used with --one-way: the consent is written on A's copy of B's Cluster, which --one-way does not write" + joinHint}},
 		// Flags and arguments.
 		{name: "argument", args: []string{"--peer-context", "b", "c"},
 			want: plugintest.Exit{Code: 2, Msg: `unexpected argument "c": "kubectl registry join" takes no arguments` + joinHint}},

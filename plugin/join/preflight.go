@@ -105,6 +105,9 @@ func (o *Options) preflight(ctx context.Context) (plan, error) {
 	if err := o.checkSides(ctx); err != nil {
 		return plan{}, err
 	}
+	if err := o.checkControllers(ctx); err != nil {
+		return plan{}, err
+	}
 	rejoin := o.markRejoins()
 	sources := []*side{o.a}
 	if !o.OneWay {
@@ -113,10 +116,16 @@ func (o *Options) preflight(ctx context.Context) (plan, error) {
 	if err := o.prepareSources(ctx, sources); err != nil {
 		return plan{}, err
 	}
+	if o.Legacy {
+		return o.planLegacy(ctx, rejoin)
+	}
 	p := plan{rejoin: rejoin}
 	for _, from := range sources {
 		to := o.other(from)
 		items, err := to.checkTarget(ctx, from, o.Namespace)
+		if err == nil {
+			err = staleConsent(to, from, items)
+		}
 		if err != nil {
 			return plan{}, err
 		}
@@ -189,8 +198,10 @@ func (o *Options) markRejoins() []*side {
 // that its token reads it from the other side.
 func (o *Options) prepareSources(ctx context.Context, sources []*side) error {
 	for _, s := range sources {
-		if err := s.readSecret(ctx, o.Namespace); err != nil {
-			return err
+		if s.secret == nil { // read by checkControllers, unless it failed there
+			if err := s.readSecret(ctx, o.Namespace); err != nil {
+				return err
+			}
 		}
 		if err := s.buildCopies(o.Namespace); err != nil {
 			return err
@@ -270,6 +281,9 @@ func (s *side) reach(ctx context.Context) error {
 	if ns.UID == "" {
 		return fmt.Errorf("context %s: the kube-system namespace has no UID", s.name)
 	}
+	if len(ns.UID) > maxUIDLen {
+		return fmt.Errorf("context %s: the UID of the kube-system namespace is %d bytes long, not a UID", s.name, len(ns.UID))
+	}
 	s.id = ns.UID
 	return nil
 }
@@ -326,6 +340,9 @@ func (s *side) findLocal() error {
 
 // readSecret reads and checks the reader Secret the local Cluster references.
 func (s *side) readSecret(ctx context.Context, namespace string) error {
+	if err := s.checkNames(); err != nil {
+		return err
+	}
 	ref := s.local.Spec.AuthInfo.SecretRef
 	if ref.Name == "" {
 		return fmt.Errorf("the local Cluster %s on context %s has no spec.authInfo.secretRef: the controller has not bootstrapped it yet. Is \"kubectl registry serve\" running there?", s.local.Name, s.name)

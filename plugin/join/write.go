@@ -38,7 +38,6 @@ func (o *Options) write(ctx context.Context, p plan) error {
 		obj runtime.Object
 	}
 	var out []printed
-	var done []string
 	for _, s := range p.rejoin {
 		if err := o.markRejoined(ctx, s); err != nil {
 			return fmt.Errorf("recording on the Cluster %s on context %s that the clusters join again after a departure: %w\nnothing else was written", s.rejoin.Name, s.name, err)
@@ -53,10 +52,10 @@ func (o *Options) write(ctx context.Context, p plan) error {
 		for ii, it := range w.items {
 			obj, outcome, err := o.apply(ctx, w.on, it)
 			if err != nil {
-				return writeError(w.on, it, err, done, notDone(p, wi, ii))
+				return writeError(w.on, it, err, o.written, notDone(p, wi, ii))
 			}
 			line := fmt.Sprintf("%s %s on %s", resourceName(it.desired), outcome, w.on.name)
-			done = append(done, line)
+			o.written = append(o.written, line)
 			if o.printer == nil {
 				fmt.Fprintln(o.Out, line+suffix)
 				continue
@@ -67,22 +66,22 @@ func (o *Options) write(ctx context.Context, p plan) error {
 	if o.printer == nil {
 		return nil
 	}
-	var last *side
-	for i, x := range out {
+	for _, x := range out {
 		if !o.yamlOutput {
 			if err := o.printer.PrintObj(x.obj, o.Out); err != nil {
 				return err
 			}
 			continue
 		}
-		// One YAML stream; a comment names the side of the objects that follow.
+		// One YAML stream, over every write of the run (join --legacy writes twice); a
+		// comment names the side of the objects that follow.
 		var buf bytes.Buffer
-		if i > 0 {
+		if o.printedOn != nil {
 			buf.WriteString("---\n")
 		}
-		if x.on != last {
+		if x.on != o.printedOn {
 			fmt.Fprintf(&buf, "# on context %s\n", x.on.name)
-			last = x.on
+			o.printedOn = x.on
 		}
 		if _, err := o.Out.Write(buf.Bytes()); err != nil {
 			return err
@@ -190,8 +189,14 @@ func notDone(p plan, wi, ii int) []string {
 
 // writeError reports a failed write with what was and was not written.
 func writeError(on *side, it item, err error, done, notDone []string) error {
+	return unfinishedError(fmt.Sprintf("writing %s on context %s: %v", resourceName(it.desired), on.name, err), done, notDone)
+}
+
+// unfinishedError reports msg, which stopped join after it wrote done, with what it has
+// not written.
+func unfinishedError(msg string, done, notDone []string) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "writing %s on context %s: %v", resourceName(it.desired), on.name, err)
+	b.WriteString(msg)
 	if len(done) == 0 {
 		b.WriteString("\nnothing was written")
 	} else {

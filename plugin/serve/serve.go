@@ -164,7 +164,7 @@ func (o *Options) AddFlags(cmd *cobra.Command) {
 	fs.DurationVar(&r.TokenLifetime, "reader-token-lifetime", r.TokenLifetime,
 		"Lifetime of the reader tokens peers hold (TokenRequest API); renewed at about half of it.")
 	fs.DurationVar(&r.LegacyTokenLifetime, "legacy-reader-token-lifetime", r.LegacyTokenLifetime,
-		"Lifetime of the reader tokens issued in the clear to legacy peers (annotation cluster-registry.k8s.cisco.com/legacy-peer on their Cluster), which their admin copies to them by hand; renewed here at about half of it, the copy stays valid until its own expiry.")
+		"Lifetime of the reader tokens issued in the clear to legacy peers (annotation cluster-registry.k8s.cisco.com/legacy-peer on their Cluster), which their admin copies to them (kubectl registry join --legacy, run again to renew the copy); renewed here at about half of it, the copy stays valid until its own expiry.")
 	fs.BoolVar(&r.AllowLoopbackPeers, "allow-loopback-peers", r.AllowLoopbackPeers,
 		"Also dial peers at loopback addresses (refused by default, as link-local addresses and in-cluster service names always are: a member could otherwise point this controller into its own network). For groups whose API servers share one machine, as make demo and the test bed.")
 	fs.DurationVar(&r.PeerHealthInterval, "peer-health-interval", r.PeerHealthInterval,

@@ -83,7 +83,7 @@ const (
 func PeerKeyCondition(publicKey string) v1alpha1.ClusterCondition {
 	if publicKey == "" {
 		return conditions.New(v1alpha1.ClusterConditionReaderKeyReady, false, v1alpha1.ReasonNoReaderKey,
-			fmt.Sprintf("the peer advertises no public key on its own Cluster (%s): this cluster issues it no reader credential, so it reads only this cluster's membership (with the shared reader Secret, a bootstrap credential) and syncs nothing from it. Its controller advertises its key once it has loaded it (its own Cluster's ReaderKeyReady condition says why it has not). A peer running the seed's cluster-registry-controller never does: this cluster's admin may name it a legacy peer (annotation %s=true on this Cluster) to issue it a credential in the clear (docs/migrate.md)", v1alpha1.ReaderPublicKeyAnnotation, v1alpha1.LegacyPeerAnnotation))
+			fmt.Sprintf("the peer advertises no public key on its own Cluster (%s): this cluster issues it no reader credential, so it reads only this cluster's membership (with the shared reader Secret, a bootstrap credential) and syncs nothing from it. Its controller advertises its key once it has loaded it (its own Cluster's ReaderKeyReady condition says why it has not). A peer running the seed's cluster-registry-controller never does: this cluster's admin may name it a legacy peer (annotation %s=true on this Cluster) to issue it a credential in the clear, and copy it that credential (kubectl registry join --legacy, docs/migrate.md)", v1alpha1.ReaderPublicKeyAnnotation, v1alpha1.LegacyPeerAnnotation))
 	}
 	if _, err := seal.ParsePublicKey(publicKey); err != nil {
 		return conditions.New(v1alpha1.ClusterConditionReaderKeyReady, false, v1alpha1.ReasonReaderKeyInvalid,
@@ -100,7 +100,7 @@ func PeerKeyCondition(publicKey string) v1alpha1.ClusterCondition {
 // read from it (HeldByLegacyPeer), at now.
 func LegacyPeerCondition(readers, secret string, held LegacyHeld, now time.Time) v1alpha1.ClusterCondition {
 	return conditions.New(v1alpha1.ClusterConditionReaderKeyReady, false, v1alpha1.ReasonLegacyPeer,
-		fmt.Sprintf("named a legacy peer by this cluster's admin (annotation %s): it is issued a reader credential in the clear, sealed to no key, in the Secret %s/%s, for the admin to copy to it (docs/migrate.md); it is read with the reader Secret its Cluster names, and its membership is not taken. Remove the annotation once it runs kubectl-registry: the credential is then revoked. %s", v1alpha1.LegacyPeerAnnotation, readers, secret, held.sentence(now)))
+		fmt.Sprintf("named a legacy peer by this cluster's admin (annotation %s): it is issued a reader credential in the clear, sealed to no key, in the Secret %s/%s, for the admin to copy to it (kubectl registry join --legacy, run again to renew the copy; docs/migrate.md); it is read with the reader Secret its Cluster names, and its membership is not taken. Remove the annotation once it runs kubectl-registry: the credential is then revoked. %s", v1alpha1.LegacyPeerAnnotation, readers, secret, held.sentence(now)))
 }
 
 // Why this cluster reads a peer with its bootstrap credential (ReaderCredentialCondition).

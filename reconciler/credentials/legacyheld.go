@@ -78,11 +78,11 @@ func HeldByLegacyPeer(peerClusters []v1alpha1.Cluster, localID types.UID, get fu
 func (h LegacyHeld) sentence(now time.Time) string {
 	switch {
 	case h.Expires.IsZero():
-		return fmt.Sprintf("The credential the peer holds is unknown (%s): copy it to the peer (docs/migrate.md, step 5).", h.Problem)
+		return fmt.Sprintf("The credential the peer holds is unknown (%s): copy it to the peer (kubectl registry join --legacy, docs/migrate.md step 5).", h.Problem)
 	case !now.Before(h.Expires):
-		return fmt.Sprintf("The credential the peer holds (Secret %s there) expired at %s: the peer cannot read this cluster. Copy the current one to it (docs/migrate.md, step 5).", h.Secret, h.Expires.UTC().Format(time.RFC3339))
+		return fmt.Sprintf("The credential the peer holds (Secret %s there) expired at %s: the peer cannot read this cluster. Copy the current one to it (kubectl registry join --legacy, docs/migrate.md step 5).", h.Secret, h.Expires.UTC().Format(time.RFC3339))
 	case h.Expires.Sub(now) < LegacyExpiryWarning:
-		return fmt.Sprintf("The credential the peer holds (Secret %s there) expires at %s, within %s: copy the current one to it before then (docs/migrate.md, step 5).", h.Secret, h.Expires.UTC().Format(time.RFC3339), LegacyExpiryWarning)
+		return fmt.Sprintf("The credential the peer holds (Secret %s there) expires at %s, within %s: copy the current one to it before then (kubectl registry join --legacy, docs/migrate.md step 5).", h.Secret, h.Expires.UTC().Format(time.RFC3339), LegacyExpiryWarning)
 	default:
 		return fmt.Sprintf("The credential the peer holds (Secret %s there) expires at %s.", h.Secret, h.Expires.UTC().Format(time.RFC3339))
 	}

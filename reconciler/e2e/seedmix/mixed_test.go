@@ -1,7 +1,9 @@
 package seedmix
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -45,11 +47,11 @@ func TestMain(m *testing.M) {
 
 // TestMixedGroup forms a group of the seed's controller and two of ours, joined with the
 // seed's manual swap, and walks a team's migration (docs/migrate.md): without the admin's
-// consent ours issue the seed's member nothing and say so; once their admins name it a
-// legacy peer and copy it the credentials issued to it, every member sees every other
-// Ready (the seed's controller no longer shows ours InvalidAuthInfo) and one rule syncs
-// ConfigMaps both ways; then the seed's member moves to ours. The subtests build on each
-// other.
+// consent ours issue the seed's member nothing and say so, and join refuses to treat it as
+// one of ours; once their admins run join --legacy (the consent, and the credential issued
+// in the clear copied to it), every member sees every other Ready (the seed's controller
+// no longer shows ours InvalidAuthInfo) and one rule syncs ConfigMaps both ways; then the
+// seed's member moves to ours. The subtests build on each other.
 func TestMixedGroup(t *testing.T) {
 	s := findSeed(t)
 	ctx := context.Background()
@@ -125,35 +127,61 @@ func TestMixedGroup(t *testing.T) {
 		}
 	})
 
-	t.Run("the admin names the seed's member a legacy peer and copies its credential", func(t *testing.T) {
+	t.Run("join tells the seed's member from ours", func(t *testing.T) {
+		// Without --legacy, join refuses the seed's member, and names the flag.
+		out, err := runJoin(t, "--context", nameA, "--peer-context", seedName)
+		wantExit(t, out, err, "context "+seedName+" runs the seed's cluster-registry-controller", "pass --legacy")
+		// --legacy is for a peer that runs the seed's, from a member that runs ours.
+		out, err = runJoin(t, "--context", nameA, "--peer-context", nameB, "--legacy")
+		wantExit(t, out, err, "context "+nameB+" runs kubectl-registry's controller, not the seed's", "run join without --legacy")
+		out, err = runJoin(t, "--context", seedName, "--peer-context", nameA, "--legacy")
+		wantExit(t, out, err, "context "+seedName+" runs the seed's cluster-registry-controller", "swap --context and --peer-context")
 		for n, cl := range ours {
 			var c v1alpha1.Cluster
 			if err := cl.Get(ctx, client.ObjectKey{Name: seedName}, &c); err != nil {
 				t.Fatal(err)
 			}
-			patch := client.MergeFrom(c.DeepCopy())
-			if c.Annotations == nil {
-				c.Annotations = map[string]string{}
+			if v1alpha1.IsLegacyPeer(&c) {
+				t.Errorf("on %s, a refused join named %s a legacy peer", n, seedName)
 			}
-			c.Annotations[v1alpha1.LegacyPeerAnnotation] = "true"
-			if err := cl.Patch(ctx, &c, patch); err != nil {
-				t.Fatalf("annotating Cluster %s on %s: %v", seedName, n, err)
+		}
+	})
+
+	// docs/migrate.md, step 5: on each of ours, join --legacy names the seed's member a
+	// legacy peer, waits for the credential issued to it in the clear, and writes it on
+	// the seed's member as the Secret that member reads ours with.
+	t.Run("join --legacy consents and copies the credential", func(t *testing.T) {
+		for _, n := range []string{nameA, nameB} {
+			out, err := runJoin(t, "--context", n, "--peer-context", seedName, "--legacy", "--wait", "--timeout", "3m")
+			if err != nil {
+				t.Fatalf("join --legacy of %s: %v\n%s", n, err, out)
+			}
+			for _, want := range []string{"secret/" + n + " configured on " + seedName, "cluster.clusterregistry.k8s.cisco.com/" + n + " Ready and synced on " + seedName} {
+				if !strings.Contains(out, want) {
+					t.Errorf("join --legacy of %s does not say %q:\n%s", n, want, out)
+				}
 			}
 		}
 		for n, cl := range ours {
-			var kubeconfig []byte
-			harness.Eventually(t, 60*time.Second, n+" issues the legacy peer a credential in the clear", func() error {
-				var s corev1.Secret
-				key := client.ObjectKey{Namespace: v1alpha1.ReadersNamespace(v1alpha1.DefaultNamespace), Name: v1alpha1.LegacyReaderSecretName(seedID)}
-				if err := cl.Get(ctx, key, &s); err != nil {
-					return err
-				}
-				if kubeconfig = s.Data[v1alpha1.KubeconfigKey]; len(kubeconfig) == 0 {
-					return fmt.Errorf("%s holds no kubeconfig", key)
-				}
-				return nil
-			})
-			copyLegacyCredential(t, seedCl, n, kubeconfig)
+			var issued, held corev1.Secret
+			key := client.ObjectKey{Namespace: v1alpha1.ReadersNamespace(v1alpha1.DefaultNamespace), Name: v1alpha1.LegacyReaderSecretName(seedID)}
+			if err := cl.Get(ctx, key, &issued); err != nil {
+				t.Fatalf("on %s, the credential in the clear: %v", n, err)
+			}
+			if err := seedCl.Get(ctx, client.ObjectKey{Namespace: v1alpha1.DefaultNamespace, Name: n}, &held); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(held.Data[v1alpha1.KubeconfigKey], issued.Data[v1alpha1.KubeconfigKey]) {
+				t.Errorf("the seed's member does not hold the credential %s issued it", n)
+			}
+		}
+		// Again: it changes nothing, or only renews the copy.
+		out, err := runJoin(t, "--context", nameA, "--peer-context", seedName, "--legacy")
+		if err != nil {
+			t.Fatalf("join --legacy again: %v\n%s", err, out)
+		}
+		if !strings.Contains(out, "cluster.clusterregistry.k8s.cisco.com/"+seedName+" unchanged on "+nameA) {
+			t.Errorf("join --legacy again rewrote the consent:\n%s", out)
 		}
 	})
 
@@ -311,7 +339,7 @@ func TestMixedGroup(t *testing.T) {
 				t.Fatalf("removing the consent on %s: %v", n, err)
 			}
 		}
-		out, err := exec.Command(harness.Binary(t), "join", "--kubeconfig", bed.KubeconfigPath, "--context", seedName, "--peer-context", nameA, "--allow-loopback").CombinedOutput()
+		out, err := runJoin(t, "--context", seedName, "--peer-context", nameA)
 		if err != nil {
 			t.Fatalf("join: %v\n%s", err, out)
 		}
@@ -389,22 +417,26 @@ func seedLocalReady(cl client.Client, name string) error {
 	return nil
 }
 
-// copyLegacyCredential is the admin's step of docs/migrate.md: the credential our member
-// n issued in the clear to the seed's member becomes, on the seed's member, the Secret
-// n's Cluster names there, the one the seed's controller reads n with.
-func copyLegacyCredential(t *testing.T, seedCl client.Client, n string, kubeconfig []byte) {
+// runJoin runs the plugin's join on the bed's kubeconfig, allowing the bed's loopback
+// addresses, and returns its combined output.
+func runJoin(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	ctx := context.Background()
-	var c v1alpha1.Cluster
-	if err := seedCl.Get(ctx, client.ObjectKey{Name: n}, &c); err != nil {
-		t.Fatal(err)
+	args = append([]string{"join", "--kubeconfig", bed.KubeconfigPath, "--allow-loopback"}, args...)
+	out, err := exec.Command(harness.Binary(t), args...).CombinedOutput()
+	return string(out), err
+}
+
+// wantExit checks that a join was refused with exit code 2 and says each of wants.
+func wantExit(t *testing.T, out string, err error, wants ...string) {
+	t.Helper()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+		t.Errorf("join: %v, want exit code 2\n%s", err, out)
 	}
-	ref := c.Spec.AuthInfo.SecretRef
-	// The Secret is a copy the seed's controller syncs (and ours may write): an update
-	// retries on conflict.
-	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ref.Namespace, Name: ref.Name}}
-	if err := harness.Update(ctx, seedCl, s, func() { s.Data = map[string][]byte{v1alpha1.KubeconfigKey: kubeconfig} }); err != nil {
-		t.Fatalf("copying %s's legacy credential to the seed's member (the Secret %s/%s it reads %s with): %v", n, ref.Namespace, ref.Name, n, err)
+	for _, w := range wants {
+		if !strings.Contains(out, w) {
+			t.Errorf("join does not say %q:\n%s", w, out)
+		}
 	}
 }
 
