@@ -31,7 +31,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"cluster", "type", "reason"}),
 		legacyExpiries: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: "kubectl_registry", Subsystem: "legacy_credential", Name: "expiry_timestamp_seconds",
-			Help: "When the reader credential of this cluster that a legacy peer holds (copied to it by hand) expires, as its token states, read from the peer; absent when unknown.",
+			Help: "When the reader credential of this cluster that a legacy peer holds (copied to it by join --legacy) expires, as its token states, read from the peer; absent when unknown.",
 		}, []string{"cluster"}),
 	}
 	if reg == nil {
