@@ -94,7 +94,14 @@ type Reconciler struct {
 	// used (a sealed one that does not open), as last logged: it is logged when it
 	// changes, not at every reconcile.
 	unused map[string]string
+	// keyWaitFrom is when the first peer waited for the local key pair (keyPending).
+	keyWaitFrom time.Time
 }
+
+// KeyWait is how long peers wait for the local key pair to load before they are read
+// with their shared reader Secrets all the same (keyPending): the bootstrapper loads it
+// within a second of the start, and reports an error when it cannot.
+const KeyWait = 30 * time.Second
 
 func (r *Reconciler) now() time.Time {
 	if r.Now != nil {
@@ -343,6 +350,16 @@ func (r *Reconciler) peerStatus(ctx context.Context, cluster *v1alpha1.Cluster, 
 	if problem != nil {
 		return r.peerNotReady(cluster, status, *problem)
 	}
+	if r.keyPending(ctx, cluster) {
+		// The peer sealed a credential to this cluster's key pair, which the bootstrapper
+		// is still loading: connecting now would connect with the bootstrap credential,
+		// and again once the key is in (a second connection and set of watches per peer
+		// at every restart). Keys.Changes reconciles every Cluster once it reports.
+		msg := "waiting for this cluster's key pair to open the reader credential the peer issued to this cluster"
+		status.State, status.Message = "", msg
+		r.set(status, v1alpha1.ClusterCondition{Type: v1alpha1.ClusterConditionReady, Status: corev1.ConditionUnknown, Reason: v1alpha1.ReasonClusterNotConnected, Message: msg})
+		return time.Second // and at the latest once KeyWait is over
+	}
 	p, legacy := r.connect(ctx, cluster, secret, status)
 	switch {
 	case p.State == "":
@@ -424,6 +441,30 @@ func (r *Reconciler) readerSecret(ctx context.Context, cluster *v1alpha1.Cluster
 			fmt.Sprintf("Secret %s/%s has no %q key", ns, ref.Name, v1alpha1.KubeconfigKey)}
 	}
 	return &secret, nil
+}
+
+// keyPending reports whether the peer has issued this cluster a sealed credential while
+// the local key pair is not loaded yet and the bootstrapper has not reported on it, for
+// at most KeyWait (once it reports an error, or after that, the peer is read with its
+// shared reader Secret, as connect says).
+func (r *Reconciler) keyPending(ctx context.Context, cluster *v1alpha1.Cluster) bool {
+	if r.Keys == nil || r.Keys.Get() != nil || r.Keys.State().Reported || v1alpha1.IsLegacyPeer(cluster) {
+		return false
+	}
+	now := r.now()
+	r.mu.Lock()
+	if r.keyWaitFrom.IsZero() {
+		r.keyWaitFrom = now
+	}
+	waited := now.Sub(r.keyWaitFrom)
+	r.mu.Unlock()
+	if waited >= KeyWait {
+		return false
+	}
+	var received corev1.Secret
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: v1alpha1.ReceivedReaderSecretName(cluster.Spec.ClusterID)}, &received)
+	return err == nil && received.Annotations[v1alpha1.OwnershipAnnotation] == string(cluster.Spec.ClusterID) &&
+		len(received.Data[v1alpha1.SealedKubeconfigKey]) > 0
 }
 
 // connect connects to the peer with the credential it issued to this cluster, when it

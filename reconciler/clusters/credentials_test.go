@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/clusters"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials/issue"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/credentials/seal"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
@@ -31,7 +32,16 @@ import (
 // TestPeerCredential: the connection to a peer uses the credential the peer issued to
 // this cluster when there is one, and falls back to the shared reader Secret when the
 // peer rejects it.
-func TestPeerCredential(t *testing.T) {
+// credentialPeer is a peer's API server that answers kube-system with its ID to the
+// token "good-token" only, with the kubeconfig of a token for it (kc) and the credential
+// it issued this cluster, sealed to a key (sealed).
+type credentialPeer struct {
+	kc     func(token string) map[string][]byte
+	sealed func(token string, to *seal.Key) *corev1.Secret
+}
+
+func newCredentialPeer(t *testing.T) credentialPeer {
+	t.Helper()
 	// The peer: answers kube-system with its ID to the token "good-token" only.
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer good-token" {
@@ -71,7 +81,6 @@ func TestPeerCredential(t *testing.T) {
 		s.Annotations = map[string]string{v1alpha1.OwnershipAnnotation: string(peerID)}
 		return s
 	}
-	localKey, otherKey := mustKey(t), mustKey(t)
 	sealed := func(token string, to *seal.Key) *corev1.Secret {
 		b, err := seal.Seal(to.PublicKey(), peerID, localID, kc(token)[v1alpha1.KubeconfigKey])
 		if err != nil {
@@ -81,6 +90,13 @@ func TestPeerCredential(t *testing.T) {
 		s.Data = map[string][]byte{v1alpha1.SealedKubeconfigKey: b}
 		return s
 	}
+	return credentialPeer{kc: kc, sealed: sealed}
+}
+
+func TestPeerCredential(t *testing.T) {
+	cp := newCredentialPeer(t)
+	kc, sealed := cp.kc, cp.sealed
+	localKey, otherKey := mustKey(t), mustKey(t)
 	// reason and says are the ReaderCredentialReady condition the peer's Cluster gets.
 	tests := []struct {
 		name     string
@@ -137,6 +153,67 @@ func TestPeerCredential(t *testing.T) {
 	}
 }
 
+// TestKeyPendingWaits: at a restart, a peer that sealed a credential to this cluster is
+// not connected with its shared reader Secret while the local key pair loads (which
+// would connect it twice: with the bootstrap credential, then with its own), but once
+// the key is in, with the credential it issued; and with the shared Secret when the key
+// has not loaded within KeyWait.
+func TestKeyPendingWaits(t *testing.T) {
+	cp := newCredentialPeer(t)
+	localKey := mustKey(t)
+	for _, tt := range []struct {
+		name   string
+		next   func(f *fixture, keys *issue.Keys) // after the first reconcile
+		reason string                             // ReaderCredentialReady once connected
+	}{
+		{"the key loads: the credential the peer issued", func(_ *fixture, keys *issue.Keys) { keys.Set(localKey); keys.Report(nil) }, v1alpha1.ReasonIssuedCredential},
+		{"no key within clusters.KeyWait: the shared Secret", func(f *fixture, _ *issue.Keys) { *f.now = f.now.Add(clusters.KeyWait) }, v1alpha1.ReasonBootstrapCredential},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, interceptor.Funcs{}, cluster("local", localID, "local"), cluster("peer", peerID, "peer"),
+				readerSecret("peer", v1alpha1.SecretTypeClusterRegistry, cp.kc("good-token")), cp.sealed("good-token", localKey))
+			keys := &issue.Keys{}
+			f.r.Keys = keys
+			pm, err := peers.NewManager(peers.Options{Scheme: newScheme(t), Namespace: v1alpha1.DefaultNamespace, LocalID: localID,
+				Addresses: kubeconfig.AddressPolicy{AllowLoopback: true}, HealthInterval: time.Hour})
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.peers, f.r.Peers = pm, pm
+			f.startPeers(t)
+			res, err := f.reconcile(t, "peer")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := f.peers.Get("peer"); ok {
+				t.Fatal("the peer was connected before the local key pair loaded")
+			}
+			st := f.get(t, "peer").Status
+			c, msg := condsOf(st)[v1alpha1.ClusterConditionReady], condMessage(st, v1alpha1.ClusterConditionReady)
+			if c.Status != corev1.ConditionUnknown || !strings.Contains(msg, "waiting for this cluster's key pair") || res.RequeueAfter == 0 {
+				t.Errorf("Ready %s %q, requeue %s; want Unknown, waiting for the key pair, requeued", c.Status, msg, res.RequeueAfter)
+			}
+			tt.next(f, keys)
+			deadline := time.Now().Add(15 * time.Second)
+			for {
+				if _, err := f.reconcile(t, "peer"); err != nil {
+					t.Fatal(err)
+				}
+				if p, ok := f.peers.Get("peer"); ok && p.Ready {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the peer is not Ready within 15s")
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			if c := condsOf(f.get(t, "peer").Status)[v1alpha1.ClusterConditionReaderCredentialReady]; c.Reason != tt.reason {
+				t.Errorf("ReaderCredentialReady %s, want %s", c.Reason, tt.reason)
+			}
+		})
+	}
+}
+
 func mustKey(t *testing.T) *seal.Key {
 	t.Helper()
 	k, err := seal.GenerateKey()
@@ -172,13 +249,15 @@ func TestUnusedCredentialLoggedOncePerChange(t *testing.T) {
 	noOpen := "the credential cluster " + string(peerID) + " issued to this cluster: " + openErr.Error()
 	steps := []struct {
 		name string
-		// keys is the local key pair (nil: not loaded); received the credential held.
+		// keys is the local key pair (nil: not loaded, and the bootstrapper reported an
+		// error: the peer is not waited for, see TestKeyPendingWaits); received the
+		// credential held.
 		keys     *seal.Key
 		received *corev1.Secret
 		// logged are the reasons logged over three reconciles.
 		logged []string
 	}{
-		{"the key is not loaded yet", nil, sealedTo(otherKey), []string{notLoaded}},
+		{"the key is not loaded (the bootstrapper reported why)", nil, sealedTo(otherKey), []string{notLoaded}},
 		{"the key is loaded: sealed to another key", localKey, sealedTo(otherKey), []string{noOpen}},
 		{"the same reason again: nothing logged", localKey, sealedTo(otherKey), nil},
 		{"a credential that opens: nothing logged", localKey, sealedTo(localKey), nil},
@@ -199,6 +278,9 @@ func TestUnusedCredentialLoggedOncePerChange(t *testing.T) {
 	ctx := logf.IntoContext(context.Background(), log)
 	for _, step := range steps {
 		f.r.Keys = issue.NewKeys(step.keys)
+		if step.keys == nil {
+			f.r.Keys.Report(errors.New("reading the key Secret: forbidden"))
+		}
 		var existing corev1.Secret
 		if err := f.client.Get(ctx, client.ObjectKeyFromObject(step.received), &existing); err == nil {
 			existing.Data = step.received.Data

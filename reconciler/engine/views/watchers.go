@@ -68,6 +68,9 @@ func NewScope(cluster string, gvk schema.GroupVersionKind, ns string, mapper met
 type watcher struct {
 	informer toolscache.SharedIndexInformer
 	cancel   context.CancelFunc
+	// done is closed once the informer is stopped (nil for a watcher not started by
+	// Ensure).
+	done <-chan struct{}
 	// selector is the label selector of its lists and watches ("" for none).
 	selector string
 	// err is the last list/watch error (forbidden, unknown kind...), for rule status.
@@ -187,7 +190,7 @@ func (ws *Watchers) Ensure(ctx context.Context, s Scope, selector string, limit 
 		return err
 	}
 	wctx, cancel := context.WithCancel(ctx)
-	w.cancel = cancel
+	w.cancel, w.done = cancel, wctx.Done()
 	ws.all[s] = w
 	go w.informer.RunWithContext(wctx)
 	return nil
@@ -517,15 +520,29 @@ func (ws *Watchers) Retain(keep func(Scope) bool) {
 	}
 }
 
-// WaitSynced waits up to d for the scope's informer to sync. It waits in real time, not
-// on the engine's clock: it polls the informer's progress over the network, and decides
-// nothing but how long a refresh waits before it queues what the scope holds.
+// WaitSynced waits up to d for the scope's informer to sync, and no longer than it runs:
+// an informer stopped meanwhile (its scope dropped, its peer's connection changed) never
+// syncs, and a refresh that waited for it would poll it for all of d. It waits in real
+// time, not on the engine's clock: it polls the informer's progress over the network,
+// and decides nothing but how long a refresh waits before it queues what the scope
+// holds.
 func (ws *Watchers) WaitSynced(s Scope, d time.Duration) bool {
 	w, ok := ws.get(s)
 	if !ok {
 		return false
 	}
-	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, d, true, func(context.Context) (bool, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if w.done != nil {
+		go func() {
+			select {
+			case <-w.done:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+	}
+	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, d, true, func(context.Context) (bool, error) {
 		return w.informer.HasSynced(), nil
 	})
 	return err == nil

@@ -1,6 +1,7 @@
 package views
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -8,7 +9,10 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	clienttesting "k8s.io/client-go/testing"
 	toolscache "k8s.io/client-go/tools/cache"
 )
 
@@ -198,5 +202,42 @@ func TestWatchersByScope(t *testing.T) {
 	ws.Stop(keyA)
 	if ws.Running(keyA) || stopped != 1 || ws.KeyWatches(cm) != 1 {
 		t.Errorf("after Stop: running %v, cancelled %d times, %d watches by name; want stopped once, 1 left", ws.Running(keyA), stopped, ws.KeyWatches(cm))
+	}
+}
+
+// TestWaitSyncedEndsWithTheInformer: a wait for a scope whose informer is stopped before
+// it syncs (its scope dropped, its peer's connection changed) ends then, not after its
+// whole timeout: every refresh waits for each scope it queues, and waits left polling a
+// stopped informer for a minute cost the idle member its CPU.
+func TestWaitSyncedEndsWithTheInformer(t *testing.T) {
+	cm := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	gvr := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(cm, meta.RESTScopeNamespace)
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{gvr: "ConfigMapList"})
+	block := make(chan struct{})
+	defer close(block)
+	dyn.PrependReactor("list", "configmaps", func(clienttesting.Action) (bool, runtime.Object, error) {
+		<-block // the list never answers: the informer never syncs
+		return true, nil, errors.New("closed")
+	})
+	ws := New(Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := Scope{Cluster: "first", GVK: cm, Namespace: "ns"}
+	if err := ws.Ensure(ctx, s, "", 0, Client{Dynamic: dyn}, mapper, func(Scope, *Cached, *Cached) {}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan bool, 1)
+	go func() { done <- ws.WaitSynced(s, time.Minute) }()
+	time.Sleep(100 * time.Millisecond)
+	ws.Stop(s)
+	select {
+	case synced := <-done:
+		if synced {
+			t.Error("WaitSynced = true for an informer that never synced")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("WaitSynced still waits 5 s after its informer was stopped")
 	}
 }
