@@ -20,10 +20,10 @@ func TestNeedFor(t *testing.T) {
 	}{
 		{0, Need{192 * mib, 10}},
 		{10, Need{192 * mib, 10}},
-		{25, Need{256 * mib, 20}},
-		{40, Need{410 * mib, 20}}, // 256 + 0.6*256 = 409.6 MiB, rounded up
-		{100, Need{1152 * mib, 50}},
-		{200, Need{(1152 + 1280) * mib, 110}}, // the last segment's slope: 12.8 MiB and 0.6m a peer
+		{25, Need{256 * mib, 10}},
+		{40, Need{295 * mib, 16}}, // 256 + 0.6*64 = 294.4 MiB, rounded up; 10 + 0.6*10 millicores
+		{100, Need{704 * mib, 40}},
+		{200, Need{(704 + 768) * mib, 80}}, // the last segment's slope: 7.68 MiB and 0.4m a peer
 	}
 	for _, tt := range tests {
 		if diff := cmp.Diff(tt.want, NeedFor(tt.peers)); diff != "" {
@@ -43,7 +43,7 @@ func TestCheck(t *testing.T) {
 		{"the installed Deployment, 30 peers", Input{Peers: 30, MemoryLimit: 256 * mib}, corev1.ConditionFalse, v1alpha1.ReasonMemoryBelowSizing},
 		{"the installed Deployment, 25 peers", Input{Peers: 25, MemoryLimit: 256 * mib}, corev1.ConditionTrue, v1alpha1.ReasonWithinSizing},
 		{"the installed Deployment, 10 peers", Input{Peers: 10, MemoryLimit: 256 * mib}, corev1.ConditionTrue, v1alpha1.ReasonWithinSizing},
-		{"CPU", Input{Peers: 100, MemoryLimit: 2 << 30, CPUMillis: 40}, corev1.ConditionFalse, v1alpha1.ReasonCPUBelowSizing},
+		{"CPU", Input{Peers: 100, MemoryLimit: 2 << 30, CPUMillis: 30}, corev1.ConditionFalse, v1alpha1.ReasonCPUBelowSizing},
 		{"CPU, within", Input{Peers: 100, MemoryLimit: 2 << 30, CPUMillis: 500}, corev1.ConditionTrue, v1alpha1.ReasonWithinSizing},
 		{"membership cap", Input{Peers: 30, MemoryLimit: 256 * mib, MaxMembershipObjects: 30}, corev1.ConditionFalse, v1alpha1.ReasonMembershipNearCap},
 		{"membership cap, within", Input{Peers: 7, MaxMembershipObjects: 10}, corev1.ConditionTrue, v1alpha1.ReasonWithinSizing},
