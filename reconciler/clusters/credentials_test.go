@@ -119,13 +119,7 @@ func TestPeerCredential(t *testing.T) {
 			}
 			f := newFixture(t, interceptor.Funcs{}, objs...)
 			f.r.Keys = issue.NewKeys(localKey)
-			pm, err := peers.NewManager(peers.Options{Scheme: newScheme(t), Namespace: v1alpha1.DefaultNamespace, LocalID: localID,
-				Addresses: kubeconfig.AddressPolicy{AllowLoopback: true}, HealthInterval: time.Hour})
-			if err != nil {
-				t.Fatal(err)
-			}
-			f.peers, f.r.Peers = pm, pm
-			f.startPeers(t)
+			f.startLoopbackPeers(t)
 			deadline := time.Now().Add(15 * time.Second)
 			for {
 				if _, err := f.reconcile(t, "peer"); err != nil {
@@ -174,13 +168,7 @@ func TestKeyPendingWaits(t *testing.T) {
 				readerSecret("peer", v1alpha1.SecretTypeClusterRegistry, cp.kc("good-token")), cp.sealed("good-token", localKey))
 			keys := &issue.Keys{}
 			f.r.Keys = keys
-			pm, err := peers.NewManager(peers.Options{Scheme: newScheme(t), Namespace: v1alpha1.DefaultNamespace, LocalID: localID,
-				Addresses: kubeconfig.AddressPolicy{AllowLoopback: true}, HealthInterval: time.Hour})
-			if err != nil {
-				t.Fatal(err)
-			}
-			f.peers, f.r.Peers = pm, pm
-			f.startPeers(t)
+			f.startLoopbackPeers(t)
 			res, err := f.reconcile(t, "peer")
 			if err != nil {
 				t.Fatal(err)
@@ -212,6 +200,19 @@ func TestKeyPendingWaits(t *testing.T) {
 			}
 		})
 	}
+}
+
+// startLoopbackPeers gives the fixture a started peers.Manager that may dial loopback
+// peers (credentialPeer's servers), checking them once an hour.
+func (f *fixture) startLoopbackPeers(t *testing.T) {
+	t.Helper()
+	pm, err := peers.NewManager(peers.Options{Scheme: newScheme(t), Namespace: v1alpha1.DefaultNamespace, LocalID: localID,
+		Addresses: kubeconfig.AddressPolicy{AllowLoopback: true}, HealthInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.peers, f.r.Peers = pm, pm
+	f.startPeers(t)
 }
 
 func mustKey(t *testing.T) *seal.Key {
