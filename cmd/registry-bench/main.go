@@ -281,6 +281,9 @@ func newBench(o options) (*bench, error) {
 		if b.self, err = os.Executable(); err != nil {
 			return nil, err
 		}
+		// A profiled controller is this binary (runPlugin), built from the tree the
+		// bench was built from: an A/B of two --bin with --profile measures one build.
+		step("--profile: the controllers run as this bench binary (%s), built from its own tree, not --bin %s", b.self, o.bin)
 	}
 	return b, nil
 }

@@ -209,10 +209,12 @@ type Manager struct {
 	opts    Options
 	metrics *metrics
 
-	mu      sync.Mutex
-	log     logr.Logger
-	conns   map[string]*conn
-	subs    []chan<- event.GenericEvent
+	mu    sync.Mutex
+	log   logr.Logger
+	conns map[string]*conn
+	subs  []chan<- event.GenericEvent
+	// pool shares the bytes the peers' membership caches hold alike (transform.go).
+	pool    *bytePool
 	started bool
 	// stopped is set when Start's context is done: no connection starts after it.
 	stopped bool
@@ -228,7 +230,7 @@ func NewManager(opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Manager{opts: opts, metrics: m, conns: map[string]*conn{}}, nil
+	return &Manager{opts: opts, metrics: m, conns: map[string]*conn{}, pool: newBytePool()}, nil
 }
 
 // Subscribe registers ch to receive an event, with the peer's Cluster name, whenever a
@@ -635,7 +637,8 @@ func (c *conn) newCache(l link) (cache.Cache, []client.Object, error) {
 		Scheme:     opts.Scheme,
 		Mapper:     l.mapper,
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Secret{}: {Namespaces: map[string]cache.Config{opts.Namespace: secrets}, Transform: sealedForOthers(opts.LocalID)},
+			&corev1.Secret{}:    {Namespaces: map[string]cache.Config{opts.Namespace: secrets}, Transform: peerSecrets(opts.LocalID, c.m.pool)},
+			&v1alpha1.Cluster{}: {Transform: peerClusters(c.m.pool)},
 		},
 		DefaultTransform: cache.TransformStripManagedFields(),
 		// A kind not watched above is an error, not a new informer: one the credential
@@ -645,31 +648,6 @@ func (c *conn) newCache(l link) (cache.Cache, []client.Object, error) {
 		NewInformer: c.newInformer,
 	})
 	return cch, kinds, err
-}
-
-// sealedForOthers is the transform of a peer's Secrets in its membership cache: besides
-// managedFields, it drops the data of every sealed credential but the one the peer
-// issued this cluster (localID). A peer keeps one sealed credential for each member it
-// issued one to and one for each it received one from, about 2N of 2–3 KB each in a
-// group of N, which only their recipients can open: no decision of this cluster reads
-// them (the membership planner reads the reader Secrets the Clusters name, in the
-// clear, and the credential issued to this cluster), and a member of N peers would hold
-// N² of them.
-func sealedForOthers(localID types.UID) toolscache.TransformFunc {
-	mine := v1alpha1.IssuedReaderSecretName(localID)
-	strip := cache.TransformStripManagedFields()
-	return func(o any) (any, error) {
-		o, err := strip(o)
-		if err != nil {
-			return o, err
-		}
-		if s, ok := o.(*corev1.Secret); ok && s.Name != mine {
-			if _, sealed := s.Data[v1alpha1.SealedKubeconfigKey]; sealed {
-				s.Data = nil
-			}
-		}
-		return o, nil
-	}
 }
 
 // watch starts an informer of each kind in cch, each change of which notifies the

@@ -1,49 +1,158 @@
 package peers
 
 import (
+	"bytes"
+	"runtime"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 )
 
-// TestSealedForOthers: a peer's Secrets are cached without managedFields, and without the
-// data of a sealed credential issued to or received from another member; the credential
-// issued to this cluster and reader Secrets in the clear keep theirs.
-func TestSealedForOthers(t *testing.T) {
+// TestPeerSecrets: a peer's Secrets are cached without managedFields; a sealed
+// credential issued to or received from another member only as a stub naming it (no
+// data, labels or annotations); the credential issued to this cluster and reader Secrets
+// in the clear whole.
+func TestPeerSecrets(t *testing.T) {
 	const local, other = "uid-local", "uid-other"
 	sealed := map[string][]byte{v1alpha1.SealedKubeconfigKey: []byte("blob")}
 	inClear := map[string][]byte{v1alpha1.KubeconfigKey: []byte("apiVersion: v1")}
 	secret := func(name string, data map[string][]byte) *corev1.Secret {
-		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "m"}}}, Data: data}
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: "uid-" + types.UID(name), ResourceVersion: "7",
+			Labels: map[string]string{"l": "v"}, Annotations: map[string]string{"a": "v"}, ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "m"}}},
+			Type: v1alpha1.SecretTypeClusterRegistry, Data: data}
+	}
+	whole := func(s *corev1.Secret) *corev1.Secret {
+		s.ManagedFields = nil
+		return s
+	}
+	stub := func(s *corev1.Secret) *corev1.Secret {
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace, UID: s.UID, ResourceVersion: s.ResourceVersion}}
 	}
 	tests := []struct {
 		name string
 		in   *corev1.Secret
-		want map[string][]byte
+		want func(*corev1.Secret) *corev1.Secret
 	}{
-		{"issued to this cluster", secret(v1alpha1.IssuedReaderSecretName(local), sealed), sealed},
-		{"issued to another member", secret(v1alpha1.IssuedReaderSecretName(other), sealed), nil},
-		{"received from another member", secret(v1alpha1.ReceivedReaderSecretName(other), sealed), nil},
-		{"a reader Secret in the clear", secret("west", inClear), inClear},
+		{"issued to this cluster", secret(v1alpha1.IssuedReaderSecretName(local), sealed), whole},
+		{"issued to another member", secret(v1alpha1.IssuedReaderSecretName(other), sealed), stub},
+		{"received from another member", secret(v1alpha1.ReceivedReaderSecretName(other), sealed), stub},
+		{"a reader Secret in the clear", secret("west", inClear), whole},
 	}
-	transform := sealedForOthers(local)
+	transform := peerSecrets(local, nil)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			want := tt.want(tt.in.DeepCopy())
 			out, err := transform(tt.in)
 			if err != nil {
 				t.Fatal(err)
 			}
-			s := out.(*corev1.Secret)
-			if diff := cmp.Diff(tt.want, s.Data); diff != "" {
-				t.Errorf("data (-want +got):\n%s", diff)
-			}
-			if s.ManagedFields != nil {
-				t.Errorf("managedFields kept: %v", s.ManagedFields)
+			if diff := cmp.Diff(want, out); diff != "" {
+				t.Errorf("cached Secret (-want +got):\n%s", diff)
 			}
 		})
 	}
+}
+
+// TestPeerClusters: a peer's Clusters are cached without managedFields, and without the
+// status the peer writes of other members; its own Cluster keeps its status, which the
+// status reconciler reads (its metadata, controller version). Spec, labels and
+// annotations, which the membership planner copies, are kept whole.
+func TestPeerClusters(t *testing.T) {
+	status := v1alpha1.ClusterStatus{State: v1alpha1.ClusterStateReady, ControllerVersion: "v1",
+		Conditions: []v1alpha1.ClusterCondition{{Type: v1alpha1.ClusterConditionReady, Status: corev1.ConditionTrue, Message: "ready"}}}
+	cluster := func(typ v1alpha1.ClusterType) *v1alpha1.Cluster {
+		st := *status.DeepCopy()
+		st.Type = typ
+		return &v1alpha1.Cluster{
+			ObjectMeta: metav1.ObjectMeta{Name: "west", Labels: map[string]string{"l": "v"}, Annotations: map[string]string{"a": "v"},
+				ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "m"}}},
+			Spec:   v1alpha1.ClusterSpec{ClusterID: "uid-west", KubernetesAPIEndpoints: []v1alpha1.KubernetesAPIEndpoint{{ServerAddress: "https://west", CABundle: []byte("ca")}}},
+			Status: st,
+		}
+	}
+	tests := []struct {
+		name string
+		in   *v1alpha1.Cluster
+		want v1alpha1.ClusterStatus
+	}{
+		{"the peer's own", cluster(v1alpha1.ClusterTypeLocal), cluster(v1alpha1.ClusterTypeLocal).Status},
+		{"another member, as the peer sees it", cluster(v1alpha1.ClusterTypePeer), v1alpha1.ClusterStatus{}},
+	}
+	transform := peerClusters(newBytePool())
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			want := tt.in.DeepCopy()
+			want.ManagedFields, want.Status = nil, tt.want
+			out, err := transform(tt.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want, out); diff != "" {
+				t.Errorf("cached Cluster (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestPeersShareRelays: the reader kubeconfig and CA bundle every peer serves alike of a
+// member are held once, however many peers' caches hold them; different bytes are not
+// shared.
+func TestPeersShareRelays(t *testing.T) {
+	pool := newBytePool()
+	secrets, clusters := peerSecrets("uid-local", pool), peerClusters(pool)
+	kubeconfig := bytes.Repeat([]byte("k"), 3000)
+	ca := bytes.Repeat([]byte("c"), 1200)
+	var got [][]byte
+	for range 3 {
+		s, err := secrets(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "west"}, Data: map[string][]byte{v1alpha1.KubeconfigKey: bytes.Clone(kubeconfig)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, s.(*corev1.Secret).Data[v1alpha1.KubeconfigKey])
+		c, err := clusters(&v1alpha1.Cluster{Spec: v1alpha1.ClusterSpec{KubernetesAPIEndpoints: []v1alpha1.KubernetesAPIEndpoint{{CABundle: bytes.Clone(ca)}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, c.(*v1alpha1.Cluster).Spec.KubernetesAPIEndpoints[0].CABundle)
+	}
+	for i := 2; i < len(got); i++ {
+		if &got[i][0] != &got[i%2][0] || !bytes.Equal(got[i], got[i%2]) {
+			t.Errorf("copy %d is not the pool's copy", i)
+		}
+	}
+	other := bytes.Repeat([]byte("k"), 3001)
+	if shared := pool.share(other); &shared[0] == &got[0][0] || !bytes.Equal(shared, other) {
+		t.Error("different bytes were shared")
+	}
+	if shared := pool.share(got[0]); cap(shared) != len(shared) {
+		t.Errorf("a shared copy has room to append in place: len %d, cap %d", len(shared), cap(shared))
+	}
+}
+
+// TestPoolFrees: the pool holds its copies weakly: once no cache object holds them they
+// are freed, and its sweep drops their entries.
+func TestPoolFrees(t *testing.T) {
+	pool := newBytePool()
+	for i := range 3000 {
+		pool.share(bytes.Repeat([]byte{byte(i), byte(i >> 8)}, internMin))
+	}
+	runtime.GC()
+	pool.mu.Lock()
+	pool.sweep()
+	n := len(pool.m)
+	pool.mu.Unlock()
+	if n > 10 {
+		t.Errorf("the pool still holds %d entries of 3000 copies nothing holds", n)
+	}
+	kept := pool.share(bytes.Repeat([]byte("x"), internMin))
+	runtime.GC()
+	if again := pool.share(bytes.Repeat([]byte("x"), internMin)); &again[0] != &kept[0] {
+		t.Error("a copy still held was not shared after a collection")
+	}
+	runtime.KeepAlive(kept)
 }

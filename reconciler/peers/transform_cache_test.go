@@ -1,0 +1,154 @@
+package peers
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/peers/simpeer"
+)
+
+// TestPeerCachesHoldWhatDecisionsRead: connected to two peers served over HTTPS, the
+// membership caches hold each peer's own Cluster with its status, the other members'
+// Clusters without theirs, and one copy of the reader kubeconfig and CA bundle both
+// peers relay alike.
+func TestPeerCachesHoldWhatDecisionsRead(t *testing.T) {
+	g, err := simpeer.NewGroup()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const token = "reader-token"
+	relayed, err := kubeconfig.Render(kubeconfig.Reader{ClusterName: "south", Server: "https://127.0.0.1:1", CAData: g.CAData(), Token: "south-token"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := startManager(t, kubeconfig.AddressPolicy{AllowLoopback: true})
+	names := []string{"east", "west"}
+	for _, name := range names {
+		srv, err := g.Start(simpeer.Options{UID: types.UID("uid-" + name), Token: token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = srv.Close() })
+		serve := func(r simpeer.Resource, obj runtime.Object) {
+			t.Helper()
+			u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := srv.Create(r, u); err != nil {
+				t.Fatal(err)
+			}
+		}
+		serve(simpeer.Clusters, servedCluster(name, v1alpha1.ClusterTypeLocal, g.CAData()))
+		serve(simpeer.Clusters, servedCluster("south", v1alpha1.ClusterTypePeer, g.CAData()))
+		serve(simpeer.Secrets, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "south", Namespace: v1alpha1.DefaultNamespace}, Data: map[string][]byte{v1alpha1.KubeconfigKey: bytes.Clone(relayed)}})
+
+		c, s := peerOf(t, name, srv.URL(), g.CAData())
+		c.Spec.ClusterID = types.UID("uid-" + name)
+		s.Data[v1alpha1.KubeconfigKey], err = kubeconfig.Render(kubeconfig.Reader{ClusterName: name, Server: srv.URL(), CAData: g.CAData(), Token: token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Ensure(c, s, false)
+	}
+
+	var kubeconfigs, caBundles [][]byte
+	for _, name := range names {
+		p := waitSynced(t, m, name)
+		ctx := context.Background()
+		var own, other v1alpha1.Cluster
+		if err := p.Reader().Get(ctx, client.ObjectKey{Name: name}, &own); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Reader().Get(ctx, client.ObjectKey{Name: "south"}, &other); err != nil {
+			t.Fatal(err)
+		}
+		if own.Status.Type != v1alpha1.ClusterTypeLocal || own.Status.ControllerVersion != "v1" || len(own.Status.Conditions) != 1 {
+			t.Errorf("%s: the peer's own Cluster lost its status: %+v", name, own.Status)
+		}
+		if other.Status.Type != "" || len(other.Status.Conditions) != 0 {
+			t.Errorf("%s: the status %s writes of another member is held: %+v", name, name, other.Status)
+		}
+		if other.Spec.ClusterID != "uid-south" || len(other.Spec.KubernetesAPIEndpoints) != 1 || other.Annotations["a"] != "v" {
+			t.Errorf("%s: the other member's Cluster lost what the planner copies: %+v", name, other)
+		}
+		// The informers' own objects, not the reader's copies.
+		kubeconfigs = append(kubeconfigs, informerObject[*corev1.Secret](t, p, &corev1.Secret{}, v1alpha1.DefaultNamespace+"/south").Data[v1alpha1.KubeconfigKey])
+		caBundles = append(caBundles, informerObject[*v1alpha1.Cluster](t, p, &v1alpha1.Cluster{}, "/south").Spec.KubernetesAPIEndpoints[0].CABundle)
+	}
+	if !bytes.Equal(kubeconfigs[0], relayed) || &kubeconfigs[0][0] != &kubeconfigs[1][0] {
+		t.Error("the two peers' copies of the relayed kubeconfig are not one")
+	}
+	if &caBundles[0][0] != &caBundles[1][0] {
+		t.Error("the two peers' copies of the CA bundle are not one")
+	}
+}
+
+// servedCluster is the Cluster name as a peer serves it, of type typ, with a status.
+func servedCluster(name string, typ v1alpha1.ClusterType, ca []byte) *v1alpha1.Cluster {
+	return &v1alpha1.Cluster{
+		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "Cluster"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{"a": "v"}},
+		Spec: v1alpha1.ClusterSpec{ClusterID: types.UID("uid-" + name),
+			KubernetesAPIEndpoints: []v1alpha1.KubernetesAPIEndpoint{{ServerAddress: "https://127.0.0.1:1", CABundle: bytes.Clone(ca)}}},
+		Status: v1alpha1.ClusterStatus{Type: typ, State: v1alpha1.ClusterStateReady, ControllerVersion: "v1",
+			Conditions: []v1alpha1.ClusterCondition{{Type: v1alpha1.ClusterConditionReady, Status: corev1.ConditionTrue, Reason: "Ready", Message: "ready"}}},
+	}
+}
+
+// waitSynced waits for the named peer to be Ready with its cache synced.
+func waitSynced(t *testing.T, m *Manager, name string) Peer {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		p, _ := m.Get(name)
+		if p.Ready && p.Synced && p.Reader() != nil {
+			return p
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("peer %s is not Ready and synced: %+v", name, p)
+		}
+	}
+}
+
+// informerObject returns the object key as the peer's informer of kind holds it (what its
+// event handlers are given), not a reader's copy.
+func informerObject[T client.Object](t *testing.T, p Peer, kind client.Object, key string) T {
+	t.Helper()
+	cch, ok := p.Reader().(cache.Cache)
+	if !ok {
+		t.Fatalf("the reader of %s is not a cache", p.Name)
+	}
+	inf, err := cch.GetInformer(context.Background(), kind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := make(chan T, 1)
+	reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{AddFunc: func(obj any) {
+		if o, ok := obj.(T); ok && o.GetNamespace()+"/"+o.GetName() == key {
+			found <- o
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = inf.RemoveEventHandler(reg) }()
+	select {
+	case o := <-found:
+		return o
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s of %s not found", key, p.Name)
+		panic("unreachable")
+	}
+}
