@@ -20,10 +20,10 @@ func TestNeedFor(t *testing.T) {
 	}{
 		{0, Need{192 * mib, 10}},
 		{10, Need{192 * mib, 10}},
-		{25, Need{256 * mib, 10}},
-		{40, Need{295 * mib, 16}}, // 256 + 0.6*64 = 294.4 MiB, rounded up; 10 + 0.6*10 millicores
-		{100, Need{704 * mib, 40}},
-		{200, Need{(704 + 768) * mib, 80}}, // the last segment's slope: 7.68 MiB and 0.4m a peer
+		{25, Need{192 * mib, 20}},
+		{40, Need{269 * mib, 32}}, // 192 + 0.6*128 = 268.8 MiB, rounded up; 20 + 0.6*20 millicores
+		{100, Need{576 * mib, 90}},
+		{200, Need{(576 + 512) * mib, 190}}, // the last segment's slope: 5.12 MiB and 1m a peer
 	}
 	for _, tt := range tests {
 		if diff := cmp.Diff(tt.want, NeedFor(tt.peers)); diff != "" {
@@ -40,7 +40,7 @@ func TestCheck(t *testing.T) {
 		wantReason string
 	}{
 		{"no limits", Input{Peers: 100}, corev1.ConditionTrue, v1alpha1.ReasonWithinSizing},
-		{"the installed Deployment, 30 peers", Input{Peers: 30, MemoryLimit: 256 * mib}, corev1.ConditionFalse, v1alpha1.ReasonMemoryBelowSizing},
+		{"the installed Deployment, 40 peers", Input{Peers: 40, MemoryLimit: 256 * mib}, corev1.ConditionFalse, v1alpha1.ReasonMemoryBelowSizing},
 		{"the installed Deployment, 25 peers", Input{Peers: 25, MemoryLimit: 256 * mib}, corev1.ConditionTrue, v1alpha1.ReasonWithinSizing},
 		{"the installed Deployment, 10 peers", Input{Peers: 10, MemoryLimit: 256 * mib}, corev1.ConditionTrue, v1alpha1.ReasonWithinSizing},
 		{"CPU", Input{Peers: 100, MemoryLimit: 2 << 30, CPUMillis: 30}, corev1.ConditionFalse, v1alpha1.ReasonCPUBelowSizing},
