@@ -31,7 +31,7 @@ func TestWithinSizing(t *testing.T) {
 		want   *cond
 	}{
 		{"no sizing", manyPeers, nil, nil},
-		{"30 peers under 256Mi", manyPeers, &sizing.Limits{MemoryLimit: 256 * mi}, &cond{isFalse, v1alpha1.ReasonMemoryBelowSizing}},
+		{"30 peers under 200Mi", manyPeers, &sizing.Limits{MemoryLimit: 200 * mi}, &cond{isFalse, v1alpha1.ReasonMemoryBelowSizing}},
 		{"30 peers under 1Gi", manyPeers, &sizing.Limits{MemoryLimit: 1024 * mi}, &cond{isTrue, v1alpha1.ReasonWithinSizing}},
 		{"a disabled peer does not count", []client.Object{cluster("local", localID, "local"), cluster("peer", peerID, "peer"), disabled},
 			&sizing.Limits{MaxMembershipObjects: 3}, &cond{isTrue, v1alpha1.ReasonWithinSizing}}, // 2 members of 2.4; 3 with the disabled one
