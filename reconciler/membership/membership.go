@@ -193,13 +193,17 @@ func (r *Reconciler) readViews(ctx context.Context, clusters []v1alpha1.Cluster)
 			continue
 		}
 		view := members.View{Name: p.Name, ClusterID: p.ClusterID, Bootstrap: p.Bootstrap || legacy[p.ClusterID]}
+		// The views are the peers' cached objects themselves, not copies: a member of N
+		// peers holds about 4N² of them, and copying them all on every reconcile was most
+		// of its peak memory at 100 peers. Nothing here writes them: members.Plan leaves
+		// its input as it was and writes objects of its own (TestPlan checks both).
 		var pc v1alpha1.ClusterList
-		if err := rd.List(ctx, &pc); err != nil {
+		if err := rd.List(ctx, &pc, client.UnsafeDisableDeepCopy); err != nil {
 			unreachable = append(unreachable, p.ClusterID)
 			continue
 		}
 		var ps corev1.SecretList
-		if err := rd.List(ctx, &ps, client.InNamespace(r.Namespace)); err != nil {
+		if err := rd.List(ctx, &ps, client.InNamespace(r.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 			unreachable = append(unreachable, p.ClusterID)
 			continue
 		}

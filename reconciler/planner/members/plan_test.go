@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -1049,6 +1050,17 @@ func TestPlan(t *testing.T) {
 					t.Errorf("%s of Secret %s outside the registry namespace", w.Op, s.Namespace+"/"+s.Name)
 				}
 			}
+			// The reconciler reads the peers' views from their caches without copies
+			// (client.UnsafeDisableDeepCopy) and the client decodes the API server's
+			// answer into each written object: no write may share a map, slice or byte
+			// with the input. Write over every written object in place, as a decode
+			// can, and the input must still be as it was.
+			for _, w := range res.Writes {
+				scribble(reflect.ValueOf(w.Object))
+			}
+			if !inputEqual.DeepEqual(before, tc.in) {
+				t.Errorf("a write shares memory with Plan's input: writing the object changed the input")
+			}
 		})
 	}
 }
@@ -1381,5 +1393,41 @@ func TestHandCopyIsAdopted(t *testing.T) {
 	want := []string{"update Cluster x from=x describes=uid-x", "update Secret cluster-registry/x from=x describes=uid-x"}
 	if diff := cmp.Diff(want, summary(res)); diff != "" {
 		t.Errorf("the membership's writes over a hand copy (-want +got):\n%s\nconflicts: %v", diff, res.Conflicts)
+	}
+}
+
+// scribble writes over everything v holds that a decoder writes in place: it adds a key
+// to every map and overwrites every element of every slice (a JSON decoder reuses a
+// slice's backing array and a map), following pointers and interfaces. Strings and byte
+// slices are left: a decoder replaces them, never writes into them (the caches' pooled
+// bytes rely on it). What it reaches that the input also holds shows as a change of the
+// input.
+func scribble(v reflect.Value) {
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		if !v.IsNil() {
+			scribble(v.Elem())
+		}
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() {
+				scribble(v.Field(i))
+			}
+		}
+	case reflect.Slice:
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			return
+		}
+		for i := range v.Len() {
+			if e := v.Index(i); e.Kind() == reflect.String {
+				e.SetString(e.String() + "-scribbled")
+			} else {
+				scribble(e)
+			}
+		}
+	case reflect.Map:
+		if !v.IsNil() && v.Type().Key().Kind() == reflect.String {
+			v.SetMapIndex(reflect.ValueOf("scribbled").Convert(v.Type().Key()), reflect.Zero(v.Type().Elem()))
+		}
 	}
 }
