@@ -173,6 +173,12 @@ bench: build testbin ## Sync latency, burst, write amplification, RSS at 10,000 
 bench-scale: build testbin ## One member among 10/25/50/100 simulated peers: RSS, goroutines, connections, watches, idle CPU per peer, CPU per 1,000 synced, restart (BENCH_SCALE_FLAGS=--quick)
 	KUBEBUILDER_ASSETS=$(TESTBIN) $(GO) run ./cmd/registry-bench --bin $(BIN)/kubectl-registry --mode peers --out bench-scale-results.json $(BENCH_SCALE_FLAGS)
 
+# An outside check of bench's floor (#33): registry-probe shares no measurement code with
+# registry-bench; docs/performance.md "An outside probe".
+.PHONY: probe
+probe: build testbin ## Create p50/p99 and a burst of 1,000: the registry against a copier measured with no controller process (PROBE_FLAGS)
+	KUBEBUILDER_ASSETS=$(TESTBIN) $(GO) run ./cmd/registry-probe --bin $(BIN)/kubectl-registry $(PROBE_FLAGS)
+
 ##@ Test
 
 .PHONY: testbin

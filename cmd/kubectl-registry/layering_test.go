@@ -87,10 +87,10 @@ func testBed(path string) bool {
 	return under(path, "reconciler/testbed")
 }
 
-// runsTheTestBed reports whether a command exists to run the test bed: the demo and the
-// bench start real API servers on loopback, as the tests do.
+// runsTheTestBed reports whether a command exists to run the test bed: the demo, the
+// bench and the probe start real API servers on loopback, as the tests do.
 func runsTheTestBed(path string) bool {
-	return path == module+"/cmd/registry-demo" || path == module+"/cmd/registry-bench"
+	return path == module+"/cmd/registry-demo" || path == module+"/cmd/registry-bench" || path == module+"/cmd/registry-probe"
 }
 
 // product reports whether a package is one of the binaries users run: the plugin (which
@@ -154,7 +154,7 @@ func TestLayering(t *testing.T) {
 		}
 	}
 	// The binaries, transitively (the loop above already holds them to no testing).
-	for _, p := range listPackages(t, module+"/cmd/kubectl-registry", module+"/cmd/kubectl_complete-registry", module+"/cmd/registry-bench", module+"/cmd/registry-demo") {
+	for _, p := range listPackages(t, module+"/cmd/kubectl-registry", module+"/cmd/kubectl_complete-registry", module+"/cmd/registry-bench", module+"/cmd/registry-demo", module+"/cmd/registry-probe") {
 		for _, d := range p.Deps {
 			switch {
 			case testOnly(d):
