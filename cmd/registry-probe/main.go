@@ -525,15 +525,7 @@ func (p *probe) measure(ctx context.Context, side, ns string, r int) (phase, err
 // startCopier is the floor: it watches ns on the origin and creates each new ConfigMap on
 // every peer, one queue and one writer per peer, until ctx ends.
 func startCopier(ctx context.Context, origin kubernetes.Interface, peers []kubernetes.Interface, ns string) error {
-	list, err := origin.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return err
-	}
-	w, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, &cache.ListWatch{
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return origin.CoreV1().ConfigMaps(ns).Watch(ctx, o)
-		},
-	})
+	w, err := watchNew(ctx, origin, ns)
 	if err != nil {
 		return err
 	}
@@ -567,6 +559,20 @@ func startCopier(ctx context.Context, origin kubernetes.Interface, peers []kuber
 	return nil
 }
 
+// watchNew watches the ConfigMaps of ns on cs from now on (from a list's
+// resourceVersion), watching again where a watch ends.
+func watchNew(ctx context.Context, cs kubernetes.Interface, ns string) (watch.Interface, error) {
+	list, err := cs.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, &cache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return cs.CoreV1().ConfigMaps(ns).Watch(ctx, o)
+		},
+	})
+}
+
 // arrivals records when each ConfigMap of a namespace first appeared on each peer.
 type arrivals struct {
 	mu      sync.Mutex
@@ -588,15 +594,7 @@ func (a *arrivals) add(name string, t time.Time) {
 
 // watch records the ConfigMaps of ns created on peer from now on.
 func (a *arrivals) watch(ctx context.Context, peer kubernetes.Interface, ns string) error {
-	list, err := peer.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return err
-	}
-	w, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, &cache.ListWatch{
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return peer.CoreV1().ConfigMaps(ns).Watch(ctx, o)
-		},
-	})
+	w, err := watchNew(ctx, peer, ns)
 	if err != nil {
 		return err
 	}

@@ -70,13 +70,13 @@ func ratio(a, b float64) float64 {
 }
 
 func (r report) print(w io.Writer) {
-	fmt.Fprintf(w, "%-10s %5s %12s %12s %10s\n", "side", "round", "create p50", "create p99", "burst")
+	fmt.Fprintf(w, "%-12s %5s %12s %12s %10s\n", "side", "round", "create p50", "create p99", "burst")
 	for _, ph := range r.Phases {
-		fmt.Fprintf(w, "%-10s %5d %9.2f ms %9.2f ms %8.2f s\n", ph.Side, ph.Round, ms(percentile(ph.Creates, 50)), ms(percentile(ph.Creates, 99)), ph.Burst.Seconds())
+		fmt.Fprintf(w, "%-12s %5d %9.2f ms %9.2f ms %8.2f s\n", ph.Side, ph.Round, ms(percentile(ph.Creates, 50)), ms(percentile(ph.Creates, 99)), ph.Burst.Seconds())
 	}
 	for _, side := range sides {
 		if f, ok := r.Sides[side]; ok {
-			fmt.Fprintf(w, "%-10s %5s %9.2f ms %9.2f ms %8.2f s\n", side, "all", f.P50, f.P99, f.Burst)
+			fmt.Fprintf(w, "%-12s %5s %9.2f ms %9.2f ms %8.2f s\n", side, "all", f.P50, f.P99, f.Burst)
 		}
 	}
 	for _, q := range ratios {
