@@ -8,14 +8,17 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
-func TestPercentile(t *testing.T) {
-	ms := func(v ...int) []time.Duration {
-		var out []time.Duration
-		for _, x := range v {
-			out = append(out, time.Duration(x)*time.Millisecond)
-		}
-		return out
+// millis returns v as durations in milliseconds.
+func millis(v ...int) []time.Duration {
+	var out []time.Duration
+	for _, x := range v {
+		out = append(out, time.Duration(x)*time.Millisecond)
 	}
+	return out
+}
+
+func TestPercentile(t *testing.T) {
+	ms := millis
 	hundred := make([]int, 100)
 	for i := range hundred {
 		hundred[i] = 100 - i // unsorted: 100..1
@@ -42,13 +45,7 @@ func TestPercentile(t *testing.T) {
 // TestReportPoolsPhases: the floor's phases bracket the registry's, and every figure is
 // pooled across the phases of its side before the ratio is taken.
 func TestReportPoolsPhases(t *testing.T) {
-	d := func(v ...int) []time.Duration {
-		var out []time.Duration
-		for _, x := range v {
-			out = append(out, time.Duration(x)*time.Millisecond)
-		}
-		return out
-	}
+	d := millis
 	r := newReport([]phase{
 		{Side: "floor", Round: 0, Creates: d(10, 10), Burst: 4 * time.Second},
 		{Side: "registry", Round: 0, Creates: d(12, 12), Burst: 5 * time.Second},
