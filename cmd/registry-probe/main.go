@@ -193,26 +193,9 @@ func run(ctx context.Context, o options) error {
 	if err := p.through(ctx, nsRegistry, "warm-0"); err != nil {
 		return fmt.Errorf("the registry's first object: %w", err)
 	}
-	var phases []phase
-	for r := 0; r <= o.rounds; r++ {
-		ph, err := p.floorPhase(ctx, r)
-		if err != nil {
-			return err
-		}
-		phases = append(phases, ph)
-		if r == o.rounds {
-			break
-		}
-		for _, asMember := range []bool{false, true} {
-			if ph, err = p.splitPhase(ctx, r, asMember); err != nil {
-				return err
-			}
-			phases = append(phases, ph)
-		}
-		if ph, err = p.registryPhase(ctx, r); err != nil {
-			return err
-		}
-		phases = append(phases, ph)
+	phases, err := p.phases(ctx)
+	if err != nil {
+		return err
 	}
 	rep := newReport(phases)
 	if rep.Writes, err = p.writeCost(ctx); err != nil {
@@ -227,6 +210,33 @@ func run(ctx context.Context, o options) error {
 		return os.WriteFile(o.out, data, 0o644)
 	}
 	return nil
+}
+
+// phases runs the rounds: the floor, the split floors and the registry in turn, and the
+// floor once more at the end.
+func (p *probe) phases(ctx context.Context) ([]phase, error) {
+	var phases []phase
+	for r := 0; r <= p.o.rounds; r++ {
+		ph, err := p.floorPhase(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		phases = append(phases, ph)
+		if r == p.o.rounds {
+			break
+		}
+		for _, asMember := range []bool{false, true} {
+			if ph, err = p.splitPhase(ctx, r, asMember); err != nil {
+				return nil, err
+			}
+			phases = append(phases, ph)
+		}
+		if ph, err = p.registryPhase(ctx, r); err != nil {
+			return nil, err
+		}
+		phases = append(phases, ph)
+	}
+	return phases, nil
 }
 
 // form installs the registry on every cluster, starts the controllers, joins the group and
