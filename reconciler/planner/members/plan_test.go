@@ -1052,9 +1052,10 @@ func TestPlan(t *testing.T) {
 			}
 			// The reconciler reads the peers' views from their caches without copies
 			// (client.UnsafeDisableDeepCopy) and the client decodes the API server's
-			// answer into each written object: no write may share a map, slice or byte
-			// with the input. Write over every written object in place, as a decode
-			// can, and the input must still be as it was.
+			// answer into each written object: no write may share a map or slice with the
+			// input (byte slices and strings a decode replaces, never writes into). Write
+			// over every written object in place, as a decode can, and the input must
+			// still be as it was.
 			for _, w := range res.Writes {
 				scribble(reflect.ValueOf(w.Object))
 			}
