@@ -44,16 +44,17 @@ type point struct {
 
 var table = []point{
 	{10, 192, 10},
-	{25, 192, 20},
-	{50, 320, 40},
-	{100, 576, 90},
+	{25, 192, 30},
+	{50, 320, 30},
+	{100, 448, 80},
 }
 
 const mib = 1 << 20
 
 // NeedFor returns what a member with peers peers needs: the table's row, linear between
-// rows, the first row below it and the last segment's slope beyond it (the measured cost
-// grows faster than linearly up to 100 peers, so beyond it this is a floor).
+// rows, the first row below it and the last segment's slope beyond it (not measured
+// there: the membership caches grow as the square of the group, so beyond 100 peers
+// this is a floor).
 func NeedFor(peers int) Need {
 	if peers <= table[0].peers {
 		return Need{MemoryLimit: table[0].memoryMiB * mib, CPUMillis: table[0].cpuMillis}

@@ -20,10 +20,11 @@ func TestNeedFor(t *testing.T) {
 	}{
 		{0, Need{192 * mib, 10}},
 		{10, Need{192 * mib, 10}},
-		{25, Need{192 * mib, 20}},
-		{40, Need{269 * mib, 32}}, // 192 + 0.6*128 = 268.8 MiB, rounded up; 20 + 0.6*20 millicores
-		{100, Need{576 * mib, 90}},
-		{200, Need{(576 + 512) * mib, 190}}, // the last segment's slope: 5.12 MiB and 1m a peer
+		{25, Need{192 * mib, 30}},
+		{40, Need{269 * mib, 30}}, // 192 + 0.6*128 = 268.8 MiB, rounded up; 30 millicores on both sides
+		{75, Need{384 * mib, 55}}, // halfway between 50 and 100
+		{100, Need{448 * mib, 80}},
+		{200, Need{(448 + 256) * mib, 180}}, // the last segment's slope: 2.56 MiB and 1m a peer
 	}
 	for _, tt := range tests {
 		if diff := cmp.Diff(tt.want, NeedFor(tt.peers)); diff != "" {
