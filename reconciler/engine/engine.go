@@ -41,6 +41,9 @@ type Peers interface {
 	List() []peers.Peer
 	// Subscribe registers ch for an event whenever a peer or its cache changes.
 	Subscribe(ch chan<- event.GenericEvent)
+	// WatchFeatures starts (true) or stops the watch of the peers' ClusterFeatures,
+	// which only rules that select their sources by them read.
+	WatchFeatures(on bool)
 }
 
 // Options configure the Engine.

@@ -50,7 +50,9 @@ func (e *Engine) peersFingerprint(ctx context.Context) string {
 			h.Write(cfg.CertData)
 			fmt.Fprintf(&b, "%x/", h.Sum64())
 		}
-		for _, f := range peerFeatures(ctx, p) {
+		features, known := p.Features(ctx)
+		fmt.Fprintf(&b, "%t", known)
+		for _, f := range features {
 			fmt.Fprintf(&b, "|%s:%s", f.Name, f.ResourceVersion)
 		}
 		b.WriteString(";")
@@ -91,9 +93,12 @@ func (e *Engine) peerClients(p peers.Peer) (views.Client, meta.RESTMapper, error
 // object they know, so that every rule is re-evaluated.
 func (e *Engine) doRefresh(ctx context.Context) {
 	e.writes.ForgetMappings()
+	rules := e.snapshot()
+	// The peers' ClusterFeatures are watched only while a rule selects by them.
+	e.opts.Peers.WatchFeatures(needFeatures(rules))
 	all := e.opts.Peers.List()
 	rp := newRefreshPlan()
-	for _, r := range e.snapshot() {
+	for _, r := range rules {
 		if r.compiled == nil {
 			continue
 		}
@@ -458,18 +463,30 @@ func noteWatches(r *ruleEntry, scopeSelectors []string, everyLocal bool) rulesta
 		Message: fmt.Sprintf("the peers' watches of %s carry only %s", kind, strings.Join(by, " and ")) + local}
 }
 
-// peerFeatures returns the peer's ClusterFeatures; none while it is read with its
-// bootstrap credential, which may not read them.
+// peerFeatures returns the peer's ClusterFeatures; none while they are not known (it is
+// read with its bootstrap credential, which may not read them, or they are not synced
+// yet): a rule that selects by them then reads nothing of the peer and keeps its
+// copies, as for a peer not read (the planner's sources not selected count as unknown).
 func peerFeatures(ctx context.Context, p peers.Peer) []v1alpha1.ClusterFeature {
-	rd := p.Reader()
-	if rd == nil || p.Bootstrap {
-		return nil
+	features, _ := p.Features(ctx)
+	return features
+}
+
+// featuresKnown reports whether the peer's ClusterFeatures are known (peers.Peer.Features).
+func featuresKnown(ctx context.Context, p peers.Peer) bool {
+	_, known := p.Features(ctx)
+	return known
+}
+
+// needFeatures reports whether a rule of rules selects its sources by the peers'
+// ClusterFeatures.
+func needFeatures(rules []*ruleEntry) bool {
+	for _, r := range rules {
+		if r.compiled != nil && r.rsr.DeletionTimestamp == nil && r.compiled.NeedsFeatures() {
+			return true
+		}
 	}
-	var list v1alpha1.ClusterFeatureList
-	if err := rd.List(ctx, &list); err != nil {
-		return nil
-	}
-	return list.Items
+	return false
 }
 
 func (e *Engine) localCluster(ctx context.Context) map[string]any {

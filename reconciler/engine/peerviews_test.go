@@ -134,3 +134,40 @@ func TestNoteWatches(t *testing.T) {
 		})
 	}
 }
+
+// TestNeedFeatures: the peers' ClusterFeatures are watched while a rule that is not
+// being deleted selects its sources by them.
+func TestNeedFeatures(t *testing.T) {
+	entry := func(features bool, deleting bool) *ruleEntry {
+		rsr := &v1alpha1.ResourceSyncRule{ObjectMeta: metav1.ObjectMeta{Name: "r"}, Spec: v1alpha1.ResourceSyncRuleSpec{
+			GVK: v1alpha1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}}}
+		if features {
+			rsr.Spec.ClusterFeatureMatches = []v1alpha1.ClusterFeatureMatch{{FeatureName: "gpu"}}
+		}
+		c, err := rules.Compile(rsr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if deleting {
+			rsr.DeletionTimestamp = &metav1.Time{}
+		}
+		return newEntry(rsr, c, nil, false)
+	}
+	uncompiled := entry(true, false)
+	uncompiled.compiled = nil
+	for _, tc := range []struct {
+		name  string
+		rules []*ruleEntry
+		want  bool
+	}{
+		{"no rule", nil, false},
+		{"rules that select no source by features", []*ruleEntry{entry(false, false), entry(false, true)}, false},
+		{"a rule that selects by features", []*ruleEntry{entry(false, false), entry(true, false)}, true},
+		{"only a rule being deleted selects by features", []*ruleEntry{entry(true, true)}, false},
+		{"only a rule that does not compile", []*ruleEntry{uncompiled}, false},
+	} {
+		if got := needFeatures(tc.rules); got != tc.want {
+			t.Errorf("%s: needFeatures %t, want %t", tc.name, got, tc.want)
+		}
+	}
+}

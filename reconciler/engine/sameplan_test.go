@@ -33,6 +33,7 @@ type fakePeers []peers.Peer
 
 func (f fakePeers) List() []peers.Peer                { return f }
 func (fakePeers) Subscribe(chan<- event.GenericEvent) {}
+func (fakePeers) WatchFeatures(bool)                  {}
 
 // samePlanFixture is the snapshot of testdata/sameplan/fixture.yaml (module root), which
 // plugin/syncdiff TestSamePlan plans too.

@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -27,12 +28,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
-	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -133,6 +134,9 @@ type Peer struct {
 	config *rest.Config
 	http   *http.Client
 	mapper meta.RESTMapper
+	// features reports whether reader holds the peer's ClusterFeatures, synced; nil: it
+	// always does (Connected).
+	features func() bool
 }
 
 // Config returns the REST config of the connection (the peer's reader identity, no
@@ -168,7 +172,8 @@ func (p Peer) Mapper() meta.RESTMapper {
 }
 
 // Reader returns a read-only view of the peer (its informer cache: its Cluster CRs, the
-// Secrets of its registry namespace and its ClusterFeatures; with the bootstrap
+// Secrets of its registry namespace and, while they are watched, its ClusterFeatures
+// (Features); with the bootstrap
 // credential only its Cluster CRs and the credential it issued to this cluster), or nil
 // when the peer is not connected and synced.
 func (p Peer) Reader() client.Reader {
@@ -216,6 +221,8 @@ type Manager struct {
 	// pool shares the bytes the peers' membership caches hold alike (transform.go).
 	pool    *bytePool
 	started bool
+	// features is set while the peers' ClusterFeatures are watched (WatchFeatures).
+	features atomic.Bool
 	// stopped is set when Start's context is done: no connection starts after it.
 	stopped bool
 }
@@ -433,11 +440,19 @@ type conn struct {
 	refusal   string
 	refused   chan struct{}
 	stopCache context.CancelFunc
+	// cache is the membership cache serve runs, under cacheCtx (nil between caches), and
+	// featureInformer its informer of the peer's ClusterFeatures while they are watched
+	// (features.go).
+	cache           cache.Cache
+	cacheCtx        context.Context
+	featureInformer cache.Informer
+	// fmu serializes the starts and stops of the ClusterFeatures' watch.
+	fmu sync.Mutex
 }
 
 func newConn(m *Manager, name string, id types.UID, fp string, bootstrap bool) *conn {
 	return &conn{m: m, fingerprint: fp, done: make(chan struct{}), refused: make(chan struct{}, 1),
-		peer: Peer{Name: name, ClusterID: id, Reason: v1alpha1.ReasonClusterNotConnected, Message: "connecting", Bootstrap: bootstrap}}
+		peer: Peer{Name: name, ClusterID: id, Reason: v1alpha1.ReasonClusterNotConnected, Message: "connecting", Bootstrap: bootstrap, features: featuresUnwatched}}
 }
 
 func (c *conn) snapshot() Peer {
@@ -590,6 +605,8 @@ func (c *conn) serve(ctx context.Context, l link) bool {
 		c.set(func(p *Peer) { p.Message = fmt.Sprintf("watching the peer: %v", err) })
 		return false
 	}
+	c.setCache(ctx, cch)
+	defer c.setCache(nil, nil)
 	go func() { _ = cch.Start(ctx) }()
 	syncCtx, cancel := context.WithTimeout(ctx, cacheSyncTimeout)
 	synced := cch.WaitForCacheSync(syncCtx)
@@ -618,16 +635,23 @@ func (c *conn) isRefused() bool {
 }
 
 // newCache builds the cache of the peer's membership and the kinds it watches: the
-// Clusters, the Secrets of the registry namespace and the ClusterFeatures; with the
-// bootstrap credential only what it may read: the Clusters, and the credential the
-// peer issued to this cluster, by name.
+// Clusters and the Secrets of the registry namespace (the ClusterFeatures are watched
+// only while rules select by them: features.go); with the bootstrap credential only
+// what it may read: the Clusters, and the credential the peer issued to this cluster,
+// by name.
 func (c *conn) newCache(l link) (cache.Cache, []client.Object, error) {
 	opts := c.m.opts
-	secrets := cache.Config{}
-	kinds := []client.Object{&v1alpha1.Cluster{}, &corev1.Secret{}, &v1alpha1.ClusterFeature{}}
+	// The credentials the peer received from the other members (labelled
+	// ReaderFromLabel) are not read: sealed to the peer's key, no decision here reads
+	// them, and they are one per member.
+	notReceived, err := labels.Parse("!" + v1alpha1.ReaderFromLabel)
+	if err != nil {
+		return nil, nil, err
+	}
+	secrets := cache.Config{LabelSelector: notReceived}
+	kinds := []client.Object{&v1alpha1.Cluster{}, &corev1.Secret{}}
 	if c.snapshot().Bootstrap {
-		secrets.FieldSelector = fields.OneTermEqualSelector("metadata.name", v1alpha1.IssuedReaderSecretName(opts.LocalID))
-		kinds = kinds[:2]
+		secrets = cache.Config{FieldSelector: fields.OneTermEqualSelector("metadata.name", v1alpha1.IssuedReaderSecretName(opts.LocalID))}
 	}
 	// JSON, never protobuf: the limits count a JSON list's items as they are read.
 	cacheCfg := rest.CopyConfig(l.cfg)
@@ -660,15 +684,7 @@ func (c *conn) watch(ctx context.Context, cch cache.Cache, kinds []client.Object
 		if err != nil {
 			return err
 		}
-		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-			AddFunc: func(any) { notify() },
-			UpdateFunc: func(old, updated any) {
-				if Changed(old, updated) {
-					notify()
-				}
-			},
-			DeleteFunc: func(any) { notify() },
-		}); err != nil {
+		if _, err := inf.AddEventHandler(notifyOnChange(notify)); err != nil {
 			return err
 		}
 	}

@@ -21,8 +21,10 @@ import (
 // peer keeps one sealed credential for each member it issued one to and one for each it
 // received one from, of 2–3 KB each, which only their recipients can open: no decision
 // of this cluster reads them (the membership planner reads the reader Secrets the
-// Clusters name, in the clear, and the credential issued to this cluster). The data of
-// the others, a reader kubeconfig every peer relays alike, is shared through pool.
+// Clusters name, in the clear, and the credential issued to this cluster). Those it
+// received are not even read (newCache's label selector); those it issued are, for the
+// one issued to this cluster is among them. The data of the others, a reader kubeconfig
+// every peer relays alike, is shared through pool.
 func peerSecrets(localID types.UID, pool *bytePool) toolscache.TransformFunc {
 	mine := v1alpha1.IssuedReaderSecretName(localID)
 	strip := cache.TransformStripManagedFields()

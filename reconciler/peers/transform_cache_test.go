@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -21,7 +22,8 @@ import (
 
 // TestPeerCachesHoldWhatDecisionsRead: connected to two peers served over HTTPS, the
 // membership caches hold each peer's own Cluster with its status, the other members'
-// Clusters without theirs, and one copy of the reader kubeconfig and CA bundle both
+// Clusters without theirs, a stub of the credential the peer issued another member and
+// nothing of the one it received from it, and one copy of the reader kubeconfig and CA bundle both
 // peers relay alike.
 func TestPeerCachesHoldWhatDecisionsRead(t *testing.T) {
 	g, err := simpeer.NewGroup()
@@ -54,6 +56,12 @@ func TestPeerCachesHoldWhatDecisionsRead(t *testing.T) {
 		serve(simpeer.Clusters, servedCluster(name, v1alpha1.ClusterTypeLocal, g.CAData()))
 		serve(simpeer.Clusters, servedCluster("south", v1alpha1.ClusterTypePeer, g.CAData()))
 		serve(simpeer.Secrets, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "south", Namespace: v1alpha1.DefaultNamespace}, Data: map[string][]byte{v1alpha1.KubeconfigKey: bytes.Clone(relayed)}})
+		// The sealed credentials the peer issued south and received from it.
+		sealed := map[string][]byte{v1alpha1.SealedKubeconfigKey: []byte("sealed")}
+		serve(simpeer.Secrets, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.IssuedReaderSecretName("uid-south"), Namespace: v1alpha1.DefaultNamespace,
+			Labels: map[string]string{v1alpha1.ReaderForLabel: "uid-south"}}, Data: sealed})
+		serve(simpeer.Secrets, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.ReceivedReaderSecretName("uid-south"), Namespace: v1alpha1.DefaultNamespace,
+			Labels: map[string]string{v1alpha1.ReaderFromLabel: "uid-south"}}, Data: sealed})
 
 		c, s := peerOf(t, name, srv.URL(), g.CAData())
 		c.Spec.ClusterID = types.UID("uid-" + name)
@@ -83,6 +91,17 @@ func TestPeerCachesHoldWhatDecisionsRead(t *testing.T) {
 		}
 		if other.Spec.ClusterID != "uid-south" || len(other.Spec.KubernetesAPIEndpoints) != 1 || other.Annotations["a"] != "v" {
 			t.Errorf("%s: the other member's Cluster lost what the planner copies: %+v", name, other)
+		}
+		// The credential the peer issued south is held as a stub; the one it received from
+		// south is not read at all.
+		var issued, received corev1.Secret
+		if err := p.Reader().Get(ctx, client.ObjectKey{Namespace: v1alpha1.DefaultNamespace, Name: v1alpha1.IssuedReaderSecretName("uid-south")}, &issued); err != nil {
+			t.Errorf("%s: the credential issued to another member: %v", name, err)
+		} else if len(issued.Data) != 0 || len(issued.Labels) != 0 {
+			t.Errorf("%s: the credential issued to another member is held whole: %+v", name, issued)
+		}
+		if err := p.Reader().Get(ctx, client.ObjectKey{Namespace: v1alpha1.DefaultNamespace, Name: v1alpha1.ReceivedReaderSecretName("uid-south")}, &received); !apierrors.IsNotFound(err) {
+			t.Errorf("%s: the credential received from another member is held (%v): %+v", name, err, received)
 		}
 		// The informers' own objects, not the reader's copies.
 		kubeconfigs = append(kubeconfigs, informerObject[*corev1.Secret](t, p, &corev1.Secret{}, v1alpha1.DefaultNamespace+"/south").Data[v1alpha1.KubeconfigKey])
