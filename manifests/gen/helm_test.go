@@ -30,9 +30,16 @@ func loadChart(t *testing.T) *chart.Chart {
 	return ch
 }
 
-// helmTemplate renders ch as `helm template --include-crds --namespace namespace` does,
-// with vals (--set), and returns the objects.
+// helmTemplate renders ch as `helm template kubectl-registry --include-crds --namespace
+// namespace` does, with vals (--set), and returns the objects.
 func helmTemplate(t *testing.T, ch *chart.Chart, namespace string, vals map[string]any) ([]*unstructured.Unstructured, error) {
+	t.Helper()
+	return helmTemplateAs(t, ch, "kubectl-registry", namespace, vals)
+}
+
+// helmTemplateAs renders ch as `helm template release --include-crds --namespace
+// namespace` does, with vals, and returns the objects.
+func helmTemplateAs(t *testing.T, ch *chart.Chart, release, namespace string, vals map[string]any) ([]*unstructured.Unstructured, error) {
 	t.Helper()
 	install := action.NewInstall(&action.Configuration{})
 	install.DryRun = true
@@ -40,7 +47,7 @@ func helmTemplate(t *testing.T, ch *chart.Chart, namespace string, vals map[stri
 	install.ClientOnly = true
 	install.Replace = true
 	install.IncludeCRDs = true
-	install.ReleaseName = "kubectl-registry"
+	install.ReleaseName = release
 	install.Namespace = namespace
 	rel, err := install.Run(ch, vals)
 	if err != nil {

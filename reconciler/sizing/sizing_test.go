@@ -21,10 +21,10 @@ func TestNeedFor(t *testing.T) {
 		{0, Need{192 * mib, 10}},
 		{10, Need{192 * mib, 10}},
 		{25, Need{192 * mib, 30}},
-		{40, Need{269 * mib, 30}}, // 192 + 0.6*128 = 268.8 MiB, rounded up; 30 millicores on both sides
-		{75, Need{384 * mib, 55}}, // halfway between 50 and 100
-		{100, Need{448 * mib, 80}},
-		{200, Need{(448 + 256) * mib, 180}}, // the last segment's slope: 2.56 MiB and 1m a peer
+		{40, Need{231 * mib, 36}}, // 192 + 0.6*64 = 230.4 MiB, rounded up; 30 + 0.6*10 millicores
+		{75, Need{352 * mib, 70}}, // halfway between 50 and 100
+		{100, Need{448 * mib, 100}},
+		{200, Need{(448 + 384) * mib, 220}}, // the last segment's slope: 3.84 MiB and 1.2m a peer
 	}
 	for _, tt := range tests {
 		if diff := cmp.Diff(tt.want, NeedFor(tt.peers)); diff != "" {
@@ -41,7 +41,8 @@ func TestCheck(t *testing.T) {
 		wantReason string
 	}{
 		{"no limits", Input{Peers: 100}, corev1.ConditionTrue, v1alpha1.ReasonWithinSizing},
-		{"the installed Deployment, 40 peers", Input{Peers: 40, MemoryLimit: 256 * mib}, corev1.ConditionFalse, v1alpha1.ReasonMemoryBelowSizing},
+		{"the installed Deployment, 60 peers", Input{Peers: 60, MemoryLimit: 256 * mib}, corev1.ConditionFalse, v1alpha1.ReasonMemoryBelowSizing},
+		{"the installed Deployment, 50 peers", Input{Peers: 50, MemoryLimit: 256 * mib}, corev1.ConditionTrue, v1alpha1.ReasonWithinSizing},
 		{"the installed Deployment, 25 peers", Input{Peers: 25, MemoryLimit: 256 * mib}, corev1.ConditionTrue, v1alpha1.ReasonWithinSizing},
 		{"the installed Deployment, 10 peers", Input{Peers: 10, MemoryLimit: 256 * mib}, corev1.ConditionTrue, v1alpha1.ReasonWithinSizing},
 		{"CPU", Input{Peers: 100, MemoryLimit: 2 << 30, CPUMillis: 30}, corev1.ConditionFalse, v1alpha1.ReasonCPUBelowSizing},
