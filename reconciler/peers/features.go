@@ -53,18 +53,23 @@ func (p Peer) Features(ctx context.Context) ([]v1alpha1.ClusterFeature, bool) {
 // peer's ClusterFeatures.
 func featuresUnwatched() bool { return false }
 
-// setCache records cch, run under ctx, as the connection's cache (nil: none), then starts
-// or stops its watch of the peer's ClusterFeatures as the Manager wants.
+// setCache records cch, run under ctx, as the connection's cache, then starts its watch
+// of the peer's ClusterFeatures if the Manager wants it.
 func (c *conn) setCache(ctx context.Context, cch cache.Cache) {
+	c.recordCache(ctx, cch)
+	c.syncFeatures()
+}
+
+// clearCache records that the connection has no cache (serve stopped it).
+func (c *conn) clearCache() { c.recordCache(context.Background(), nil) }
+
+func (c *conn) recordCache(ctx context.Context, cch cache.Cache) {
 	c.fmu.Lock()
 	c.mu.Lock()
 	c.cache, c.cacheCtx, c.featureInformer = cch, ctx, nil
 	c.mu.Unlock()
 	c.fmu.Unlock()
 	c.set(func(p *Peer) { p.features = featuresUnwatched })
-	if cch != nil {
-		c.syncFeatures()
-	}
 }
 
 // syncFeatures starts or stops the watch of the peer's ClusterFeatures in the

@@ -606,7 +606,7 @@ func (c *conn) serve(ctx context.Context, l link) bool {
 		return false
 	}
 	c.setCache(ctx, cch)
-	defer c.setCache(nil, nil)
+	defer c.clearCache()
 	go func() { _ = cch.Start(ctx) }()
 	syncCtx, cancel := context.WithTimeout(ctx, cacheSyncTimeout)
 	synced := cch.WaitForCacheSync(syncCtx)
