@@ -331,13 +331,17 @@ func TestLeave(t *testing.T) {
 				_ = bed.Cluster("c").Heal()
 			}
 		}()
-		harness.Eventually(t, 90*time.Second, "a sees c not Ready", func() error {
-			state, _, err := harness.PeerState(cl["a"], "c")
-			if err != nil {
-				return err
-			}
-			if state == v1alpha1.ClusterStateReady {
-				return fmt.Errorf("c is %s on a", state)
+		// Both members record the departure below, and b's --wait skips c only once b's
+		// controller has seen it not Ready: waiting for a alone raced b's health check.
+		harness.Eventually(t, 90*time.Second, "a and b see c not Ready", func() error {
+			for _, n := range []string{"a", "b"} {
+				state, _, err := harness.PeerState(cl[n], "c")
+				if err != nil {
+					return err
+				}
+				if state == v1alpha1.ClusterStateReady {
+					return fmt.Errorf("c is %s on %s", state, n)
+				}
 			}
 			return nil
 		})
