@@ -3,9 +3,13 @@ package peers
 import (
 	"bytes"
 	"hash/maphash"
+	"maps"
+	"slices"
 	"sync"
 	"unsafe"
 	"weak"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // internMin is the shortest byte string the pool shares: shorter ones cost less than a
@@ -81,4 +85,136 @@ func (p *bytePool) sweep() {
 		}
 	}
 	p.swept = len(p.m)
+}
+
+// mapPool shares one copy of the small maps that recur across the peers' membership
+// caches: the labels and annotations of a member's Cluster and reader Secret, and the
+// reader Secret's data, which every peer that relays the member serves alike. A map of
+// a few entries costs about 300 bytes however small its entries, and a Cluster or a
+// reader Secret carries two or three: most of what the N+1 copies of each in N caches
+// cost after their bytes are shared (bytePool) and their status dropped.
+//
+// Like bytePool, the pool holds its copies weakly: an entry is a weak pointer to the
+// map's runtime object (a map value is a pointer to it; reflect's UnsafePointer of a
+// map is the same pointer), freed once no cached object holds the map. The shared maps
+// must not be written to, as bytePool's bytes: the caches hand out deep copies, and the
+// membership reconciler, which reads them in place, writes maps of its own.
+type mapPool[V any] struct {
+	seed  maphash.Seed
+	write func(h *maphash.Hash, v V)
+	equal func(a, b V) bool
+
+	mu    sync.Mutex
+	m     map[uint64][]weak.Pointer[byte]
+	swept int
+}
+
+func newStringMapPool() *mapPool[string] {
+	return &mapPool[string]{seed: maphash.MakeSeed(), m: map[uint64][]weak.Pointer[byte]{},
+		write: func(h *maphash.Hash, v string) { _, _ = h.WriteString(v) },
+		equal: func(a, b string) bool { return a == b }}
+}
+
+func newBytesMapPool() *mapPool[[]byte] {
+	return &mapPool[[]byte]{seed: maphash.MakeSeed(), m: map[uint64][]weak.Pointer[byte]{},
+		write: func(h *maphash.Hash, v []byte) { _, _ = h.Write(v) },
+		equal: bytes.Equal}
+}
+
+// share returns the pool's copy of m when it holds an equal map, and otherwise makes m
+// the pool's copy and returns it. Nil and empty maps are returned as they are.
+func (p *mapPool[V]) share(m map[string]V) map[string]V {
+	if p == nil || len(m) == 0 {
+		return m
+	}
+	h := p.hash(m)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, w := range p.m[h] {
+		if obj := w.Value(); obj != nil {
+			if shared := *(*map[string]V)(unsafe.Pointer(&obj)); p.same(shared, m) {
+				return shared
+			}
+		}
+	}
+	p.m[h] = append(p.m[h], weak.Make((*byte)(*(*unsafe.Pointer)(unsafe.Pointer(&m)))))
+	if n := len(p.m); n > 2*p.swept+1024 {
+		p.sweep()
+	}
+	return m
+}
+
+// hash is a hash of m's entries in the order of their keys.
+func (p *mapPool[V]) hash(m map[string]V) uint64 {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var h maphash.Hash
+	h.SetSeed(p.seed)
+	for _, k := range keys {
+		_, _ = h.WriteString(k)
+		_ = h.WriteByte(0)
+		p.write(&h, m[k])
+		_ = h.WriteByte(0)
+	}
+	return h.Sum64()
+}
+
+func (p *mapPool[V]) same(a, b map[string]V) bool {
+	return maps.EqualFunc(a, b, p.equal)
+}
+
+// sweep drops the entries whose maps were freed. Called with mu held.
+func (p *mapPool[V]) sweep() {
+	for h, ws := range p.m {
+		live := slices.DeleteFunc(ws, func(w weak.Pointer[byte]) bool { return w.Value() == nil })
+		if len(live) == 0 {
+			delete(p.m, h)
+		} else {
+			p.m[h] = live
+		}
+	}
+	p.swept = len(p.m)
+}
+
+// pools are what the peers' membership caches share: byte strings, and the maps of
+// labels, annotations and Secret data. A nil *pools shares nothing.
+type pools struct {
+	bytes *bytePool
+	meta  *mapPool[string]
+	data  *mapPool[[]byte]
+}
+
+func newPools() *pools {
+	return &pools{bytes: newBytePool(), meta: newStringMapPool(), data: newBytesMapPool()}
+}
+
+// shareMeta makes o's labels and annotations the pools' copies.
+func (p *pools) shareMeta(o *metav1.ObjectMeta) {
+	if p == nil {
+		return
+	}
+	o.Labels = p.meta.share(o.Labels)
+	o.Annotations = p.meta.share(o.Annotations)
+}
+
+// shareBytes returns the pools' copy of b (bytePool.share).
+func (p *pools) shareBytes(b []byte) []byte {
+	if p == nil {
+		return b
+	}
+	return p.bytes.share(b)
+}
+
+// shareData makes the values of a Secret's data the pools' copies, then the map.
+func (p *pools) shareData(data map[string][]byte) map[string][]byte {
+	if p == nil {
+		return data
+	}
+	for k, v := range data {
+		data[k] = p.bytes.share(v)
+	}
+	return p.data.share(data)
 }

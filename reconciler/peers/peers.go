@@ -218,8 +218,8 @@ type Manager struct {
 	log   logr.Logger
 	conns map[string]*conn
 	subs  []chan<- event.GenericEvent
-	// pool shares the bytes the peers' membership caches hold alike (transform.go).
-	pool    *bytePool
+	// pool shares the bytes and maps the peers' membership caches hold alike (transform.go).
+	pool    *pools
 	started bool
 	// features is set while the peers' ClusterFeatures are watched (WatchFeatures).
 	features atomic.Bool
@@ -237,7 +237,7 @@ func NewManager(opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Manager{opts: opts, metrics: m, conns: map[string]*conn{}, pool: newBytePool()}, nil
+	return &Manager{opts: opts, metrics: m, conns: map[string]*conn{}, pool: newPools()}, nil
 }
 
 // Subscribe registers ch to receive an event, with the peer's Cluster name, whenever a

@@ -23,9 +23,10 @@ import (
 // of this cluster reads them (the membership planner reads the reader Secrets the
 // Clusters name, in the clear, and the credential issued to this cluster). Those it
 // received are not even read (newCache's label selector); those it issued are, for the
-// one issued to this cluster is among them. The data of the others, a reader kubeconfig
-// every peer relays alike, is shared through pool.
-func peerSecrets(localID types.UID, pool *bytePool) toolscache.TransformFunc {
+// one issued to this cluster is among them. The others, the reader Secrets every peer
+// relays alike of a member, share their kubeconfig bytes and their maps (data, labels,
+// annotations) through pool.
+func peerSecrets(localID types.UID, pool *pools) toolscache.TransformFunc {
 	mine := v1alpha1.IssuedReaderSecretName(localID)
 	strip := cache.TransformStripManagedFields()
 	return func(o any) (any, error) {
@@ -42,21 +43,20 @@ func peerSecrets(localID types.UID, pool *bytePool) toolscache.TransformFunc {
 			// only (the one a Cluster names, the one issued to this cluster).
 			return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace, UID: s.UID, ResourceVersion: s.ResourceVersion}}, nil
 		}
-		for k, v := range s.Data {
-			s.Data[k] = pool.share(v)
-		}
+		s.Data = pool.shareData(s.Data)
+		pool.shareMeta(&s.ObjectMeta)
 		return o, nil
 	}
 }
 
 // peerClusters is the transform of a peer's Clusters: besides managedFields, it drops the
 // status of every Cluster but the peer's own (status.type Local), and shares the CA
-// bundles through pool. The status a peer writes of the other members is its own view
-// of them, which no decision here reads (the membership planner copies their spec,
-// labels and annotations; this cluster's status reconciler reads the peer's report of
-// itself from its own Cluster); its conditions are most of a Cluster's size, and their
-// heartbeats change every period.
-func peerClusters(pool *bytePool) toolscache.TransformFunc {
+// bundles, labels and annotations through pool. The status a peer writes of the other
+// members is its own view of them, which no decision here reads (the membership planner
+// copies their spec, labels and annotations; this cluster's status reconciler reads the
+// peer's report of itself from its own Cluster); its conditions are most of a Cluster's
+// size, and their heartbeats change every period.
+func peerClusters(pool *pools) toolscache.TransformFunc {
 	strip := cache.TransformStripManagedFields()
 	return func(o any) (any, error) {
 		o, err := strip(o)
@@ -72,8 +72,9 @@ func peerClusters(pool *bytePool) toolscache.TransformFunc {
 		}
 		for i := range c.Spec.KubernetesAPIEndpoints {
 			ep := &c.Spec.KubernetesAPIEndpoints[i]
-			ep.CABundle = pool.share(ep.CABundle)
+			ep.CABundle = pool.shareBytes(ep.CABundle)
 		}
+		pool.shareMeta(&c.ObjectMeta)
 		return o, nil
 	}
 }

@@ -3,6 +3,7 @@ package peers
 import (
 	"bytes"
 	"context"
+	"reflect"
 	"testing"
 	"time"
 
@@ -24,7 +25,7 @@ import (
 // membership caches hold each peer's own Cluster with its status, the other members'
 // Clusters without theirs, a stub of the credential the peer issued another member and
 // nothing of the one it received from it, and one copy of the reader kubeconfig and CA bundle both
-// peers relay alike.
+// peers relay alike, and of the maps of their annotations and data.
 func TestPeerCachesHoldWhatDecisionsRead(t *testing.T) {
 	g, err := simpeer.NewGroup()
 	if err != nil {
@@ -73,6 +74,8 @@ func TestPeerCachesHoldWhatDecisionsRead(t *testing.T) {
 	}
 
 	var kubeconfigs, caBundles [][]byte
+	var annotations []map[string]string
+	var data []map[string][]byte
 	for _, name := range names {
 		p := waitSynced(t, m, name)
 		ctx := context.Background()
@@ -104,14 +107,24 @@ func TestPeerCachesHoldWhatDecisionsRead(t *testing.T) {
 			t.Errorf("%s: the credential received from another member is held (%v): %+v", name, err, received)
 		}
 		// The informers' own objects, not the reader's copies.
-		kubeconfigs = append(kubeconfigs, informerObject[*corev1.Secret](t, p, &corev1.Secret{}, v1alpha1.DefaultNamespace+"/south").Data[v1alpha1.KubeconfigKey])
-		caBundles = append(caBundles, informerObject[*v1alpha1.Cluster](t, p, &v1alpha1.Cluster{}, "/south").Spec.KubernetesAPIEndpoints[0].CABundle)
+		secret := informerObject[*corev1.Secret](t, p, &corev1.Secret{}, v1alpha1.DefaultNamespace+"/south")
+		cluster := informerObject[*v1alpha1.Cluster](t, p, &v1alpha1.Cluster{}, "/south")
+		kubeconfigs = append(kubeconfigs, secret.Data[v1alpha1.KubeconfigKey])
+		caBundles = append(caBundles, cluster.Spec.KubernetesAPIEndpoints[0].CABundle)
+		annotations = append(annotations, cluster.Annotations)
+		data = append(data, secret.Data)
 	}
 	if !bytes.Equal(kubeconfigs[0], relayed) || &kubeconfigs[0][0] != &kubeconfigs[1][0] {
 		t.Error("the two peers' copies of the relayed kubeconfig are not one")
 	}
 	if &caBundles[0][0] != &caBundles[1][0] {
 		t.Error("the two peers' copies of the CA bundle are not one")
+	}
+	if reflect.ValueOf(annotations[0]).UnsafePointer() != reflect.ValueOf(annotations[1]).UnsafePointer() {
+		t.Error("the two peers' copies of the relayed Cluster's annotations are not one map")
+	}
+	if reflect.ValueOf(data[0]).UnsafePointer() != reflect.ValueOf(data[1]).UnsafePointer() {
+		t.Error("the two peers' copies of the relayed reader Secret's data are not one map")
 	}
 }
 

@@ -2,7 +2,10 @@ package peers
 
 import (
 	"bytes"
+	"maps"
+	"reflect"
 	"runtime"
+	"strconv"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -83,7 +86,7 @@ func TestPeerClusters(t *testing.T) {
 		{"the peer's own", cluster(v1alpha1.ClusterTypeLocal), cluster(v1alpha1.ClusterTypeLocal).Status},
 		{"another member, as the peer sees it", cluster(v1alpha1.ClusterTypePeer), v1alpha1.ClusterStatus{}},
 	}
-	transform := peerClusters(newBytePool())
+	transform := peerClusters(newPools())
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			want := tt.in.DeepCopy()
@@ -103,8 +106,9 @@ func TestPeerClusters(t *testing.T) {
 // member are held once, however many peers' caches hold them; different bytes are not
 // shared.
 func TestPeersShareRelays(t *testing.T) {
-	pool := newBytePool()
-	secrets, clusters := peerSecrets("uid-local", pool), peerClusters(pool)
+	pools := newPools()
+	pool := pools.bytes
+	secrets, clusters := peerSecrets("uid-local", pools), peerClusters(pools)
 	kubeconfig := bytes.Repeat([]byte("k"), 3000)
 	ca := bytes.Repeat([]byte("c"), 1200)
 	var got [][]byte
@@ -153,6 +157,61 @@ func TestPoolFrees(t *testing.T) {
 	runtime.GC()
 	if again := pool.share(bytes.Repeat([]byte("x"), internMin)); &again[0] != &kept[0] {
 		t.Error("a copy still held was not shared after a collection")
+	}
+	runtime.KeepAlive(kept)
+}
+
+// TestMapPoolShares: equal maps are one map, however they were built; maps that differ
+// in a key or a value are not shared; nil and empty maps are left as they are.
+func TestMapPoolShares(t *testing.T) {
+	id := func(m any) uintptr { return uintptr(reflect.ValueOf(m).UnsafePointer()) }
+	meta := newStringMapPool()
+	a := meta.share(map[string]string{"x": "1", "y": "2"})
+	b := meta.share(map[string]string{"y": "2", "x": "1"})
+	if id(a) != id(b) || !maps.Equal(a, map[string]string{"x": "1", "y": "2"}) {
+		t.Errorf("equal maps are not one: %v %v", a, b)
+	}
+	for _, other := range []map[string]string{{"x": "1"}, {"x": "1", "y": "3"}, {"x": "1", "z": "2"}, {"x\x001": "", "y": "2"}} {
+		if got := meta.share(other); id(got) == id(a) || !maps.Equal(got, other) {
+			t.Errorf("%v was shared with %v", other, a)
+		}
+	}
+	if got := meta.share(nil); got != nil {
+		t.Errorf("nil became %v", got)
+	}
+	if got := meta.share(map[string]string{}); got == nil || len(got) != 0 {
+		t.Errorf("an empty map became %v", got)
+	}
+	data := newBytesMapPool()
+	d1 := data.share(map[string][]byte{"k": []byte("v")})
+	d2 := data.share(map[string][]byte{"k": []byte("v")})
+	d3 := data.share(map[string][]byte{"k": []byte("w")})
+	if id(d1) != id(d2) || id(d1) == id(d3) {
+		t.Error("Secret data maps are not shared by their bytes")
+	}
+	runtime.KeepAlive(a)
+	runtime.KeepAlive(d1)
+}
+
+// TestMapPoolFrees: the map pool holds its maps weakly, like the byte pool.
+func TestMapPoolFrees(t *testing.T) {
+	pool := newStringMapPool()
+	for i := range 3000 {
+		pool.share(map[string]string{"i": strconv.Itoa(i)})
+	}
+	runtime.GC()
+	pool.mu.Lock()
+	pool.sweep()
+	n := len(pool.m)
+	pool.mu.Unlock()
+	if n > 10 {
+		t.Errorf("the pool still holds %d entries of 3000 maps nothing holds", n)
+	}
+	kept := pool.share(map[string]string{"kept": "yes"})
+	runtime.GC()
+	again := pool.share(map[string]string{"kept": "yes"})
+	if reflect.ValueOf(again).UnsafePointer() != reflect.ValueOf(kept).UnsafePointer() {
+		t.Error("a map still held was not shared after a collection")
 	}
 	runtime.KeepAlive(kept)
 }
