@@ -22,9 +22,9 @@ func TestNeedFor(t *testing.T) {
 		{10, Need{192 * mib, 10}},
 		{25, Need{192 * mib, 30}},
 		{40, Need{231 * mib, 36}}, // 192 + 0.6*64 = 230.4 MiB, rounded up; 30 + 0.6*10 millicores
-		{75, Need{352 * mib, 70}}, // halfway between 50 and 100
-		{100, Need{448 * mib, 100}},
-		{200, Need{(448 + 384) * mib, 220}}, // the last segment's slope: 3.84 MiB and 1.2m a peer
+		{75, Need{320 * mib, 70}}, // halfway between 50 and 100
+		{100, Need{384 * mib, 100}},
+		{200, Need{(384 + 256) * mib, 220}}, // the last segment's slope: 2.56 MiB and 1.2m a peer
 	}
 	for _, tt := range tests {
 		if diff := cmp.Diff(tt.want, NeedFor(tt.peers)); diff != "" {
