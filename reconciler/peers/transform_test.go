@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"runtime"
 	"strconv"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -145,12 +146,7 @@ func TestPoolFrees(t *testing.T) {
 	for i := range 3000 {
 		pool.share(bytes.Repeat([]byte{byte(i), byte(i >> 8)}, internMin))
 	}
-	runtime.GC()
-	pool.mu.Lock()
-	pool.sweep()
-	n := len(pool.m)
-	pool.mu.Unlock()
-	if n > 10 {
+	if n := swept(&pool.mu, pool.sweep, func() int { return len(pool.m) }); n > 10 {
 		t.Errorf("the pool still holds %d entries of 3000 copies nothing holds", n)
 	}
 	kept := pool.share(bytes.Repeat([]byte("x"), internMin))
@@ -199,12 +195,7 @@ func TestMapPoolFrees(t *testing.T) {
 	for i := range 3000 {
 		pool.share(map[string]string{"i": strconv.Itoa(i)})
 	}
-	runtime.GC()
-	pool.mu.Lock()
-	pool.sweep()
-	n := len(pool.m)
-	pool.mu.Unlock()
-	if n > 10 {
+	if n := swept(&pool.mu, pool.sweep, func() int { return len(pool.m) }); n > 10 {
 		t.Errorf("the pool still holds %d entries of 3000 maps nothing holds", n)
 	}
 	kept := pool.share(map[string]string{"kept": "yes"})
@@ -214,4 +205,13 @@ func TestMapPoolFrees(t *testing.T) {
 		t.Error("a map still held was not shared after a collection")
 	}
 	runtime.KeepAlive(kept)
+}
+
+// swept collects garbage, then sweeps a pool and returns its number of entries.
+func swept(mu *sync.Mutex, sweep func(), entries func() int) int {
+	runtime.GC()
+	mu.Lock()
+	defer mu.Unlock()
+	sweep()
+	return entries()
 }
