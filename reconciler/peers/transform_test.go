@@ -158,7 +158,8 @@ func TestPoolFrees(t *testing.T) {
 }
 
 // TestMapPoolShares: equal maps are one map, however they were built; maps that differ
-// in a key or a value are not shared; nil and empty maps are left as they are.
+// in a key or a value (another peer's, a hostile peer's) are not shared, and leave the
+// shared one as it was; nil and empty maps are left as they are.
 func TestMapPoolShares(t *testing.T) {
 	id := func(m any) uintptr { return uintptr(reflect.ValueOf(m).UnsafePointer()) }
 	meta := newStringMapPool()
@@ -171,6 +172,11 @@ func TestMapPoolShares(t *testing.T) {
 		if got := meta.share(other); id(got) == id(a) || !maps.Equal(got, other) {
 			t.Errorf("%v was shared with %v", other, a)
 		}
+	}
+	// What a peer serves never changes what another peer's cache holds: the pool writes
+	// no map, and a peer's different map is its own.
+	if !maps.Equal(a, map[string]string{"x": "1", "y": "2"}) {
+		t.Errorf("the shared map changed to %v", a)
 	}
 	if got := meta.share(nil); got != nil {
 		t.Errorf("nil became %v", got)
