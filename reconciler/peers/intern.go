@@ -18,10 +18,10 @@ const internMin = 256
 
 // bytePool shares one copy of the byte strings that recur across the peers' membership
 // caches. Each of N peers serves a reader Secret and a Cluster of every member, and what
-// they say of one member is the same bytes at every peer that relays it (its reader
-// kubeconfig, its CA bundle): held once per peer, the group's N+1 copies in N caches
-// grow as N² (#33). The pool holds its copies weakly: a copy is freed when no cache
-// object holds it any more.
+// they say of one member is the same bytes at every peer that relays it (its CA bundle;
+// its reader kubeconfig too, held once with its Secret's data by mapPool): held once per
+// peer, the group's N+1 copies in N caches grow as N² (#33). The pool holds its copies
+// weakly: a copy is freed when no cache object holds it any more.
 //
 // The shared bytes must not be written to. The peers' caches hand out deep copies
 // (controller-runtime's cache reader copies every object it returns), and their event
@@ -115,6 +115,8 @@ func newStringMapPool() *mapPool[string] {
 		equal: func(a, b string) bool { return a == b }}
 }
 
+// newBytesMapPool shares Secret data: one map of equal data holds one copy of its bytes,
+// so the bytes need no pool of their own.
 func newBytesMapPool() *mapPool[[]byte] {
 	return &mapPool[[]byte]{seed: maphash.MakeSeed(), m: map[uint64][]weak.Pointer[byte]{},
 		write: func(h *maphash.Hash, v []byte) { _, _ = h.Write(v) },
@@ -179,8 +181,8 @@ func (p *mapPool[V]) sweep() {
 	p.swept = len(p.m)
 }
 
-// pools are what the peers' membership caches share: byte strings, and the maps of
-// labels, annotations and Secret data. A nil *pools shares nothing.
+// pools are what the peers' membership caches share: the CA bundles' bytes, and the maps
+// of labels, annotations and Secret data. A nil *pools shares nothing.
 type pools struct {
 	bytes *bytePool
 	meta  *mapPool[string]
@@ -208,13 +210,11 @@ func (p *pools) shareBytes(b []byte) []byte {
 	return p.bytes.share(b)
 }
 
-// shareData makes the values of a Secret's data the pools' copies, then the map.
+// shareData returns the pools' copy of a Secret's data: equal data is one map, and so
+// one copy of its bytes. It writes no map.
 func (p *pools) shareData(data map[string][]byte) map[string][]byte {
 	if p == nil {
 		return data
-	}
-	for k, v := range data {
-		data[k] = p.bytes.share(v)
 	}
 	return p.data.share(data)
 }
