@@ -71,20 +71,7 @@ func (p *bytePool) share(b []byte) []byte {
 
 // sweep drops the entries whose copies were freed. Called with mu held.
 func (p *bytePool) sweep() {
-	for h, cs := range p.m {
-		live := cs[:0]
-		for _, c := range cs {
-			if c.first.Value() != nil {
-				live = append(live, c)
-			}
-		}
-		if len(live) == 0 {
-			delete(p.m, h)
-		} else {
-			p.m[h] = live
-		}
-	}
-	p.swept = len(p.m)
+	p.swept = sweepFreed(p.m, func(c held) bool { return c.first.Value() == nil })
 }
 
 // mapPool shares one copy of the small maps that recur across the peers' membership
@@ -170,15 +157,20 @@ func (p *mapPool[V]) same(a, b map[string]V) bool {
 
 // sweep drops the entries whose maps were freed. Called with mu held.
 func (p *mapPool[V]) sweep() {
-	for h, ws := range p.m {
-		live := slices.DeleteFunc(ws, func(w weak.Pointer[byte]) bool { return w.Value() == nil })
-		if len(live) == 0 {
-			delete(p.m, h)
+	p.swept = sweepFreed(p.m, func(w weak.Pointer[byte]) bool { return w.Value() == nil })
+}
+
+// sweepFreed deletes from a pool's buckets the entries freed says were freed, and
+// returns the number of buckets left.
+func sweepFreed[E any](m map[uint64][]E, freed func(E) bool) int {
+	for h, es := range m {
+		if live := slices.DeleteFunc(es, freed); len(live) == 0 {
+			delete(m, h)
 		} else {
-			p.m[h] = live
+			m[h] = live
 		}
 	}
-	p.swept = len(p.m)
+	return len(m)
 }
 
 // pools are what the peers' membership caches share: the CA bundles' bytes, and the maps
