@@ -21,6 +21,9 @@ func Changed(old, updated any) bool {
 	if !ok1 || !ok2 || o == nil || n == nil {
 		return true
 	}
+	if o == n {
+		return false // the one copy the peers' caches share (objectPool)
+	}
 	return !equality.Semantic.DeepEqual(withoutHeartbeats(o), withoutHeartbeats(n))
 }
 

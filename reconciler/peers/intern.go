@@ -4,12 +4,16 @@ import (
 	"bytes"
 	"hash/maphash"
 	"maps"
+	"reflect"
 	"slices"
 	"sync"
 	"unsafe"
 	"weak"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 )
 
 // internMin is the shortest byte string the pool shares: shorter ones cost less than a
@@ -160,9 +164,59 @@ func (p *mapPool[V]) sweep() {
 	p.swept = sweepFreed(p.m, func(w weak.Pointer[byte]) bool { return w.Value() == nil })
 }
 
+// objectPool shares one copy of the objects every peer relays alike: a member's Cluster
+// (its status dropped) and reader Secret, and the stubs of the credentials issued to one
+// member, each served by every peer of the group. Once their per-peer bookkeeping is
+// cleared (relayed: its UID, resourceVersion, generation and creation time, which no
+// decision reads of them) and their bytes and maps are the pools' copies, the N copies
+// of such an object in N peers' caches are equal: one is kept, and each cache holds a
+// pointer to it. Without it, each peer added three objects to every other peer's cache,
+// the square of the group (#33).
+//
+// Entries are looked up by the object's namespace and name, then compared whole, so a
+// peer can only share an object equal to one it serves itself; a peer holds one object of
+// a name, so a name has at most one entry per peer. The pool holds its objects weakly,
+// as the others, and its objects must not be written to: the caches hand out deep copies,
+// the membership reconciler reads them in place without writing (TestPlan), and client-go
+// transforms each object it receives once, before it is shared.
+type objectPool[T any] struct {
+	mu    sync.Mutex
+	m     map[string][]weak.Pointer[T]
+	swept int
+}
+
+func newObjectPool[T any]() *objectPool[T] {
+	return &objectPool[T]{m: map[string][]weak.Pointer[T]{}}
+}
+
+// share returns the pool's object equal to o, found under key, when it holds one, and
+// otherwise makes o the pool's object and returns it.
+func (p *objectPool[T]) share(key string, o *T) *T {
+	if p == nil || o == nil {
+		return o
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, w := range p.m[key] {
+		if shared := w.Value(); shared != nil && reflect.DeepEqual(shared, o) {
+			return shared
+		}
+	}
+	p.m[key] = append(p.m[key], weak.Make(o))
+	if n := len(p.m); n > 2*p.swept+1024 {
+		p.sweep()
+	}
+	return o
+}
+
+// sweep drops the entries whose objects were freed. Called with mu held.
+func (p *objectPool[T]) sweep() {
+	p.swept = sweepFreed(p.m, func(w weak.Pointer[T]) bool { return w.Value() == nil })
+}
+
 // sweepFreed deletes from a pool's buckets the entries freed says were freed, and
 // returns the number of buckets left.
-func sweepFreed[E any](m map[uint64][]E, freed func(E) bool) int {
+func sweepFreed[K comparable, E any](m map[K][]E, freed func(E) bool) int {
 	for h, es := range m {
 		if live := slices.DeleteFunc(es, freed); len(live) == 0 {
 			delete(m, h)
@@ -176,13 +230,43 @@ func sweepFreed[E any](m map[uint64][]E, freed func(E) bool) int {
 // pools are what the peers' membership caches share: the CA bundles' bytes, and the maps
 // of labels, annotations and Secret data. A nil *pools shares nothing.
 type pools struct {
-	bytes *bytePool
-	meta  *mapPool[string]
-	data  *mapPool[[]byte]
+	bytes    *bytePool
+	meta     *mapPool[string]
+	data     *mapPool[[]byte]
+	clusters *objectPool[v1alpha1.Cluster]
+	secrets  *objectPool[corev1.Secret]
 }
 
 func newPools() *pools {
-	return &pools{bytes: newBytePool(), meta: newStringMapPool(), data: newBytesMapPool()}
+	return &pools{bytes: newBytePool(), meta: newStringMapPool(), data: newBytesMapPool(),
+		clusters: newObjectPool[v1alpha1.Cluster](), secrets: newObjectPool[corev1.Secret]()}
+}
+
+// shareCluster returns the pools' copy of a relayed Cluster, its bookkeeping cleared
+// (relayed) and its bytes and maps shared already.
+func (p *pools) shareCluster(c *v1alpha1.Cluster) *v1alpha1.Cluster {
+	if p == nil {
+		return c
+	}
+	relayed(&c.ObjectMeta)
+	return p.clusters.share(c.Name, c)
+}
+
+// shareSecret returns the pools' copy of a relayed Secret, as shareCluster.
+func (p *pools) shareSecret(s *corev1.Secret) *corev1.Secret {
+	if p == nil {
+		return s
+	}
+	relayed(&s.ObjectMeta)
+	return p.secrets.share(s.Namespace+"/"+s.Name, s)
+}
+
+// relayed clears what each peer's API server writes of its own copy of an object: the
+// UID, resourceVersion, generation and creation time. No decision reads them of a
+// relayed object (the informers keep their resourceVersions apart, read before the
+// transform); what it says of the member it describes is the same at every peer.
+func relayed(o *metav1.ObjectMeta) {
+	o.UID, o.ResourceVersion, o.Generation, o.CreationTimestamp = "", "", 0, metav1.Time{}
 }
 
 // shareMeta makes o's labels and annotations the pools' copies.

@@ -24,8 +24,8 @@ import (
 // Clusters name, in the clear, and the credential issued to this cluster). Those it
 // received are not even read (newCache's label selector); those it issued are, for the
 // one issued to this cluster is among them. The others, the reader Secrets every peer
-// relays alike of a member, share their kubeconfig bytes and their maps (data, labels,
-// annotations) through pool.
+// relays alike of a member, share their maps (data, labels, annotations) and then the
+// whole Secret through pool, as the stubs do (pools.shareSecret).
 func peerSecrets(localID types.UID, pool *pools) toolscache.TransformFunc {
 	mine := v1alpha1.IssuedReaderSecretName(localID)
 	strip := cache.TransformStripManagedFields()
@@ -41,17 +41,21 @@ func peerSecrets(localID types.UID, pool *pools) toolscache.TransformFunc {
 		if _, sealed := s.Data[v1alpha1.SealedKubeconfigKey]; sealed && s.Name != mine {
 			// Kept as a stub that names it: a decision looks a peer's Secret up by name
 			// only (the one a Cluster names, the one issued to this cluster).
-			return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace, UID: s.UID, ResourceVersion: s.ResourceVersion}}, nil
+			return pool.shareSecret(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace, UID: s.UID, ResourceVersion: s.ResourceVersion}}), nil
 		}
 		s.Data = pool.shareData(s.Data)
 		pool.shareMeta(&s.ObjectMeta)
-		return o, nil
+		if s.Name == mine {
+			return s, nil
+		}
+		return pool.shareSecret(s), nil
 	}
 }
 
 // peerClusters is the transform of a peer's Clusters: besides managedFields, it drops the
-// status of every Cluster but the peer's own (status.type Local), and shares the CA
-// bundles, labels and annotations through pool. The status a peer writes of the other
+// status of every Cluster but the peer's own (status.type Local), shares the CA bundles,
+// labels and annotations through pool, and then every Cluster but the peer's own whole
+// (pools.shareCluster). The status a peer writes of the other
 // members is its own view of them, which no decision here reads (the membership planner
 // copies their spec, labels and annotations; this cluster's status reconciler reads the
 // peer's report of itself from its own Cluster); its conditions are most of a Cluster's
@@ -67,14 +71,15 @@ func peerClusters(pool *pools) toolscache.TransformFunc {
 		if !ok {
 			return o, nil
 		}
-		if c.Status.Type != v1alpha1.ClusterTypeLocal {
-			c.Status = v1alpha1.ClusterStatus{}
-		}
 		for i := range c.Spec.KubernetesAPIEndpoints {
 			ep := &c.Spec.KubernetesAPIEndpoints[i]
 			ep.CABundle = pool.shareBytes(ep.CABundle)
 		}
 		pool.shareMeta(&c.ObjectMeta)
-		return o, nil
+		if c.Status.Type == v1alpha1.ClusterTypeLocal {
+			return c, nil
+		}
+		c.Status = v1alpha1.ClusterStatus{}
+		return pool.shareCluster(c), nil
 	}
 }

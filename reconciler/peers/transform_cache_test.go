@@ -25,7 +25,8 @@ import (
 // membership caches hold each peer's own Cluster with its status, the other members'
 // Clusters without theirs, a stub of the credential the peer issued another member and
 // nothing of the one it received from it, and one copy of the reader kubeconfig and CA bundle both
-// peers relay alike, and of the maps of their annotations and data.
+// peers relay alike, of the maps of their annotations and data, and of the relayed
+// Cluster, reader Secret and stub themselves.
 func TestPeerCachesHoldWhatDecisionsRead(t *testing.T) {
 	g, err := simpeer.NewGroup()
 	if err != nil {
@@ -74,6 +75,8 @@ func TestPeerCachesHoldWhatDecisionsRead(t *testing.T) {
 	}
 
 	var kubeconfigs, caBundles [][]byte
+	var relayedClusters, ownClusters []*v1alpha1.Cluster
+	var relayedSecrets, stubs []*corev1.Secret
 	var annotations []map[string]string
 	var data []map[string][]byte
 	for _, name := range names {
@@ -113,6 +116,15 @@ func TestPeerCachesHoldWhatDecisionsRead(t *testing.T) {
 		caBundles = append(caBundles, cluster.Spec.KubernetesAPIEndpoints[0].CABundle)
 		annotations = append(annotations, cluster.Annotations)
 		data = append(data, secret.Data)
+		relayedClusters, relayedSecrets = append(relayedClusters, cluster), append(relayedSecrets, secret)
+		ownClusters = append(ownClusters, informerObject[*v1alpha1.Cluster](t, p, &v1alpha1.Cluster{}, "/"+name))
+		stubs = append(stubs, informerObject[*corev1.Secret](t, p, &corev1.Secret{}, v1alpha1.DefaultNamespace+"/"+v1alpha1.IssuedReaderSecretName("uid-south")))
+	}
+	if relayedClusters[0] != relayedClusters[1] || relayedSecrets[0] != relayedSecrets[1] || stubs[0] != stubs[1] {
+		t.Error("the two peers' caches do not hold one object of the relayed Cluster, reader Secret and stub")
+	}
+	if ownClusters[0] == ownClusters[1] {
+		t.Error("the peers' own Clusters are one object")
 	}
 	if !bytes.Equal(kubeconfigs[0], relayed) || &kubeconfigs[0][0] != &kubeconfigs[1][0] {
 		t.Error("the two peers' copies of the relayed kubeconfig are not one")

@@ -63,9 +63,10 @@ func TestPeerSecrets(t *testing.T) {
 }
 
 // TestPeerClusters: a peer's Clusters are cached without managedFields, and without the
-// status the peer writes of other members; its own Cluster keeps its status, which the
-// status reconciler reads (its metadata, controller version). Spec, labels and
-// annotations, which the membership planner copies, are kept whole.
+// status the peer writes of other members and the bookkeeping its API server writes of
+// them; its own Cluster keeps both, and its status, which the status reconciler reads
+// (its metadata, controller version). Spec, labels and annotations, which the membership
+// planner copies, are kept whole.
 func TestPeerClusters(t *testing.T) {
 	status := v1alpha1.ClusterStatus{State: v1alpha1.ClusterStateReady, ControllerVersion: "v1",
 		Conditions: []v1alpha1.ClusterCondition{{Type: v1alpha1.ClusterConditionReady, Status: corev1.ConditionTrue, Message: "ready"}}}
@@ -74,24 +75,30 @@ func TestPeerClusters(t *testing.T) {
 		st.Type = typ
 		return &v1alpha1.Cluster{
 			ObjectMeta: metav1.ObjectMeta{Name: "west", Labels: map[string]string{"l": "v"}, Annotations: map[string]string{"a": "v"},
+				UID: "uid-at-the-peer", ResourceVersion: "7", Generation: 2, CreationTimestamp: metav1.Unix(1e9, 0),
 				ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "m"}}},
 			Spec:   v1alpha1.ClusterSpec{ClusterID: "uid-west", KubernetesAPIEndpoints: []v1alpha1.KubernetesAPIEndpoint{{ServerAddress: "https://west", CABundle: []byte("ca")}}},
 			Status: st,
 		}
 	}
 	tests := []struct {
-		name string
-		in   *v1alpha1.Cluster
-		want v1alpha1.ClusterStatus
+		name    string
+		in      *v1alpha1.Cluster
+		want    v1alpha1.ClusterStatus
+		relayed bool
 	}{
-		{"the peer's own", cluster(v1alpha1.ClusterTypeLocal), cluster(v1alpha1.ClusterTypeLocal).Status},
-		{"another member, as the peer sees it", cluster(v1alpha1.ClusterTypePeer), v1alpha1.ClusterStatus{}},
+		{"the peer's own", cluster(v1alpha1.ClusterTypeLocal), cluster(v1alpha1.ClusterTypeLocal).Status, false},
+		{"another member, as the peer sees it", cluster(v1alpha1.ClusterTypePeer), v1alpha1.ClusterStatus{}, true},
 	}
 	transform := peerClusters(newPools())
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			want := tt.in.DeepCopy()
 			want.ManagedFields, want.Status = nil, tt.want
+			if tt.relayed {
+				// What the peer's API server writes of its own copy (objectPool).
+				want.UID, want.ResourceVersion, want.Generation, want.CreationTimestamp = "", "", 0, metav1.Time{}
+			}
 			out, err := transform(tt.in)
 			if err != nil {
 				t.Fatal(err)
@@ -220,4 +227,89 @@ func swept(mu *sync.Mutex, sweep func(), entries func() int) int {
 	defer mu.Unlock()
 	sweep()
 	return entries()
+}
+
+// TestObjectPoolShares: the Clusters and reader Secrets that peers serve alike of a member,
+// each with the bookkeeping of its own API server, are one object in the caches, as are
+// the stubs of the credentials they issued the member; a peer's own Cluster and the
+// credential issued to this cluster are its own; an object that differs in anything a
+// decision reads (a hostile peer's) is not shared and leaves the shared one as it was.
+func TestObjectPoolShares(t *testing.T) {
+	pools := newPools()
+	const local = "uid-local"
+	secrets, clusters := peerSecrets(local, pools), peerClusters(pools)
+	meta := func(name, peer string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID("uid-" + peer + "-" + name), ResourceVersion: peer,
+			CreationTimestamp: metav1.Unix(int64(len(peer)), 0), Annotations: map[string]string{"a": "v"}}
+	}
+	cluster := func(peer, server string, typ v1alpha1.ClusterType) any {
+		c := &v1alpha1.Cluster{ObjectMeta: meta("south", peer), Status: v1alpha1.ClusterStatus{Type: typ, State: v1alpha1.ClusterStateReady},
+			Spec: v1alpha1.ClusterSpec{ClusterID: "uid-south", KubernetesAPIEndpoints: []v1alpha1.KubernetesAPIEndpoint{{ServerAddress: server}}}}
+		c.Namespace = ""
+		out, err := clusters(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	secret := func(peer, name, key, value string) any {
+		out, err := secrets(&corev1.Secret{ObjectMeta: meta(name, peer), Data: map[string][]byte{key: []byte(value)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	type pair struct {
+		name   string
+		a, b   func() any
+		shared bool
+	}
+	issuedSouth := v1alpha1.IssuedReaderSecretName("uid-south")
+	mine := v1alpha1.IssuedReaderSecretName(local)
+	for _, tt := range []pair{
+		{"a relayed Cluster", func() any { return cluster("east", "https://south", v1alpha1.ClusterTypePeer) },
+			func() any { return cluster("west", "https://south", v1alpha1.ClusterTypePeer) }, true},
+		{"a relayed Cluster that differs", func() any { return cluster("east", "https://south", v1alpha1.ClusterTypePeer) },
+			func() any { return cluster("hostile", "https://hostile", v1alpha1.ClusterTypePeer) }, false},
+		{"the peer's own Cluster", func() any { return cluster("east", "https://south", v1alpha1.ClusterTypeLocal) },
+			func() any { return cluster("west", "https://south", v1alpha1.ClusterTypeLocal) }, false},
+		{"a reader Secret", func() any { return secret("east", "south", v1alpha1.KubeconfigKey, "kc") },
+			func() any { return secret("west", "south", v1alpha1.KubeconfigKey, "kc") }, true},
+		{"a reader Secret that differs", func() any { return secret("east", "south", v1alpha1.KubeconfigKey, "kc") },
+			func() any { return secret("hostile", "south", v1alpha1.KubeconfigKey, "other") }, false},
+		{"a credential issued to another member", func() any { return secret("east", issuedSouth, v1alpha1.SealedKubeconfigKey, "e") },
+			func() any { return secret("west", issuedSouth, v1alpha1.SealedKubeconfigKey, "w") }, true},
+		{"the credential issued to this cluster", func() any { return secret("east", mine, v1alpha1.SealedKubeconfigKey, "s") },
+			func() any { return secret("west", mine, v1alpha1.SealedKubeconfigKey, "s") }, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			a := tt.a()
+			want := reflect.ValueOf(a).Elem().Interface() // a copy of the struct
+			b := tt.b()
+			if shared := a == b; shared != tt.shared {
+				t.Errorf("shared: %v, want %v", shared, tt.shared)
+			}
+			if diff := cmp.Diff(want, reflect.ValueOf(a).Elem().Interface()); diff != "" {
+				t.Errorf("the first peer's object changed (-before +after):\n%s", diff)
+			}
+			runtime.KeepAlive(a)
+		})
+	}
+}
+
+// TestObjectPoolFrees: the object pool holds its objects weakly, like the others.
+func TestObjectPoolFrees(t *testing.T) {
+	pool := newObjectPool[corev1.Secret]()
+	for i := range 3000 {
+		pool.share(strconv.Itoa(i), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: strconv.Itoa(i)}})
+	}
+	if n := swept(&pool.mu, pool.sweep, func() int { return len(pool.m) }); n > 10 {
+		t.Errorf("the pool still holds %d entries of 3000 objects nothing holds", n)
+	}
+	kept := pool.share("kept", &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "kept"}})
+	runtime.GC()
+	if again := pool.share("kept", &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "kept"}}); again != kept {
+		t.Error("an object still held was not shared after a collection")
+	}
+	runtime.KeepAlive(kept)
 }
