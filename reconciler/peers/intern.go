@@ -227,19 +227,22 @@ func sweepFreed[K comparable, E any](m map[K][]E, freed func(E) bool) int {
 	return len(m)
 }
 
-// pools are what the peers' membership caches share: the CA bundles' bytes, and the maps
-// of labels, annotations and Secret data. A nil *pools shares nothing.
+// pools are what the peers' membership caches share: the CA bundles' bytes, the maps
+// of labels, annotations and Secret data, the objects every peer relays alike, and the
+// peers' REST mappings. A nil *pools shares nothing.
 type pools struct {
 	bytes    *bytePool
 	meta     *mapPool[string]
 	data     *mapPool[[]byte]
 	clusters *objectPool[v1alpha1.Cluster]
 	secrets  *objectPool[corev1.Secret]
+	// mappers are the peers' REST mappings (mapper.go).
+	mappers *mapperPool
 }
 
 func newPools() *pools {
 	return &pools{bytes: newBytePool(), meta: newStringMapPool(), data: newBytesMapPool(),
-		clusters: newObjectPool[v1alpha1.Cluster](), secrets: newObjectPool[corev1.Secret]()}
+		clusters: newObjectPool[v1alpha1.Cluster](), secrets: newObjectPool[corev1.Secret](), mappers: newMapperPool()}
 }
 
 // shareCluster returns the pools' copy of a relayed Cluster, its bookkeeping cleared
@@ -267,6 +270,14 @@ func (p *pools) shareSecret(s *corev1.Secret) *corev1.Secret {
 // transform); what it says of the member it describes is the same at every peer.
 func relayed(o *metav1.ObjectMeta) {
 	o.UID, o.ResourceVersion, o.Generation, o.CreationTimestamp = "", "", 0, metav1.Time{}
+}
+
+// mapperPool returns the pool of the peers' REST mappings (nil for nil pools).
+func (p *pools) mapperPool() *mapperPool {
+	if p == nil {
+		return nil
+	}
+	return p.mappers
 }
 
 // shareMeta makes o's labels and annotations the pools' copies.

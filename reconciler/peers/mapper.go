@@ -1,9 +1,16 @@
 package peers
 
 import (
+	"encoding/json"
 	"fmt"
+	"hash/maphash"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
 	"sync"
 	"time"
+	"weak"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -31,21 +38,38 @@ type ResourceLister interface {
 // answer), about 1 MiB of mappings per peer with a bare kube-apiserver's groups, and a
 // connection held three of them (the health check's client, the membership cache and
 // the engine's views); a member reads 2 to 4 group versions of each peer.
+//
+// The peers of a group mostly serve the same resources (the same Kubernetes version, the
+// registry's CRDs): the mappings of equal resource lists are one, shared by every peer's
+// mapper through a mapperPool, rather than about 75 KB per peer (#33).
 type versionMapper struct {
 	list ResourceLister
 	now  func() time.Time
+	pool *mapperPool
 
-	mu      sync.Mutex
-	lists   map[schema.GroupVersion]*metav1.APIResourceList
-	read    map[schema.GroupVersion]time.Time
-	current meta.RESTMapper
+	mu   sync.Mutex
+	read map[schema.GroupVersion]time.Time
+	// current are the mappings of the group versions read; shared, never written.
+	current *mappings
+}
+
+// mappings are the REST mappings of the resource lists of some group versions, as one or
+// more peers serve them. Shared by the mappers of those peers: never written.
+type mappings struct {
+	lists  map[schema.GroupVersion]*metav1.APIResourceList
+	mapper meta.RESTMapper
 }
 
 // NewVersionMapper returns a REST mapper that reads the group versions it is asked for
 // through list, as they are asked for. Safe for concurrent use.
 func NewVersionMapper(list ResourceLister, now func() time.Time) meta.RESTMapper {
-	return &versionMapper{list: list, now: now, lists: map[schema.GroupVersion]*metav1.APIResourceList{},
-		read: map[schema.GroupVersion]time.Time{}, current: meta.MultiRESTMapper{}}
+	return newVersionMapper(list, now, nil)
+}
+
+// newVersionMapper is NewVersionMapper sharing its mappings through pool (nil: none).
+func newVersionMapper(list ResourceLister, now func() time.Time, pool *mapperPool) *versionMapper {
+	return &versionMapper{list: list, now: now, pool: pool, read: map[schema.GroupVersion]time.Time{},
+		current: &mappings{lists: map[schema.GroupVersion]*metav1.APIResourceList{}, mapper: meta.MultiRESTMapper{}}}
 }
 
 // ensure reads the resources of each of gvs not read yet, or read before mapperRefresh
@@ -54,7 +78,7 @@ func NewVersionMapper(list ResourceLister, now func() time.Time) meta.RESTMapper
 func (m *versionMapper) ensure(again bool, gvs ...schema.GroupVersion) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	changed := false
+	var lists map[schema.GroupVersion]*metav1.APIResourceList // a copy, once one is read
 	for _, gv := range gvs {
 		if gv.Version == "" {
 			continue
@@ -70,20 +94,22 @@ func (m *versionMapper) ensure(again bool, gvs ...schema.GroupVersion) error {
 		case err != nil:
 			return fmt.Errorf("reading the resources of %s: %w", gv, err)
 		}
-		m.lists[gv], m.read[gv], changed = l, m.now(), true
+		if lists == nil {
+			lists = maps.Clone(m.current.lists)
+		}
+		lists[gv], m.read[gv] = l, m.now()
 	}
-	if changed {
-		m.current = restmapper.NewDiscoveryRESTMapper(m.groupResources())
+	if lists != nil {
+		m.current = m.pool.share(lists)
 	}
 	return nil
 }
 
-// groupResources are the group versions read, as discovery gives them; the caller
-// holds mu.
-func (m *versionMapper) groupResources() []*restmapper.APIGroupResources {
+// groupResources are the group versions of lists, as discovery gives them.
+func groupResources(lists map[schema.GroupVersion]*metav1.APIResourceList) []*restmapper.APIGroupResources {
 	byGroup := map[string]*restmapper.APIGroupResources{}
 	var out []*restmapper.APIGroupResources
-	for gv, l := range m.lists {
+	for gv, l := range lists {
 		g, ok := byGroup[gv.Group]
 		if !ok {
 			g = &restmapper.APIGroupResources{Group: metav1.APIGroup{Name: gv.Group}, VersionedResources: map[string][]metav1.APIResource{}}
@@ -102,7 +128,73 @@ func (m *versionMapper) groupResources() []*restmapper.APIGroupResources {
 func (m *versionMapper) mapper() meta.RESTMapper {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.current
+	return m.current.mapper
+}
+
+// mapperPool shares the mappings of equal resource lists among the peers' mappers. Like
+// the membership caches' pools (intern.go), it holds them weakly: mappings are freed
+// once no mapper holds them. What a peer serves is its own input: it can only share
+// mappings equal to its own lists (looked up by a hash with a random seed, then compared
+// whole), and a mapper reads a group version only when a kind of it is asked for.
+type mapperPool struct {
+	seed maphash.Seed
+
+	mu    sync.Mutex
+	m     map[uint64][]weak.Pointer[mappings]
+	swept int
+}
+
+func newMapperPool() *mapperPool {
+	return &mapperPool{seed: maphash.MakeSeed(), m: map[uint64][]weak.Pointer[mappings]{}}
+}
+
+// share returns the pool's mappings of lists when it holds equal ones, and otherwise
+// makes the mappings of lists the pool's and returns them. A nil pool shares nothing.
+func (p *mapperPool) share(lists map[schema.GroupVersion]*metav1.APIResourceList) *mappings {
+	if p == nil {
+		return &mappings{lists: lists, mapper: restmapper.NewDiscoveryRESTMapper(groupResources(lists))}
+	}
+	h, ok := p.hash(lists)
+	if !ok {
+		return &mappings{lists: lists, mapper: restmapper.NewDiscoveryRESTMapper(groupResources(lists))}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, w := range p.m[h] {
+		if shared := w.Value(); shared != nil && reflect.DeepEqual(shared.lists, lists) {
+			return shared
+		}
+	}
+	mp := &mappings{lists: lists, mapper: restmapper.NewDiscoveryRESTMapper(groupResources(lists))}
+	p.m[h] = append(p.m[h], weak.Make(mp))
+	if n := len(p.m); n > 2*p.swept+1024 {
+		p.sweep()
+	}
+	return mp
+}
+
+// sweep drops the entries whose mappings were freed. Called with mu held.
+func (p *mapperPool) sweep() {
+	p.swept = sweepFreed(p.m, func(w weak.Pointer[mappings]) bool { return w.Value() == nil })
+}
+
+// hash is a hash of lists, in the order of their group versions; false if a list cannot
+// be encoded to be hashed.
+func (p *mapperPool) hash(lists map[schema.GroupVersion]*metav1.APIResourceList) (uint64, bool) {
+	gvs := slices.SortedFunc(maps.Keys(lists), func(a, b schema.GroupVersion) int { return strings.Compare(a.String(), b.String()) })
+	var h maphash.Hash
+	h.SetSeed(p.seed)
+	for _, gv := range gvs {
+		b, err := json.Marshal(lists[gv])
+		if err != nil {
+			return 0, false
+		}
+		_, _ = h.WriteString(gv.String())
+		_ = h.WriteByte(0)
+		_, _ = h.Write(b)
+		_ = h.WriteByte(0)
+	}
+	return h.Sum64(), true
 }
 
 // lookup asks the mapping of the group versions gvs, reading them first, and once more

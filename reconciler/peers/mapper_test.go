@@ -2,6 +2,7 @@ package peers
 
 import (
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -124,5 +125,62 @@ func TestVersionMapper(t *testing.T) {
 	}
 	if fail.requests != 2 {
 		t.Errorf("%d reads after two failed asks, want 2", fail.requests)
+	}
+}
+
+// TestMapperPoolShares: the mappers of peers that serve the same resources share one set
+// of mappings, which still map as each peer serves them; a peer that serves its
+// resources otherwise (a hostile one) has mappings of its own, and the shared ones are
+// left as they were; a mapper that reads one more group version has mappings of its own.
+func TestMapperPoolShares(t *testing.T) {
+	now := func() time.Time { return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) }
+	pool := newMapperPool()
+	secret := schema.GroupKind{Kind: "Secret"}
+	a, b := newVersionMapper(newFakeLister(), now, pool), newVersionMapper(newFakeLister(), now, pool)
+	hostileLister := newFakeLister()
+	hostileLister.served["v1"] = []metav1.APIResource{{Name: "configmaps", SingularName: "configmap", Namespaced: true, Kind: "Secret"}}
+	hostile := newVersionMapper(hostileLister, now, pool)
+	for _, m := range []*versionMapper{a, b, hostile} {
+		if _, err := m.RESTMapping(secret, "v1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a.current != b.current {
+		t.Error("two peers serving the same resources do not share their mappings")
+	}
+	if hostile.current == a.current {
+		t.Error("a peer serving other resources shares the mappings of the others")
+	}
+	for _, tt := range []struct {
+		m    *versionMapper
+		want string
+	}{{a, "secrets"}, {b, "secrets"}, {hostile, "configmaps"}} {
+		if mapping, err := tt.m.RESTMapping(secret, "v1"); err != nil || mapping.Resource.Resource != tt.want {
+			t.Errorf("Secret maps to %v (%v), want %s", mapping, err, tt.want)
+		}
+	}
+	if _, err := a.RESTMapping(schema.GroupKind{Group: "apps", Kind: "Deployment"}, "v1"); err != nil {
+		t.Fatal(err)
+	}
+	if a.current == b.current {
+		t.Error("a mapper that read one more group version still shares the mappings of one that did not")
+	}
+	if _, err := b.RESTMapping(schema.GroupKind{Group: "apps", Kind: "Deployment"}, "v1"); err != nil {
+		t.Fatal(err)
+	}
+	if a.current != b.current {
+		t.Error("the mappers read the same group versions again but do not share their mappings")
+	}
+}
+
+// TestMapperPoolFrees: the mapper pool holds its mappings weakly, like the others.
+func TestMapperPoolFrees(t *testing.T) {
+	pool := newMapperPool()
+	gv := schema.GroupVersion{Group: "example.com", Version: "v1"}
+	for i := range 3000 {
+		pool.share(map[schema.GroupVersion]*metav1.APIResourceList{gv: {GroupVersion: gv.String(), APIResources: []metav1.APIResource{{Name: strconv.Itoa(i), Kind: "K"}}}})
+	}
+	if n := swept(&pool.mu, pool.sweep, func() int { return len(pool.m) }); n > 10 {
+		t.Errorf("the pool still holds %d entries of 3000 mappings nothing holds", n)
 	}
 }

@@ -528,7 +528,8 @@ func (c *conn) run(ctx context.Context, cfg *rest.Config) {
 	requests = Limited(requests, limits, refuse)
 	watches = Limited(watches, limits, refuse)
 	// One REST mapper per connection, of the group versions asked for only
-	// (NewVersionMapper), shared by every client of the peer.
+	// (NewVersionMapper), shared by every client of the peer; its mappings are shared
+	// with the peers that serve the same resources.
 	dc, err := discovery.NewDiscoveryClientForConfigAndClient(cfg, requests)
 	if err != nil {
 		c.set(func(p *Peer) {
@@ -536,7 +537,7 @@ func (c *conn) run(ctx context.Context, cfg *rest.Config) {
 		})
 		return
 	}
-	mapper := NewVersionMapper(dc, time.Now)
+	mapper := newVersionMapper(dc, time.Now, c.m.pool.mapperPool())
 	direct, err := client.New(cfg, client.Options{Scheme: opts.Scheme, HTTPClient: requests, Mapper: mapper})
 	if err != nil {
 		c.set(func(p *Peer) {

@@ -26,7 +26,8 @@ import (
 // Clusters without theirs, a stub of the credential the peer issued another member and
 // nothing of the one it received from it, and one copy of the reader kubeconfig and CA bundle both
 // peers relay alike, of the maps of their annotations and data, and of the relayed
-// Cluster, reader Secret and stub themselves.
+// Cluster, reader Secret and stub themselves; and the two peers' REST mappers share their
+// mappings.
 func TestPeerCachesHoldWhatDecisionsRead(t *testing.T) {
 	g, err := simpeer.NewGroup()
 	if err != nil {
@@ -77,6 +78,7 @@ func TestPeerCachesHoldWhatDecisionsRead(t *testing.T) {
 	var kubeconfigs, caBundles [][]byte
 	var relayedClusters, ownClusters []*v1alpha1.Cluster
 	var relayedSecrets, stubs []*corev1.Secret
+	var mappings []*mappings
 	var annotations []map[string]string
 	var data []map[string][]byte
 	for _, name := range names {
@@ -118,10 +120,18 @@ func TestPeerCachesHoldWhatDecisionsRead(t *testing.T) {
 		data = append(data, secret.Data)
 		relayedClusters, relayedSecrets = append(relayedClusters, cluster), append(relayedSecrets, secret)
 		ownClusters = append(ownClusters, informerObject[*v1alpha1.Cluster](t, p, &v1alpha1.Cluster{}, "/"+name))
+		if vm, ok := p.Mapper().(*versionMapper); ok {
+			vm.mu.Lock()
+			mappings = append(mappings, vm.current)
+			vm.mu.Unlock()
+		}
 		stubs = append(stubs, informerObject[*corev1.Secret](t, p, &corev1.Secret{}, v1alpha1.DefaultNamespace+"/"+v1alpha1.IssuedReaderSecretName("uid-south")))
 	}
 	if relayedClusters[0] != relayedClusters[1] || relayedSecrets[0] != relayedSecrets[1] || stubs[0] != stubs[1] {
 		t.Error("the two peers' caches do not hold one object of the relayed Cluster, reader Secret and stub")
+	}
+	if len(mappings) != 2 || mappings[0] != mappings[1] {
+		t.Error("the two peers' REST mappers, of the same resources, do not share their mappings")
 	}
 	if ownClusters[0] == ownClusters[1] {
 		t.Error("the peers' own Clusters are one object")
