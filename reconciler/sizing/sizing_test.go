@@ -18,13 +18,13 @@ func TestNeedFor(t *testing.T) {
 		peers int
 		want  Need
 	}{
-		{0, Need{192 * mib, 10}},
-		{10, Need{192 * mib, 10}},
-		{25, Need{192 * mib, 30}},
-		{40, Need{231 * mib, 36}}, // 192 + 0.6*64 = 230.4 MiB, rounded up; 30 + 0.6*10 millicores
-		{75, Need{320 * mib, 70}}, // halfway between 50 and 100
-		{100, Need{384 * mib, 100}},
-		{200, Need{(384 + 256) * mib, 220}}, // the last segment's slope: 2.56 MiB and 1.2m a peer
+		{0, Need{192 * mib, 50}},
+		{10, Need{192 * mib, 50}},
+		{25, Need{192 * mib, 80}},
+		{40, Need{231 * mib, 104}}, // 192 + 0.6*64 = 230.4 MiB, rounded up; 80 + 0.6*40 millicores
+		{75, Need{288 * mib, 145}}, // halfway between 50 and 100
+		{100, Need{320 * mib, 170}},
+		{200, Need{(320 + 128) * mib, 270}}, // the last segment's slope: 1.28 MiB and 1m a peer
 	}
 	for _, tt := range tests {
 		if diff := cmp.Diff(tt.want, NeedFor(tt.peers)); diff != "" {
