@@ -60,6 +60,11 @@ type mappings struct {
 	mapper meta.RESTMapper
 }
 
+// newMappings are the mappings of lists.
+func newMappings(lists map[schema.GroupVersion]*metav1.APIResourceList) *mappings {
+	return &mappings{lists: lists, mapper: restmapper.NewDiscoveryRESTMapper(groupResources(lists))}
+}
+
 // NewVersionMapper returns a REST mapper that reads the group versions it is asked for
 // through list, as they are asked for. Safe for concurrent use.
 func NewVersionMapper(list ResourceLister, now func() time.Time) meta.RESTMapper {
@@ -152,11 +157,11 @@ func newMapperPool() *mapperPool {
 // makes the mappings of lists the pool's and returns them. A nil pool shares nothing.
 func (p *mapperPool) share(lists map[schema.GroupVersion]*metav1.APIResourceList) *mappings {
 	if p == nil {
-		return &mappings{lists: lists, mapper: restmapper.NewDiscoveryRESTMapper(groupResources(lists))}
+		return newMappings(lists)
 	}
 	h, ok := p.hash(lists)
 	if !ok {
-		return &mappings{lists: lists, mapper: restmapper.NewDiscoveryRESTMapper(groupResources(lists))}
+		return newMappings(lists)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -165,7 +170,7 @@ func (p *mapperPool) share(lists map[schema.GroupVersion]*metav1.APIResourceList
 			return shared
 		}
 	}
-	mp := &mappings{lists: lists, mapper: restmapper.NewDiscoveryRESTMapper(groupResources(lists))}
+	mp := newMappings(lists)
 	p.m[h] = append(p.m[h], weak.Make(mp))
 	if n := len(p.m); n > 2*p.swept+1024 {
 		p.sweep()
