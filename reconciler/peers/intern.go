@@ -179,26 +179,34 @@ func (p *mapPool[V]) sweep() {
 // as the others, and its objects must not be written to: the caches hand out deep copies,
 // the membership reconciler reads them in place without writing (TestPlan), and client-go
 // transforms each object it receives once, before it is shared.
-type objectPool[T any] struct {
+//
+// The peers' REST mappings are pooled the same way (mapperPool), under a hash of their
+// resource lists.
+type objectPool[K comparable, T any] struct {
+	equal func(a, b *T) bool
+
 	mu    sync.Mutex
-	m     map[string][]weak.Pointer[T]
+	m     map[K][]weak.Pointer[T]
 	swept int
 }
 
-func newObjectPool[T any]() *objectPool[T] {
-	return &objectPool[T]{m: map[string][]weak.Pointer[T]{}}
+func newObjectPool[K comparable, T any](equal func(a, b *T) bool) *objectPool[K, T] {
+	return &objectPool[K, T]{equal: equal, m: map[K][]weak.Pointer[T]{}}
 }
+
+// deepEqual is the equality of the objects the caches hold.
+func deepEqual[T any](a, b *T) bool { return reflect.DeepEqual(a, b) }
 
 // share returns the pool's object equal to o, found under key, when it holds one, and
 // otherwise makes o the pool's object and returns it.
-func (p *objectPool[T]) share(key string, o *T) *T {
+func (p *objectPool[K, T]) share(key K, o *T) *T {
 	if p == nil || o == nil {
 		return o
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, w := range p.m[key] {
-		if shared := w.Value(); shared != nil && reflect.DeepEqual(shared, o) {
+		if shared := w.Value(); shared != nil && p.equal(shared, o) {
 			return shared
 		}
 	}
@@ -210,7 +218,7 @@ func (p *objectPool[T]) share(key string, o *T) *T {
 }
 
 // sweep drops the entries whose objects were freed. Called with mu held.
-func (p *objectPool[T]) sweep() {
+func (p *objectPool[K, T]) sweep() {
 	p.swept = sweepFreed(p.m, func(w weak.Pointer[T]) bool { return w.Value() == nil })
 }
 
@@ -234,15 +242,16 @@ type pools struct {
 	bytes    *bytePool
 	meta     *mapPool[string]
 	data     *mapPool[[]byte]
-	clusters *objectPool[v1alpha1.Cluster]
-	secrets  *objectPool[corev1.Secret]
+	clusters *objectPool[string, v1alpha1.Cluster]
+	secrets  *objectPool[string, corev1.Secret]
 	// mappers are the peers' REST mappings (mapper.go).
 	mappers *mapperPool
 }
 
 func newPools() *pools {
 	return &pools{bytes: newBytePool(), meta: newStringMapPool(), data: newBytesMapPool(),
-		clusters: newObjectPool[v1alpha1.Cluster](), secrets: newObjectPool[corev1.Secret](), mappers: newMapperPool()}
+		clusters: newObjectPool[string](deepEqual[v1alpha1.Cluster]), secrets: newObjectPool[string](deepEqual[corev1.Secret]),
+		mappers: newMapperPool()}
 }
 
 // shareCluster returns the pools' copy of a relayed Cluster, its bookkeeping cleared

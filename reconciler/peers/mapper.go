@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"weak"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -142,15 +141,12 @@ func (m *versionMapper) mapper() meta.RESTMapper {
 // mappings equal to its own lists (looked up by a hash with a random seed, then compared
 // whole), and a mapper reads a group version only when a kind of it is asked for.
 type mapperPool struct {
-	seed maphash.Seed
-
-	mu    sync.Mutex
-	m     map[uint64][]weak.Pointer[mappings]
-	swept int
+	seed    maphash.Seed
+	objects *objectPool[uint64, mappings]
 }
 
 func newMapperPool() *mapperPool {
-	return &mapperPool{seed: maphash.MakeSeed(), m: map[uint64][]weak.Pointer[mappings]{}}
+	return &mapperPool{seed: maphash.MakeSeed(), objects: newObjectPool[uint64](func(a, b *mappings) bool { return reflect.DeepEqual(a.lists, b.lists) })}
 }
 
 // share returns the pool's mappings of lists when it holds equal ones, and otherwise
@@ -163,24 +159,7 @@ func (p *mapperPool) share(lists map[schema.GroupVersion]*metav1.APIResourceList
 	if !ok {
 		return newMappings(lists)
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, w := range p.m[h] {
-		if shared := w.Value(); shared != nil && reflect.DeepEqual(shared.lists, lists) {
-			return shared
-		}
-	}
-	mp := newMappings(lists)
-	p.m[h] = append(p.m[h], weak.Make(mp))
-	if n := len(p.m); n > 2*p.swept+1024 {
-		p.sweep()
-	}
-	return mp
-}
-
-// sweep drops the entries whose mappings were freed. Called with mu held.
-func (p *mapperPool) sweep() {
-	p.swept = sweepFreed(p.m, func(w weak.Pointer[mappings]) bool { return w.Value() == nil })
+	return p.objects.share(h, newMappings(lists))
 }
 
 // hash is a hash of lists, in the order of their group versions; false if a list cannot

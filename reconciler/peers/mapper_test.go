@@ -180,7 +180,7 @@ func TestMapperPoolFrees(t *testing.T) {
 	for i := range 3000 {
 		pool.share(map[schema.GroupVersion]*metav1.APIResourceList{gv: {GroupVersion: gv.String(), APIResources: []metav1.APIResource{{Name: strconv.Itoa(i), Kind: "K"}}}})
 	}
-	if n := swept(&pool.mu, pool.sweep, func() int { return len(pool.m) }); n > 10 {
+	if n := swept(&pool.objects.mu, pool.objects.sweep, func() int { return len(pool.objects.m) }); n > 10 {
 		t.Errorf("the pool still holds %d entries of 3000 mappings nothing holds", n)
 	}
 }

@@ -299,7 +299,7 @@ func TestObjectPoolShares(t *testing.T) {
 
 // TestObjectPoolFrees: the object pool holds its objects weakly, like the others.
 func TestObjectPoolFrees(t *testing.T) {
-	pool := newObjectPool[corev1.Secret]()
+	pool := newObjectPool[string](deepEqual[corev1.Secret])
 	for i := range 3000 {
 		pool.share(strconv.Itoa(i), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: strconv.Itoa(i)}})
 	}
