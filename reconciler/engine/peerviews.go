@@ -498,11 +498,12 @@ func (e *Engine) peerCluster(ctx context.Context, name string) map[string]any {
 }
 
 // clusterObject returns the content of the local Cluster named name for templates. The
-// conversion is kept per resourceVersion: every reconcile asks for it, and templates only
-// read it.
+// conversion is kept per resourceVersion: every reconcile asks for it, of every peer, and
+// templates only read it. The cache's Cluster is read without a deep copy (c shares its
+// maps and slices): only its resourceVersion is read, and the conversion, which copies.
 func (e *Engine) clusterObject(ctx context.Context, name string) map[string]any {
 	var c v1alpha1.Cluster
-	if err := e.opts.Client.Get(ctx, client.ObjectKey{Name: name}, &c); err != nil {
+	if err := e.opts.Client.Get(ctx, client.ObjectKey{Name: name}, &c, client.UnsafeDisableDeepCopy); err != nil {
 		return nil
 	}
 	e.clusterMu.Lock()

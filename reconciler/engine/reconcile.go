@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/engine/rulestatus"
@@ -249,7 +250,8 @@ func (e *Engine) waitForViews(it item, unseen, connecting map[types.UID]bool) bo
 // waited for.
 func (e *Engine) unlistedMembers(ctx context.Context, vs *sourceViews) {
 	var list v1alpha1.ClusterList
-	if err := e.opts.Client.List(ctx, &list); err != nil {
+	// Read only: the cache's Clusters themselves, not deep copies.
+	if err := e.opts.Client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
 		return
 	}
 	now := e.opts.Clock.Now()
