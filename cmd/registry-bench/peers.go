@@ -106,7 +106,8 @@ type peerResult struct {
 	Steady *peerSnapshot `json:"steady,omitempty"`
 
 	SetupSeconds float64 `json:"setup_seconds"`
-	// Profiles are the CPU, heap and goroutine profiles of the idle window (--profile).
+	// Profiles are the CPU, heap and goroutine profiles of the burst and of the idle window
+	// (--profile).
 	Profiles []string `json:"profiles,omitempty"`
 	Error    string   `json:"error,omitempty"`
 }
@@ -426,6 +427,9 @@ func (pr *peerRun) burst(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if g.profile {
+		g.startProfiles()
+	}
 	t1 := time.Now()
 	for i := range po.burst {
 		p := pr.sims[i%pr.n]
@@ -440,6 +444,9 @@ func (pr *peerRun) burst(ctx context.Context) error {
 	cpu1, err := procCPU(pid)
 	if err != nil {
 		return err
+	}
+	if g.profile {
+		r.Profiles = append(r.Profiles, g.stopProfiles(pr.label+".burst")...)
 	}
 	r.BurstCPUSeconds = max(0, cpu1-cpu0-idleCPU*r.BurstSeconds)
 	r.CPUPer1000Synced = r.BurstCPUSeconds * 1000 / float64(po.burst)
@@ -506,7 +513,7 @@ func (pr *peerRun) idle(ctx context.Context) error {
 		return err
 	}
 	if g.profile {
-		r.Profiles = g.stopProfiles(label + ".idle")
+		r.Profiles = append(r.Profiles, g.stopProfiles(label+".idle")...)
 	}
 	if r.Steady, err = snapshot(ctx, pr.c, pr.sg); err != nil {
 		return err
