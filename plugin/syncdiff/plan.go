@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -172,8 +173,10 @@ func (p *differ) sources(ctx context.Context, res *result) ([]planner.Source, ma
 		if !planner.IsSource(p.local.ID, c) {
 			continue
 		}
-		clusterMap, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(c)
-		src := planner.Source{Name: c.Name, ClusterID: c.Spec.ClusterID, Cluster: clusterMap}
+		src := planner.Source{Name: c.Name, ClusterID: c.Spec.ClusterID, Cluster: sync.OnceValue(func() map[string]any {
+			m, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(c)
+			return m
+		})}
 		v := p.byID[c.Spec.ClusterID]
 		switch {
 		case v == nil && len(p.unreadable) > 0:

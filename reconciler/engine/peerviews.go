@@ -214,7 +214,7 @@ func (e *Engine) wantPeerScopes(r *ruleEntry, all []peers.Peer, rp *refreshPlan)
 		srcNS = []string{""}
 	}
 	for _, p := range all {
-		if !p.Ready || p.Config() == nil {
+		if !p.Ready || !p.Readable() {
 			continue
 		}
 		pc, mapper, err := e.peerClients(p)

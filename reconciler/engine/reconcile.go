@@ -324,7 +324,7 @@ func (e *Engine) snapshotFor(ctx context.Context, gvk schema.GroupVersionKind) (
 		name, id := p.Name, p.ClusterID
 		age := e.contacts.age(id, now)
 		vs.firstContact[id], vs.young[id] = age < createWait, age < connectWait
-		vs.readable[id] = p.Ready && p.Config() != nil
+		vs.readable[id] = p.Ready && p.Readable()
 		vs.beingMade[id] = vs.young[id] && beingMade(p)
 		var features []v1alpha1.ClusterFeature
 		if needFeatures {
@@ -332,7 +332,7 @@ func (e *Engine) snapshotFor(ctx context.Context, gvk schema.GroupVersionKind) (
 		}
 		s.Sources = append(s.Sources, planner.Source{
 			Name: p.Name, ClusterID: p.ClusterID, Readable: vs.readable[id],
-			Features: features, Cluster: e.peerCluster(ctx, p.Name),
+			Features: features, Cluster: func() map[string]any { return e.peerCluster(ctx, name) },
 			Lookup: func(gvk schema.GroupVersionKind, ns, n string) (*unstructured.Unstructured, bool) {
 				obj, synced, err := e.views.Lookup(name, gvk, ns, n)
 				if !synced && (err != nil || !e.views.Covers(name, gvk, ns)) {

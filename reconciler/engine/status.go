@@ -86,7 +86,7 @@ func (e *Engine) sourceStates(ctx context.Context, r *ruleEntry) (out rulestatus
 		switch {
 		case p.Ready && p.Bootstrap:
 			src.State, src.Message = v1alpha1.SourceUnreachable, "waiting for the reader credential the peer issues this cluster (it is read with its bootstrap credential, which reads none of its objects); its copies are kept as they are"
-		case !p.Ready || p.Config() == nil:
+		case !p.Ready || !p.Readable():
 			src.State, src.Message = v1alpha1.SourceUnreachable, "the peer is not Ready; its copies are kept as they are"
 		case r.compiled.NeedsFeatures() && !featuresKnown(ctx, p):
 			src.State, src.Message = v1alpha1.SourceUnreachable, "the peer's ClusterFeatures are being read (clusterFeatureMatch selects by them); its copies are kept as they are"

@@ -139,12 +139,18 @@ type Peer struct {
 	features func() bool
 }
 
-// Config returns the REST config of the connection (the peer's reader identity, no
-// client-side timeout so watches last), or nil when the peer is not connected and
-// synced, or connected with its bootstrap credential. Callers only read with it: the
-// reader identity cannot write anyway.
+// Readable reports whether the peer can be read: connected and synced, with a
+// credential other than its bootstrap one. Config, HTTPClient and Mapper are nil
+// otherwise. It is what a check per peer and object asks, without Config's copy.
+func (p Peer) Readable() bool {
+	return p.Synced && p.config != nil && !p.Bootstrap
+}
+
+// Config returns a copy of the REST config of the connection (the peer's reader
+// identity, no client-side timeout so watches last), or nil when the peer is not
+// Readable. Callers only read with it: the reader identity cannot write anyway.
 func (p Peer) Config() *rest.Config {
-	if !p.Synced || p.config == nil || p.Bootstrap {
+	if !p.Readable() {
 		return nil
 	}
 	return rest.CopyConfig(p.config)
@@ -154,7 +160,7 @@ func (p Peer) Config() *rest.Config {
 // dials only addresses the policy allows and refuses redirects), or nil when Config is.
 // Every client of the peer is built on it.
 func (p Peer) HTTPClient() *http.Client {
-	if !p.Synced || p.config == nil || p.Bootstrap {
+	if !p.Readable() {
 		return nil
 	}
 	return p.http
@@ -165,7 +171,7 @@ func (p Peer) HTTPClient() *http.Client {
 // when Config is: the connection's health check, its membership cache and the engine's
 // views of the peer share it, so that each peer's mappings are held once.
 func (p Peer) Mapper() meta.RESTMapper {
-	if !p.Synced || p.config == nil || p.Bootstrap {
+	if !p.Readable() {
 		return nil
 	}
 	return p.mapper

@@ -28,8 +28,10 @@ type Source struct {
 	Readable bool
 	// Features are the peer's ClusterFeatures.
 	Features []v1alpha1.ClusterFeature
-	// Cluster is the peer's Cluster (unstructured content) for templates.
-	Cluster map[string]any
+	// Cluster returns the peer's Cluster (unstructured content) for templates, or is nil.
+	// It is called only for the copies this source offers, when they are made (not once
+	// per source and object): reading it may cost a conversion.
+	Cluster func() map[string]any
 	// Lookup returns the peer's object of a kind at a key; synced is false when the
 	// peer's view of the kind is not complete (then absence proves nothing).
 	Lookup func(gvk schema.GroupVersionKind, namespace, name string) (obj *unstructured.Unstructured, synced bool)
@@ -246,7 +248,11 @@ func (g *gatherer) memberOrigin(r Rule, srcKey types.NamespacedName, p Source, o
 // why there is none: a failure of the mutation (the origin unknown, when read
 // directly) or a refusal of the copy by the policy.
 func (g *gatherer) addCandidate(r Rule, p Source, obj *unstructured.Unstructured, mut rules.Mutation, origin types.UID, originName string, direct bool) {
-	desired, err := mut.Apply(obj, rules.TemplateContext{Object: obj.Object, Cluster: p.Cluster, LocalCluster: g.localCluster})
+	var cluster map[string]any
+	if p.Cluster != nil {
+		cluster = p.Cluster()
+	}
+	desired, err := mut.Apply(obj, rules.TemplateContext{Object: obj.Object, Cluster: cluster, LocalCluster: g.localCluster})
 	if err != nil {
 		g.out.Failures[r.Spec.Name] = append(g.out.Failures[r.Spec.Name], fmt.Sprintf("mutating %s %s from %s: %v", g.gvk.Kind, g.target, p.Name, err))
 		if direct {

@@ -140,3 +140,52 @@ func TestGatherQuarantined(t *testing.T) {
 		})
 	}
 }
+
+// TestGatherReadsClusterOnlyOfOffers: a source's Cluster is read for the copies it
+// offers, when their templates are rendered, and not for the sources that hold no such
+// object: the engine asks every peer of every object, and reading a peer's Cluster costs
+// a cache read and, when it changed, a conversion.
+func TestGatherReadsClusterOnlyOfOffers(t *testing.T) {
+	gvk := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	rsr := &v1alpha1.ResourceSyncRule{
+		ObjectMeta: metav1.ObjectMeta{Name: "cms"},
+		Spec: v1alpha1.ResourceSyncRuleSpec{GVK: v1alpha1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, Rules: []v1alpha1.SyncRule{{
+			Mutations: v1alpha1.Mutations{Overrides: []v1alpha1.OverlayPatch{{Path: "data.from", Value: "{{ .Cluster.metadata.name }}"}}},
+		}}},
+	}
+	compiled, err := CompileRule(rsr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := types.NamespacedName{Namespace: "ns", Name: "cm"}
+	obj := &unstructured.Unstructured{Object: map[string]any{"data": map[string]any{}}}
+	obj.SetAPIVersion("v1")
+	obj.SetKind("ConfigMap")
+	obj.SetNamespace("ns")
+	obj.SetName("cm")
+	reads := map[string]int{}
+	source := func(name string, id types.UID, has bool) Source {
+		return Source{Name: name, ClusterID: id, Readable: true,
+			Cluster: func() map[string]any {
+				reads[name]++
+				return map[string]any{"metadata": map[string]any{"name": name}}
+			},
+			Lookup: func(schema.GroupVersionKind, string, string) (*unstructured.Unstructured, bool) {
+				if has {
+					return obj.DeepCopy(), true
+				}
+				return nil, true
+			}}
+	}
+	sources := []Source{source("empty", "uid-a", false), source("holder", "uid-b", true), source("other", "uid-c", false)}
+	g := Gather("uid-local", nil, Policy{}, []Rule{{Spec: rsr, Compiled: compiled}}, sources, gvk, target, nil)
+	if len(g.Candidates) != 1 {
+		t.Fatalf("candidates: got %d, want 1 (failures %v)", len(g.Candidates), g.Failures)
+	}
+	if got, _, _ := unstructured.NestedString(g.Candidates[0].Object.Object, "data", "from"); got != "holder" {
+		t.Errorf("the copy's data.from: got %q, want the holder's Cluster name", got)
+	}
+	if diff := cmp.Diff(map[string]int{"holder": 1}, reads); diff != "" {
+		t.Errorf("Cluster reads by source (-want +got):\n%s", diff)
+	}
+}

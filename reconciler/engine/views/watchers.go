@@ -384,16 +384,27 @@ func (ws *Watchers) LookupCached(cluster string, gvk schema.GroupVersionKind, na
 	if namespace != "" {
 		key = namespace + "/" + name
 	}
-	scopes := []Scope{{Cluster: cluster, GVK: gvk, Namespace: namespace}, {Cluster: cluster, GVK: gvk, Namespace: namespace, Name: name}}
+	scopes := [3]Scope{{Cluster: cluster, GVK: gvk, Namespace: namespace}, {Cluster: cluster, GVK: gvk, Namespace: namespace, Name: name}}
+	n := 2
 	if namespace != "" {
-		scopes = append(scopes, Scope{Cluster: cluster, GVK: gvk})
+		scopes[n], n = Scope{Cluster: cluster, GVK: gvk}, n+1
 	}
+	// One lock for every scope: the engine looks up every peer for every object.
+	var found [3]*watcher
+	var capErrs [3]error
+	ws.mu.Lock()
+	for i, s := range scopes[:n] {
+		found[i] = ws.all[s]
+		if c, ok := ws.capped[s]; ok {
+			capErrs[i] = c.err(s)
+		}
+	}
+	ws.mu.Unlock()
 	covered, allSynced := false, true
 	var lastErr error
-	for _, s := range scopes {
-		w, ok := ws.get(s)
-		capErr := ws.OverCapErr(s)
-		if !ok {
+	for i := range n {
+		w, capErr := found[i], capErrs[i]
+		if w == nil {
 			if capErr != nil {
 				// Over the cap: a view that failed, not one without the object.
 				covered, allSynced, lastErr = true, false, capErr
