@@ -35,14 +35,17 @@ type group struct {
 	names []string
 	// kcm: the clusters run kube-controller-manager. Without it the bench does the one
 	// thing of it the registry needs, ClusterRole aggregation (aggregateClusterRoles).
-	kcm        bool
-	profile    bool
-	bed        *testbed.Bed
-	kubeconfig string
-	logs       string
-	cs         map[string]kubernetes.Interface
-	ctrls      []*controller
-	setupTime  time.Duration
+	kcm     bool
+	profile bool
+	// profileStart: the profiled controllers profile their CPU from their start, until
+	// the first stopProfiles (--mode peers: the first sync, the restart).
+	profileStart bool
+	bed          *testbed.Bed
+	kubeconfig   string
+	logs         string
+	cs           map[string]kubernetes.Interface
+	ctrls        []*controller
+	setupTime    time.Duration
 	// stops counts stopControllers, whose controllers' logs are kept as serve-NAME.log.stopN.
 	stops int
 	// apiPIDs are the API servers' processes, found when first read (cost.go).
@@ -318,6 +321,9 @@ func (g *group) startController(ctx context.Context, n string) (*controller, err
 		c.profile = filepath.Join(g.b.o.profile, n)
 		c.cmd = exec.Command(g.b.self, args...)
 		c.cmd.Env = append(os.Environ(), append(g.b.o.controllerEnv, envRunPlugin+"=1", envProfile+"="+c.profile)...)
+		if g.profileStart {
+			c.cmd.Env = append(c.cmd.Env, envProfileStart+"=1")
+		}
 	}
 	c.cmd.Stdout, c.cmd.Stderr = log, log
 	if err := c.cmd.Start(); err != nil {

@@ -179,7 +179,7 @@ func parseOptions() (options, error) {
 	flag.DurationVar(&o.idle, "idle", time.Minute, "steady-state window for idle writes")
 	flag.DurationVar(&o.timeout, "timeout", 3*time.Minute, "how long each setup step or wait may take")
 	flag.StringVar(&o.out, "out", "bench-results.json", "where to write the results")
-	flag.StringVar(&o.profile, "profile", "", "directory for CPU and heap profiles of the main group's controllers during the registry burst (--mode peers: CPU, heap and goroutine profiles of the member over the burst and over the idle window)")
+	flag.StringVar(&o.profile, "profile", "", "directory for CPU and heap profiles of the main group's controllers during the registry burst (--mode peers: CPU, heap and goroutine profiles of the member over its first sync, the burst, the restart and the idle window)")
 	flag.Func("controller-env", "KEY=VALUE added to the controllers' environment only, e.g. GOMEMLIMIT=90MiB (repeatable)", func(s string) error {
 		if k, _, ok := strings.Cut(s, "="); !ok || k == "" {
 			return fmt.Errorf("%q is not KEY=VALUE", s)

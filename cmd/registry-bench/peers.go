@@ -106,8 +106,8 @@ type peerResult struct {
 	Steady *peerSnapshot `json:"steady,omitempty"`
 
 	SetupSeconds float64 `json:"setup_seconds"`
-	// Profiles are the CPU, heap and goroutine profiles of the burst and of the idle window
-	// (--profile).
+	// Profiles are the CPU, heap and goroutine profiles of the first sync, the burst, the
+	// restart and the idle window (--profile).
 	Profiles []string `json:"profiles,omitempty"`
 	Error    string   `json:"error,omitempty"`
 }
@@ -274,6 +274,7 @@ func (b *bench) runPeerSize(ctx context.Context, po peerOptions, n int) (_ *peer
 	// With --profile the controller is this binary (about 20 MiB more RSS), profiled over
 	// the idle window.
 	g.profile = b.o.profile != ""
+	g.profileStart = g.profile
 	if err := g.prepare(ctx); err != nil {
 		return nil, err
 	}
@@ -397,6 +398,9 @@ func (pr *peerRun) initialSync(ctx context.Context) error {
 	if r.InitialSyncCPUSeconds, err = procCPU(pr.pid); err != nil {
 		return err
 	}
+	if g.profile {
+		r.Profiles = append(r.Profiles, g.stopProfiles(pr.label+".sync")...)
+	}
 	if err := g.waitQuiet(ctx, po.quiet); err != nil {
 		return err
 	}
@@ -484,6 +488,9 @@ func (pr *peerRun) restart(ctx context.Context) error {
 	r.RestartConvergeSeconds = time.Since(t2).Seconds()
 	if r.RestartCPUSeconds, err = procCPU(pr.pid); err != nil {
 		return err
+	}
+	if g.profile {
+		r.Profiles = append(r.Profiles, g.stopProfiles(pr.label+".restart")...)
 	}
 	if err := g.waitQuiet(ctx, po.quiet); err != nil {
 		return err

@@ -27,9 +27,13 @@ import (
 // The bench sends SIGUSR1 just before the registry burst and SIGUSR2 once the burst is on
 // every peer, so the CPU profile covers exactly the burst (files NAME.burst.*.pprof); and
 // SIGUSR2 again once the memory step's objects are synced (NAME.memory.heap.pprof).
+//
+// With envProfileStart set (--mode peers) the CPU profile starts with the process, as if
+// SIGUSR1 came first: the member's first sync and its restart are profiled from the start.
 const (
-	envRunPlugin = "REGISTRY_BENCH_RUN_PLUGIN"
-	envProfile   = "REGISTRY_BENCH_PROFILE"
+	envRunPlugin    = "REGISTRY_BENCH_RUN_PLUGIN"
+	envProfile      = "REGISTRY_BENCH_PROFILE"
+	envProfileStart = "REGISTRY_BENCH_PROFILE_START"
 )
 
 // runPlugin is main for a controller started with --profile.
@@ -49,6 +53,9 @@ func profileOnSignals(ctx context.Context, prefix string) {
 	signal.Notify(sigs, syscall.SIGUSR1, syscall.SIGUSR2)
 	defer signal.Stop(sigs)
 	var cpu *os.File
+	if os.Getenv(envProfileStart) != "" {
+		cpu = startCPUProfile(prefix)
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -60,20 +67,9 @@ func profileOnSignals(ctx context.Context, prefix string) {
 		case s := <-sigs:
 			switch s {
 			case syscall.SIGUSR1:
-				if cpu != nil {
-					continue
+				if cpu == nil {
+					cpu = startCPUProfile(prefix)
 				}
-				f, err := os.Create(prefix + ".cpu.pprof")
-				if err != nil {
-					fmt.Fprintln(os.Stderr, "bench profile:", err)
-					continue
-				}
-				if err := pprof.StartCPUProfile(f); err != nil {
-					fmt.Fprintln(os.Stderr, "bench profile:", err)
-					_ = f.Close()
-					continue
-				}
-				cpu = f
 			case syscall.SIGUSR2:
 				if cpu != nil {
 					pprof.StopCPUProfile()
@@ -90,6 +86,22 @@ func profileOnSignals(ctx context.Context, prefix string) {
 			}
 		}
 	}
+}
+
+// startCPUProfile starts the CPU profile to PREFIX.cpu.pprof, and returns its file, or
+// nil when it cannot (said on stderr).
+func startCPUProfile(prefix string) *os.File {
+	f, err := os.Create(prefix + ".cpu.pprof")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench profile:", err)
+		return nil
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		fmt.Fprintln(os.Stderr, "bench profile:", err)
+		_ = f.Close()
+		return nil
+	}
+	return f
 }
 
 // writeProfile writes the named runtime profile (pprof.Lookup) to path.

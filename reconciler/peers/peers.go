@@ -17,7 +17,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sort"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -231,6 +232,15 @@ type Manager struct {
 	features atomic.Bool
 	// stopped is set when Start's context is done: no connection starts after it.
 	stopped bool
+
+	// gen counts the changes of the peers' snapshots (conn.set) and of conns: List
+	// recomputes its sorted snapshots only when it moved. The engine lists the peers for
+	// every object it reconciles.
+	gen    atomic.Uint64
+	listMu sync.Mutex
+	listed []Peer
+	// listedGen is the gen listed was computed at.
+	listedGen uint64
 }
 
 // NewManager returns a Manager; it connects nothing until Start.
@@ -268,6 +278,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	m.stopped = true
 	conns := m.conns
 	m.conns = map[string]*conn{}
+	m.gen.Add(1)
 	m.mu.Unlock()
 	for _, c := range conns {
 		c.stop()
@@ -286,8 +297,25 @@ func (m *Manager) Get(name string) (Peer, bool) {
 	return c.snapshot(), true
 }
 
-// List returns snapshots of every peer, by name.
+// List returns snapshots of every peer, by name. The slice is the caller's.
 func (m *Manager) List() []Peer {
+	gen := m.gen.Load() // before the snapshots: a change while they are taken moves it
+	m.listMu.Lock()
+	if m.listed != nil && m.listedGen == gen {
+		out := slices.Clone(m.listed)
+		m.listMu.Unlock()
+		return out
+	}
+	m.listMu.Unlock()
+	out := m.list()
+	m.listMu.Lock()
+	m.listed, m.listedGen = slices.Clone(out), gen
+	m.listMu.Unlock()
+	return out
+}
+
+// list takes the snapshots of every peer, sorted by name.
+func (m *Manager) list() []Peer {
 	m.mu.Lock()
 	conns := make([]*conn, 0, len(m.conns))
 	for _, c := range m.conns {
@@ -298,7 +326,7 @@ func (m *Manager) List() []Peer {
 	for _, c := range conns {
 		out = append(out, c.snapshot())
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	slices.SortFunc(out, func(a, b Peer) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 
@@ -307,6 +335,7 @@ func (m *Manager) Remove(name string) {
 	m.mu.Lock()
 	c, ok := m.conns[name]
 	delete(m.conns, name)
+	m.gen.Add(1)
 	m.mu.Unlock()
 	if ok {
 		c.stop()
@@ -339,6 +368,7 @@ func (m *Manager) Ensure(cluster *v1alpha1.Cluster, secret *corev1.Secret, boots
 	}
 	c := newConn(m, cluster.Name, cluster.Spec.ClusterID, fp, bootstrap)
 	m.conns[cluster.Name] = c
+	m.gen.Add(1)
 	log := m.log
 	m.mu.Unlock()
 	if old != nil {
@@ -475,6 +505,7 @@ func (c *conn) set(f func(*Peer)) {
 	f(&c.peer)
 	after := c.peer
 	c.mu.Unlock()
+	c.m.gen.Add(1)
 	c.m.metrics.observe(after)
 	if before.State != after.State || before.Ready != after.Ready || before.Reason != after.Reason ||
 		before.Message != after.Message || before.Synced != after.Synced {

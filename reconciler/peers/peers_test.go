@@ -327,3 +327,40 @@ func TestEnsureAfterStopConnectsNothing(t *testing.T) {
 		t.Error("the manager keeps a connection after it stopped")
 	}
 }
+
+// TestListSeesEveryChange: List keeps its sorted snapshots between changes, and every
+// change of a peer (conn.set), every connection added or removed shows in the next List;
+// a caller that changes the slice it got changes nothing of the next.
+func TestListSeesEveryChange(t *testing.T) {
+	m := newManager(t, Options{})
+	names := func(ps []Peer) []string {
+		var out []string
+		for _, p := range ps {
+			out = append(out, fmt.Sprintf("%s:%s:%t", p.Name, p.State, p.Ready))
+		}
+		return out
+	}
+	add := func(name string) *conn {
+		c := newConn(m, name, types.UID("uid-"+name), "fp", false)
+		m.mu.Lock()
+		m.conns[name] = c
+		m.gen.Add(1) // as Ensure does
+		m.mu.Unlock()
+		return c
+	}
+	b := add("b")
+	add("a")
+	if diff := cmp.Diff([]string{"a::false", "b::false"}, names(m.List())); diff != "" {
+		t.Errorf("List (-want +got):\n%s", diff)
+	}
+	got := m.List()
+	got[0].Name, got[1] = "changed", Peer{}
+	b.set(func(p *Peer) { p.State, p.Ready = v1alpha1.ClusterStateReady, true })
+	if diff := cmp.Diff([]string{"a::false", "b:" + string(v1alpha1.ClusterStateReady) + ":true"}, names(m.List())); diff != "" {
+		t.Errorf("List after a peer's change (-want +got):\n%s", diff)
+	}
+	m.Remove("a")
+	if diff := cmp.Diff([]string{"b:" + string(v1alpha1.ClusterStateReady) + ":true"}, names(m.List())); diff != "" {
+		t.Errorf("List after Remove (-want +got):\n%s", diff)
+	}
+}
