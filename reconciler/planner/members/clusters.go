@@ -94,12 +94,12 @@ func planCluster(existing, src *v1alpha1.Cluster, advertised string, x, localID 
 
 // advertisedServer returns the server of the reader Secret c references in view (the
 // address c's cluster advertises, as that view holds it), or "".
-func advertisedServer(view View, c *v1alpha1.Cluster, ns string) string {
+func (k kubeconfigs) advertisedServer(view View, c *v1alpha1.Cluster, ns string) string {
 	s := refSecret(view, c, ns)
 	if s == nil {
 		return ""
 	}
-	r, ok := document.Read(s.Data[v1alpha1.KubeconfigKey])
+	r, ok := k.read(s.Data[v1alpha1.KubeconfigKey])
 	if !ok {
 		return ""
 	}

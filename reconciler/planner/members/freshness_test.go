@@ -4,11 +4,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
+	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig/document"
 )
 
 // TestTokenFreshness: which of two relayed tokens is newer is read from the tokens
@@ -40,12 +42,34 @@ func TestTokenFreshness(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if !newer(tt.newer, tt.old) {
+			if !kubeconfigs(nil).newer(tt.newer, tt.old) {
 				t.Fatal("the newer token is not newer")
 			}
-			if newer(tt.old, tt.newer) {
+			if (kubeconfigs{}).newer(tt.old, tt.newer) {
 				t.Fatal("order is not antisymmetric")
 			}
 		})
+	}
+}
+
+// TestKubeconfigsReadOnce: a plan's kubeconfigs answer what document.Read answers, for
+// kubeconfigs it accepts and for those it refuses, and keep one entry per content
+// however many Secrets (relays) carry it.
+func TestKubeconfigsReadOnce(t *testing.T) {
+	exp := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
+	good, other := readerKubeconfig("x", "https://x.example", nil, exp, ""), readerKubeconfig("y", "https://y.example", nil, exp, "")
+	bad := []byte("not: [a kubeconfig")
+	k := kubeconfigs{}
+	for range 3 { // three relays of each
+		for _, data := range [][]byte{good, other, bad} {
+			want, wantOK := document.Read(data)
+			got, ok := k.read(append([]byte(nil), data...))
+			if diff := cmp.Diff(want, got); diff != "" || ok != wantOK {
+				t.Errorf("read %.20q: ok %t, want %t (-want +got):\n%s", data, ok, wantOK, diff)
+			}
+		}
+	}
+	if len(k) != 3 {
+		t.Errorf("kubeconfigs hold %d entries, want one per content (3)", len(k))
 	}
 }

@@ -201,6 +201,8 @@ type planState struct {
 	// gone are the departures in force.
 	gone Departures
 	res  Result
+	// kc reads each reader kubeconfig of the plan once.
+	kc kubeconfigs
 }
 
 // newPlanState indexes the input: the views (sorted, the peers among them), and the
@@ -208,6 +210,7 @@ type planState struct {
 func newPlanState(in Input) *planState {
 	s := &planState{
 		in:            in,
+		kc:            kubeconfigs{},
 		all:           append([]View(nil), in.Peers...),
 		ready:         map[types.UID]bool{},
 		known:         map[types.UID]bool{},
@@ -427,10 +430,10 @@ func (s *planState) trustSecret(src *source) bool {
 	}
 	problem := ""
 	if !src.own {
-		problem = checkRelay(src.secret, s.in.Now, src.relayOnly)
+		problem = s.kc.checkRelay(src.secret, s.in.Now, src.relayOnly)
 	}
 	if problem == "" {
-		src.secret, problem = pinned(s.localSecrets[src.secret.Name], src.secret, src.cluster.Name)
+		src.secret, problem = s.kc.pinned(s.localSecrets[src.secret.Name], src.secret, src.cluster.Name)
 	}
 	switch {
 	case problem != "" && src.own:
@@ -440,7 +443,7 @@ func (s *planState) trustSecret(src *source) bool {
 		s.res.Refused = append(s.res.Refused, fmt.Sprintf("reader Secret %s for cluster %s relayed by peer %s refused: %s", src.secret.Name, x, src.view.Name, problem))
 		return false
 	}
-	src.exp, src.iat = tokenTimes(src.secret)
+	src.exp, src.iat = s.kc.tokenTimes(src.secret)
 	return true
 }
 
@@ -479,7 +482,7 @@ func (s *planState) planMember(name string, src source) {
 	in := s.in
 	x := src.cluster.Spec.ClusterID
 	from := src.view.Name
-	if w, conflict := planCluster(s.localClusters[name], &src.cluster, advertisedServer(src.view, &src.cluster, in.Namespace), x, in.LocalID, src.relayOnly); conflict != "" {
+	if w, conflict := planCluster(s.localClusters[name], &src.cluster, s.kc.advertisedServer(src.view, &src.cluster, in.Namespace), x, in.LocalID, src.relayOnly); conflict != "" {
 		s.res.Conflicts = append(s.res.Conflicts, conflict)
 		return
 	} else if w != nil {
@@ -519,7 +522,7 @@ func (s *planState) planMemberSecret(src source) {
 			adoptable = true
 		}
 	}
-	if w, conflict := planSecret(s.localSecrets[ref.Name], peerSecret, x, in.Namespace, adoptable, src.relayOnly); conflict != "" {
+	if w, conflict := s.kc.planSecret(s.localSecrets[ref.Name], peerSecret, x, in.Namespace, adoptable, src.relayOnly); conflict != "" {
 		s.res.Conflicts = append(s.res.Conflicts, conflict)
 	} else if w != nil {
 		wr := Write{Op: w.op, Object: w.obj, Base: w.base, From: src.view.Name, Describes: x}
