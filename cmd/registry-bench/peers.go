@@ -272,7 +272,7 @@ func (b *bench) runPeerSize(ctx context.Context, po peerOptions, n int) (_ *peer
 	// The defaults of an install: a peer's health is checked every 5 s.
 	g.serveArgs = []string{"--peer-health-interval", "5s"}
 	// With --profile the controller is this binary (about 20 MiB more RSS), profiled over
-	// the idle window.
+	// its first sync, the burst, the restart and the idle window.
 	g.profile = b.o.profile != ""
 	g.profileStart = g.profile
 	if err := g.prepare(ctx); err != nil {
