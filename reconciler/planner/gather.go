@@ -42,8 +42,9 @@ type Gathered struct {
 	// Candidates are the copies the sources ask for (only from the object's origin,
 	// unless the origin is not a member read directly).
 	Candidates []Candidate
-	// OriginGone holds the origins positively seen to no longer have a matching object;
-	// filled only when observed is a copy one of the rules wrote.
+	// OriginGone holds the origin of observed (its ownership mark) when it is positively
+	// seen to no longer have a matching object; filled only when observed is a copy one of
+	// the rules wrote. Decide reads no other origin's entry, so no other is gathered.
 	OriginGone map[types.UID]bool
 	// Failures are mutation errors, by rule name.
 	Failures map[string][]string
@@ -69,10 +70,9 @@ func Gather(localID types.UID, localCluster map[string]any, policy Policy, ruleS
 	g := gatherer{localID: localID, localCluster: localCluster, policy: policy, gvk: gvk, target: target,
 		out: Gathered{OriginGone: map[types.UID]bool{}, Failures: map[string][]string{}, Unsynced: map[types.UID]bool{}, Modes: map[string]v1alpha1.SyncMode{},
 			Refusals: map[string][]Refusal{}},
-		names:   make(map[types.UID]string, len(sources)),
-		present: map[types.UID]bool{}, unknown: map[types.UID]bool{}, gone: map[types.UID]bool{}}
-	for _, p := range sources {
-		g.names[p.ClusterID] = p.Name
+		sources: sources}
+	if observed != nil {
+		g.mark = types.UID(observed.GetAnnotations()[v1alpha1.OwnershipAnnotation])
 	}
 	var covering []string
 	for _, r := range ruleSet {
@@ -95,24 +95,18 @@ func Gather(localID types.UID, localCluster map[string]any, policy Policy, ruleS
 	}
 	// A copy is written from its origin. A copy read from another peer (a hop) is used
 	// only for an origin that is not a member this cluster reads directly.
-	members := map[types.UID]bool{}
-	for _, p := range sources {
-		members[p.ClusterID] = true
-	}
 	for _, c := range g.cands {
-		if c.PeerID == c.Origin || !members[c.Origin] {
+		if c.PeerID == c.Origin {
+			g.out.Candidates = append(g.out.Candidates, c)
+		} else if _, member := g.sourceName(c.Origin); !member {
 			g.out.Candidates = append(g.out.Candidates, c)
 		}
 	}
 	// Only a copy a rule of this kind wrote (labelled with its name) may be deleted: not
 	// the membership sync's copies, not copies of a rule that is gone (deletionPolicy
 	// Retain), not copies another tool marked.
-	if observed != nil && contains(covering, observed.GetLabels()[v1alpha1.RuleLabel]) {
-		for id := range g.gone {
-			if !g.present[id] && !g.unknown[id] {
-				g.out.OriginGone[id] = true
-			}
-		}
+	if g.markGone && !g.markPresent && !g.markUnknown && contains(covering, observed.GetLabels()[v1alpha1.RuleLabel]) {
+		g.out.OriginGone[g.mark] = true
 	}
 	return g.out
 }
@@ -125,12 +119,19 @@ type gatherer struct {
 	gvk          schema.GroupVersionKind
 	target       types.NamespacedName
 	out          Gathered
-	// names are the sources' names by cluster ID; cands the copies offered, hops included.
-	names map[types.UID]string
-	cands []Candidate
-	// present, unknown and gone say, per origin read directly, whether it has a matching
-	// object, cannot tell, or has none: the deletion evidence.
-	present, unknown, gone map[types.UID]bool
+	// sources are the sources; names their names by cluster ID, made when an origin
+	// other than the source offering it is first looked up (sourceName); cands the copies
+	// offered, hops included.
+	sources []Source
+	names   map[types.UID]string
+	cands   []Candidate
+	// mark is observed's origin (its ownership mark, "" for none); markPresent,
+	// markUnknown and markGone say whether it, read directly, has a matching object,
+	// cannot tell, or has none: the deletion evidence. Only the mark's is gathered: the
+	// evidence of every other origin would cost a record per source and object, and
+	// decides nothing.
+	mark                               types.UID
+	markPresent, markUnknown, markGone bool
 	// ruleOrigin and kept are the rule's being gathered (RuleOrigin, KeptFor).
 	ruleOrigin types.UID
 	kept       Kept
@@ -156,7 +157,7 @@ func (g *gatherer) offer(r Rule, srcKey types.NamespacedName, p Source) {
 		return // a peer's copy of an object of ours
 	}
 	if direct {
-		g.present[origin] = true
+		g.present(origin)
 	}
 	g.addCandidate(r, p, obj, mut, origin, originName, direct)
 }
@@ -168,17 +169,17 @@ func (g *gatherer) offer(r Rule, srcKey types.NamespacedName, p Source) {
 // origin.
 func (g *gatherer) read(r Rule, srcKey types.NamespacedName, p Source) (*unstructured.Unstructured, types.UID, bool) {
 	if !p.Readable || !r.Compiled.Sources(p.Features) {
-		g.unknown[p.ClusterID] = true
+		g.unknown(p.ClusterID)
 		return nil, "", false
 	}
 	obj, synced := p.Lookup(r.Compiled.GVK, srcKey.Namespace, srcKey.Name)
 	if !synced {
-		g.unknown[p.ClusterID] = true
+		g.unknown(p.ClusterID)
 		g.out.Unsynced[p.ClusterID] = true
 		return nil, "", false
 	}
 	if obj == nil {
-		g.gone[p.ClusterID] = true
+		g.gone(p.ClusterID)
 		return nil, "", false
 	}
 	if MembershipObject(obj) {
@@ -191,7 +192,7 @@ func (g *gatherer) read(r Rule, srcKey types.NamespacedName, p Source) (*unstruc
 	if g.policy.Quarantined(origin) {
 		// Disabled or departed here: its objects are neither copied, through any member,
 		// nor taken for gone.
-		g.unknown[origin] = true
+		g.unknown(origin)
 		return nil, "", false
 	}
 	return obj, origin, true
@@ -204,21 +205,21 @@ func (g *gatherer) read(r Rule, srcKey types.NamespacedName, p Source) (*unstruc
 func (g *gatherer) match(r Rule, srcKey types.NamespacedName, p Source, obj *unstructured.Unstructured, direct bool) (rules.Mutation, bool) {
 	if obj.GetAnnotations()[v1alpha1.SyncDisabledAnnotation] == "true" {
 		if direct {
-			g.present[p.ClusterID] = true // not synced, but not gone either
+			g.present(p.ClusterID) // not synced, but not gone either
 		}
 		return rules.Mutation{}, false
 	}
 	mut, ok := r.Compiled.Match(obj)
 	if !ok {
 		if direct {
-			g.gone[p.ClusterID] = true
+			g.gone(p.ClusterID)
 		}
 		return rules.Mutation{}, false
 	}
 	tk, ok := mut.TargetKey(srcKey)
 	if !ok || tk != g.target || mut.TargetGVK(r.Compiled.GVK) != g.gvk {
 		if direct {
-			g.gone[p.ClusterID] = true
+			g.gone(p.ClusterID)
 		}
 		return rules.Mutation{}, false
 	}
@@ -229,7 +230,10 @@ func (g *gatherer) match(r Rule, srcKey types.NamespacedName, p Source, obj *uns
 // originates from, or false, having recorded the refusal, when it is neither a member
 // this cluster knows by ID nor this cluster.
 func (g *gatherer) memberOrigin(r Rule, srcKey types.NamespacedName, p Source, origin types.UID) (string, bool) {
-	originName, member := g.names[origin]
+	originName, member := p.Name, origin == p.ClusterID
+	if !member {
+		originName, member = g.sourceName(origin)
+	}
 	if !member {
 		originName, member = g.policy.MemberName(origin)
 	}
@@ -256,7 +260,7 @@ func (g *gatherer) addCandidate(r Rule, p Source, obj *unstructured.Unstructured
 	if err != nil {
 		g.out.Failures[r.Spec.Name] = append(g.out.Failures[r.Spec.Name], fmt.Sprintf("mutating %s %s from %s: %v", g.gvk.Kind, g.target, p.Name, err))
 		if direct {
-			g.unknown[origin] = true
+			g.unknown(origin)
 		}
 		return
 	}
@@ -274,6 +278,27 @@ func (g *gatherer) addCandidate(r Rule, p Source, obj *unstructured.Unstructured
 	}
 	g.cands = append(g.cands, Candidate{Rule: r.Spec.Name, RuleOrigin: g.ruleOrigin, RuleSince: r.Spec.CreationTimestamp.Time,
 		Peer: p.Name, PeerID: p.ClusterID, Origin: origin, Object: desired, SyncStatus: mut.SyncStatus, Kept: g.kept})
+}
+
+// present, unknown and gone record the deletion evidence of a source read directly,
+// the origin id: it has a matching object, cannot tell, or has none. Only observed's
+// origin (mark) is recorded.
+func (g *gatherer) present(id types.UID) { g.markPresent = g.markPresent || (id == g.mark && id != "") }
+func (g *gatherer) unknown(id types.UID) { g.markUnknown = g.markUnknown || (id == g.mark && id != "") }
+func (g *gatherer) gone(id types.UID)    { g.markGone = g.markGone || (id == g.mark && id != "") }
+
+// sourceName returns the name of the source whose cluster ID is id, and whether there is
+// one. The index is made on the first call: most objects are offered only by their
+// origin, whose name the offer carries, and need none.
+func (g *gatherer) sourceName(id types.UID) (string, bool) {
+	if g.names == nil {
+		g.names = make(map[types.UID]string, len(g.sources))
+		for _, p := range g.sources {
+			g.names[p.ClusterID] = p.Name
+		}
+	}
+	name, ok := g.names[id]
+	return name, ok
 }
 
 // RuleOrigin returns the cluster a rule was made on, as this cluster (localID) knows it:

@@ -189,3 +189,55 @@ func TestGatherReadsClusterOnlyOfOffers(t *testing.T) {
 		t.Errorf("Cluster reads by source (-want +got):\n%s", diff)
 	}
 }
+
+// TestGatherEvidenceOfTheMarkOnly: the deletion evidence is gathered for the observed
+// copy's origin only (Decide reads no other), whatever the other sources hold, and not
+// at all for a local object that is no copy of a rule's or for none.
+func TestGatherEvidenceOfTheMarkOnly(t *testing.T) {
+	const origin, other, syncing types.UID = "uid-a", "uid-b", "uid-c"
+	gvk := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	rsr := &v1alpha1.ResourceSyncRule{
+		ObjectMeta: metav1.ObjectMeta{Name: "cms"},
+		Spec:       v1alpha1.ResourceSyncRuleSpec{GVK: v1alpha1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, Rules: []v1alpha1.SyncRule{{}}},
+	}
+	compiled, err := CompileRule(rsr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := types.NamespacedName{Namespace: "ns", Name: "cm"}
+	source := func(id types.UID, synced bool) Source {
+		return Source{Name: string(id), ClusterID: id, Readable: true,
+			Lookup: func(schema.GroupVersionKind, string, string) (*unstructured.Unstructured, bool) { return nil, synced }}
+	}
+	sources := []Source{source(origin, true), source(other, true), source(syncing, false)}
+	copyOf := func(mark types.UID, rule string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion("v1")
+		u.SetKind("ConfigMap")
+		u.SetNamespace("ns")
+		u.SetName("cm")
+		Mark(u, mark, rule)
+		return u
+	}
+	for _, tc := range []struct {
+		name     string
+		observed *unstructured.Unstructured
+		want     map[types.UID]bool
+	}{
+		{name: "a copy of the origin that has none", observed: copyOf(origin, "cms"), want: map[types.UID]bool{origin: true}},
+		{name: "a copy of the origin still syncing", observed: copyOf(syncing, "cms"), want: map[types.UID]bool{}},
+		{name: "a copy of no source", observed: copyOf("uid-unknown", "cms"), want: map[types.UID]bool{}},
+		{name: "a copy of another rule", observed: copyOf(origin, "other"), want: map[types.UID]bool{}},
+		{name: "no local object", want: map[types.UID]bool{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := Gather("uid-local", nil, Policy{}, []Rule{{Spec: rsr, Compiled: compiled}}, sources, gvk, target, tc.observed)
+			if diff := cmp.Diff(tc.want, g.OriginGone); diff != "" {
+				t.Errorf("OriginGone (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(map[types.UID]bool{syncing: true}, g.Unsynced); diff != "" {
+				t.Errorf("Unsynced (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

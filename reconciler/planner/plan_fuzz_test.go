@@ -52,6 +52,14 @@ func FuzzDecide(f *testing.F) {
 			in.Candidates = append(in.Candidates, Candidate{Rule: "rule", Peer: "z", PeerID: lower, Origin: lower, Object: other})
 		}
 		act := Decide(in)
+		// Gather records the deletion evidence of the observed copy's origin only: Decide
+		// must read no other origin's.
+		others := in
+		others.OriginGone = map[types.UID]bool{origin: originGone, lower: !originGone, "local": true, "": true, "x": true}
+		if again := Decide(others); again.Type != act.Type || again.Reason != act.Reason || (again.Source == nil) != (act.Source == nil) ||
+			(again.Source != nil && again.Source.Origin != act.Source.Origin) {
+			t.Fatalf("the evidence of origins other than the copy's changes the plan: %s (%s) then %s (%s)", act.Type, act.Reason, again.Type, again.Reason)
+		}
 		if withCandidate && rival && act.Source != nil {
 			mark := types.UID("")
 			if observed != nil {
