@@ -39,6 +39,8 @@ const DefaultWorkers = 8
 type Peers interface {
 	// List returns every peer, by name.
 	List() []peers.Peer
+	// Shared is List without the copy: the caller only reads it.
+	Shared() []peers.Peer
 	// Subscribe registers ch for an event whenever a peer or its cache changes.
 	Subscribe(ch chan<- event.GenericEvent)
 	// WatchFeatures starts (true) or stops the watch of the peers' ClusterFeatures,

@@ -146,6 +146,7 @@ func (e *Engine) write(ctx context.Context, it item, observed *unstructured.Unst
 	if act.Type == planner.ActionCreate || planner.TakesOver(act, observed) {
 		// The origin this copy starts from (or changes to) is chosen for good: wait for the
 		// views that may still offer one with a lower cluster ID.
+		vs.waitSets()
 		e.unlistedMembers(ctx, vs)
 		connecting := connectingSources(vs.beingMade, vs.young, g.Unsynced, vs.failingViews, vs.unstarted)
 		unseen := unseenSources(g.Unsynced, vs.failingViews, vs.firstContact, vs.readable, connecting)
@@ -291,11 +292,44 @@ type sourceViews struct {
 	// failingViews are the readable sources whose view fails to sync; overCapViews the
 	// sources whose view is over the cap on objects.
 	failingViews, overCapViews map[types.UID]bool
-	// firstContact are the peers in their first contact, readable the readable ones,
-	// young those within connectWait of their first contact, beingMade those whose
-	// connection is being made and unstarted those whose view of the kind has no watch
-	// (not started yet, or the peer does not serve the kind): for the wait before a create.
-	firstContact, readable, young, beingMade, unstarted map[types.UID]bool
+	// unstarted are the sources whose view of the kind has no watch (not started yet, or
+	// the peer does not serve the kind).
+	unstarted map[types.UID]bool
+	// listed is what the wait before a create reads of each peer listed: kept as a list,
+	// and made into the sets below (waitSets) only for a create or a change of origin,
+	// not for every object.
+	listed []listedPeer
+	// firstContact are the peers in their first contact, readable the peers listed (true:
+	// readable), young those within connectWait of their first contact, beingMade those
+	// whose connection is being made: for the wait before a create (waitSets).
+	firstContact, readable, young, beingMade map[types.UID]bool
+}
+
+// listedPeer is what the wait before a create reads of a peer listed when the snapshot
+// was taken.
+type listedPeer struct {
+	id types.UID
+	// age is the time since the engine first listed the peer.
+	age                 time.Duration
+	readable, beingMade bool
+}
+
+// waitSets makes the sets the wait before a create reads from the peers listed.
+func (vs *sourceViews) waitSets() {
+	vs.readable = make(map[types.UID]bool, len(vs.listed))
+	vs.firstContact, vs.young, vs.beingMade = map[types.UID]bool{}, map[types.UID]bool{}, map[types.UID]bool{}
+	for _, p := range vs.listed {
+		vs.readable[p.id] = p.readable
+		if p.age < createWait {
+			vs.firstContact[p.id] = true
+		}
+		if p.age < connectWait {
+			vs.young[p.id] = true
+			if p.beingMade {
+				vs.beingMade[p.id] = true
+			}
+		}
+	}
 }
 
 // snapshotFor returns the planner's snapshot of this cluster for objects of gvk, built
@@ -304,8 +338,7 @@ type sourceViews struct {
 // policy of a rule, which deletes only copies no other rule asks for), as sync-diff asks
 // it of what it read. The lookups record in vs what they meet.
 func (e *Engine) snapshotFor(ctx context.Context, gvk schema.GroupVersionKind) (planner.Snapshot, *sourceViews, error) {
-	vs := &sourceViews{failingViews: map[types.UID]bool{}, overCapViews: map[types.UID]bool{}, firstContact: map[types.UID]bool{},
-		readable: map[types.UID]bool{}, young: map[types.UID]bool{}, beingMade: map[types.UID]bool{}, unstarted: map[types.UID]bool{}}
+	vs := &sourceViews{failingViews: map[types.UID]bool{}, overCapViews: map[types.UID]bool{}, unstarted: map[types.UID]bool{}}
 	s := planner.Snapshot{LocalID: e.opts.LocalID}
 	for _, r := range e.snapshot() {
 		if r.compiled == nil || r.rsr.DeletionTimestamp != nil || !planner.ContainsGVK(r.compiled.TargetGVKs, gvk) {
@@ -320,18 +353,21 @@ func (e *Engine) snapshotFor(ctx context.Context, gvk schema.GroupVersionKind) (
 		needFeatures = needFeatures || r.Compiled.NeedsFeatures()
 	}
 	now := e.opts.Clock.Now()
-	for _, p := range e.opts.Peers.List() {
+	// Read only: the peers manager's snapshots, not a copy (this runs for every object).
+	listed := e.opts.Peers.Shared()
+	vs.listed = make([]listedPeer, 0, len(listed))
+	s.Sources = make([]planner.Source, 0, len(listed))
+	for i := range listed {
+		p := &listed[i]
 		name, id := p.Name, p.ClusterID
-		age := e.contacts.age(id, now)
-		vs.firstContact[id], vs.young[id] = age < createWait, age < connectWait
-		vs.readable[id] = p.Ready && p.Readable()
-		vs.beingMade[id] = vs.young[id] && beingMade(p)
+		lp := listedPeer{id: id, age: e.contacts.age(id, now), readable: p.Ready && p.Readable(), beingMade: beingMade(*p)}
+		vs.listed = append(vs.listed, lp)
 		var features []v1alpha1.ClusterFeature
 		if needFeatures {
-			features = peerFeatures(ctx, p)
+			features = peerFeatures(ctx, *p)
 		}
 		s.Sources = append(s.Sources, planner.Source{
-			Name: p.Name, ClusterID: p.ClusterID, Readable: vs.readable[id],
+			Name: p.Name, ClusterID: p.ClusterID, Readable: lp.readable,
 			Features: features, Cluster: func() map[string]any { return e.peerCluster(ctx, name) },
 			Lookup: func(gvk schema.GroupVersionKind, ns, n string) (*unstructured.Unstructured, bool) {
 				obj, synced, err := e.views.Lookup(name, gvk, ns, n)

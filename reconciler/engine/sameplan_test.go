@@ -32,6 +32,7 @@ import (
 type fakePeers []peers.Peer
 
 func (f fakePeers) List() []peers.Peer                { return f }
+func (f fakePeers) Shared() []peers.Peer              { return f }
 func (fakePeers) Subscribe(chan<- event.GenericEvent) {}
 func (fakePeers) WatchFeatures(bool)                  {}
 

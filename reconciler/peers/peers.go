@@ -299,17 +299,24 @@ func (m *Manager) Get(name string) (Peer, bool) {
 
 // List returns snapshots of every peer, by name. The slice is the caller's.
 func (m *Manager) List() []Peer {
+	return slices.Clone(m.Shared())
+}
+
+// Shared is List without the copy, for a caller that only reads the snapshots (the
+// engine, once per object): every caller gets the same slice until a peer or the set of
+// connections changes, and must not write it.
+func (m *Manager) Shared() []Peer {
 	gen := m.gen.Load() // before the snapshots: a change while they are taken moves it
 	m.listMu.Lock()
 	if m.listed != nil && m.listedGen == gen {
-		out := slices.Clone(m.listed)
+		out := m.listed
 		m.listMu.Unlock()
 		return out
 	}
 	m.listMu.Unlock()
 	out := m.list()
 	m.listMu.Lock()
-	m.listed, m.listedGen = slices.Clone(out), gen
+	m.listed, m.listedGen = out, gen
 	m.listMu.Unlock()
 	return out
 }
