@@ -96,6 +96,8 @@ type Reconciler struct {
 	unused map[string]string
 	// keyWaitFrom is when the first peer waited for the local key pair (keyPending).
 	keyWaitFrom time.Time
+	// chooser keeps, per peer, the credential chosen for its connection (connect).
+	chooser members.Chooser
 }
 
 // KeyWait is how long peers wait for the local key pair to load before they are read
@@ -120,7 +122,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.MetadataPeriod <= 0 {
 		r.MetadataPeriod = DefaultMetadataPeriod
 	}
-	peerEvents := make(chan event.GenericEvent, 1024)
+	// Every peer event asks for every Cluster, and each reconcile reads the peers anew:
+	// an event that comes while another waits to be handled asks for nothing more, and is
+	// dropped (the peers manager never blocks on a full channel). With room for more, a
+	// first sync at 100 peers listed and queued the 101 Clusters once per event.
+	peerEvents := make(chan event.GenericEvent, 1)
 	r.Peers.Subscribe(peerEvents)
 	all := handler.EnqueueRequestsFromMapFunc(r.allClusters)
 	b := ctrl.NewControllerManagedBy(mgr)
@@ -141,7 +147,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}))).
 		// A peer's state or view of the group changed: every Cluster's ClustersSynced and
 		// the local Cluster's summary may change.
-		WatchesRawSource(source.Channel(peerEvents, all)).
+		WatchesRawSource(source.Channel(peerEvents, all, source.WithBufferSize[client.Object, reconcile.Request](1))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 2}).
 		Complete(r)
 }
@@ -491,7 +497,10 @@ func (r *Reconciler) connect(ctx context.Context, cluster *v1alpha1.Cluster, sec
 	default:
 		why = credentials.Expired // unless Choose takes it, below
 		var err error
-		if conn, err = members.Choose(secret, &received, cluster.Spec.ClusterID, r.now(), r.Keys.Opener(r.Identity.ID)); err != nil {
+		// The key before its opener: a key changed in between makes an answer kept for
+		// the old key, never asked for again.
+		key := r.Keys.Get()
+		if conn, err = r.chooser.Choose(cluster.Name, secret, &received, cluster.Spec.ClusterID, r.now(), key, r.Keys.Opener(r.Identity.ID)); err != nil {
 			unused = err.Error()
 		}
 		if received.Annotations[v1alpha1.OwnershipAnnotation] != string(cluster.Spec.ClusterID) || len(received.Data[v1alpha1.SealedKubeconfigKey]) == 0 {
@@ -594,8 +603,10 @@ func (r *Reconciler) unusedChanged(name, reason string) bool {
 	return true
 }
 
-// forget drops why the credential of peer name, whose Cluster is gone, was not used.
+// forget drops why the credential of peer name, whose Cluster is gone, was not used, and
+// the credential chosen for it.
 func (r *Reconciler) forget(name string) {
+	r.chooser.Forget(name)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.unused, name)

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -133,5 +134,73 @@ func TestChooseSealed(t *testing.T) {
 				t.Errorf("Choose = %s, %v; want shared and an error containing %q", got.Name, err, tt.wantErr)
 			}
 		})
+	}
+}
+
+// TestChooserRemembers: a Chooser answers what Choose answers, opening the credential
+// again only when a Secret, the peer or the key changes, or the Secrets carry no
+// resourceVersion; an expired token is given up without opening it again.
+func TestChooserRemembers(t *testing.T) {
+	const x, local types.UID = "x", "local"
+	key, other := chooseKey(t), chooseKey(t)
+	versioned := func(s *corev1.Secret, uid, rv string) *corev1.Secret {
+		s = s.DeepCopy()
+		s.UID, s.ResourceVersion = types.UID(uid), rv
+		return s
+	}
+	shared := versioned(chooseSecret("shared", "https://x.example:6443", t0.Add(time.Hour)), "s", "1")
+	plain := chooseSecret("mine", "https://elsewhere.example:6443", t0.Add(2*time.Hour))
+	b, err := seal.Seal(key.PublicKey(), x, local, plain.Data[v1alpha1.KubeconfigKey])
+	if err != nil {
+		t.Fatal(err)
+	}
+	received := plain.DeepCopy()
+	received.Annotations[v1alpha1.OwnershipAnnotation] = string(x)
+	received.Data = map[string][]byte{v1alpha1.SealedKubeconfigKey: b}
+	received = versioned(received, "r", "1")
+	opens := 0
+	opener := func(k *seal.Key) Opener {
+		return func(issuer types.UID, sealed []byte) ([]byte, error) { opens++; return k.Open(issuer, local, sealed) }
+	}
+	var c Chooser
+	for _, step := range []struct {
+		name             string
+		shared, received *corev1.Secret
+		x                types.UID
+		now              time.Time
+		key              *seal.Key
+		wantOpens        int
+		want             string
+	}{
+		{name: "first", shared: shared, received: received, x: x, now: t0, key: key, wantOpens: 1, want: "mine"},
+		{name: "the same Secrets", shared: shared, received: received, x: x, now: t0.Add(time.Minute), key: key, wantOpens: 1, want: "mine"},
+		{name: "the credential updated", shared: shared, received: versioned(received, "r", "2"), x: x, now: t0, key: key, wantOpens: 2, want: "mine"},
+		{name: "the shared Secret updated", shared: versioned(shared, "s", "2"), received: versioned(received, "r", "2"), x: x, now: t0, key: key, wantOpens: 3, want: "mine"},
+		{name: "the same again", shared: versioned(shared, "s", "2"), received: versioned(received, "r", "2"), x: x, now: t0, key: key, wantOpens: 3, want: "mine"},
+		{name: "another key", shared: versioned(shared, "s", "2"), received: versioned(received, "r", "2"), x: x, now: t0, key: other, wantOpens: 4, want: "shared"},
+		{name: "the key back", shared: versioned(shared, "s", "2"), received: versioned(received, "r", "2"), x: x, now: t0, key: key, wantOpens: 5, want: "mine"},
+		{name: "expired", shared: versioned(shared, "s", "2"), received: versioned(received, "r", "2"), x: x, now: t0.Add(2 * time.Hour), key: key, wantOpens: 5, want: "shared"},
+		{name: "another peer ID", shared: versioned(shared, "s", "2"), received: versioned(received, "r", "2"), x: "y", now: t0, key: key, wantOpens: 5, want: "shared"},
+		{name: "no resourceVersion", shared: versioned(shared, "s", ""), received: versioned(received, "r", "2"), x: x, now: t0, key: key, wantOpens: 6, want: "mine"},
+		{name: "no resourceVersion again", shared: versioned(shared, "s", ""), received: versioned(received, "r", "2"), x: x, now: t0, key: key, wantOpens: 7, want: "mine"},
+	} {
+		open := opener(step.key)
+		got, err := c.Choose("peer", step.shared, step.received, step.x, step.now, step.key, open)
+		if got.Name != step.want || opens != step.wantOpens {
+			t.Errorf("%s: Choose = %s, %d opens; want %s, %d", step.name, got.Name, opens, step.want, step.wantOpens)
+		}
+		n := opens
+		wantSecret, wantErr := Choose(step.shared, step.received, step.x, step.now, open)
+		opens = n
+		if got.Name == "shared" && got != step.shared {
+			t.Errorf("%s: the shared Secret answered is not the one passed", step.name)
+		}
+		if diff := cmp.Diff(wantSecret, got); diff != "" || (err == nil) != (wantErr == nil) {
+			t.Errorf("%s: Chooser and Choose differ: %v / %v (-Choose +Chooser):\n%s", step.name, wantErr, err, diff)
+		}
+	}
+	c.Forget("peer")
+	if _, _ = c.Choose("peer", versioned(shared, "s", "2"), versioned(received, "r", "2"), x, t0, key, opener(key)); opens != 8 {
+		t.Errorf("after Forget: %d opens, want 8", opens)
 	}
 }
