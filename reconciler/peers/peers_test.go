@@ -359,8 +359,19 @@ func TestListSeesEveryChange(t *testing.T) {
 	if diff := cmp.Diff([]string{"a::false", "b:" + string(v1alpha1.ClusterStateReady) + ":true"}, names(m.List())); diff != "" {
 		t.Errorf("List after a peer's change (-want +got):\n%s", diff)
 	}
+	shared := m.Shared()
+	if again := m.Shared(); &again[0] != &shared[0] {
+		t.Errorf("Shared copied the snapshots without a change")
+	}
 	m.Remove("a")
 	if diff := cmp.Diff([]string{"b:" + string(v1alpha1.ClusterStateReady) + ":true"}, names(m.List())); diff != "" {
 		t.Errorf("List after Remove (-want +got):\n%s", diff)
+	}
+	// Shared sees every change as List does, and never changes a slice it handed out.
+	if diff := cmp.Diff(names(m.List()), names(m.Shared())); diff != "" {
+		t.Errorf("Shared after Remove (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"a::false", "b:" + string(v1alpha1.ClusterStateReady) + ":true"}, names(shared)); diff != "" {
+		t.Errorf("a slice Shared handed out changed (-want +got):\n%s", diff)
 	}
 }
