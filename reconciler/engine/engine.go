@@ -255,6 +255,8 @@ type Engine struct {
 	noPolicyKind bool
 
 	local localWatches
+	// members are the local Clusters the wait before a create reads (unlistedMembers).
+	members memberList
 
 	mu      sync.RWMutex
 	rules   map[string]*ruleEntry
@@ -405,6 +407,20 @@ func (e *Engine) watchLocal(ctx context.Context) error {
 			return fmt.Errorf("watching %T: %w", w.obj, err)
 		}
 	}
+	// Any change of a Cluster, its status included, makes the members a create may
+	// wait for read again (unlistedMembers).
+	inf, err = e.opts.Cache.GetInformer(ctx, &v1alpha1.Cluster{})
+	if err != nil {
+		return fmt.Errorf("watching Clusters: %w", err)
+	}
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { e.members.changed() },
+		UpdateFunc: func(any, any) { e.members.changed() },
+		DeleteFunc: func(any) { e.members.changed() },
+	}); err != nil {
+		return fmt.Errorf("watching Clusters: %w", err)
+	}
+	e.members.tracked.Store(true)
 	// And after a change of a namespace's Pod Security label (policy.go).
 	if err := e.watchNamespaceLevels(ctx); err != nil {
 		return err

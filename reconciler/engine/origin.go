@@ -1,10 +1,14 @@
 package engine
 
 import (
+	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/peers"
@@ -116,4 +120,59 @@ func waitRetry(unseen, readable map[types.UID]bool) time.Duration {
 		}
 	}
 	return unsyncedRetry
+}
+
+// memberList is what unlistedMembers reads of the local Clusters: the IDs of the
+// members a create may wait for. Listing the Clusters for every create cost a twelfth of
+// a first sync at 100 peers; the list is made again only after a change of a Cluster
+// (changed, called by the engine's handler of the Clusters' events), and on every call
+// when no handler calls changed (tracked false: an engine not started, in unit tests).
+type memberList struct {
+	// gen counts the changes; made is the gen the list was made at.
+	gen     atomic.Uint64
+	tracked atomic.Bool
+	mu      sync.Mutex
+	made    uint64
+	ok      bool
+	ids     []types.UID
+}
+
+// changed records a change of a Cluster.
+func (m *memberList) changed() { m.gen.Add(1) }
+
+// waitable returns the IDs of the members of the group this cluster knows (its peer
+// Clusters, localID excluded) that are not disabled or being deleted, and whose
+// Cluster's state says they may still be connected: no state yet, or last seen Ready.
+// The caller must not change the slice.
+func (m *memberList) waitable(ctx context.Context, c client.Reader, localID types.UID) []types.UID {
+	gen := m.gen.Load() // before the list: a change while it is made moves it
+	tracked := m.tracked.Load()
+	m.mu.Lock()
+	if tracked && m.ok && m.made == gen {
+		ids := m.ids
+		m.mu.Unlock()
+		return ids
+	}
+	m.mu.Unlock()
+	var list v1alpha1.ClusterList
+	// Read only: the cache's Clusters themselves, not deep copies.
+	if err := c.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+		return nil
+	}
+	var ids []types.UID
+	for i := range list.Items {
+		c := &list.Items[i]
+		id := c.Spec.ClusterID
+		if id == "" || id == localID || c.Disabled() || c.DeletionTimestamp != nil {
+			continue
+		}
+		if st := c.Status.State; st != "" && st != v1alpha1.ClusterStateReady {
+			continue
+		}
+		ids = append(ids, id)
+	}
+	m.mu.Lock()
+	m.made, m.ok, m.ids = gen, true, ids
+	m.mu.Unlock()
+	return ids
 }

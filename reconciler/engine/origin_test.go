@@ -179,3 +179,41 @@ func TestUnlistedMembers(t *testing.T) {
 		t.Errorf("after connectWait: being made %v, young %v; want none", vs.beingMade, vs.young)
 	}
 }
+
+// TestMemberListMadeAgainOnChange: the members a create may wait for are listed again
+// after a change of a Cluster, and only then while the engine tracks the changes; on
+// every call while it does not.
+func TestMemberListMadeAgainOnChange(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	a := &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Spec: v1alpha1.ClusterSpec{ClusterID: "uid-a"}}
+	cl := crfake.NewClientBuilder().WithScheme(scheme).WithObjects(a).Build()
+	ctx := context.Background()
+	add := func(name string) {
+		t.Helper()
+		if err := cl.Create(ctx, &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.ClusterSpec{ClusterID: types.UID("uid-" + name)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var m memberList
+	if diff := cmp.Diff([]types.UID{"uid-a"}, m.waitable(ctx, cl, "uid-local")); diff != "" {
+		t.Errorf("untracked (-want +got):\n%s", diff)
+	}
+	add("b")
+	if diff := cmp.Diff([]types.UID{"uid-a", "uid-b"}, m.waitable(ctx, cl, "uid-local")); diff != "" {
+		t.Errorf("untracked, after a create (-want +got):\n%s", diff)
+	}
+	m.tracked.Store(true)
+	m.changed()
+	m.waitable(ctx, cl, "uid-local")
+	add("c")
+	if diff := cmp.Diff([]types.UID{"uid-a", "uid-b"}, m.waitable(ctx, cl, "uid-local")); diff != "" {
+		t.Errorf("tracked, no change recorded (-want +got):\n%s", diff)
+	}
+	m.changed()
+	if diff := cmp.Diff([]types.UID{"uid-a", "uid-b", "uid-c"}, m.waitable(ctx, cl, "uid-local")); diff != "" {
+		t.Errorf("tracked, after a change (-want +got):\n%s", diff)
+	}
+}

@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/engine/rulestatus"
@@ -250,19 +249,9 @@ func (e *Engine) waitForViews(it item, unseen, connecting map[types.UID]bool) bo
 // reader Secret, or failed): only a Cluster with no state yet or last seen Ready is
 // waited for.
 func (e *Engine) unlistedMembers(ctx context.Context, vs *sourceViews) {
-	var list v1alpha1.ClusterList
-	// Read only: the cache's Clusters themselves, not deep copies.
-	if err := e.opts.Client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
-		return
-	}
 	now := e.opts.Clock.Now()
-	for i := range list.Items {
-		c := &list.Items[i]
-		id := c.Spec.ClusterID
-		if _, listed := vs.readable[id]; listed || id == "" || id == e.opts.LocalID || c.Disabled() || c.DeletionTimestamp != nil {
-			continue
-		}
-		if st := c.Status.State; st != "" && st != v1alpha1.ClusterStateReady {
+	for _, id := range e.members.waitable(ctx, e.opts.Client, e.opts.LocalID) {
+		if _, listed := vs.readable[id]; listed {
 			continue
 		}
 		if e.contacts.age(id, now) < connectWait {
