@@ -19,21 +19,9 @@ import (
 func TestGatherUnsynced(t *testing.T) {
 	const origin types.UID = "uid-origin"
 	gvk := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
-	rsr := &v1alpha1.ResourceSyncRule{
-		ObjectMeta: metav1.ObjectMeta{Name: "cms"},
-		Spec:       v1alpha1.ResourceSyncRuleSpec{GVK: v1alpha1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, Rules: []v1alpha1.SyncRule{{}}},
-	}
-	compiled, err := CompileRule(rsr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rules := gatherRules(t)
 	target := types.NamespacedName{Namespace: "ns", Name: "cm"}
-	copyOf := &unstructured.Unstructured{}
-	copyOf.SetAPIVersion("v1")
-	copyOf.SetKind("ConfigMap")
-	copyOf.SetNamespace("ns")
-	copyOf.SetName("cm")
-	Mark(copyOf, origin, "cms")
+	copyOf := gatherCopy(origin, "cms")
 
 	for _, tc := range []struct {
 		name         string
@@ -51,7 +39,7 @@ func TestGatherUnsynced(t *testing.T) {
 				Lookup: func(schema.GroupVersionKind, string, string) (*unstructured.Unstructured, bool) {
 					return nil, tc.synced
 				}}
-			g := Gather("uid-local", nil, Policy{}, []Rule{{Spec: rsr, Compiled: compiled}}, []Source{src}, gvk, target, copyOf)
+			g := Gather("uid-local", nil, Policy{}, rules, []Source{src}, gvk, target, copyOf)
 			if diff := cmp.Diff(tc.wantGone, g.OriginGone); diff != "" {
 				t.Errorf("OriginGone (-want +got):\n%s", diff)
 			}
@@ -74,26 +62,9 @@ func TestGatherQuarantined(t *testing.T) {
 		blocked types.UID = "uid-blocked"
 	)
 	gvk := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
-	rsr := &v1alpha1.ResourceSyncRule{
-		ObjectMeta: metav1.ObjectMeta{Name: "cms"},
-		Spec:       v1alpha1.ResourceSyncRuleSpec{GVK: v1alpha1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, Rules: []v1alpha1.SyncRule{{}}},
-	}
-	compiled, err := CompileRule(rsr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rules := gatherRules(t)
 	target := types.NamespacedName{Namespace: "ns", Name: "cm"}
-	cm := func(origin types.UID) *unstructured.Unstructured {
-		u := &unstructured.Unstructured{}
-		u.SetAPIVersion("v1")
-		u.SetKind("ConfigMap")
-		u.SetNamespace("ns")
-		u.SetName("cm")
-		if origin != "" {
-			Mark(u, origin, "cms")
-		}
-		return u
-	}
+	cm := func(origin types.UID) *unstructured.Unstructured { return gatherCopy(origin, "cms") }
 	// The relay holds its copy of the blocked cluster's object.
 	src := Source{Name: "relay", ClusterID: relay, Readable: true,
 		Lookup: func(schema.GroupVersionKind, string, string) (*unstructured.Unstructured, bool) {
@@ -123,7 +94,7 @@ func TestGatherQuarantined(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			observed := cm(blocked)
-			g := Gather(local, nil, tc.policy, []Rule{{Spec: rsr, Compiled: compiled}}, []Source{src}, gvk, target, observed)
+			g := Gather(local, nil, tc.policy, rules, []Source{src}, gvk, target, observed)
 			if len(g.Candidates) != tc.wantCands {
 				t.Errorf("%d candidates, want %d", len(g.Candidates), tc.wantCands)
 			}
@@ -196,42 +167,26 @@ func TestGatherReadsClusterOnlyOfOffers(t *testing.T) {
 func TestGatherEvidenceOfTheMarkOnly(t *testing.T) {
 	const origin, other, syncing types.UID = "uid-a", "uid-b", "uid-c"
 	gvk := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
-	rsr := &v1alpha1.ResourceSyncRule{
-		ObjectMeta: metav1.ObjectMeta{Name: "cms"},
-		Spec:       v1alpha1.ResourceSyncRuleSpec{GVK: v1alpha1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, Rules: []v1alpha1.SyncRule{{}}},
-	}
-	compiled, err := CompileRule(rsr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rules := gatherRules(t)
 	target := types.NamespacedName{Namespace: "ns", Name: "cm"}
 	source := func(id types.UID, synced bool) Source {
 		return Source{Name: string(id), ClusterID: id, Readable: true,
 			Lookup: func(schema.GroupVersionKind, string, string) (*unstructured.Unstructured, bool) { return nil, synced }}
 	}
 	sources := []Source{source(origin, true), source(other, true), source(syncing, false)}
-	copyOf := func(mark types.UID, rule string) *unstructured.Unstructured {
-		u := &unstructured.Unstructured{}
-		u.SetAPIVersion("v1")
-		u.SetKind("ConfigMap")
-		u.SetNamespace("ns")
-		u.SetName("cm")
-		Mark(u, mark, rule)
-		return u
-	}
 	for _, tc := range []struct {
 		name     string
 		observed *unstructured.Unstructured
 		want     map[types.UID]bool
 	}{
-		{name: "a copy of the origin that has none", observed: copyOf(origin, "cms"), want: map[types.UID]bool{origin: true}},
-		{name: "a copy of the origin still syncing", observed: copyOf(syncing, "cms"), want: map[types.UID]bool{}},
-		{name: "a copy of no source", observed: copyOf("uid-unknown", "cms"), want: map[types.UID]bool{}},
-		{name: "a copy of another rule", observed: copyOf(origin, "other"), want: map[types.UID]bool{}},
+		{name: "a copy of the origin that has none", observed: gatherCopy(origin, "cms"), want: map[types.UID]bool{origin: true}},
+		{name: "a copy of the origin still syncing", observed: gatherCopy(syncing, "cms"), want: map[types.UID]bool{}},
+		{name: "a copy of no source", observed: gatherCopy("uid-unknown", "cms"), want: map[types.UID]bool{}},
+		{name: "a copy of another rule", observed: gatherCopy(origin, "other"), want: map[types.UID]bool{}},
 		{name: "no local object", want: map[types.UID]bool{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			g := Gather("uid-local", nil, Policy{}, []Rule{{Spec: rsr, Compiled: compiled}}, sources, gvk, target, tc.observed)
+			g := Gather("uid-local", nil, Policy{}, rules, sources, gvk, target, tc.observed)
 			if diff := cmp.Diff(tc.want, g.OriginGone); diff != "" {
 				t.Errorf("OriginGone (-want +got):\n%s", diff)
 			}
@@ -240,4 +195,32 @@ func TestGatherEvidenceOfTheMarkOnly(t *testing.T) {
 			}
 		})
 	}
+}
+
+// gatherRules is a rule set of one rule, cms, copying every ConfigMap.
+func gatherRules(t *testing.T) []Rule {
+	t.Helper()
+	rsr := &v1alpha1.ResourceSyncRule{
+		ObjectMeta: metav1.ObjectMeta{Name: "cms"},
+		Spec:       v1alpha1.ResourceSyncRuleSpec{GVK: v1alpha1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, Rules: []v1alpha1.SyncRule{{}}},
+	}
+	compiled, err := CompileRule(rsr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []Rule{{Spec: rsr, Compiled: compiled}}
+}
+
+// gatherCopy is the ConfigMap ns/cm, marked as copied from origin by rule (unmarked for
+// no origin).
+func gatherCopy(origin types.UID, rule string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion("v1")
+	u.SetKind("ConfigMap")
+	u.SetNamespace("ns")
+	u.SetName("cm")
+	if origin != "" {
+		Mark(u, origin, rule)
+	}
+	return u
 }
