@@ -407,9 +407,20 @@ func (e *Engine) watchLocal(ctx context.Context) error {
 			return fmt.Errorf("watching %T: %w", w.obj, err)
 		}
 	}
-	// Any change of a Cluster, its status included, makes the members a create may
-	// wait for read again (unlistedMembers).
-	inf, err = e.opts.Cache.GetInformer(ctx, &v1alpha1.Cluster{})
+	if err := e.trackMembers(ctx); err != nil {
+		return err
+	}
+	// And after a change of a namespace's Pod Security label (policy.go).
+	if err := e.watchNamespaceLevels(ctx); err != nil {
+		return err
+	}
+	return nil
+}
+
+// trackMembers makes any change of a Cluster, its status included, read the members a
+// create may wait for again (unlistedMembers).
+func (e *Engine) trackMembers(ctx context.Context) error {
+	inf, err := e.opts.Cache.GetInformer(ctx, &v1alpha1.Cluster{})
 	if err != nil {
 		return fmt.Errorf("watching Clusters: %w", err)
 	}
@@ -421,10 +432,6 @@ func (e *Engine) watchLocal(ctx context.Context) error {
 		return fmt.Errorf("watching Clusters: %w", err)
 	}
 	e.members.tracked.Store(true)
-	// And after a change of a namespace's Pod Security label (policy.go).
-	if err := e.watchNamespaceLevels(ctx); err != nil {
-		return err
-	}
 	return nil
 }
 
