@@ -98,16 +98,7 @@ func TestChooseSealed(t *testing.T) {
 	shared := chooseSecret("shared", "https://x.example:6443", t0.Add(time.Hour))
 	mine, thief := chooseKey(t), chooseKey(t)
 	plain := chooseSecret("mine", "https://elsewhere.example:6443", t0.Add(2*time.Hour))
-	sealedFor := func(k *seal.Key) *corev1.Secret {
-		b, err := seal.Seal(k.PublicKey(), x, local, plain.Data[v1alpha1.KubeconfigKey])
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := plain.DeepCopy()
-		s.Annotations[v1alpha1.OwnershipAnnotation] = string(x)
-		s.Data = map[string][]byte{v1alpha1.SealedKubeconfigKey: b}
-		return s
-	}
+	sealedFor := func(k *seal.Key) *corev1.Secret { return sealedCopy(t, plain, k, x, local) }
 	opener := func(k *seal.Key) Opener {
 		return func(issuer types.UID, sealed []byte) ([]byte, error) { return k.Open(issuer, local, sealed) }
 	}
@@ -150,14 +141,7 @@ func TestChooserRemembers(t *testing.T) {
 	}
 	shared := versioned(chooseSecret("shared", "https://x.example:6443", t0.Add(time.Hour)), "s", "1")
 	plain := chooseSecret("mine", "https://elsewhere.example:6443", t0.Add(2*time.Hour))
-	b, err := seal.Seal(key.PublicKey(), x, local, plain.Data[v1alpha1.KubeconfigKey])
-	if err != nil {
-		t.Fatal(err)
-	}
-	received := plain.DeepCopy()
-	received.Annotations[v1alpha1.OwnershipAnnotation] = string(x)
-	received.Data = map[string][]byte{v1alpha1.SealedKubeconfigKey: b}
-	received = versioned(received, "r", "1")
+	received := versioned(sealedCopy(t, plain, key, x, local), "r", "1")
 	opens := 0
 	opener := func(k *seal.Key) Opener {
 		return func(issuer types.UID, sealed []byte) ([]byte, error) { opens++; return k.Open(issuer, local, sealed) }
@@ -203,4 +187,17 @@ func TestChooserRemembers(t *testing.T) {
 	if _, _ = c.Choose("peer", versioned(shared, "s", "2"), versioned(received, "r", "2"), x, t0, key, opener(key)); opens != 8 {
 		t.Errorf("after Forget: %d opens, want 8", opens)
 	}
+}
+
+// sealedCopy is plain as cluster x issues it to local: its kubeconfig sealed to k.
+func sealedCopy(t *testing.T, plain *corev1.Secret, k *seal.Key, x, local types.UID) *corev1.Secret {
+	t.Helper()
+	b, err := seal.Seal(k.PublicKey(), x, local, plain.Data[v1alpha1.KubeconfigKey])
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := plain.DeepCopy()
+	s.Annotations[v1alpha1.OwnershipAnnotation] = string(x)
+	s.Data = map[string][]byte{v1alpha1.SealedKubeconfigKey: b}
+	return s
 }
