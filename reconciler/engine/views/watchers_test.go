@@ -7,7 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -239,5 +242,100 @@ func TestWaitSyncedEndsWithTheInformer(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("WaitSynced still waits 5 s after its informer was stopped")
+	}
+}
+
+// TestSyncErrOfAFailedList: a scope whose list fails reports why (SyncErr) while it has
+// not synced: the informer's list records its error.
+func TestSyncErrOfAFailedList(t *testing.T) {
+	cm := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	gvr := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(cm, meta.RESTScopeNamespace)
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{gvr: "ConfigMapList"})
+	dyn.PrependReactor("list", "configmaps", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(gvr.GroupResource(), "", errors.New("no"))
+	})
+	ws := New(Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := Scope{Cluster: "first", GVK: cm, Namespace: "ns"}
+	if err := ws.Ensure(ctx, s, "", 0, Client{Dynamic: dyn}, mapper, func(Scope, *Cached, *Cached) {}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		running, err := ws.SyncErr(s)
+		if !running {
+			t.Fatal("SyncErr: the scope does not run")
+		}
+		if err != nil {
+			if !apierrors.IsForbidden(err) {
+				t.Errorf("SyncErr = %v, want the list's Forbidden", err)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("SyncErr reports no error 10 s after the list failed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestHandlerGetsEveryChange: the handler gets each add, update and delete in order, with
+// the old and new objects.
+func TestHandlerGetsEveryChange(t *testing.T) {
+	cm := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	gvr := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(cm, meta.RESTScopeNamespace)
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{gvr: "ConfigMapList"}, cmObj("ns", "a", map[string]string{"v": "1"}))
+	ws := New(Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := Scope{Cluster: "first", GVK: cm, Namespace: "ns"}
+	events := make(chan string, 10)
+	v := func(c *Cached) string {
+		u, err := c.MetadataOnly(cm)
+		if err != nil {
+			return err.Error()
+		}
+		return u.GetLabels()["v"]
+	}
+	h := func(_ Scope, o, n *Cached) {
+		ev, c := "add", n
+		switch {
+		case o != nil && n != nil:
+			ev = "update " + v(o) + "->" + v(n)
+		case n == nil:
+			ev, c = "delete", o
+		}
+		events <- ev + " " + c.Name()
+	}
+	if err := ws.Ensure(ctx, s, "", 0, Client{Dynamic: dyn}, mapper, h); err != nil {
+		t.Fatal(err)
+	}
+	if !ws.WaitSynced(s, 10*time.Second) {
+		t.Fatal("not synced")
+	}
+	res := dyn.Resource(gvr).Namespace("ns")
+	if _, err := res.Update(ctx, cmObj("ns", "a", map[string]string{"v": "2"}), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := res.Delete(ctx, "a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for range 3 {
+		select {
+		case ev := <-events:
+			got = append(got, ev)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("events so far %q; want 3", got)
+		}
+	}
+	want := []string{"add a", "update 1->2 a", "delete a"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
 	}
 }
