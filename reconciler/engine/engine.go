@@ -175,8 +175,10 @@ type clusterViews interface {
 	WatchesKind(cluster string, gvk schema.GroupVersionKind) bool
 	// KeyWatches counts the local watches of objects of the kind by name.
 	KeyWatches(gvk schema.GroupVersionKind) int
-	// Objects waits up to d for the informer of s to sync and returns what it holds.
+	// Objects waits up to d for the informer of s to sync and returns what it holds;
+	// WaitSynced only waits.
 	Objects(s views.Scope, d time.Duration) ([]*views.Cached, bool)
+	WaitSynced(s views.Scope, d time.Duration) bool
 	// Count counts the objects of the kind in the cluster's informers that match.
 	Count(cluster string, gvk schema.GroupVersionKind, matcher any, decode func(*views.Cached) (*unstructured.Unstructured, error), match func(*unstructured.Unstructured) bool) int
 	// SyncErr reports whether the informer of s runs and the error it has not synced for.
@@ -224,6 +226,8 @@ type Engine struct {
 	queue   workqueue.TypedRateLimitingInterface[item]
 	refresh chan struct{}
 	seen    sync.Map // item -> time the event that queued it arrived
+	// scopePasses coalesces the refreshes' passes over each scope (enqueueScope).
+	scopePasses passes[views.Scope]
 	// contacts says which peers are in their first contact, for the wait before a create.
 	contacts *firstContacts
 	// clusters caches the Clusters' content for templates (clusterObject).

@@ -305,8 +305,21 @@ func memberIDs(all []peers.Peer) []types.UID {
 	return ids
 }
 
-// enqueueScope waits for the scope's informer to sync and queues what it knows.
+// enqueueScope waits for the scope's informer to sync and queues what it knows. Calls
+// for one scope are coalesced (passes): a call made while another waits for the scope to
+// sync is served by it.
 func (e *Engine) enqueueScope(s views.Scope) {
+	e.scopePasses.run(s, func(begin func()) {
+		if !e.views.WaitSynced(s, time.Minute) {
+			return
+		}
+		begin()
+		e.enqueueObjects(s)
+	})
+}
+
+// enqueueObjects queues what the informer of scope s holds once it has synced.
+func (e *Engine) enqueueObjects(s views.Scope) {
 	objs, ok := e.views.Objects(s, time.Minute)
 	if !ok {
 		return
