@@ -208,29 +208,43 @@ func TestWatchersByScope(t *testing.T) {
 	}
 }
 
+// configMapClient returns the kind and resource of ConfigMaps, a mapper of them, and a
+// fake dynamic client holding objs.
+func configMapClient(objs ...runtime.Object) (schema.GroupVersionKind, schema.GroupVersionResource, meta.RESTMapper, *dynamicfake.FakeDynamicClient) {
+	cm := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	gvr := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(cm, meta.RESTScopeNamespace)
+	return cm, gvr, mapper, dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{gvr: "ConfigMapList"}, objs...)
+}
+
+// watchFirst returns Watchers running the informer of the ConfigMaps of namespace ns of
+// the peer "first" through dyn, and its scope.
+func watchFirst(ctx context.Context, t *testing.T, cm schema.GroupVersionKind, mapper meta.RESTMapper, dyn *dynamicfake.FakeDynamicClient, h Handler) (*Watchers, Scope) {
+	t.Helper()
+	ws := New(Options{})
+	s := Scope{Cluster: "first", GVK: cm, Namespace: "ns"}
+	if err := ws.Ensure(ctx, s, "", 0, Client{Dynamic: dyn}, mapper, h); err != nil {
+		t.Fatal(err)
+	}
+	return ws, s
+}
+
 // TestWaitSyncedEndsWithTheInformer: a wait for a scope whose informer is stopped before
 // it syncs (its scope dropped, its peer's connection changed) ends then, not after its
 // whole timeout: every refresh waits for each scope it queues, and waits left polling a
 // stopped informer for a minute cost the idle member its CPU.
 func TestWaitSyncedEndsWithTheInformer(t *testing.T) {
-	cm := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
-	gvr := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
-	mapper := meta.NewDefaultRESTMapper(nil)
-	mapper.Add(cm, meta.RESTScopeNamespace)
-	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{gvr: "ConfigMapList"})
+	cm, _, mapper, dyn := configMapClient()
 	block := make(chan struct{})
 	defer close(block)
 	dyn.PrependReactor("list", "configmaps", func(clienttesting.Action) (bool, runtime.Object, error) {
 		<-block // the list never answers: the informer never syncs
 		return true, nil, errors.New("closed")
 	})
-	ws := New(Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	s := Scope{Cluster: "first", GVK: cm, Namespace: "ns"}
-	if err := ws.Ensure(ctx, s, "", 0, Client{Dynamic: dyn}, mapper, func(Scope, *Cached, *Cached) {}); err != nil {
-		t.Fatal(err)
-	}
+	ws, s := watchFirst(ctx, t, cm, mapper, dyn, func(Scope, *Cached, *Cached) {})
 	done := make(chan bool, 1)
 	go func() { done <- ws.WaitSynced(s, time.Minute) }()
 	time.Sleep(100 * time.Millisecond)
@@ -248,21 +262,13 @@ func TestWaitSyncedEndsWithTheInformer(t *testing.T) {
 // TestSyncErrOfAFailedList: a scope whose list fails reports why (SyncErr) while it has
 // not synced: the informer's list records its error.
 func TestSyncErrOfAFailedList(t *testing.T) {
-	cm := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
-	gvr := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
-	mapper := meta.NewDefaultRESTMapper(nil)
-	mapper.Add(cm, meta.RESTScopeNamespace)
-	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{gvr: "ConfigMapList"})
+	cm, gvr, mapper, dyn := configMapClient()
 	dyn.PrependReactor("list", "configmaps", func(clienttesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(gvr.GroupResource(), "", errors.New("no"))
 	})
-	ws := New(Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	s := Scope{Cluster: "first", GVK: cm, Namespace: "ns"}
-	if err := ws.Ensure(ctx, s, "", 0, Client{Dynamic: dyn}, mapper, func(Scope, *Cached, *Cached) {}); err != nil {
-		t.Fatal(err)
-	}
+	ws, s := watchFirst(ctx, t, cm, mapper, dyn, func(Scope, *Cached, *Cached) {})
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		running, err := ws.SyncErr(s)
@@ -285,15 +291,9 @@ func TestSyncErrOfAFailedList(t *testing.T) {
 // TestHandlerGetsEveryChange: the handler gets each add, update and delete in order, with
 // the old and new objects.
 func TestHandlerGetsEveryChange(t *testing.T) {
-	cm := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
-	gvr := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
-	mapper := meta.NewDefaultRESTMapper(nil)
-	mapper.Add(cm, meta.RESTScopeNamespace)
-	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{gvr: "ConfigMapList"}, cmObj("ns", "a", map[string]string{"v": "1"}))
-	ws := New(Options{})
+	cm, gvr, mapper, dyn := configMapClient(cmObj("ns", "a", map[string]string{"v": "1"}))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	s := Scope{Cluster: "first", GVK: cm, Namespace: "ns"}
 	events := make(chan string, 10)
 	v := func(c *Cached) string {
 		u, err := c.MetadataOnly(cm)
@@ -312,9 +312,7 @@ func TestHandlerGetsEveryChange(t *testing.T) {
 		}
 		events <- ev + " " + c.Name()
 	}
-	if err := ws.Ensure(ctx, s, "", 0, Client{Dynamic: dyn}, mapper, h); err != nil {
-		t.Fatal(err)
-	}
+	ws, s := watchFirst(ctx, t, cm, mapper, dyn, h)
 	if !ws.WaitSynced(s, 10*time.Second) {
 		t.Fatal("not synced")
 	}
