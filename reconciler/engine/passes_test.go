@@ -13,7 +13,7 @@ func TestPassesCoalesce(t *testing.T) {
 	type step struct {
 		// begin: the pass begins; requests: how many requests arrive while the pass waits
 		// before beginning, and after.
-		begin          bool
+		begin         bool
 		before, after int
 	}
 	for _, tc := range []struct {
