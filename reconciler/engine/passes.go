@@ -23,8 +23,9 @@ type passState struct {
 
 // run runs pass for k unless a pass of k that has not begun serves the request. pass
 // calls begin just before it reads what it acts on; a pass that ends without calling it
-// serves no request made while it ran, and one more pass follows. run returns once the pass it started, and every pass
-// asked for meanwhile, have ended; a request served by another pass returns at once.
+// serves no request made while it ran, and one more pass follows. run returns once the
+// pass it started, and every pass asked for meanwhile, have ended; a request served by
+// another pass returns at once.
 func (p *passes[K]) run(k K, pass func(begin func())) {
 	p.mu.Lock()
 	if st, ok := p.running[k]; ok {
