@@ -1,9 +1,16 @@
 package engine
 
 import (
+	"context"
 	"sync"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	clienttesting "k8s.io/client-go/testing"
+
+	"github.com/kubectl-registry/kubectl-registry/reconciler/engine/views"
 )
 
 // TestPassesCoalesce: requests made before a pass begins are served by it; any number
@@ -100,5 +107,71 @@ func TestPassesOfKeysRunApart(t *testing.T) {
 	wg.Wait()
 	if got[0] == got[1] || len(p.running) != 0 {
 		t.Errorf("passes %v, running %v", got, p.running)
+	}
+}
+
+// TestRefreshesWhileAScopeSyncsWaitOnce: the passes the refreshes ask of a scope whose
+// informer has not synced (a peer slow to answer, or one that never does) wait as one:
+// every request after the first returns at once, and the one pass queues what the scope
+// holds once it has synced.
+func TestRefreshesWhileAScopeSyncsWaitOnce(t *testing.T) {
+	cm := func(name string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap"}}
+		u.SetNamespace("ns")
+		u.SetName(name)
+		return u
+	}
+	te := newTestEngine(t, cm("a"), cm("b"))
+	release := make(chan struct{})
+	te.dyn.PrependReactor("list", "configmaps", func(clienttesting.Action) (bool, runtime.Object, error) {
+		<-release // the scope syncs only once released
+		return false, nil, nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	e := te.e
+	s := views.Scope{GVK: cmGVK, Namespace: "ns"}
+	if err := e.views.Ensure(ctx, s, "", 0, e.localClient(), e.opts.Mapper, func(views.Scope, *views.Cached, *views.Cached) {}); err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan struct{})
+	go func() {
+		e.enqueueScope(s)
+		close(first)
+	}()
+	waiting := func() bool {
+		e.scopePasses.mu.Lock()
+		defer e.scopePasses.mu.Unlock()
+		return e.scopePasses.running[s] != nil
+	}
+	for deadline := time.Now().Add(5 * time.Second); !waiting(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first pass never started")
+		}
+	}
+	for i := range 10 {
+		done := make(chan struct{})
+		go func() {
+			e.enqueueScope(s)
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			close(release)
+			t.Fatalf("request %d waits for the scope to sync: not served by the pass that waits", i+2)
+		}
+	}
+	if e.queue.Len() != 0 {
+		t.Fatalf("%d items queued before the scope synced", e.queue.Len())
+	}
+	close(release)
+	select {
+	case <-first:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the pass did not end 10 s after the scope could sync")
+	}
+	if e.queue.Len() != 2 || waiting() {
+		t.Errorf("after the pass: %d items queued (want a and b), a pass still running %v", e.queue.Len(), waiting())
 	}
 }
