@@ -2,6 +2,7 @@ package peers
 
 import (
 	"errors"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -59,9 +60,11 @@ func (m *metrics) observe(p Peer) {
 		up = 1
 	}
 	m.up.WithLabelValues(p.Name).Set(up)
-	if !p.LastSuccess.IsZero() {
-		m.lastSuccess.WithLabelValues(p.Name).Set(float64(p.LastSuccess.Unix()))
-	}
+}
+
+// succeeded records a successful health check of the peer name at t.
+func (m *metrics) succeeded(name string, t time.Time) {
+	m.lastSuccess.WithLabelValues(name).Set(float64(t.Unix()))
 }
 
 func (m *metrics) forget(name string) {

@@ -122,8 +122,6 @@ type Peer struct {
 	Reason, Message string
 	// Synced is true once the peer's cache has synced.
 	Synced bool
-	// LastSuccess is the time of the last successful check.
-	LastSuccess time.Time
 	// Bootstrap is set when the connection uses the peer's shared reader Secret, a
 	// bootstrap credential (package credentials): the peer has not issued this cluster a
 	// reader of its own yet, or it is not usable. Such a connection reads only the
@@ -803,18 +801,22 @@ func (c *conn) check(ctx context.Context, r client.Reader) error {
 		return err
 	}
 	if err == nil {
+		c.m.metrics.succeeded(c.snapshot().Name, time.Now())
 		c.mu.Lock()
 		c.fails = 0
+		// A check that changes nothing leaves the snapshot as it is: a change moves the
+		// peers' generation, and the engine lists the peers again after each.
+		same := c.refusal != "" || c.peer.Ready && c.peer.State == v1alpha1.ClusterStateReady &&
+			c.peer.Reason == v1alpha1.ReasonClusterReachable && c.peer.Message == readyMessage(c.peer)
 		c.mu.Unlock()
+		if same {
+			return nil
+		}
 		c.set(func(p *Peer) {
 			if c.refusal != "" {
 				return // refused until it is read again (refuse)
 			}
-			p.State, p.Ready, p.Reason, p.Message = v1alpha1.ClusterStateReady, true, v1alpha1.ReasonClusterReachable, "the peer answers"
-			if p.Bootstrap {
-				p.Message = MessageBootstrap
-			}
-			p.LastSuccess = time.Now()
+			p.State, p.Ready, p.Reason, p.Message = v1alpha1.ClusterStateReady, true, v1alpha1.ReasonClusterReachable, readyMessage(*p)
 		})
 		return nil
 	}
@@ -846,6 +848,14 @@ func (c *conn) check(ctx context.Context, r client.Reader) error {
 		}
 	})
 	return err
+}
+
+// readyMessage is the message of the peer p once a check succeeds.
+func readyMessage(p Peer) string {
+	if p.Bootstrap {
+		return MessageBootstrap
+	}
+	return "the peer answers"
 }
 
 // truncate shortens s to at most n bytes for a log line.

@@ -21,12 +21,15 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/kubeconfig"
@@ -373,5 +376,51 @@ func TestListSeesEveryChange(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"a::false", "b:" + string(v1alpha1.ClusterStateReady) + ":true"}, names(shared)); diff != "" {
 		t.Errorf("a slice Shared handed out changed (-want +got):\n%s", diff)
+	}
+}
+
+// TestACheckThatChangesNothingKeepsTheSnapshots: a successful health check of a peer
+// already Ready changes neither its snapshot nor the peers' generation (the engine lists
+// the peers again after each change; every peer is checked every interval), and still
+// records the time of the success.
+func TestACheckThatChangesNothingKeepsTheSnapshots(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := newManager(t, Options{Registerer: reg})
+	c := newConn(m, "p", "uid-p", "fp", false)
+	m.mu.Lock()
+	m.conns["p"] = c
+	m.gen.Add(1)
+	m.mu.Unlock()
+	kubeSystem := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: metav1.NamespaceSystem, UID: "uid-p"}}
+	r := fake.NewClientBuilder().WithObjects(kubeSystem).Build()
+	if err := c.check(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	first := m.Shared()
+	if diff := cmp.Diff([]string{string(v1alpha1.ClusterStateReady), v1alpha1.ReasonClusterReachable}, []string{string(first[0].State), first[0].Reason}); diff != "" || !first[0].Ready {
+		t.Fatalf("after the first check (-want +got):\n%s (ready %t)", diff, first[0].Ready)
+	}
+	gen := m.gen.Load()
+	m.metrics.lastSuccess.Reset()
+	if err := c.check(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.gen.Load(); got != gen {
+		t.Errorf("a check that changed nothing moved the peers' generation from %d to %d", gen, got)
+	}
+	if again := m.Shared(); &again[0] != &first[0] {
+		t.Error("a check that changed nothing made the peers be listed again")
+	}
+	if got := testutil.ToFloat64(m.metrics.lastSuccess.WithLabelValues("p")); time.Since(time.Unix(int64(got), 0)) > time.Minute {
+		t.Errorf("the last success is %v, not now", got)
+	}
+	// A failed check after the threshold, then a success: both change the snapshot.
+	c.set(func(p *Peer) { p.Ready, p.State = false, v1alpha1.ClusterStateFailed })
+	gen = m.gen.Load()
+	if err := c.check(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := m.Get("p"); !p.Ready || m.gen.Load() == gen {
+		t.Errorf("a check of a peer not Ready left it so (ready %t, generation %d)", p.Ready, m.gen.Load())
 	}
 }
