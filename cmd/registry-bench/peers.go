@@ -81,6 +81,9 @@ type peerResult struct {
 	InitialSyncCPUSeconds float64 `json:"initial_sync_cpu_seconds"`
 	InitialPeakRSSMiB     float64 `json:"initial_peak_rss_mib"`
 	InitialWrites         float64 `json:"initial_writes"`
+	// InitialReconciles counts the items the engine's queue took (workqueue_adds_total,
+	// a duplicate of an item still queued not counted): one reconcile each.
+	InitialReconciles float64 `json:"initial_reconciles"`
 
 	// A burst of new objects on the peers (spread over them), and its cost less the
 	// idle rate.
@@ -97,6 +100,7 @@ type peerResult struct {
 	RestartConvergeSeconds float64 `json:"restart_converge_seconds"`
 	RestartCPUSeconds      float64 `json:"restart_cpu_seconds"`
 	RestartWrites          float64 `json:"restart_writes"`
+	RestartReconciles      float64 `json:"restart_reconciles"`
 	RestartPeakRSSMiB      float64 `json:"restart_peak_rss_mib"`
 
 	// Idle, after the restart; IdleStatic the same with the peers' heartbeats stopped.
@@ -409,10 +413,11 @@ func (pr *peerRun) initialSync(ctx context.Context) error {
 		return err
 	}
 	r.InitialWrites = total(map[string]map[string]float64{"": syncWrites(m)})
+	r.InitialReconciles = metricSum(m, "workqueue_adds_total", engineQueue)
 	if r.InitialPeakRSSMiB, _, err = rss(pr.pid); err != nil {
 		return err
 	}
-	step("[%s]   %d copies in %.1fs, %.1f s of CPU, peak RSS %.1f MiB, %.0f writes", pr.label, po.objects, r.InitialSyncSeconds, r.InitialSyncCPUSeconds, r.InitialPeakRSSMiB, r.InitialWrites)
+	step("[%s]   %d copies in %.1fs, %.1f s of CPU, peak RSS %.1f MiB, %.0f writes, %.0f reconciles", pr.label, po.objects, r.InitialSyncSeconds, r.InitialSyncCPUSeconds, r.InitialPeakRSSMiB, r.InitialWrites, r.InitialReconciles)
 	return nil
 }
 
@@ -500,10 +505,11 @@ func (pr *peerRun) restart(ctx context.Context) error {
 		return err
 	}
 	r.RestartWrites = total(map[string]map[string]float64{"": syncWrites(m)})
+	r.RestartReconciles = metricSum(m, "workqueue_adds_total", engineQueue)
 	if r.RestartPeakRSSMiB, _, err = rss(pr.pid); err != nil {
 		return err
 	}
-	step("[%s]   converged in %.1fs (%.1f s of CPU, peak RSS %.1f MiB, %.0f writes)", pr.label, r.RestartConvergeSeconds, r.RestartCPUSeconds, r.RestartPeakRSSMiB, r.RestartWrites)
+	step("[%s]   converged in %.1fs (%.1f s of CPU, peak RSS %.1f MiB, %.0f writes, %.0f reconciles)", pr.label, r.RestartConvergeSeconds, r.RestartCPUSeconds, r.RestartPeakRSSMiB, r.RestartWrites, r.RestartReconciles)
 	return nil
 }
 

@@ -429,6 +429,7 @@ func peerLines() []peerLine {
 		{"first sync of all copies (s)", numCell("%.1f", func(p *peerResult) float64 { return p.InitialSyncSeconds })},
 		{"converge after restart (s)", numCell("%.1f", func(p *peerResult) float64 { return p.RestartConvergeSeconds })},
 		{"  writes at restart", numCell("%.0f", func(p *peerResult) float64 { return p.RestartWrites })},
+		{"  reconciles at restart", numCell("%.0f", func(p *peerResult) float64 { return p.RestartReconciles })},
 		{"membership objects per peer", numCell("%.0f", func(p *peerResult) float64 { return float64(p.MembershipClusters + p.MembershipSecrets) })},
 	}
 }
