@@ -801,14 +801,17 @@ func (c *conn) check(ctx context.Context, r client.Reader) error {
 		return err
 	}
 	if err == nil {
-		c.m.metrics.succeeded(c.snapshot().Name, time.Now())
 		c.mu.Lock()
 		c.fails = 0
+		name, refused := c.peer.Name, c.refusal != ""
 		// A check that changes nothing leaves the snapshot as it is: a change moves the
 		// peers' generation, and the engine lists the peers again after each.
-		same := c.refusal != "" || c.peer.Ready && c.peer.State == v1alpha1.ClusterStateReady &&
+		same := refused || c.peer.Ready && c.peer.State == v1alpha1.ClusterStateReady &&
 			c.peer.Reason == v1alpha1.ReasonClusterReachable && c.peer.Message == readyMessage(c.peer)
 		c.mu.Unlock()
+		if !refused {
+			c.m.metrics.succeeded(name, time.Now()) // refused until it is read again (refuse)
+		}
 		if same {
 			return nil
 		}
