@@ -810,7 +810,7 @@ func (c *conn) check(ctx context.Context, r client.Reader) error {
 			c.peer.Reason == v1alpha1.ReasonClusterReachable && c.peer.Message == readyMessage(c.peer)
 		c.mu.Unlock()
 		if !refused {
-			c.m.metrics.succeeded(name, time.Now()) // refused until it is read again (refuse)
+			c.m.metrics.succeeded(name, time.Now()) // a refused peer's is not (refuse)
 		}
 		if same {
 			return nil

@@ -414,7 +414,7 @@ func TestACheckThatChangesNothingKeepsTheSnapshots(t *testing.T) {
 	if got := testutil.ToFloat64(m.metrics.lastSuccess.WithLabelValues("p")); time.Since(time.Unix(int64(got), 0)) > time.Minute {
 		t.Errorf("the last success is %v, not now", got)
 	}
-	// A failed check after the threshold, then a success: both change the snapshot.
+	// A peer not Ready (as after failed checks): a success changes its snapshot.
 	c.set(func(p *Peer) { p.Ready, p.State = false, v1alpha1.ClusterStateFailed })
 	gen = m.gen.Load()
 	if err := c.check(context.Background(), r); err != nil {
