@@ -343,16 +343,8 @@ func TestListSeesEveryChange(t *testing.T) {
 		}
 		return out
 	}
-	add := func(name string) *conn {
-		c := newConn(m, name, types.UID("uid-"+name), "fp", false)
-		m.mu.Lock()
-		m.conns[name] = c
-		m.gen.Add(1) // as Ensure does
-		m.mu.Unlock()
-		return c
-	}
-	b := add("b")
-	add("a")
+	b := addConn(m, "b")
+	addConn(m, "a")
 	if diff := cmp.Diff([]string{"a::false", "b::false"}, names(m.List())); diff != "" {
 		t.Errorf("List (-want +got):\n%s", diff)
 	}
@@ -386,11 +378,7 @@ func TestListSeesEveryChange(t *testing.T) {
 func TestACheckThatChangesNothingKeepsTheSnapshots(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := newManager(t, Options{Registerer: reg})
-	c := newConn(m, "p", "uid-p", "fp", false)
-	m.mu.Lock()
-	m.conns["p"] = c
-	m.gen.Add(1)
-	m.mu.Unlock()
+	c := addConn(m, "p")
 	kubeSystem := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: metav1.NamespaceSystem, UID: "uid-p"}}
 	r := fake.NewClientBuilder().WithObjects(kubeSystem).Build()
 	if err := c.check(context.Background(), r); err != nil {
@@ -423,4 +411,15 @@ func TestACheckThatChangesNothingKeepsTheSnapshots(t *testing.T) {
 	if p, _ := m.Get("p"); !p.Ready || m.gen.Load() == gen {
 		t.Errorf("a check of a peer not Ready left it so (ready %t, generation %d)", p.Ready, m.gen.Load())
 	}
+}
+
+// addConn adds to m a connection to the peer name (ID "uid-"+name), not started, as
+// Ensure would.
+func addConn(m *Manager, name string) *conn {
+	c := newConn(m, name, types.UID("uid-"+name), "fp", false)
+	m.mu.Lock()
+	m.conns[name] = c
+	m.gen.Add(1) // as Ensure does
+	m.mu.Unlock()
+	return c
 }
