@@ -217,6 +217,11 @@ func TestJoin(t *testing.T) {
 		}
 		golden(t, "join-a-c.golden", stdout)
 		harness.Eventually(t, 60*time.Second, "membership spreads to b", members(clients, "a", "b", "c"))
+		// The members issue each other credentials after they are Ready; the next subtest
+		// compares snapshots, so the exchange must be over first.
+		harness.Eventually(t, 60*time.Second, "the members exchange credentials", func() error {
+			return harness.CredentialsExchanged(clients, "a", "b", "c")
+		})
 	})
 
 	t.Run("joining again changes nothing", func(t *testing.T) {

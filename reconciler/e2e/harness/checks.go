@@ -2,11 +2,13 @@ package harness
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -49,4 +51,34 @@ func RunCLI(t *testing.T, kubeconfig string, args ...string) string {
 		t.Fatalf("kubectl registry %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return string(out)
+}
+
+// CredentialsExchanged checks that every named member (a key of clients, whose local
+// Cluster has its name) has issued each of the others a reader credential and holds the
+// one each of the others issued it. A member is Ready to its peers while they still read
+// it with its bootstrap credential, so Members alone does not say the exchange is over:
+// a test that compares snapshots of a group waits for this first.
+func CredentialsExchanged(clients map[string]client.Client, names ...string) error {
+	ctx := context.Background()
+	ids := map[string]types.UID{}
+	for _, n := range names {
+		var c v1alpha1.Cluster
+		if err := clients[n].Get(ctx, client.ObjectKey{Name: n}, &c); err != nil {
+			return fmt.Errorf("the local Cluster of %s: %w", n, err)
+		}
+		ids[n] = c.Spec.ClusterID
+	}
+	for _, x := range names {
+		for _, y := range names {
+			if x == y {
+				continue
+			}
+			for _, name := range []string{v1alpha1.IssuedReaderSecretName(ids[y]), v1alpha1.ReceivedReaderSecretName(ids[y])} {
+				if err := clients[x].Get(ctx, client.ObjectKey{Namespace: v1alpha1.DefaultNamespace, Name: name}, &corev1.Secret{}); err != nil {
+					return fmt.Errorf("on %s, the credential Secret %s (peer %s): %w", x, name, y, err)
+				}
+			}
+		}
+	}
+	return nil
 }
