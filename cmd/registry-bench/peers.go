@@ -84,6 +84,12 @@ type peerResult struct {
 	// InitialReconciles counts the items the engine's queue took (workqueue_adds_total,
 	// a duplicate of an item still queued not counted): one reconcile each.
 	InitialReconciles float64 `json:"initial_reconciles"`
+	// The phases of the first sync, from the controller's start: every peer read with
+	// the credential it issued the member (or as a legacy peer), seen on the member's
+	// Clusters (polled every second), and the first copy written (polled with the
+	// copies, every 250 ms). Zero when not seen before every copy was.
+	InitialPeersReadSeconds float64 `json:"initial_peers_read_seconds"`
+	InitialFirstCopySeconds float64 `json:"initial_first_copy_seconds"`
 
 	// A burst of new objects on the peers (spread over them), and its cost less the
 	// idle rate.
@@ -394,11 +400,20 @@ func (pr *peerRun) initialSync(ctx context.Context) error {
 	}
 	pr.c = g.ctrls[0]
 	pr.pid = pr.c.cmd.Process.Pid
-	if err := g.waitCopies(ctx, po.objects); err != nil {
+	pctx, stop := context.WithCancel(ctx)
+	peersRead := make(chan float64, 1)
+	go func() { peersRead <- pr.waitPeersRead(pctx, start) }()
+	err := g.waitCopiesFrom(ctx, po.objects, func(n int) {
+		if n > 0 && r.InitialFirstCopySeconds == 0 {
+			r.InitialFirstCopySeconds = time.Since(start).Seconds()
+		}
+	})
+	stop()
+	r.InitialPeersReadSeconds = <-peersRead
+	if err != nil {
 		return err
 	}
 	r.InitialSyncSeconds = time.Since(start).Seconds()
-	var err error
 	if r.InitialSyncCPUSeconds, err = procCPU(pr.pid); err != nil {
 		return err
 	}
@@ -417,7 +432,7 @@ func (pr *peerRun) initialSync(ctx context.Context) error {
 	if r.InitialPeakRSSMiB, _, err = rss(pr.pid); err != nil {
 		return err
 	}
-	step("[%s]   %d copies in %.1fs, %.1f s of CPU, peak RSS %.1f MiB, %.0f writes, %.0f reconciles", pr.label, po.objects, r.InitialSyncSeconds, r.InitialSyncCPUSeconds, r.InitialPeakRSSMiB, r.InitialWrites, r.InitialReconciles)
+	step("[%s]   %d copies in %.1fs, %.1f s of CPU, peak RSS %.1f MiB, %.0f writes, %.0f reconciles; every peer read with its own credential at %.1fs, the first copy at %.1fs", pr.label, po.objects, r.InitialSyncSeconds, r.InitialSyncCPUSeconds, r.InitialPeakRSSMiB, r.InitialWrites, r.InitialReconciles, r.InitialPeersReadSeconds, r.InitialFirstCopySeconds)
 	return nil
 }
 

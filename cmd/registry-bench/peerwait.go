@@ -108,6 +108,23 @@ func credentialReasons(ctx context.Context, cfg *rest.Config) (map[string]int, e
 	return out, nil
 }
 
+// waitPeersRead returns the seconds from start until the member reads every peer with
+// the credential the peer issued it, or as a legacy peer (credentialReasons, polled
+// every second), or 0 if ctx ends first.
+func (pr *peerRun) waitPeersRead(ctx context.Context, start time.Time) float64 {
+	for {
+		reasons, err := credentialReasons(ctx, pr.member)
+		if err == nil && reasons[v1alpha1.ReasonIssuedCredential]+reasons[v1alpha1.ReasonLegacyPeer] >= pr.n {
+			return time.Since(start).Seconds()
+		}
+		select {
+		case <-ctx.Done():
+			return 0
+		case <-time.After(time.Second):
+		}
+	}
+}
+
 // createRule creates the bench's rule on the member.
 func createRule(ctx context.Context, cfg *rest.Config) error {
 	dyn, err := dynamic.NewForConfig(cfg)
@@ -134,10 +151,18 @@ func (g *group) copies(ctx context.Context) (int, error) {
 
 // waitCopies waits until the member holds want copies.
 func (g *group) waitCopies(ctx context.Context, want int) error {
+	return g.waitCopiesFrom(ctx, want, nil)
+}
+
+// waitCopiesFrom is waitCopies that passes each count it reads to seen (nil: none).
+func (g *group) waitCopiesFrom(ctx context.Context, want int, seen func(n int)) error {
 	deadline := time.Now().Add(g.b.o.timeout + time.Duration(want/50)*time.Second)
 	last := -1
 	for {
 		n, err := g.copies(ctx)
+		if err == nil && seen != nil {
+			seen(n)
+		}
 		if err == nil && n >= want {
 			return nil
 		}
