@@ -68,6 +68,10 @@ func TestGroup(t *testing.T) {
 			}
 			return nil
 		})
+		// The next subtest counts objects: the credential exchange must be over.
+		harness.Eventually(t, 60*time.Second, "the three exchange their credentials", func() error {
+			return harness.CredentialsExchanged(map[string]client.Client{"a": a, "b": b, "c": c}, "a", "b", "c")
+		})
 		// b learnt about c from a: its copies carry c's ID as the ownership mark.
 		cID, _ := bed.Cluster("c").KubeSystemUID(context.Background())
 		var cc v1alpha1.Cluster

@@ -388,7 +388,8 @@ func PeerState(cl client.Client, name string) (v1alpha1.ClusterState, string, er
 
 // FormGroup runs a controller for every named cluster of the bed and forms the group the
 // seed's way: the first cluster swaps its Cluster and Secret with each of the others, and
-// membership spreads. It returns an admin client per cluster.
+// membership spreads; it returns when every member holds the credential each other one
+// issued it. It returns an admin client per cluster.
 func FormGroup(t *testing.T, bed *testbed.Bed, names ...string) map[string]client.Client {
 	t.Helper()
 	return FormGroupServing(t, bed, nil, names...)
@@ -431,6 +432,12 @@ func FormGroupControllers(t *testing.T, bed *testbed.Bed, serveArgs func(name st
 			}
 		}
 		return nil
+	})
+	// Members are Ready to each other while they still read each other with the
+	// bootstrap credential; the exchange of issued credentials writes Secrets after
+	// it, so a test that counts or compares objects would race it.
+	Eventually(t, 60*time.Second, "the members exchange their credentials", func() error {
+		return CredentialsExchanged(clients, names...)
 	})
 	return clients, controllers
 }
