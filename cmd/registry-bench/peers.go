@@ -90,6 +90,16 @@ type peerResult struct {
 	// copies, every 250 ms). Zero when not seen before every copy was.
 	InitialPeersReadSeconds float64 `json:"initial_peers_read_seconds"`
 	InitialFirstCopySeconds float64 `json:"initial_first_copy_seconds"`
+	// Where the machine's CPU went in the two parts of the first sync: before the first
+	// copy (membership, credentials, the peers' first lists) and from it to the last.
+	InitialBeforeFirstCopy *machineShare `json:"initial_before_first_copy,omitempty"`
+	InitialCopies          *machineShare `json:"initial_copies,omitempty"`
+	// InitialBytes are the bytes of the objects the peers served the member in initial
+	// states (lists, watch-lists) during the first sync, all peers together, by resource:
+	// what it decoded of them.
+	InitialBytes map[string]int64 `json:"initial_bytes,omitempty"`
+	// InitialStates counts those initial states, by resource.
+	InitialStates map[string]int64 `json:"initial_states,omitempty"`
 
 	// A burst of new objects on the peers (spread over them), and its cost less the
 	// idle rate.
@@ -394,18 +404,29 @@ func (pr *peerRun) provision(ctx, hctx context.Context, memberID types.UID) erro
 func (pr *peerRun) initialSync(ctx context.Context) error {
 	po, r, g := pr.po, pr.r, pr.g
 	step("[%s] starting the member's controller; waiting for %d copies", pr.label, po.objects)
-	start := time.Now()
+	apiPID, err := apiServerPID(g.bed.Cluster(memberName).APIServerURL())
+	if err != nil {
+		return err
+	}
+	m0, err := readMachine(0, apiPID) // the member's controller is not started yet
+	if err != nil {
+		return err
+	}
+	served0 := pr.sg.Stats()
+	start := m0.at
 	if err := g.startControllers(ctx); err != nil {
 		return err
 	}
 	pr.c = g.ctrls[0]
 	pr.pid = pr.c.cmd.Process.Pid
+	var m1 machineReading
 	pctx, stop := context.WithCancel(ctx)
 	peersRead := make(chan float64, 1)
 	go func() { peersRead <- pr.waitPeersRead(pctx, start) }()
-	err := g.waitCopiesFrom(ctx, po.objects, func(n int) {
+	err = g.waitCopiesFrom(ctx, po.objects, func(n int) {
 		if n > 0 && r.InitialFirstCopySeconds == 0 {
 			r.InitialFirstCopySeconds = time.Since(start).Seconds()
+			m1, _ = readMachine(pr.pid, apiPID) // a failure shows as no share
 		}
 	})
 	stop()
@@ -414,6 +435,12 @@ func (pr *peerRun) initialSync(ctx context.Context) error {
 		return err
 	}
 	r.InitialSyncSeconds = time.Since(start).Seconds()
+	served := pr.sg.Stats()
+	r.InitialBytes, r.InitialStates = since(served0.InitialBytes, served.InitialBytes), since(served0.Initial, served.Initial)
+	if m2, err := readMachine(pr.pid, apiPID); err == nil && !m1.at.IsZero() {
+		before, copies := share(m0, m1), share(m1, m2)
+		r.InitialBeforeFirstCopy, r.InitialCopies = &before, &copies
+	}
 	if r.InitialSyncCPUSeconds, err = procCPU(pr.pid); err != nil {
 		return err
 	}
@@ -433,6 +460,11 @@ func (pr *peerRun) initialSync(ctx context.Context) error {
 		return err
 	}
 	step("[%s]   %d copies in %.1fs, %.1f s of CPU, peak RSS %.1f MiB, %.0f writes, %.0f reconciles; every peer read with its own credential at %.1fs, the first copy at %.1fs", pr.label, po.objects, r.InitialSyncSeconds, r.InitialSyncCPUSeconds, r.InitialPeakRSSMiB, r.InitialWrites, r.InitialReconciles, r.InitialPeersReadSeconds, r.InitialFirstCopySeconds)
+	if r.InitialCopies != nil {
+		step("[%s]   before the first copy: %s", pr.label, r.InitialBeforeFirstCopy)
+		step("[%s]   from it to the last: %s", pr.label, r.InitialCopies)
+	}
+	step("[%s]   the peers served it %v initial states (lists, watch-lists) of %s", pr.label, r.InitialStates, formatBytes(r.InitialBytes))
 	return nil
 }
 

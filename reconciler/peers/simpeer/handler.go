@@ -151,6 +151,7 @@ func (s *Server) list(w http.ResponseWriter, rv, match string, res Resource, ns 
 	objs, cur := s.store.list(res, ns, sel)
 	w.Header().Set("Content-Type", "application/json")
 	fmt.Fprintf(w, `{"kind":%q,"apiVersion":%q,"metadata":{"resourceVersion":"%d"},"items":[`, res.Kind+"List", res.GroupVersion(), cur)
+	var bytes int64
 	for i, o := range objs {
 		if i > 0 {
 			_, _ = io.WriteString(w, ",")
@@ -158,9 +159,10 @@ func (s *Server) list(w http.ResponseWriter, rv, match string, res Resource, ns 
 		if _, err := w.Write(o.item); err != nil {
 			return // the client went away
 		}
+		bytes += int64(len(o.item))
 	}
 	if _, err := io.WriteString(w, "]}"); err == nil {
-		s.add(func(c *counts) { c.initialServed(res.Key()) })
+		s.add(func(c *counts) { c.initialServed(res.Key(), bytes) })
 	}
 }
 
@@ -291,17 +293,19 @@ func (ws *watchStream) refuse(err error, rv string) {
 // the bookmark that ends them) or the replayed history. It returns the last version
 // sent, and false when the client has gone.
 func (ws *watchStream) begin(start watchStart, listing bool) (last uint64, ok bool) {
+	var bytes int64
 	for _, o := range start.initial {
 		if writeEvent(ws.w, "ADDED", o.full) != nil {
 			return 0, false
 		}
+		bytes += int64(len(o.full))
 	}
 	ws.sent(int64(len(start.initial)))
 	if listing {
 		if ws.bookmark(start.rv, true) != nil {
 			return 0, false
 		}
-		ws.s.add(func(c *counts) { c.initialServed(ws.res.Key()) })
+		ws.s.add(func(c *counts) { c.initialServed(ws.res.Key(), bytes) })
 	}
 	last = start.rv
 	for _, ev := range start.replay {

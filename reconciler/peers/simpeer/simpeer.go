@@ -306,6 +306,9 @@ type Stats struct {
 	// Initial counts, by resource, the initial states served whole: lists written to
 	// their end, and watch-lists whose initial events and closing bookmark were written.
 	Initial map[string]int64 `json:"initial"`
+	// InitialBytes are the bytes of the objects in those initial states, by resource:
+	// what the client decoded of them.
+	InitialBytes map[string]int64 `json:"initial_bytes"`
 	// Events sent on watches, bookmarks apart.
 	Events    int64 `json:"events"`
 	Bookmarks int64 `json:"bookmarks"`
@@ -327,15 +330,19 @@ type counts struct {
 	watches           map[string]int64
 	requests          map[string]int64
 	initial           map[string]int64
+	initialBytes      map[string]int64
 }
 
 func newCounts() *counts {
-	return &counts{watches: map[string]int64{}, requests: map[string]int64{}, initial: map[string]int64{}}
+	return &counts{watches: map[string]int64{}, requests: map[string]int64{}, initial: map[string]int64{}, initialBytes: map[string]int64{}}
 }
 
-func (c *counts) initialServed(resource string) {
+// initialServed counts an initial state of resource served whole, of bytes bytes of
+// objects.
+func (c *counts) initialServed(resource string, bytes int64) {
 	c.mu.Lock()
 	c.initial[resource]++
+	c.initialBytes[resource] += bytes
 	c.mu.Unlock()
 }
 
@@ -358,7 +365,7 @@ func (c *counts) stats() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	st := Stats{Connections: c.conns.Load(), Events: c.events.Load(), Bookmarks: c.bookmarks.Load(),
-		Watches: map[string]int64{}, Requests: map[string]int64{}, Initial: map[string]int64{}}
+		Watches: map[string]int64{}, Requests: map[string]int64{}, Initial: map[string]int64{}, InitialBytes: map[string]int64{}}
 	for k, v := range c.watches {
 		st.Watches[k] = v
 	}
@@ -367,6 +374,9 @@ func (c *counts) stats() Stats {
 	}
 	for k, v := range c.initial {
 		st.Initial[k] = v
+	}
+	for k, v := range c.initialBytes {
+		st.InitialBytes[k] = v
 	}
 	return st
 }
