@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -109,7 +110,12 @@ func parseProcStat(stat string) (busy, total float64, err error) {
 
 // formatBytes lists bytes by resource, in MB, the largest first, and their total.
 func formatBytes(bytes map[string]int64) string {
-	keys := slices.SortedFunc(maps.Keys(bytes), func(a, b string) int { return int(bytes[b] - bytes[a]) })
+	keys := slices.SortedFunc(maps.Keys(bytes), func(a, b string) int {
+		if c := cmp.Compare(bytes[b], bytes[a]); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
 	var parts []string
 	var total int64
 	for _, k := range keys {

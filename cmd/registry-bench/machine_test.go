@@ -64,6 +64,12 @@ func TestFormatBytes(t *testing.T) {
 	if got != want {
 		t.Errorf("formatBytes = %q, want %q", got, want)
 	}
+	// Equal sizes come in the order of their names.
+	got = formatBytes(map[string]int64{"b": 1_000_000, "a": 1_000_000})
+	want = "2.0 MB: a 1.0 MB, b 1.0 MB"
+	if got != want {
+		t.Errorf("formatBytes = %q, want %q", got, want)
+	}
 }
 
 func TestSince(t *testing.T) {

@@ -452,6 +452,15 @@ func peerLines() []peerLine {
 		{"  idle CPU it is net of (ms/s)", numCell("%.0f", func(p *peerResult) float64 { return p.IdleBeforeBurstCPU })},
 		{"burst to the member (s)", numCell("%.2f", func(p *peerResult) float64 { return p.BurstSeconds })},
 		{"first sync of all copies (s)", numCell("%.1f", func(p *peerResult) float64 { return p.InitialSyncSeconds })},
+		{"  member cores, to 1st copy", beforeCopyCell("%.2f", func(s *machineShare) float64 { return s.MemberCPU / s.Seconds })},
+		{"  machine busy, to 1st copy (%)", beforeCopyCell("%.0f", func(s *machineShare) float64 { return 100 * s.Busy })},
+		{"  initial states read (MB)", numCell("%.1f", func(p *peerResult) float64 {
+			var t int64
+			for _, n := range p.InitialBytes {
+				t += n
+			}
+			return float64(t) / 1e6
+		})},
 		{"converge after restart (s)", numCell("%.1f", func(p *peerResult) float64 { return p.RestartConvergeSeconds })},
 		{"  writes at restart", numCell("%.0f", func(p *peerResult) float64 { return p.RestartWrites })},
 		{"  reconciles at restart", numCell("%.0f", func(p *peerResult) float64 { return p.RestartReconciles })},
@@ -466,6 +475,17 @@ func numCell(format string, f func(*peerResult) float64) func(*peerResult) strin
 
 // steadyCell is a cell of a figure of the size's steady state, in format; "-" without
 // one.
+// beforeCopyCell is a cell of the machine's share before the first copy, "-" when not
+// measured.
+func beforeCopyCell(format string, f func(*machineShare) float64) func(*peerResult) string {
+	return func(p *peerResult) string {
+		if p.InitialBeforeFirstCopy == nil || p.InitialBeforeFirstCopy.Seconds <= 0 {
+			return "-"
+		}
+		return fmt.Sprintf(format, f(p.InitialBeforeFirstCopy))
+	}
+}
+
 func steadyCell(format string, f func(*peerSnapshot) float64) func(*peerResult) string {
 	return func(p *peerResult) string {
 		if p.Steady == nil {
