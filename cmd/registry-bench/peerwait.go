@@ -321,10 +321,8 @@ func (g *group) measureIdle(ctx context.Context, c *controller, sg *simpeer.Grou
 		Writes:          metricSum(m1, "kubectl_registry_sync_writes_total", nil) - metricSum(m0, "kubectl_registry_sync_writes_total", nil),
 		BookmarksPerSec: float64(s1.Bookmarks-s0.Bookmarks) / secs, EventsPerSec: float64(s1.Events-s0.Events) / secs}
 	idle.CPUmsPerPeer = idle.CPUms / float64(n)
-	for verb, v := range s1.Requests {
-		if d := v - s0.Requests[verb]; d > 0 {
-			idle.RequestsPerSecond[verb] = float64(d) / secs
-		}
+	for verb, d := range since(s0.Requests, s1.Requests) {
+		idle.RequestsPerSecond[verb] = float64(d) / secs
 	}
 	return idle, nil
 }
