@@ -17,8 +17,8 @@ import (
 )
 
 // A peer's membership (its Clusters, the Secrets of its registry namespace, its
-// ClusterFeatures) is read into one cache per peer. A member relays what it likes: each
-// informer of that cache holds at most Options.MaxMembershipObjects objects, counted as
+// ClusterFeatures) is read into one cache per peer (membershipCache). A member relays
+// what it likes: each informer of that cache holds at most Options.MaxMembershipObjects objects, counted as
 // the lists and event streams bring them, and every answer is read through the byte
 // limits (limits.go). A peer over either is refused: its cache is stopped and dropped,
 // the peer counts as not Ready (so nothing it relays is taken, and the copies made from

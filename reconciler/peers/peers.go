@@ -28,7 +28,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -176,11 +175,12 @@ func (p Peer) Mapper() meta.RESTMapper {
 	return p.mapper
 }
 
-// Reader returns a read-only view of the peer (its informer cache: its Cluster CRs, the
-// Secrets of its registry namespace and, while they are watched, its ClusterFeatures
-// (Features); with the bootstrap
-// credential only its Cluster CRs and the credential it issued to this cluster), or nil
-// when the peer is not connected and synced.
+// Reader returns a read-only view of the peer (its informer caches, membershipCache:
+// its Cluster CRs, the Secrets of its registry namespace but the sealed credentials it
+// issued to and received from the other members, the credential it issued to this
+// cluster and, while they are watched, its ClusterFeatures (Features); with the
+// bootstrap credential only its Cluster CRs and the credential it issued to this
+// cluster), or nil when the peer is not connected and synced.
 func (p Peer) Reader() client.Reader {
 	if !p.Synced {
 		return nil
@@ -639,12 +639,12 @@ func (c *conn) serve(ctx context.Context, l link) bool {
 	}
 	c.stopCache = stop
 	c.mu.Unlock()
-	cch, kinds, err := c.newCache(l)
+	cch, err := c.newCache(l)
 	if err != nil {
 		c.set(func(p *Peer) { p.Message = fmt.Sprintf("building the cache: %v", err) })
 		return false
 	}
-	if err := c.watch(ctx, cch, kinds); err != nil {
+	if err := c.watch(ctx, cch); err != nil {
 		c.set(func(p *Peer) { p.Message = fmt.Sprintf("watching the peer: %v", err) })
 		return false
 	}
@@ -677,36 +677,42 @@ func (c *conn) isRefused() bool {
 	}
 }
 
-// newCache builds the cache of the peer's membership and the kinds it watches: the
-// Clusters and the Secrets of the registry namespace (the ClusterFeatures are watched
-// only while rules select by them: features.go); with the bootstrap credential only
-// what it may read: the Clusters, and the credential the peer issued to this cluster,
-// by name.
-func (c *conn) newCache(l link) (cache.Cache, []client.Object, error) {
+// newCache builds the cache of the peer's membership (membershipCache): the Clusters and
+// the Secrets of the registry namespace but the sealed credentials the peer issued and
+// received (the ClusterFeatures are watched only while rules select by them:
+// features.go), and, by name, the credential the peer issued to this cluster; with the
+// bootstrap credential only what it may read: the Clusters and that credential.
+func (c *conn) newCache(l link) (*membershipCache, error) {
 	opts := c.m.opts
-	// The credentials the peer received from the other members (labelled
-	// ReaderFromLabel) are not read: sealed to the peer's key, no decision here reads
-	// them, and they are one per member.
-	notReceived, err := labels.Parse("!" + v1alpha1.ReaderFromLabel)
-	if err != nil {
-		return nil, nil, err
-	}
-	secrets := cache.Config{LabelSelector: notReceived}
-	kinds := []client.Object{&v1alpha1.Cluster{}, &corev1.Secret{}}
-	if c.snapshot().Bootstrap {
-		secrets = cache.Config{FieldSelector: fields.OneTermEqualSelector("metadata.name", v1alpha1.IssuedReaderSecretName(opts.LocalID))}
-	}
 	// JSON, never protobuf: the limits count a JSON list's items as they are read.
 	cacheCfg := rest.CopyConfig(l.cfg)
 	cacheCfg.ContentType = runtime.ContentTypeJSON
+	transform := peerSecrets(opts.LocalID, c.m.pool)
+	rc, err := corev1client.NewForConfigAndClient(cacheCfg, l.http)
+	if err != nil {
+		return nil, err
+	}
+	byObject := map[client.Object]cache.ByObject{&v1alpha1.Cluster{}: {Transform: peerClusters(c.m.pool)}}
+	kinds := []client.Object{&v1alpha1.Cluster{}}
+	bootstrap := c.snapshot().Bootstrap
+	if !bootstrap {
+		// The sealed credentials the peer issued the other members (labelled
+		// ReaderForLabel) and received from them (ReaderFromLabel) are not read: only
+		// their recipients can open them, no decision here reads them, and there are
+		// two per member, 39 MB of a first sync among 100 peers (docs/performance.md).
+		// The one issued to this cluster is issuedWatch's.
+		sel, err := labels.Parse("!" + v1alpha1.ReaderForLabel + ",!" + v1alpha1.ReaderFromLabel)
+		if err != nil {
+			return nil, err
+		}
+		byObject[&corev1.Secret{}] = cache.ByObject{Namespaces: map[string]cache.Config{opts.Namespace: {LabelSelector: sel}}, Transform: transform}
+		kinds = append(kinds, &corev1.Secret{})
+	}
 	cch, err := cache.New(cacheCfg, cache.Options{
-		HTTPClient: l.http,
-		Scheme:     opts.Scheme,
-		Mapper:     l.mapper,
-		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Secret{}:    {Namespaces: map[string]cache.Config{opts.Namespace: secrets}, Transform: peerSecrets(opts.LocalID, c.m.pool)},
-			&v1alpha1.Cluster{}: {Transform: peerClusters(c.m.pool)},
-		},
+		HTTPClient:       l.http,
+		Scheme:           opts.Scheme,
+		Mapper:           l.mapper,
+		ByObject:         byObject,
 		DefaultTransform: cache.TransformStripManagedFields(),
 		// A kind not watched above is an error, not a new informer: one the credential
 		// may not read would wait for a sync that never comes.
@@ -714,24 +720,23 @@ func (c *conn) newCache(l link) (cache.Cache, []client.Object, error) {
 		// Each informer holds at most MaxMembershipObjects objects (membershipCap).
 		NewInformer: c.newInformer,
 	})
-	return cch, kinds, err
+	if err != nil {
+		return nil, err
+	}
+	issued := newIssuedWatch(client.ObjectKey{Namespace: opts.Namespace, Name: v1alpha1.IssuedReaderSecretName(opts.LocalID)}, transform)
+	return &membershipCache{Cache: cch, kinds: kinds, issued: issued, rc: rc.RESTClient(), secrets: !bootstrap}, nil
 }
 
 // watch starts an informer of each kind in cch, each change of which notifies the
 // Manager's subscribers, but an update of a Cluster's heartbeats only (Changed).
-func (c *conn) watch(ctx context.Context, cch cache.Cache, kinds []client.Object) error {
+func (c *conn) watch(ctx context.Context, cch *membershipCache) error {
 	name := c.snapshot().Name
 	notify := func() { c.m.notify(name) }
-	for _, obj := range kinds {
-		inf, err := cch.GetInformer(ctx, obj)
-		if err != nil {
-			return err
-		}
-		if _, err := inf.AddEventHandler(notifyOnChange(notify)); err != nil {
-			return err
-		}
-	}
-	return nil
+	cch.issued.notify, cch.issued.peer = notify, name
+	return cch.eachInformer(ctx, func(inf cache.Informer) error {
+		_, err := inf.AddEventHandler(notifyOnChange(notify))
+		return err
+	})
 }
 
 // markSynced makes the synced cache the peer's reader, unless its answers were refused.

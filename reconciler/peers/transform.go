@@ -17,15 +17,15 @@ import (
 
 // peerSecrets is the transform of a peer's Secrets: besides managedFields, it keeps of
 // every sealed credential but the one the peer issued this cluster (localID) only its
-// name, without data, labels or annotations. A
-// peer keeps one sealed credential for each member it issued one to and one for each it
-// received one from, of 2–3 KB each, which only their recipients can open: no decision
-// of this cluster reads them (the membership planner reads the reader Secrets the
-// Clusters name, in the clear, and the credential issued to this cluster). Those it
-// received are not even read (newCache's label selector); those it issued are, for the
-// one issued to this cluster is among them. The others, the reader Secrets every peer
-// relays alike of a member, share their maps (data, labels, annotations) and then the
-// whole Secret through pool, as the stubs do (pools.shareSecret).
+// name, without data, labels or annotations. A peer keeps one sealed credential for each
+// member it issued one to and one for each it received one from, of 2–3 KB each, which
+// only their recipients can open: no decision of this cluster reads them (the membership
+// planner reads the reader Secrets the Clusters name, in the clear, and the credential
+// issued to this cluster). None of them is read but the one issued to this cluster
+// (newCache's selectors); a peer that ignores the selectors serves them all the same,
+// and they are held as stubs. The others, the reader Secrets every peer relays alike of a
+// member, share their maps (data, labels, annotations) and then the whole Secret through
+// pool, as the stubs do (pools.shareSecret).
 func peerSecrets(localID types.UID, pool *pools) toolscache.TransformFunc {
 	mine := v1alpha1.IssuedReaderSecretName(localID)
 	strip := cache.TransformStripManagedFields()

@@ -3,10 +3,13 @@ package peers
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,11 +26,11 @@ import (
 
 // TestPeerCachesHoldWhatDecisionsRead: connected to two peers served over HTTPS, the
 // membership caches hold each peer's own Cluster with its status, the other members'
-// Clusters without theirs, a stub of the credential the peer issued another member and
-// nothing of the one it received from it, and one copy of the reader kubeconfig and CA bundle both
-// peers relay alike, of the maps of their annotations and data, and of the relayed
-// Cluster, reader Secret and stub themselves; and the two peers' REST mappers share their
-// mappings.
+// Clusters without theirs, the credential the peer issued this cluster whole, nothing of
+// the credentials it issued another member and received from it, and one copy of the
+// reader kubeconfig and CA bundle both peers relay alike, of the maps of their
+// annotations and data, and of the relayed Cluster and reader Secret themselves; and the
+// two peers' REST mappers share their mappings.
 func TestPeerCachesHoldWhatDecisionsRead(t *testing.T) {
 	g, err := simpeer.NewGroup()
 	if err != nil {
@@ -59,12 +62,9 @@ func TestPeerCachesHoldWhatDecisionsRead(t *testing.T) {
 		serve(simpeer.Clusters, servedCluster(name, v1alpha1.ClusterTypeLocal, g.CAData()))
 		serve(simpeer.Clusters, servedCluster("south", v1alpha1.ClusterTypePeer, g.CAData()))
 		serve(simpeer.Secrets, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "south", Namespace: v1alpha1.DefaultNamespace}, Data: map[string][]byte{v1alpha1.KubeconfigKey: bytes.Clone(relayed)}})
-		// The sealed credentials the peer issued south and received from it.
-		sealed := map[string][]byte{v1alpha1.SealedKubeconfigKey: []byte("sealed")}
-		serve(simpeer.Secrets, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.IssuedReaderSecretName("uid-south"), Namespace: v1alpha1.DefaultNamespace,
-			Labels: map[string]string{v1alpha1.ReaderForLabel: "uid-south"}}, Data: sealed})
-		serve(simpeer.Secrets, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.ReceivedReaderSecretName("uid-south"), Namespace: v1alpha1.DefaultNamespace,
-			Labels: map[string]string{v1alpha1.ReaderFromLabel: "uid-south"}}, Data: sealed})
+		for _, sealed := range sealedCredentials() {
+			serve(simpeer.Secrets, sealed)
+		}
 
 		c, s := peerOf(t, name, srv.URL(), g.CAData())
 		c.Spec.ClusterID = types.UID("uid-" + name)
@@ -77,7 +77,7 @@ func TestPeerCachesHoldWhatDecisionsRead(t *testing.T) {
 
 	var kubeconfigs, caBundles [][]byte
 	var relayedClusters, ownClusters []*v1alpha1.Cluster
-	var relayedSecrets, stubs []*corev1.Secret
+	var relayedSecrets []*corev1.Secret
 	var mappings []*mappings
 	var annotations []map[string]string
 	var data []map[string][]byte
@@ -100,16 +100,17 @@ func TestPeerCachesHoldWhatDecisionsRead(t *testing.T) {
 		if other.Spec.ClusterID != "uid-south" || len(other.Spec.KubernetesAPIEndpoints) != 1 || other.Annotations["a"] != "v" {
 			t.Errorf("%s: the other member's Cluster lost what the planner copies: %+v", name, other)
 		}
-		// The credential the peer issued south is held as a stub; the one it received from
-		// south is not read at all.
-		var issued, received corev1.Secret
-		if err := p.Reader().Get(ctx, client.ObjectKey{Namespace: v1alpha1.DefaultNamespace, Name: v1alpha1.IssuedReaderSecretName("uid-south")}, &issued); err != nil {
-			t.Errorf("%s: the credential issued to another member: %v", name, err)
-		} else if len(issued.Data) != 0 || len(issued.Labels) != 0 {
-			t.Errorf("%s: the credential issued to another member is held whole: %+v", name, issued)
+		// Of the sealed credentials, only the one issued to this cluster is read.
+		var received, mine corev1.Secret
+		for _, key := range []client.ObjectKey{{Namespace: v1alpha1.DefaultNamespace, Name: v1alpha1.IssuedReaderSecretName("uid-south")}, {Namespace: v1alpha1.DefaultNamespace, Name: v1alpha1.ReceivedReaderSecretName("uid-south")}} {
+			if err := p.Reader().Get(ctx, key, &received); !apierrors.IsNotFound(err) {
+				t.Errorf("%s: a credential of another member is read (%v): %+v", name, err, received)
+			}
 		}
-		if err := p.Reader().Get(ctx, client.ObjectKey{Namespace: v1alpha1.DefaultNamespace, Name: v1alpha1.ReceivedReaderSecretName("uid-south")}, &received); !apierrors.IsNotFound(err) {
-			t.Errorf("%s: the credential received from another member is held (%v): %+v", name, err, received)
+		if err := p.Reader().Get(ctx, client.ObjectKey{Namespace: v1alpha1.DefaultNamespace, Name: v1alpha1.IssuedReaderSecretName("local")}, &mine); err != nil {
+			t.Errorf("%s: the credential issued to this cluster: %v", name, err)
+		} else if string(mine.Data[v1alpha1.SealedKubeconfigKey]) != "sealed" || mine.Labels[v1alpha1.ReaderForLabel] != "local" {
+			t.Errorf("%s: the credential issued to this cluster is not held whole: %+v", name, mine)
 		}
 		// The informers' own objects, not the reader's copies.
 		secret := informerObject[*corev1.Secret](t, p, &corev1.Secret{}, v1alpha1.DefaultNamespace+"/south")
@@ -125,10 +126,9 @@ func TestPeerCachesHoldWhatDecisionsRead(t *testing.T) {
 			mappings = append(mappings, vm.current)
 			vm.mu.Unlock()
 		}
-		stubs = append(stubs, informerObject[*corev1.Secret](t, p, &corev1.Secret{}, v1alpha1.DefaultNamespace+"/"+v1alpha1.IssuedReaderSecretName("uid-south")))
 	}
-	if relayedClusters[0] != relayedClusters[1] || relayedSecrets[0] != relayedSecrets[1] || stubs[0] != stubs[1] {
-		t.Error("the two peers' caches do not hold one object of the relayed Cluster, reader Secret and stub")
+	if relayedClusters[0] != relayedClusters[1] || relayedSecrets[0] != relayedSecrets[1] {
+		t.Error("the two peers' caches do not hold one object of the relayed Cluster and reader Secret")
 	}
 	if len(mappings) != 2 || mappings[0] != mappings[1] {
 		t.Error("the two peers' REST mappers, of the same resources, do not share their mappings")
@@ -147,6 +147,103 @@ func TestPeerCachesHoldWhatDecisionsRead(t *testing.T) {
 	}
 	if reflect.ValueOf(data[0]).UnsafePointer() != reflect.ValueOf(data[1]).UnsafePointer() {
 		t.Error("the two peers' copies of the relayed reader Secret's data are not one map")
+	}
+}
+
+// sealedCredentials are the sealed credentials a peer holds beside its reader Secrets:
+// those it issued this cluster ("local", startManager's) and another member (south), and
+// the one it received from south.
+func sealedCredentials() []*corev1.Secret {
+	sealed := func(name, label, key string) *corev1.Secret {
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: v1alpha1.DefaultNamespace, Labels: map[string]string{label: key}},
+			Type: v1alpha1.SecretTypeClusterRegistry, Data: map[string][]byte{v1alpha1.SealedKubeconfigKey: []byte("sealed")}}
+	}
+	return []*corev1.Secret{
+		sealed(v1alpha1.IssuedReaderSecretName("local"), v1alpha1.ReaderForLabel, "local"),
+		sealed(v1alpha1.IssuedReaderSecretName("uid-south"), v1alpha1.ReaderForLabel, "uid-south"),
+		sealed(v1alpha1.ReceivedReaderSecretName("uid-south"), v1alpha1.ReaderFromLabel, "uid-south"),
+	}
+}
+
+// TestPeerSecretsRead: the Secrets a peer's reader lists and gets, as a decision reads
+// them: with a reader of its own, its reader Secrets and the credential it issued this
+// cluster, once; with its bootstrap credential, that credential only; from a peer that
+// ignores the selectors (a hostile one's server, which serves every Secret both to the
+// membership cache and to the watch of that credential), every Secret once, the
+// credentials issued and received between other members only as stubs, and the one
+// issued to this cluster whole.
+func TestPeerSecretsRead(t *testing.T) {
+	g, err := simpeer.NewGroup()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine := v1alpha1.IssuedReaderSecretName("local")
+	tests := []struct {
+		name            string
+		bootstrap       bool
+		ignoreSelectors bool
+		want            []string
+	}{
+		{name: "a reader of its own", want: []string{mine, "west"}},
+		{name: "the bootstrap credential", bootstrap: true, want: []string{mine}},
+		{name: "a peer that ignores the selectors", ignoreSelectors: true,
+			want: []string{mine, v1alpha1.IssuedReaderSecretName("uid-south"), v1alpha1.ReceivedReaderSecretName("uid-south"), "west"}},
+		{name: "the bootstrap credential, a peer that ignores the selectors", bootstrap: true, ignoreSelectors: true, want: []string{mine}},
+	}
+	m := startManager(t, kubeconfig.AddressPolicy{AllowLoopback: true})
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			name := fmt.Sprintf("peer%d", i)
+			const token = "reader-token"
+			srv, err := g.Start(simpeer.Options{UID: types.UID("uid-" + name), Token: token, IgnoreSelectors: tt.ignoreSelectors})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = srv.Close() })
+			reader := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "west", Namespace: v1alpha1.DefaultNamespace}, Data: map[string][]byte{v1alpha1.KubeconfigKey: []byte("kubeconfig")}}
+			for _, s := range append(sealedCredentials(), reader) {
+				u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(s)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := srv.Create(simpeer.Secrets, u); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c, s := peerOf(t, name, srv.URL(), g.CAData())
+			c.Spec.ClusterID = types.UID("uid-" + name)
+			s.Data[v1alpha1.KubeconfigKey], err = kubeconfig.Render(kubeconfig.Reader{ClusterName: name, Server: srv.URL(), CAData: g.CAData(), Token: token})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.Ensure(c, s, tt.bootstrap)
+			rd := waitSynced(t, m, name).Reader()
+			ctx := context.Background()
+			var list corev1.SecretList
+			if err := rd.List(ctx, &list, client.InNamespace(v1alpha1.DefaultNamespace)); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, s := range list.Items {
+				got = append(got, s.Name)
+				if sealed := len(s.Data) > 0 && len(s.Data[v1alpha1.KubeconfigKey]) == 0; sealed != (s.Name == mine) {
+					t.Errorf("Secret %s held with data %v", s.Name, s.Data)
+				}
+			}
+			slices.Sort(got)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("Secrets listed (-want +got):\n%s", diff)
+			}
+			var issued corev1.Secret
+			if err := rd.Get(ctx, client.ObjectKey{Namespace: v1alpha1.DefaultNamespace, Name: mine}, &issued); err != nil || string(issued.Data[v1alpha1.SealedKubeconfigKey]) != "sealed" {
+				t.Errorf("the credential issued to this cluster: %v, %+v", err, issued)
+			}
+			var other corev1.Secret
+			err = rd.Get(ctx, client.ObjectKey{Namespace: v1alpha1.DefaultNamespace, Name: "west"}, &other)
+			if slices.Contains(tt.want, "west") != (err == nil) {
+				t.Errorf("getting the reader Secret west: %v", err)
+			}
+		})
 	}
 }
 

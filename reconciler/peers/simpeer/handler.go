@@ -65,6 +65,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, http.StatusBadRequest, "BadRequest", err.Error(), nil)
 		return
 	}
+	if s.opts.IgnoreSelectors {
+		sel = selectors{}
+	}
 	if v := q.Get("watch"); v == "true" || v == "1" {
 		s.add(func(c *counts) { c.request("watch") })
 		s.watch(w, r, res, ns, sel)

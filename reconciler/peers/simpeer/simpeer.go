@@ -114,6 +114,9 @@ type Options struct {
 	BookmarkInterval time.Duration
 	// NoWatchList refuses watch-lists, as a server without the WatchList feature.
 	NoWatchList bool
+	// IgnoreSelectors answers every list and watch with every object of the resource
+	// and namespace, whatever its label and field selectors ask: a hostile peer's.
+	IgnoreSelectors bool
 }
 
 // Group makes simulated servers that share one CA, and counts what all of them serve.

@@ -193,6 +193,43 @@ func TestListSelectors(t *testing.T) {
 	}
 }
 
+// TestIgnoreSelectors: a server started with IgnoreSelectors (a hostile peer's) answers
+// lists and watches with every object of the namespace, whatever their selectors ask.
+func TestIgnoreSelectors(t *testing.T) {
+	s, cs := start(t, Options{IgnoreSelectors: true})
+	mustCreate(t, s, ConfigMaps, configMap("a", "one", map[string]string{"sync": "true"}))
+	mustCreate(t, s, ConfigMaps, configMap("a", "two", nil))
+	mustCreate(t, s, ConfigMaps, configMap("b", "three", nil))
+	ctx := context.Background()
+	opts := metav1.ListOptions{LabelSelector: "sync=true", FieldSelector: "metadata.name=one"}
+	l, err := cs.CoreV1().ConfigMaps("a").List(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, cm := range l.Items {
+		got = append(got, cm.Name)
+	}
+	if diff := cmp.Diff([]string{"one", "two"}, got); diff != "" {
+		t.Errorf("list (-want +got):\n%s", diff)
+	}
+	opts.ResourceVersion = l.ResourceVersion
+	w, err := cs.CoreV1().ConfigMaps("a").Watch(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	mustCreate(t, s, ConfigMaps, configMap("a", "four", nil))
+	select {
+	case ev := <-w.ResultChan():
+		if cm, ok := ev.Object.(*corev1.ConfigMap); !ok || cm.Name != "four" {
+			t.Errorf("watch event %s %T, want the ConfigMap four the selectors exclude", ev.Type, ev.Object)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("no watch event for an object the selectors exclude")
+	}
+}
+
 func TestResourceVersionsIncrease(t *testing.T) {
 	s, cs := start(t, Options{})
 	ctx := context.Background()
