@@ -15,8 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -47,31 +45,14 @@ func TestIssuedCredentialFollowed(t *testing.T) {
 	for _, bootstrap := range []bool{true, false} {
 		t.Run(fmt.Sprintf("bootstrap %v", bootstrap), func(t *testing.T) {
 			name := fmt.Sprintf("peer-%v", bootstrap)
-			const token = "reader-token"
-			srv, err := g.Start(simpeer.Options{UID: types.UID("uid-" + name), Token: token})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = srv.Close() })
+			srv := startSimPeer(t, g, name, simpeer.Options{})
 			issue := func(data string, op func(simpeer.Resource, map[string]any) (string, error)) {
 				t.Helper()
-				s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace, Labels: map[string]string{v1alpha1.ReaderForLabel: "local"}},
-					Type: v1alpha1.SecretTypeClusterRegistry, Data: map[string][]byte{v1alpha1.SealedKubeconfigKey: []byte(data)}}
-				u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(s)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if _, err := op(simpeer.Secrets, u); err != nil {
-					t.Fatal(err)
-				}
+				write(t, op, simpeer.Secrets, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace, Labels: map[string]string{v1alpha1.ReaderForLabel: "local"}},
+					Type: v1alpha1.SecretTypeClusterRegistry, Data: map[string][]byte{v1alpha1.SealedKubeconfigKey: []byte(data)}})
 			}
 			issue("v1", srv.Create)
-			c, s := peerOf(t, name, srv.URL(), g.CAData())
-			c.Spec.ClusterID = types.UID("uid-" + name)
-			if s.Data[v1alpha1.KubeconfigKey], err = kubeconfig.Render(kubeconfig.Reader{ClusterName: name, Server: srv.URL(), CAData: g.CAData(), Token: token}); err != nil {
-				t.Fatal(err)
-			}
-			m.Ensure(c, s, bootstrap)
+			ensureSimPeer(t, m, g, srv, name, bootstrap)
 			rd := waitSynced(t, m, name).Reader()
 			// held waits until the reader holds the credential with data want ("": none),
 			// and for an event of the peer after the change.

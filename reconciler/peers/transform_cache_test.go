@@ -36,7 +36,6 @@ func TestPeerCachesHoldWhatDecisionsRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const token = "reader-token"
 	relayed, err := kubeconfig.Render(kubeconfig.Reader{ClusterName: "south", Server: "https://127.0.0.1:1", CAData: g.CAData(), Token: "south-token"})
 	if err != nil {
 		t.Fatal(err)
@@ -44,35 +43,14 @@ func TestPeerCachesHoldWhatDecisionsRead(t *testing.T) {
 	m := startManager(t, kubeconfig.AddressPolicy{AllowLoopback: true})
 	names := []string{"east", "west"}
 	for _, name := range names {
-		srv, err := g.Start(simpeer.Options{UID: types.UID("uid-" + name), Token: token})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = srv.Close() })
-		serve := func(r simpeer.Resource, obj runtime.Object) {
-			t.Helper()
-			u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := srv.Create(r, u); err != nil {
-				t.Fatal(err)
-			}
-		}
-		serve(simpeer.Clusters, servedCluster(name, v1alpha1.ClusterTypeLocal, g.CAData()))
-		serve(simpeer.Clusters, servedCluster("south", v1alpha1.ClusterTypePeer, g.CAData()))
-		serve(simpeer.Secrets, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "south", Namespace: v1alpha1.DefaultNamespace}, Data: map[string][]byte{v1alpha1.KubeconfigKey: bytes.Clone(relayed)}})
+		srv := startSimPeer(t, g, name, simpeer.Options{})
+		serve(t, srv, simpeer.Clusters, servedCluster(name, v1alpha1.ClusterTypeLocal, g.CAData()))
+		serve(t, srv, simpeer.Clusters, servedCluster("south", v1alpha1.ClusterTypePeer, g.CAData()))
+		serve(t, srv, simpeer.Secrets, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "south", Namespace: v1alpha1.DefaultNamespace}, Data: map[string][]byte{v1alpha1.KubeconfigKey: bytes.Clone(relayed)}})
 		for _, sealed := range sealedCredentials() {
-			serve(simpeer.Secrets, sealed)
+			serve(t, srv, simpeer.Secrets, sealed)
 		}
-
-		c, s := peerOf(t, name, srv.URL(), g.CAData())
-		c.Spec.ClusterID = types.UID("uid-" + name)
-		s.Data[v1alpha1.KubeconfigKey], err = kubeconfig.Render(kubeconfig.Reader{ClusterName: name, Server: srv.URL(), CAData: g.CAData(), Token: token})
-		if err != nil {
-			t.Fatal(err)
-		}
-		m.Ensure(c, s, false)
+		ensureSimPeer(t, m, g, srv, name, false)
 	}
 
 	var kubeconfigs, caBundles [][]byte
@@ -194,29 +172,12 @@ func TestPeerSecretsRead(t *testing.T) {
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			name := fmt.Sprintf("peer%d", i)
-			const token = "reader-token"
-			srv, err := g.Start(simpeer.Options{UID: types.UID("uid-" + name), Token: token, IgnoreSelectors: tt.ignoreSelectors})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = srv.Close() })
+			srv := startSimPeer(t, g, name, simpeer.Options{IgnoreSelectors: tt.ignoreSelectors})
 			reader := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "west", Namespace: v1alpha1.DefaultNamespace}, Data: map[string][]byte{v1alpha1.KubeconfigKey: []byte("kubeconfig")}}
 			for _, s := range append(sealedCredentials(), reader) {
-				u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(s)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if _, err := srv.Create(simpeer.Secrets, u); err != nil {
-					t.Fatal(err)
-				}
+				serve(t, srv, simpeer.Secrets, s)
 			}
-			c, s := peerOf(t, name, srv.URL(), g.CAData())
-			c.Spec.ClusterID = types.UID("uid-" + name)
-			s.Data[v1alpha1.KubeconfigKey], err = kubeconfig.Render(kubeconfig.Reader{ClusterName: name, Server: srv.URL(), CAData: g.CAData(), Token: token})
-			if err != nil {
-				t.Fatal(err)
-			}
-			m.Ensure(c, s, tt.bootstrap)
+			ensureSimPeer(t, m, g, srv, name, tt.bootstrap)
 			rd := waitSynced(t, m, name).Reader()
 			ctx := context.Background()
 			var list corev1.SecretList
@@ -239,12 +200,60 @@ func TestPeerSecretsRead(t *testing.T) {
 				t.Errorf("the credential issued to this cluster: %v, %+v", err, issued)
 			}
 			var other corev1.Secret
-			err = rd.Get(ctx, client.ObjectKey{Namespace: v1alpha1.DefaultNamespace, Name: "west"}, &other)
+			err := rd.Get(ctx, client.ObjectKey{Namespace: v1alpha1.DefaultNamespace, Name: "west"}, &other)
 			if slices.Contains(tt.want, "west") != (err == nil) {
 				t.Errorf("getting the reader Secret west: %v", err)
 			}
 		})
 	}
+}
+
+// simPeerToken is the reader token of the simulated peers of startSimPeer.
+const simPeerToken = "reader-token"
+
+// startSimPeer starts a simulated peer of g, cluster ID "uid-"+name, with opts, until
+// the test ends.
+func startSimPeer(t *testing.T, g *simpeer.Group, name string, opts simpeer.Options) *simpeer.Server {
+	t.Helper()
+	opts.UID, opts.Token = types.UID("uid-"+name), simPeerToken
+	srv, err := g.Start(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	return srv
+}
+
+// serve makes srv serve obj as a resource r.
+func serve(t *testing.T, srv *simpeer.Server, r simpeer.Resource, obj runtime.Object) {
+	t.Helper()
+	write(t, srv.Create, r, obj)
+}
+
+// write writes obj as a resource r with op, a simulated peer's Create or Update.
+func write(t *testing.T, op func(simpeer.Resource, map[string]any) (string, error), r simpeer.Resource, obj runtime.Object) {
+	t.Helper()
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := op(r, u); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ensureSimPeer connects m to srv, the simulated peer name, read with its bootstrap
+// credential or with a reader of its own.
+func ensureSimPeer(t *testing.T, m *Manager, g *simpeer.Group, srv *simpeer.Server, name string, bootstrap bool) {
+	t.Helper()
+	c, s := peerOf(t, name, srv.URL(), g.CAData())
+	c.Spec.ClusterID = srv.UID()
+	kc, err := kubeconfig.Render(kubeconfig.Reader{ClusterName: name, Server: srv.URL(), CAData: g.CAData(), Token: simPeerToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Data[v1alpha1.KubeconfigKey] = kc
+	m.Ensure(c, s, bootstrap)
 }
 
 // servedCluster is the Cluster name as a peer serves it, of type typ, with a status.
