@@ -25,8 +25,8 @@ import (
 // issuedWatch holds the one Secret of a peer read by name: the credential the peer
 // issued this cluster. It lists the Secret by a field selector on its name, then
 // watches it from the list's resourceVersion, resuming from the last version seen when
-// the watch ends, listing again when that version is gone (410) and backing off on
-// errors: one goroutine of its own and the watch's stream, where a second
+// the watch ends, listing again when that version is gone (410; after a pause when it
+// is the version of a list just made) and backing off on errors: one goroutine of its own and the watch's stream, where a second
 // controller-runtime cache took 16 goroutines a peer, and client-go's reflector 5, more
 // memory than not reading the other members' credentials saves (docs/performance.md).
 // Any other object the peer serves it (a peer that ignores the selector serves every
@@ -72,11 +72,16 @@ func (w *issuedWatch) run(ctx context.Context, rc rest.Interface) {
 	failing := false
 	for ctx.Err() == nil {
 		var err error
-		if rv == "" {
+		fresh := rv == ""
+		if fresh {
 			rv, err = w.list(ctx, rc)
 		}
 		if err == nil {
 			rv, err = w.watch(ctx, rc, rv)
+		}
+		gone := apierrors.IsResourceExpired(err) || apierrors.IsGone(err)
+		if gone {
+			rv = "" // that version is gone: list again
 		}
 		switch {
 		case err == nil:
@@ -85,9 +90,8 @@ func (w *issuedWatch) run(ctx context.Context, rc rest.Interface) {
 			}
 			delay, failing = issuedRetryFirst, false // the watch ended as watches do: resume from rv
 			continue
-		case apierrors.IsResourceExpired(err) || apierrors.IsGone(err):
-			rv = "" // that version is gone: list again, now
-			continue
+		case gone && !fresh:
+			continue // now; but not at once again when the version of a list just made is gone
 		case ctx.Err() != nil:
 			return
 		}

@@ -130,7 +130,8 @@ func TestIssuedCredentialFollowed(t *testing.T) {
 // lists it, watches from the list's version, resumes from the last version seen when a
 // watch ends, lists again when that version is gone (410), and drops every other Secret
 // a server that ignores the field selector serves it; a failing request is retried, and
-// a watch that ends at once without an event is not watched again at once.
+// neither a watch that ends at once without an event nor one whose fresh list's version
+// is gone is made again at once.
 func TestIssuedWatchFollowsTheServer(t *testing.T) {
 	key := client.ObjectKey{Namespace: "ns", Name: "mine"}
 	secret := func(name, rv, data string) map[string]any {
@@ -156,9 +157,13 @@ func TestIssuedWatchFollowsTheServer(t *testing.T) {
 		{query: "watch 7", status: http.StatusOK, body: []map[string]any{event("BOOKMARK", map[string]any{"apiVersion": "v1", "kind": "Secret", "metadata": map[string]any{"resourceVersion": "9"}})}},
 		{query: "watch 9", status: http.StatusOK, body: []map[string]any{event("ERROR", map[string]any{"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Expired", "code": 410})}},
 		{query: "list", status: http.StatusOK, body: list("12", secret("mine", "11", "v3"))},
+		// The version of the list just made gone: listed again, but not at once.
+		{query: "watch 12", status: http.StatusOK, body: []map[string]any{event("ERROR", map[string]any{"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Expired", "code": 410})}},
+		{query: "list", status: http.StatusOK, body: list("12", secret("mine", "11", "v3"))},
 		{query: "watch 12", status: http.StatusOK, body: []map[string]any{event("DELETED", secret("mine", "13", "v3"))}},
 		{query: "watch 13", status: http.StatusOK}, // ends at once, without an event
 	}
+	const freshGone = 6 // the answer of the watch whose fresh list's version is gone
 	var mu sync.Mutex
 	next := 0
 	var at []time.Time
@@ -227,6 +232,9 @@ func TestIssuedWatchFollowsTheServer(t *testing.T) {
 	defer mu.Unlock()
 	if gap := at[len(answers)].Sub(at[len(answers)-1]); gap < issuedRetryFirst*9/10 {
 		t.Errorf("a watch that ended at once was watched again after %s", gap)
+	}
+	if gap := at[freshGone+1].Sub(at[freshGone]); gap < issuedRetryFirst*9/10 {
+		t.Errorf("the version of a fresh list gone, it was listed again after %s", gap)
 	}
 	if diff := cmp.Diff([]string{"v1", "v2", "v3", "none"}, seen); diff != "" {
 		t.Errorf("the Secret held, at each notification (-want +got):\n%s", diff)
