@@ -7,8 +7,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
@@ -25,7 +23,6 @@ func TestFeaturesWatchedOnlyWhenAsked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const token = "reader-token"
 	m := newManager(t, Options{HealthInterval: 100 * time.Millisecond, FailureThreshold: 1, MaxBackoff: 200 * time.Millisecond,
 		Addresses: kubeconfig.AddressPolicy{AllowLoopback: true}})
 	events := make(chan event.GenericEvent, 1024)
@@ -36,28 +33,14 @@ func TestFeaturesWatchedOnlyWhenAsked(t *testing.T) {
 	servers := map[string]*simpeer.Server{}
 	connect := func(name string, features ...string) {
 		t.Helper()
-		srv, err := g.Start(simpeer.Options{UID: types.UID("uid-" + name), Token: token})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = srv.Close() })
+		srv := startSimPeer(t, g, name, simpeer.Options{})
 		for _, f := range features {
-			u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&v1alpha1.ClusterFeature{
+			serve(t, srv, simpeer.ClusterFeatures, &v1alpha1.ClusterFeature{
 				TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "ClusterFeature"},
 				ObjectMeta: metav1.ObjectMeta{Name: f}, Spec: v1alpha1.ClusterFeatureSpec{FeatureName: f}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := srv.Create(simpeer.ClusterFeatures, u); err != nil {
-				t.Fatal(err)
-			}
-		}
-		c, s := peerOf(t, name, srv.URL(), g.CAData())
-		if s.Data[v1alpha1.KubeconfigKey], err = kubeconfig.Render(kubeconfig.Reader{ClusterName: name, Server: srv.URL(), CAData: g.CAData(), Token: token}); err != nil {
-			t.Fatal(err)
 		}
 		servers[name] = srv
-		m.Ensure(c, s, false)
+		ensureSimPeer(t, m, g, srv, name, false)
 	}
 	featureWatches := func(name string) int64 {
 		return servers[name].Stats().Watches[simpeer.ClusterFeatures.Key()]

@@ -140,6 +140,7 @@ func TestIssuedWatchFollowsTheServer(t *testing.T) {
 			"data":     map[string]any{"k": base64.StdEncoding.EncodeToString([]byte(data))}}
 	}
 	event := func(typ string, obj map[string]any) map[string]any { return map[string]any{"type": typ, "object": obj} }
+	gone := event("ERROR", map[string]any{"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Expired", "code": 410})
 	// The server's answers, in order: a request that does not match the next one fails
 	// the test.
 	type answer struct {
@@ -155,10 +156,10 @@ func TestIssuedWatchFollowsTheServer(t *testing.T) {
 		{query: "list", status: http.StatusOK, body: list("5", secret("other", "3", "x"), secret("mine", "4", "v1"))},
 		{query: "watch 5", status: http.StatusOK, body: []map[string]any{event("ADDED", secret("other", "6", "x")), event("MODIFIED", secret("mine", "7", "v2"))}},
 		{query: "watch 7", status: http.StatusOK, body: []map[string]any{event("BOOKMARK", map[string]any{"apiVersion": "v1", "kind": "Secret", "metadata": map[string]any{"resourceVersion": "9"}})}},
-		{query: "watch 9", status: http.StatusOK, body: []map[string]any{event("ERROR", map[string]any{"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Expired", "code": 410})}},
+		{query: "watch 9", status: http.StatusOK, body: []map[string]any{gone}},
 		{query: "list", status: http.StatusOK, body: list("12", secret("mine", "11", "v3"))},
 		// The version of the list just made gone: listed again, but not at once.
-		{query: "watch 12", status: http.StatusOK, body: []map[string]any{event("ERROR", map[string]any{"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Expired", "code": 410})}},
+		{query: "watch 12", status: http.StatusOK, body: []map[string]any{gone}},
 		{query: "list", status: http.StatusOK, body: list("12", secret("mine", "11", "v3"))},
 		{query: "watch 12", status: http.StatusOK, body: []map[string]any{event("DELETED", secret("mine", "13", "v3"))}},
 		{query: "watch 13", status: http.StatusOK}, // ends at once, without an event

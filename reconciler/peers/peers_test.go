@@ -89,10 +89,14 @@ func startManager(t *testing.T, addresses kubeconfig.AddressPolicy) *Manager {
 	return m
 }
 
-// peerOf returns the Cluster and reader Secret of a peer at server.
+// readerToken is the token of the reader Secrets of peerOf.
+const readerToken = "reader-token"
+
+// peerOf returns the Cluster (cluster ID "uid-"+name) and reader Secret (token
+// readerToken) of a peer at server.
 func peerOf(t *testing.T, name, server string, ca []byte) (*v1alpha1.Cluster, *corev1.Secret) {
 	t.Helper()
-	kc, err := kubeconfig.Render(kubeconfig.Reader{ClusterName: name, Server: server, CAData: ca, Token: "reader-token"})
+	kc, err := kubeconfig.Render(kubeconfig.Reader{ClusterName: name, Server: server, CAData: ca, Token: readerToken})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -208,14 +208,11 @@ func TestPeerSecretsRead(t *testing.T) {
 	}
 }
 
-// simPeerToken is the reader token of the simulated peers of startSimPeer.
-const simPeerToken = "reader-token"
-
-// startSimPeer starts a simulated peer of g, cluster ID "uid-"+name, with opts, until
-// the test ends.
+// startSimPeer starts a simulated peer of g, cluster ID "uid-"+name and token
+// readerToken (peerOf's), with opts, until the test ends.
 func startSimPeer(t *testing.T, g *simpeer.Group, name string, opts simpeer.Options) *simpeer.Server {
 	t.Helper()
-	opts.UID, opts.Token = types.UID("uid-"+name), simPeerToken
+	opts.UID, opts.Token = types.UID("uid-"+name), readerToken
 	srv, err := g.Start(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -242,17 +239,11 @@ func write(t *testing.T, op func(simpeer.Resource, map[string]any) (string, erro
 	}
 }
 
-// ensureSimPeer connects m to srv, the simulated peer name, read with its bootstrap
-// credential or with a reader of its own.
+// ensureSimPeer connects m to srv, the simulated peer name (its Cluster and reader
+// Secret are peerOf's), read with its bootstrap credential or with a reader of its own.
 func ensureSimPeer(t *testing.T, m *Manager, g *simpeer.Group, srv *simpeer.Server, name string, bootstrap bool) {
 	t.Helper()
 	c, s := peerOf(t, name, srv.URL(), g.CAData())
-	c.Spec.ClusterID = srv.UID()
-	kc, err := kubeconfig.Render(kubeconfig.Reader{ClusterName: name, Server: srv.URL(), CAData: g.CAData(), Token: simPeerToken})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Data[v1alpha1.KubeconfigKey] = kc
 	m.Ensure(c, s, bootstrap)
 }
 
