@@ -66,7 +66,7 @@ func (c *conn) clearCache() { c.recordCache(context.Background(), nil) }
 func (c *conn) recordCache(ctx context.Context, cch cache.Cache) {
 	c.fmu.Lock()
 	c.mu.Lock()
-	c.cache, c.cacheCtx, c.featureInformer = cch, ctx, nil
+	c.cache, c.cacheCtx, c.featureWatched = cch, ctx, false
 	c.mu.Unlock()
 	c.fmu.Unlock()
 	c.set(func(p *Peer) { p.features = featuresUnwatched })
@@ -79,23 +79,19 @@ func (c *conn) syncFeatures() {
 	c.fmu.Lock()
 	defer c.fmu.Unlock()
 	c.mu.Lock()
-	cch, ctx, inf, bootstrap := c.cache, c.cacheCtx, c.featureInformer, c.peer.Bootstrap
+	cch, ctx, watched, bootstrap := c.cache, c.cacheCtx, c.featureWatched, c.peer.Bootstrap
 	c.mu.Unlock()
 	want := c.m.features.Load() && cch != nil && !bootstrap
 	name := c.snapshot().Name
 	switch {
-	case want && inf == nil:
-		started, err := cch.GetInformer(ctx, &v1alpha1.ClusterFeature{}, cache.BlockUntilSynced(false))
-		var reg toolscache.ResourceEventHandlerRegistration
-		if err == nil {
-			reg, err = started.AddEventHandler(notifyOnChange(func() { c.m.notify(name) }))
-		}
+	case want && !watched:
+		reg, err := watchKind(ctx, cch, &v1alpha1.ClusterFeature{}, func() { c.m.notify(name) })
 		if err != nil {
 			c.m.log.Error(err, "watching a peer's ClusterFeatures", "cluster", name)
 			return
 		}
 		c.mu.Lock()
-		c.featureInformer = started
+		c.featureWatched = true
 		c.mu.Unlock()
 		// Known once the handler has had every object of the first list; then the
 		// subscribers are told, even when the peer has none (no event says so).
@@ -105,14 +101,14 @@ func (c *conn) syncFeatures() {
 				c.m.notify(name)
 			}
 		}()
-	case !want && inf != nil:
+	case !want && watched:
 		if cch != nil {
 			if err := cch.RemoveInformer(ctx, &v1alpha1.ClusterFeature{}); err != nil {
 				c.m.log.Error(err, "stopping the watch of a peer's ClusterFeatures", "cluster", name)
 			}
 		}
 		c.mu.Lock()
-		c.featureInformer = nil
+		c.featureWatched = false
 		c.mu.Unlock()
 		c.set(func(p *Peer) { p.features = featuresUnwatched })
 		c.m.notify(name)

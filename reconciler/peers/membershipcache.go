@@ -2,6 +2,7 @@ package peers
 
 import (
 	"context"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -27,9 +28,9 @@ type membershipCache struct {
 	// issued watches only the Secret issued.key, with rc.
 	issued *issuedWatch
 	rc     rest.Interface
-	// secrets is false when the embedded cache watches no Secrets (the bootstrap
-	// credential may read only issued.key).
-	secrets bool
+	// secrets is false while the embedded cache watches no Secrets (the bootstrap
+	// credential may read only issued.key; watchSecrets sets it).
+	secrets atomic.Bool
 }
 
 var _ cache.Cache = (*membershipCache)(nil)
@@ -46,7 +47,7 @@ func (m *membershipCache) Get(ctx context.Context, key client.ObjectKey, obj cli
 		}
 		*s = *held
 		return nil
-	case ok && !m.secrets:
+	case ok && !m.secrets.Load():
 		return apierrors.NewNotFound(corev1.Resource("secrets"), key.Name)
 	}
 	return m.Cache.Get(ctx, key, obj, opts...)
@@ -60,7 +61,7 @@ func (m *membershipCache) List(ctx context.Context, list client.ObjectList, opts
 	if !ok {
 		return m.Cache.List(ctx, list, opts...)
 	}
-	if m.secrets {
+	if m.secrets.Load() {
 		if err := m.Cache.List(ctx, secrets, opts...); err != nil {
 			return err
 		}

@@ -371,7 +371,23 @@ func (m *Manager) Ensure(cluster *v1alpha1.Cluster, secret *corev1.Secret, boots
 		}
 		return Peer{Name: cluster.Name, ClusterID: cluster.Spec.ClusterID, Reason: v1alpha1.ReasonClusterNotConnected, Message: msg}
 	}
-	c := newConn(m, cluster.Name, cluster.Spec.ClusterID, fp, bootstrap)
+	cfg, err := kubeconfig.Parse(secret.Data[v1alpha1.KubeconfigKey])
+	var guardErr error
+	var cred *credential
+	var link linkID
+	if err == nil {
+		guardErr = m.opts.Addresses.Guard(cfg)
+		if guardErr == nil && old != nil && old.switchable(cluster.Spec.ClusterID, cfg, bootstrap) {
+			// The credential the peer issued, on the connection of its bootstrap one.
+			old.fingerprint = fp
+			m.gen.Add(1)
+			m.mu.Unlock()
+			old.switchCredential(cfg.BearerToken)
+			return old.snapshot()
+		}
+		cred, link = withCredential(cfg)
+	}
+	c := newConn(m, cluster.Name, cluster.Spec.ClusterID, fp, bootstrap, cred, link)
 	m.conns[cluster.Name] = c
 	m.gen.Add(1)
 	log := m.log
@@ -380,7 +396,6 @@ func (m *Manager) Ensure(cluster *v1alpha1.Cluster, secret *corev1.Secret, boots
 		old.stop()
 	}
 
-	cfg, err := kubeconfig.Parse(secret.Data[v1alpha1.KubeconfigKey])
 	if err != nil {
 		c.set(func(p *Peer) {
 			p.State, p.Ready, p.Reason = v1alpha1.ClusterStateInvalidAuthInfo, false, v1alpha1.ReasonInvalidAuthInfo
@@ -388,7 +403,7 @@ func (m *Manager) Ensure(cluster *v1alpha1.Cluster, secret *corev1.Secret, boots
 		})
 		return c.snapshot()
 	}
-	if err := m.opts.Addresses.Guard(cfg); err != nil {
+	if err := guardErr; err != nil {
 		m.log.Info("peer address refused", "cluster", cluster.Name, "secret", secret.Name, "error", err.Error())
 		c.set(func(p *Peer) {
 			p.State, p.Ready, p.Reason = v1alpha1.ClusterStateInvalidAuthInfo, false, v1alpha1.ReasonInvalidAuthInfo
@@ -466,6 +481,11 @@ type conn struct {
 	m           *Manager
 	fingerprint string
 	done        chan struct{}
+	// cred is the token of its requests (nil for a kubeconfig without one), link what it
+	// reaches; switched signals a switch from the bootstrap credential (switch.go).
+	cred     *credential
+	link     linkID
+	switched chan struct{}
 
 	// life guards cancel and stopped: a connection stopped before it started never
 	// starts. Not mu, which run takes to report while stop waits for run.
@@ -482,17 +502,16 @@ type conn struct {
 	refused   chan struct{}
 	stopCache context.CancelFunc
 	// cache is the membership cache serve runs, under cacheCtx (nil between caches), and
-	// featureInformer its informer of the peer's ClusterFeatures while they are watched
-	// (features.go).
-	cache           cache.Cache
-	cacheCtx        context.Context
-	featureInformer cache.Informer
+	// featureWatched whether it watches the peer's ClusterFeatures (features.go).
+	cache          cache.Cache
+	cacheCtx       context.Context
+	featureWatched bool
 	// fmu serializes the starts and stops of the ClusterFeatures' watch.
 	fmu sync.Mutex
 }
 
-func newConn(m *Manager, name string, id types.UID, fp string, bootstrap bool) *conn {
-	return &conn{m: m, fingerprint: fp, done: make(chan struct{}), refused: make(chan struct{}, 1),
+func newConn(m *Manager, name string, id types.UID, fp string, bootstrap bool, cred *credential, link linkID) *conn {
+	return &conn{m: m, fingerprint: fp, done: make(chan struct{}), refused: make(chan struct{}, 1), cred: cred, link: link, switched: make(chan struct{}, 1),
 		peer: Peer{Name: name, ClusterID: id, Reason: v1alpha1.ReasonClusterNotConnected, Message: "connecting", Bootstrap: bootstrap, features: featuresUnwatched}}
 }
 
@@ -692,20 +711,24 @@ func (c *conn) newCache(l link) (*membershipCache, error) {
 	if err != nil {
 		return nil, err
 	}
-	byObject := map[client.Object]cache.ByObject{&v1alpha1.Cluster{}: {Transform: peerClusters(c.m.pool)}}
+	// The sealed credentials the peer issued the other members (labelled ReaderForLabel)
+	// and received from them (ReaderFromLabel) are not read: only their recipients can
+	// open them, no decision here reads them, and there are two per member, 39 MB of a
+	// first sync among 100 peers (docs/performance.md). The one issued to this cluster
+	// is issuedWatch's.
+	sel, err := labels.Parse("!" + v1alpha1.ReaderForLabel + ",!" + v1alpha1.ReaderFromLabel)
+	if err != nil {
+		return nil, err
+	}
+	byObject := map[client.Object]cache.ByObject{
+		&v1alpha1.Cluster{}: {Transform: peerClusters(c.m.pool)},
+		&corev1.Secret{}:    {Namespaces: map[string]cache.Config{opts.Namespace: {LabelSelector: sel}}, Transform: transform},
+	}
 	kinds := []client.Object{&v1alpha1.Cluster{}}
+	// With the bootstrap credential the Secrets are not watched until the peer's own
+	// credential replaces it (watchSecrets).
 	bootstrap := c.snapshot().Bootstrap
 	if !bootstrap {
-		// The sealed credentials the peer issued the other members (labelled
-		// ReaderForLabel) and received from them (ReaderFromLabel) are not read: only
-		// their recipients can open them, no decision here reads them, and there are
-		// two per member, 39 MB of a first sync among 100 peers (docs/performance.md).
-		// The one issued to this cluster is issuedWatch's.
-		sel, err := labels.Parse("!" + v1alpha1.ReaderForLabel + ",!" + v1alpha1.ReaderFromLabel)
-		if err != nil {
-			return nil, err
-		}
-		byObject[&corev1.Secret{}] = cache.ByObject{Namespaces: map[string]cache.Config{opts.Namespace: {LabelSelector: sel}}, Transform: transform}
 		kinds = append(kinds, &corev1.Secret{})
 	}
 	cch, err := cache.New(cacheCfg, cache.Options{
@@ -724,7 +747,9 @@ func (c *conn) newCache(l link) (*membershipCache, error) {
 		return nil, err
 	}
 	issued := newIssuedWatch(client.ObjectKey{Namespace: opts.Namespace, Name: v1alpha1.IssuedReaderSecretName(opts.LocalID)}, transform)
-	return &membershipCache{Cache: cch, kinds: kinds, issued: issued, rc: rc.RESTClient(), secrets: !bootstrap}, nil
+	mc := &membershipCache{Cache: cch, kinds: kinds, issued: issued, rc: rc.RESTClient()}
+	mc.secrets.Store(!bootstrap)
+	return mc, nil
 }
 
 // watch starts an informer of each kind in cch, each change of which notifies the
@@ -739,10 +764,12 @@ func (c *conn) watch(ctx context.Context, cch *membershipCache) error {
 	})
 }
 
-// markSynced makes the synced cache the peer's reader, unless its answers were refused.
-func (c *conn) markSynced(cch cache.Cache, l link) {
+// markSynced makes the synced cache the peer's reader, unless its answers were refused
+// or the cache, built for the bootstrap credential, does not watch yet the Secrets the
+// peer's own credential reads (watchSecrets).
+func (c *conn) markSynced(cch *membershipCache, l link) {
 	c.set(func(p *Peer) {
-		if c.refusal == "" {
+		if c.refusal == "" && (p.Bootstrap || cch.secrets.Load()) {
 			p.Synced, p.reader, p.config, p.http, p.mapper = true, cch, l.cfg, l.http, l.mapper
 		}
 	})
@@ -751,19 +778,32 @@ func (c *conn) markSynced(cch cache.Cache, l link) {
 // healthLoop checks the peer's health every HealthInterval, and waits for a cache not
 // synced yet, until ctx is done or the peer's answers are refused (true: serve again
 // once the refusal has passed) or retrying cannot help (terminal).
-func (c *conn) healthLoop(ctx context.Context, cch cache.Cache, synced bool, l link) bool {
+func (c *conn) healthLoop(ctx context.Context, cch *membershipCache, synced bool, l link) bool {
 	opts := c.m.opts
 	ticker := time.NewTicker(opts.HealthInterval)
 	defer ticker.Stop()
+	switching := false
 	for {
 		select {
 		case <-ctx.Done():
 			return c.isRefused()
 		case <-c.refused:
 			return true
+		case <-c.switched:
+			switching = true
 		case <-ticker.C:
 		}
-		_ = c.check(ctx, l.direct)
+		err := c.check(ctx, l.direct)
+		if switching && err == nil {
+			// The credential the peer issued answers as the same cluster: its Secrets
+			// are read too, and the peer is synced once they are.
+			if err := c.watchSecrets(ctx, cch); err != nil {
+				c.m.log.Error(err, "watching a peer's Secrets", "cluster", c.snapshot().Name)
+			} else {
+				switching, synced = false, false
+				c.syncFeatures()
+			}
+		}
 		if !synced {
 			sctx, cancel := context.WithTimeout(ctx, opts.HealthInterval)
 			synced = cch.WaitForCacheSync(sctx)

@@ -420,7 +420,7 @@ func TestACheckThatChangesNothingKeepsTheSnapshots(t *testing.T) {
 // addConn adds to m a connection to the peer name (ID "uid-"+name), not started, as
 // Ensure would.
 func addConn(m *Manager, name string) *conn {
-	c := newConn(m, name, types.UID("uid-"+name), "fp", false)
+	c := newConn(m, name, types.UID("uid-"+name), "fp", false, nil, linkID{})
 	m.mu.Lock()
 	m.conns[name] = c
 	m.gen.Add(1) // as Ensure does

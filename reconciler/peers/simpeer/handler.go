@@ -1,7 +1,6 @@
 package simpeer
 
 import (
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,7 +24,7 @@ const defaultWatchTimeout = 30 * time.Minute
 const initialEventsEnd = "k8s.io/initial-events-end"
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
-	if subtle.ConstantTimeCompare([]byte(bearer(r)), []byte(s.opts.Token)) != 1 {
+	if !s.accepts(bearer(r)) {
 		s.add(func(c *counts) { c.request("unauthorized") })
 		writeStatus(w, http.StatusUnauthorized, "Unauthorized", "Unauthorized", nil)
 		return

@@ -34,6 +34,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/subtle"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -45,6 +46,7 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -180,6 +182,8 @@ type Server struct {
 	// closing is closed by Close: open watches end.
 	closing   chan struct{}
 	closeOnce sync.Once
+	// tokens are the bearer tokens it accepts (SetTokens; Options.Token at first).
+	tokens atomic.Pointer[[]string]
 }
 
 // Start starts a server on a new listener on 127.0.0.1 (loopback only).
@@ -203,6 +207,7 @@ func (g *Group) Start(opts Options) (*Server, error) {
 	s := &Server{group: g, opts: opts, store: newStore(opts.Resources, opts.History), res: map[string]Resource{}, disc: disc,
 		own: newCounts(), done: make(chan struct{}), closing: make(chan struct{})}
 	s.counts = []*counts{s.own, g.counts}
+	s.SetTokens(opts.Token)
 	for _, r := range opts.Resources {
 		s.res[r.Key()] = r
 	}
@@ -241,8 +246,24 @@ func (s *Server) URL() string { return "https://" + s.ln.Addr().String() }
 // UID is its cluster ID.
 func (s *Server) UID() types.UID { return s.opts.UID }
 
-// Token is the bearer token it accepts.
+// Token is the bearer token it accepts at first (Options.Token).
 func (s *Server) Token() string { return s.opts.Token }
+
+// SetTokens makes it accept the bearer tokens given, and only those, from now on: a
+// credential issued or revoked. Open watches go on.
+func (s *Server) SetTokens(tokens ...string) {
+	t := slices.Clone(tokens)
+	s.tokens.Store(&t)
+}
+
+// accepts reports whether token is one it accepts.
+func (s *Server) accepts(token string) bool {
+	ok := false
+	for _, t := range *s.tokens.Load() {
+		ok = subtle.ConstantTimeCompare([]byte(token), []byte(t)) == 1 || ok
+	}
+	return ok
+}
 
 // Stats returns what this server serves now.
 func (s *Server) Stats() Stats { return s.own.stats() }
