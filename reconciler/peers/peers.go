@@ -385,7 +385,7 @@ func (m *Manager) Ensure(cluster *v1alpha1.Cluster, secret *corev1.Secret, boots
 			old.switchCredential(cfg.BearerToken)
 			return old.snapshot()
 		}
-		cred, link = withCredential(cfg)
+		cred, link = withCredential(cfg, bootstrap)
 	}
 	c := newConn(m, cluster.Name, cluster.Spec.ClusterID, fp, bootstrap, cred, link)
 	m.conns[cluster.Name] = c

@@ -2,7 +2,11 @@ package peers
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/oauth2"
 	corev1 "k8s.io/api/core/v1"
@@ -20,21 +24,132 @@ import (
 // the connection and what it read: the token of its requests is replaced in place
 // (credential), and the cache, which held the peer's Clusters, starts watching its
 // Secrets. A new connection would list every Cluster of the peer again: a Cluster per
-// member, from every peer, about a quarter of what a first sync decodes among 100 peers
-// (docs/performance.md). Watches opened before the switch keep the authentication of
-// their start until they end, as any watch does; every request after it carries the
-// new token. A switch to another server, CA or client certificate, or back to the
-// bootstrap credential, builds a new connection.
+// member, from every peer, about a third of what a first sync decodes among 100 peers
+// (docs/performance.md). The API server authorizes a watch once, when it opens it: so
+// that nothing is read with the bootstrap credential after the switch, the switch ends
+// the answers still being read that were asked with it, as a server ending a watch
+// does (the body ends), and the watches resume from the last version they saw, with
+// the new token, listing nothing again. A switch to another server, CA or client
+// certificate, or back to the bootstrap credential, builds a new connection.
 
 // credential is the bearer token of a connection's requests, which a switch from the
-// bootstrap credential replaces (switchCredential).
-type credential struct{ token atomic.Pointer[string] }
+// bootstrap credential replaces (switchCredential), and, while it may be replaced, the
+// answers being read (ended by the switch).
+type credential struct {
+	token atomic.Pointer[string]
+	// replaceable is true until the token is final: the connection was built with the
+	// bootstrap credential and has not switched. mu guards open, the answers being read
+	// while it is.
+	replaceable atomic.Bool
+	mu          sync.Mutex
+	open        map[*endable]struct{}
+}
 
 var _ oauth2.TokenSource = (*credential)(nil)
 
 // Token returns the current token.
 func (c *credential) Token() (*oauth2.Token, error) {
 	return &oauth2.Token{AccessToken: *c.token.Load(), TokenType: "Bearer"}, nil
+}
+
+// replace makes token the connection's, for good, and ends every answer being read
+// that was asked with the one before.
+func (c *credential) replace(token string) {
+	c.token.Store(&token)
+	c.mu.Lock()
+	c.replaceable.Store(false)
+	open := c.open
+	c.open = nil
+	c.mu.Unlock()
+	for b := range open {
+		b.endOnceOld()
+	}
+}
+
+// endAge is the age at which a switch of credential ends an answer.
+const endAge = 1500 * time.Millisecond
+
+// wrap is the connection's transport: rt with the credential's token on every
+// request, and, while the token may be replaced, each answer kept so that replace can
+// end it.
+func (c *credential) wrap(rt http.RoundTripper) http.RoundTripper {
+	return &tracked{cred: c, rt: transport.TokenSourceWrapTransport(c)(rt)}
+}
+
+type tracked struct {
+	cred *credential
+	rt   http.RoundTripper
+}
+
+// WrappedRoundTripper is client-go's way to reach the transport under a wrapper.
+func (t *tracked) WrappedRoundTripper() http.RoundTripper { return t.rt }
+
+func (t *tracked) RoundTrip(req *http.Request) (*http.Response, error) {
+	c := t.cred
+	if !c.replaceable.Load() {
+		return t.rt.RoundTrip(req)
+	}
+	resp, err := t.rt.RoundTrip(req)
+	if err != nil || resp.Body == nil {
+		return resp, err
+	}
+	b := &endable{inner: resp.Body, cred: c, start: time.Now()}
+	resp.Body = b
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.replaceable.Load() {
+		c.open[b] = struct{}{}
+	} else {
+		b.endOnceOld() // asked, perhaps, with the token replaced meanwhile
+	}
+	return resp, nil
+}
+
+// endable is an answer's body that a switch of credential can end: reading it then
+// ends as at the end of the answer (io.EOF), as when the server ends a watch.
+type endable struct {
+	inner  io.ReadCloser
+	cred   *credential
+	start  time.Time
+	ended  atomic.Bool
+	closed sync.Once
+	err    error
+}
+
+func (b *endable) Read(p []byte) (int, error) {
+	n, err := b.inner.Read(p)
+	if err != nil && b.ended.Load() {
+		err = io.EOF
+	}
+	return n, err
+}
+
+func (b *endable) Close() error {
+	b.cred.mu.Lock()
+	delete(b.cred.open, b)
+	b.cred.mu.Unlock()
+	return b.close()
+}
+
+// endOnceOld ends the body, not before it is endAge old: client-go's reflector lists
+// again after a watch that ended within a second of its start without an event.
+func (b *endable) endOnceOld() {
+	if wait := endAge - time.Since(b.start); wait > 0 {
+		time.AfterFunc(wait, b.end)
+		return
+	}
+	b.end()
+}
+
+// end makes the body end: a read blocked on it returns.
+func (b *endable) end() {
+	b.ended.Store(true)
+	_ = b.close()
+}
+
+func (b *endable) close() error {
+	b.closed.Do(func() { b.err = b.inner.Close() })
+	return b.err
 }
 
 // linkID is what a connection reaches and how it proves the server: everything of a
@@ -51,8 +166,9 @@ func linkOf(cfg *rest.Config) linkID {
 }
 
 // withCredential moves the bearer token of a parsed kubeconfig's cfg to a credential
-// its requests read, and returns it with what cfg reaches; nil when cfg has no token.
-func withCredential(cfg *rest.Config) (*credential, linkID) {
+// its requests read, replaceable when it is the bootstrap credential, and returns it
+// with what cfg reaches; nil when cfg has no token.
+func withCredential(cfg *rest.Config, bootstrap bool) (*credential, linkID) {
 	id := linkOf(cfg)
 	if cfg.BearerToken == "" {
 		return nil, id
@@ -60,8 +176,12 @@ func withCredential(cfg *rest.Config) (*credential, linkID) {
 	cred := &credential{}
 	tok := cfg.BearerToken
 	cred.token.Store(&tok)
+	if bootstrap {
+		cred.replaceable.Store(true)
+		cred.open = map[*endable]struct{}{}
+	}
 	cfg.BearerToken = ""
-	cfg.WrapTransport = transport.TokenSourceWrapTransport(cred)
+	cfg.WrapTransport = cred.wrap
 	return cred, id
 }
 
@@ -70,7 +190,7 @@ func withCredential(cfg *rest.Config) (*credential, linkID) {
 // cluster id: the same server, proved the same way, and a connection still running.
 func (c *conn) switchable(id types.UID, cfg *rest.Config, bootstrap bool) bool {
 	p := c.snapshot()
-	if bootstrap || !p.Bootstrap || p.ClusterID != id || c.cred == nil || cfg.BearerToken == "" || c.link != linkOf(cfg) {
+	if bootstrap || !p.Bootstrap || p.ClusterID != id || c.cred == nil || !c.cred.replaceable.Load() || cfg.BearerToken == "" || c.link != linkOf(cfg) {
 		return false
 	}
 	select {
@@ -82,10 +202,11 @@ func (c *conn) switchable(id types.UID, cfg *rest.Config, bootstrap bool) bool {
 }
 
 // switchCredential replaces the connection's token with token, the reader credential
-// the peer issued: the peer is not read with its bootstrap credential any more, and not
-// synced until its cache has synced the Secrets it now reads (healthLoop, watchSecrets).
+// the peer issued, and ends what is being read with the bootstrap one: the peer is not
+// read with it any more, and not synced until its cache has synced the Secrets it now
+// reads (healthLoop, watchSecrets).
 func (c *conn) switchCredential(token string) {
-	c.cred.token.Store(&token)
+	c.cred.replace(token)
 	c.m.log.Info("reading a peer with the credential it issued: the connection and the Clusters read are kept", "cluster", c.snapshot().Name)
 	c.set(func(p *Peer) { p.Bootstrap, p.Synced = false, false })
 	select {

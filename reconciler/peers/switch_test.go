@@ -18,9 +18,10 @@ import (
 // TestCredentialSwitch: a peer read with its bootstrap credential, then with the one it
 // issued on the same server, keeps its connection and the Clusters it read (listed once),
 // every request after the switch carries the new token (the bootstrap one revoked, nothing
-// is refused), the Secrets the new credential reads are read, and the Clusters' watch goes
-// on; a credential of another server, or the bootstrap credential again, makes a new
-// connection.
+// is refused), no watch opened with the bootstrap token stays open (they resume with the
+// new one), the Secrets the new credential reads are read, and a Cluster changed after
+// the switch is seen; a credential of another server, or the bootstrap credential again,
+// makes a new connection.
 func TestCredentialSwitch(t *testing.T) {
 	g, err := simpeer.NewGroup()
 	if err != nil {
@@ -81,7 +82,11 @@ func TestCredentialSwitch(t *testing.T) {
 		if got := secrets(t, p); !slices.Equal(got, []string{mine, "west"}) {
 			t.Errorf("Secrets read with the issued credential: %v", got)
 		}
-		// The Clusters' watch opened before the switch goes on.
+		// The watches opened with the bootstrap token (the Clusters', the issued
+		// credential's) resumed with the issued one.
+		waitFor(t, "no watch open with the bootstrap token", func() bool {
+			return srv.OpenWatches(readerToken) == 0 && srv.OpenWatches(issuedToken) == 3
+		})
 		changed := servedCluster("same", v1alpha1.ClusterTypeLocal, g.CAData())
 		changed.Annotations["changed"] = "yes"
 		write(t, srv.Update, simpeer.Clusters, changed)

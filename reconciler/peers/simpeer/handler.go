@@ -186,6 +186,9 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, res Resource, ns 
 	defer s.store.unwatch(wt)
 	s.add(func(c *counts) { c.watch(res.Key(), 1) })
 	defer s.add(func(c *counts) { c.watch(res.Key(), -1) })
+	token := bearer(r)
+	s.watchOf(token, 1)
+	defer s.watchOf(token, -1)
 	w.WriteHeader(http.StatusOK)
 	last, ok := ws.begin(start, p.listing)
 	if !ok {

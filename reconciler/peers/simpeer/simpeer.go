@@ -182,8 +182,11 @@ type Server struct {
 	// closing is closed by Close: open watches end.
 	closing   chan struct{}
 	closeOnce sync.Once
-	// tokens are the bearer tokens it accepts (SetTokens; Options.Token at first).
-	tokens atomic.Pointer[[]string]
+	// tokens are the bearer tokens it accepts (SetTokens; Options.Token at first);
+	// watching counts the watches open by the token they were opened with.
+	tokens   atomic.Pointer[[]string]
+	mu       sync.Mutex
+	watching map[string]int64
 }
 
 // Start starts a server on a new listener on 127.0.0.1 (loopback only).
@@ -205,7 +208,7 @@ func (g *Group) Start(opts Options) (*Server, error) {
 		disc = BuiltinDiscovery(opts.Resources)
 	}
 	s := &Server{group: g, opts: opts, store: newStore(opts.Resources, opts.History), res: map[string]Resource{}, disc: disc,
-		own: newCounts(), done: make(chan struct{}), closing: make(chan struct{})}
+		own: newCounts(), done: make(chan struct{}), closing: make(chan struct{}), watching: map[string]int64{}}
 	s.counts = []*counts{s.own, g.counts}
 	s.SetTokens(opts.Token)
 	for _, r := range opts.Resources {
@@ -254,6 +257,20 @@ func (s *Server) Token() string { return s.opts.Token }
 func (s *Server) SetTokens(tokens ...string) {
 	t := slices.Clone(tokens)
 	s.tokens.Store(&t)
+}
+
+// OpenWatches returns how many watches opened with token are open: the API server
+// authorizes a watch when it opens it, and never again.
+func (s *Server) OpenWatches(token string) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.watching[token]
+}
+
+func (s *Server) watchOf(token string, d int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.watching[token] += d
 }
 
 // accepts reports whether token is one it accepts.
