@@ -29,13 +29,14 @@ import (
 )
 
 type peerMapper struct {
-	cfg    *rest.Config
-	mapper meta.RESTMapper
-	client views.Client
+	cfg        *rest.Config
+	credential uint64
+	mapper     meta.RESTMapper
+	client     views.Client
 }
 
 // peersFingerprint summarises what the rules depend on of the peers: who is Ready and
-// connected, with which credentials, and their ClusterFeatures.
+// connected, with which connection and credentials, and their ClusterFeatures.
 func (e *Engine) peersFingerprint(ctx context.Context) string {
 	var b strings.Builder
 	now := e.opts.Clock.Now()
@@ -46,9 +47,8 @@ func (e *Engine) peersFingerprint(ctx context.Context) string {
 		if cfg != nil {
 			h := fnv.New64a()
 			h.Write([]byte(cfg.Host))
-			h.Write([]byte(cfg.BearerToken))
 			h.Write(cfg.CertData)
-			fmt.Fprintf(&b, "%x/", h.Sum64())
+			fmt.Fprintf(&b, "%x/%d/", h.Sum64(), p.Credential())
 		}
 		features, known := p.Features(ctx)
 		fmt.Fprintf(&b, "%t", known)
@@ -73,7 +73,9 @@ func (e *Engine) peerClients(p peers.Peer) (views.Client, meta.RESTMapper, error
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if pm, ok := e.mappers[p.Name]; ok && pm.cfg.BearerToken == cfg.BearerToken && pm.cfg.Host == cfg.Host && string(pm.cfg.CertData) == string(cfg.CertData) {
+	// The token is not in the config: Credential changes with it.
+	if pm, ok := e.mappers[p.Name]; ok && pm.credential == p.Credential() && pm.cfg.BearerToken == cfg.BearerToken &&
+		pm.cfg.Host == cfg.Host && string(pm.cfg.CertData) == string(cfg.CertData) {
 		pm.mapper = mapper
 		e.mappers[p.Name] = pm
 		return pm.client, pm.mapper, nil
@@ -82,7 +84,7 @@ func (e *Engine) peerClients(p peers.Peer) (views.Client, meta.RESTMapper, error
 	if err != nil {
 		return views.Client{}, nil, err
 	}
-	pm := peerMapper{cfg: cfg, mapper: mapper, client: views.Client{Dynamic: dyn, Config: cfg, HTTPClient: hc}}
+	pm := peerMapper{cfg: cfg, credential: p.Credential(), mapper: mapper, client: views.Client{Dynamic: dyn, Config: cfg, HTTPClient: hc}}
 	e.mappers[p.Name] = pm
 	// The connection changed: its informers are rebuilt.
 	e.views.Retain(func(s views.Scope) bool { return s.Cluster != p.Name })

@@ -132,6 +132,8 @@ type Peer struct {
 	config *rest.Config
 	http   *http.Client
 	mapper meta.RESTMapper
+	// credential numbers the connection and the credential it reads with (Credential).
+	credential uint64
 	// features reports whether reader holds the peer's ClusterFeatures, synced; nil: it
 	// always does (Connected).
 	features func() bool
@@ -196,6 +198,18 @@ func Connected(name string, id types.UID, reader client.Reader) Peer {
 		Reason: v1alpha1.ReasonClusterReachable, Message: "the peer answers", reader: reader}
 }
 
+// Credential is a number that changes when the connection is replaced or reads with
+// another credential: what a client built on Config and HTTPClient depends on (a
+// connection's token is not in its Config).
+func (p Peer) Credential() uint64 { return p.credential }
+
+// WithCredential returns the peer with the Credential n: for tests and tools that stand
+// in for the connection.
+func (p Peer) WithCredential(n uint64) Peer {
+	p.credential = n
+	return p
+}
+
 // WithConfig returns the peer read with cfg, hc and mapper: for tests and tools that
 // stand in for the connection of a peer whose objects are read.
 func (p Peer) WithConfig(cfg *rest.Config, hc *http.Client, mapper meta.RESTMapper) Peer {
@@ -234,9 +248,11 @@ type Manager struct {
 	// gen counts the changes of the peers' snapshots (conn.set) and of conns: List
 	// recomputes its sorted snapshots only when it moved. The engine lists the peers for
 	// every object it reconciles.
-	gen    atomic.Uint64
-	listMu sync.Mutex
-	listed []Peer
+	gen atomic.Uint64
+	// credentials numbers the connections and their credentials (Peer.Credential).
+	credentials atomic.Uint64
+	listMu      sync.Mutex
+	listed      []Peer
 	// listedGen is the gen listed was computed at.
 	listedGen uint64
 }
@@ -512,7 +528,8 @@ type conn struct {
 
 func newConn(m *Manager, name string, id types.UID, fp string, bootstrap bool, cred *credential, link linkID) *conn {
 	return &conn{m: m, fingerprint: fp, done: make(chan struct{}), refused: make(chan struct{}, 1), cred: cred, link: link, switched: make(chan struct{}, 1),
-		peer: Peer{Name: name, ClusterID: id, Reason: v1alpha1.ReasonClusterNotConnected, Message: "connecting", Bootstrap: bootstrap, features: featuresUnwatched}}
+		peer: Peer{Name: name, ClusterID: id, Reason: v1alpha1.ReasonClusterNotConnected, Message: "connecting", Bootstrap: bootstrap, features: featuresUnwatched,
+			credential: m.credentials.Add(1)}}
 }
 
 func (c *conn) snapshot() Peer {

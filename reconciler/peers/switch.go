@@ -208,7 +208,8 @@ func (c *conn) switchable(id types.UID, cfg *rest.Config, bootstrap bool) bool {
 func (c *conn) switchCredential(token string) {
 	c.cred.replace(token)
 	c.m.log.Info("reading a peer with the credential it issued: the connection and the Clusters read are kept", "cluster", c.snapshot().Name)
-	c.set(func(p *Peer) { p.Bootstrap, p.Synced = false, false })
+	n := c.m.credentials.Add(1)
+	c.set(func(p *Peer) { p.Bootstrap, p.Synced, p.credential = false, false, n })
 	select {
 	case c.switched <- struct{}{}:
 	default: // one already waits

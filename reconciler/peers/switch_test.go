@@ -69,15 +69,17 @@ func TestCredentialSwitch(t *testing.T) {
 	t.Run("the issued credential, same server", func(t *testing.T) {
 		srv := start(t, "same")
 		ensureSimPeer(t, m, g, srv, "same", true)
-		if p := waitSynced(t, m, "same"); !p.Bootstrap || !slices.Equal(secrets(t, p), []string{mine}) {
-			t.Fatalf("read with the bootstrap credential: bootstrap %t, Secrets %v", p.Bootstrap, secrets(t, p))
+		boot := waitSynced(t, m, "same")
+		if !boot.Bootstrap || !slices.Equal(secrets(t, boot), []string{mine}) {
+			t.Fatalf("read with the bootstrap credential: bootstrap %t, Secrets %v", boot.Bootstrap, secrets(t, boot))
 		}
-		before := srv.Stats()
 		p := issued(t, "same", srv)
-		if p.Bootstrap || p.Readable() {
-			t.Fatalf("just switched: bootstrap %t, readable %t", p.Bootstrap, p.Readable())
+		if p.Bootstrap || p.Readable() || p.Credential() == boot.Credential() {
+			t.Fatalf("just switched: bootstrap %t, readable %t, credential %d (before %d)", p.Bootstrap, p.Readable(), p.Credential(), boot.Credential())
 		}
-		srv.SetTokens(issuedToken) // the bootstrap credential revoked
+		// The bootstrap credential revoked at once: a request it sent just before the
+		// switch may be refused, nothing after (below).
+		srv.SetTokens(issuedToken)
 		p = waitReadable(t, m, "same")
 		if got := secrets(t, p); !slices.Equal(got, []string{mine, "west"}) {
 			t.Errorf("Secrets read with the issued credential: %v", got)
@@ -87,6 +89,7 @@ func TestCredentialSwitch(t *testing.T) {
 		waitFor(t, "no watch open with the bootstrap token", func() bool {
 			return srv.OpenWatches(readerToken) == 0 && srv.OpenWatches(issuedToken) == 3
 		})
+		before := srv.Stats()
 		changed := servedCluster("same", v1alpha1.ClusterTypeLocal, g.CAData())
 		changed.Annotations["changed"] = "yes"
 		write(t, srv.Update, simpeer.Clusters, changed)
@@ -94,6 +97,10 @@ func TestCredentialSwitch(t *testing.T) {
 			var c v1alpha1.Cluster
 			return p.Reader().Get(context.Background(), client.ObjectKey{Name: "same"}, &c) == nil && c.Annotations["changed"] == "yes"
 		})
+		waitFor(t, "three more health checks", func() bool { return srv.Stats().Requests["get"] >= before.Requests["get"]+3 })
+		if again := issued(t, "same", srv); again.Credential() != p.Credential() {
+			t.Errorf("the same credential again: credential %d, was %d", again.Credential(), p.Credential())
+		}
 		after := srv.Stats()
 		if after.Initial[clusters] != 1 || after.Connections != 1 || after.Requests["unauthorized"] != before.Requests["unauthorized"] {
 			t.Errorf("after the switch: Clusters listed %d times, %d connections, %d requests refused (want 1, 1, %d)",
@@ -103,7 +110,9 @@ func TestCredentialSwitch(t *testing.T) {
 		// Back to the bootstrap credential (the issued one rejected): a new connection.
 		srv.SetTokens(readerToken)
 		ensureSimPeer(t, m, g, srv, "same", true)
-		waitSynced(t, m, "same")
+		if back := waitSynced(t, m, "same"); back.Credential() == p.Credential() {
+			t.Errorf("back to the bootstrap credential: credential %d, as before", back.Credential())
+		}
 		waitFor(t, "the Clusters listed again", func() bool { return srv.Stats().Initial[clusters] == 2 })
 	})
 
