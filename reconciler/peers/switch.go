@@ -30,7 +30,8 @@ import (
 // the answers still being read that were asked with it, as a server ending a watch
 // does (the body ends), and the watches resume from the last version they saw, with
 // the new token, listing nothing again. A switch to another server, CA or client
-// certificate, or back to the bootstrap credential, builds a new connection.
+// certificate, from a connection not Ready and synced, or back to the bootstrap
+// credential, builds a new connection.
 
 // credential is the bearer token of a connection's requests, which a switch from the
 // bootstrap credential replaces (switchCredential), and, while it may be replaced, the
@@ -187,10 +188,13 @@ func withCredential(cfg *rest.Config, bootstrap bool) (*credential, linkID) {
 
 // switchable reports whether the connection, read with the peer's bootstrap
 // credential, can go on with the reader credential cfg (parsed, with its token) of the
-// cluster id: the same server, proved the same way, and a connection still running.
+// cluster id: the same server, proved the same way, and a connection still running,
+// Ready and synced (one that is not has nothing to keep: a new connection is tried at
+// once, without the backoff of the failing one).
 func (c *conn) switchable(id types.UID, cfg *rest.Config, bootstrap bool) bool {
 	p := c.snapshot()
-	if bootstrap || !p.Bootstrap || p.ClusterID != id || c.cred == nil || !c.cred.replaceable.Load() || cfg.BearerToken == "" || c.link != linkOf(cfg) {
+	if bootstrap || !p.Bootstrap || !p.Ready || !p.Synced || p.ClusterID != id || c.cred == nil || !c.cred.replaceable.Load() ||
+		cfg.BearerToken == "" || c.link != linkOf(cfg) {
 		return false
 	}
 	select {
@@ -209,7 +213,10 @@ func (c *conn) switchCredential(token string) {
 	c.cred.replace(token)
 	c.m.log.Info("reading a peer with the credential it issued: the connection and the Clusters read are kept", "cluster", c.snapshot().Name)
 	n := c.m.credentials.Add(1)
-	c.set(func(p *Peer) { p.Bootstrap, p.Synced, p.credential = false, false, n })
+	c.set(func(p *Peer) {
+		p.Bootstrap, p.Synced, p.credential = false, false, n
+		c.fails = 0 // the new credential's failures are counted from none
+	})
 	select {
 	case c.switched <- struct{}{}:
 	default: // one already waits

@@ -116,6 +116,23 @@ func TestCredentialSwitch(t *testing.T) {
 		waitFor(t, "the Clusters listed again", func() bool { return srv.Stats().Initial[clusters] == 2 })
 	})
 
+	t.Run("a bootstrap connection not Ready", func(t *testing.T) {
+		srv := start(t, "refused")
+		srv.SetTokens(issuedToken) // the bootstrap credential refused
+		ensureSimPeer(t, m, g, srv, "refused", true)
+		m.mu.Lock()
+		old := m.conns["refused"]
+		m.mu.Unlock()
+		issued(t, "refused", srv)
+		m.mu.Lock()
+		replaced := m.conns["refused"] != old
+		m.mu.Unlock()
+		if !replaced {
+			t.Error("a bootstrap connection that never answered was switched in place, not replaced")
+		}
+		waitReadable(t, m, "refused")
+	})
+
 	t.Run("the issued credential, another server", func(t *testing.T) {
 		srv, other := start(t, "moved"), start(t, "moved")
 		ensureSimPeer(t, m, g, srv, "moved", true)
