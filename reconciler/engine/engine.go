@@ -453,7 +453,8 @@ func (e *Engine) Start(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for e.processNext(ctx) {
+			var cache *sourceCache // this worker's (snapshotFor)
+			for e.processNext(ctx, &cache) {
 			}
 		}()
 	}

@@ -140,7 +140,7 @@ func (e *Engine) addLocal(it item, now time.Time) {
 	e.queue.Add(it)
 }
 
-func (e *Engine) processNext(ctx context.Context) bool {
+func (e *Engine) processNext(ctx context.Context, cache **sourceCache) bool {
 	it, shutdown := e.queue.Get()
 	if shutdown {
 		return false
@@ -152,7 +152,7 @@ func (e *Engine) processNext(ctx context.Context) bool {
 	if it.back {
 		err = e.reconcileBack(ctx, it)
 	} else {
-		requeue, err = e.reconcile(ctx, it)
+		requeue, err = e.reconcile(ctx, it, cache)
 	}
 	switch {
 	case err != nil:

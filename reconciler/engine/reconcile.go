@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
@@ -18,12 +17,12 @@ import (
 
 // reconcile brings one local object to what the rules ask for: its view (observe), the
 // plan of the planner's snapshot (snapshotFor, PlanKey), and the writer (write).
-func (e *Engine) reconcile(ctx context.Context, it item) (time.Duration, error) {
+func (e *Engine) reconcile(ctx context.Context, it item, cache **sourceCache) (time.Duration, error) {
 	observed, retry, done, err := e.observe(it)
 	if done || err != nil {
 		return retry, err
 	}
-	snap, vs, err := e.snapshotFor(ctx, it.gvk)
+	snap, vs, err := e.snapshotFor(ctx, it.gvk, cache)
 	if err != nil {
 		return 0, err
 	}
@@ -145,7 +144,7 @@ func (e *Engine) write(ctx context.Context, it item, observed *unstructured.Unst
 	if act.Type == planner.ActionCreate || planner.TakesOver(act, observed) {
 		// The origin this copy starts from (or changes to) is chosen for good: wait for the
 		// views that may still offer one with a lower cluster ID.
-		vs.waitSets()
+		e.waitSets(vs)
 		e.unlistedMembers(ctx, vs)
 		connecting := connectingSources(vs.beingMade, vs.young, g.Unsynced, vs.failingViews, vs.unstarted)
 		unseen := unseenSources(g.Unsynced, vs.failingViews, vs.firstContact, vs.readable, connecting)
@@ -270,115 +269,4 @@ func sortedIDs(m map[types.UID]bool) []string {
 	}
 	slices.Sort(out)
 	return out
-}
-
-// sourceViews is what the engine knows of the sources' views while it plans one local
-// object, besides the plan's snapshot: the rules that cover its kind, and what the
-// lookups met.
-type sourceViews struct {
-	// entries are the rules that may write objects of the kind (not being deleted).
-	entries []*ruleEntry
-	// failingViews are the readable sources whose view fails to sync; overCapViews the
-	// sources whose view is over the cap on objects.
-	failingViews, overCapViews map[types.UID]bool
-	// unstarted are the sources whose view of the kind has no watch (not started yet, or
-	// the peer does not serve the kind).
-	unstarted map[types.UID]bool
-	// listed is what the wait before a create reads of each peer listed: kept as a list,
-	// and made into the sets below (waitSets) only for a create or a change of origin,
-	// not for every object.
-	listed []listedPeer
-	// firstContact are the peers in their first contact, readable the peers listed (true:
-	// readable), young those within connectWait of their first contact, beingMade those
-	// whose connection is being made: for the wait before a create (waitSets).
-	firstContact, readable, young, beingMade map[types.UID]bool
-}
-
-// listedPeer is what the wait before a create reads of a peer listed when the snapshot
-// was taken.
-type listedPeer struct {
-	id types.UID
-	// age is the time since the engine first listed the peer.
-	age                 time.Duration
-	readable, beingMade bool
-}
-
-// waitSets makes the sets the wait before a create reads from the peers listed.
-func (vs *sourceViews) waitSets() {
-	vs.readable = make(map[types.UID]bool, len(vs.listed))
-	vs.firstContact, vs.young, vs.beingMade = map[types.UID]bool{}, map[types.UID]bool{}, map[types.UID]bool{}
-	for _, p := range vs.listed {
-		vs.readable[p.id] = p.readable
-		if p.age < createWait {
-			vs.firstContact[p.id] = true
-		}
-		if p.age < connectWait {
-			vs.young[p.id] = true
-			if p.beingMade {
-				vs.beingMade[p.id] = true
-			}
-		}
-	}
-}
-
-// snapshotFor returns the planner's snapshot of this cluster for objects of gvk, built
-// from the engine's rules, its peers' views and this cluster's policy: the one way the
-// engine asks what the sources want of a local object (reconcile, and the deletion
-// policy of a rule, which deletes only copies no other rule asks for), as sync-diff asks
-// it of what it read. The lookups record in vs what they meet.
-func (e *Engine) snapshotFor(ctx context.Context, gvk schema.GroupVersionKind) (planner.Snapshot, *sourceViews, error) {
-	vs := &sourceViews{failingViews: map[types.UID]bool{}, overCapViews: map[types.UID]bool{}, unstarted: map[types.UID]bool{}}
-	s := planner.Snapshot{LocalID: e.opts.LocalID}
-	for _, r := range e.snapshot() {
-		if r.compiled == nil || r.rsr.DeletionTimestamp != nil || !planner.ContainsGVK(r.compiled.TargetGVKs, gvk) {
-			continue
-		}
-		vs.entries = append(vs.entries, r)
-		s.Rules = append(s.Rules, planner.Rule{Spec: r.rsr, Compiled: r.compiled})
-	}
-	// The peers' ClusterFeatures are listed only for rules that select sources by them.
-	needFeatures := false
-	for _, r := range s.Rules {
-		needFeatures = needFeatures || r.Compiled.NeedsFeatures()
-	}
-	now := e.opts.Clock.Now()
-	// Read only: the peers manager's snapshots, not a copy (this runs for every object).
-	listed := e.opts.Peers.Shared()
-	vs.listed = make([]listedPeer, 0, len(listed))
-	s.Sources = make([]planner.Source, 0, len(listed))
-	for i := range listed {
-		p := &listed[i]
-		name, id := p.Name, p.ClusterID
-		lp := listedPeer{id: id, age: e.contacts.age(id, now), readable: p.Ready && p.Readable(), beingMade: beingMade(*p)}
-		vs.listed = append(vs.listed, lp)
-		var features []v1alpha1.ClusterFeature
-		if needFeatures {
-			features = peerFeatures(ctx, *p)
-		}
-		s.Sources = append(s.Sources, planner.Source{
-			Name: p.Name, ClusterID: p.ClusterID, Readable: lp.readable,
-			Features: features, Cluster: func() map[string]any { return e.peerCluster(ctx, name) },
-			Lookup: func(gvk schema.GroupVersionKind, ns, n string) (*unstructured.Unstructured, bool) {
-				obj, synced, err := e.views.Lookup(name, gvk, ns, n)
-				if !synced && (err != nil || !e.views.Covers(name, gvk, ns)) {
-					vs.failingViews[id] = true // failing, or never started (the peer does not serve the kind)
-					if err == nil {
-						vs.unstarted[id] = true // or the watch is not started yet (a peer just connected)
-					}
-				}
-				var tooMany *views.TooManyObjectsError
-				if !synced && errors.As(err, &tooMany) {
-					vs.overCapViews[id] = true
-				}
-				return obj, synced
-			},
-		})
-	}
-	policy, err := e.policy(ctx)
-	if err != nil {
-		return s, vs, err
-	}
-	s.Policy = policy
-	s.LocalCluster = e.localCluster(ctx)
-	return s, vs, nil
 }

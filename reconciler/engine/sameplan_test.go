@@ -148,12 +148,13 @@ func TestSamePlan(t *testing.T) {
 		}
 	}
 	var got []string
+	var cache *sourceCache // one for every target, as a worker's
 	for tg := range targets {
 		observed, synced, err := e.views.Lookup("", tg.GVK, tg.Key.Namespace, tg.Key.Name)
 		if err != nil || !synced {
 			t.Fatalf("local lookup of %v: synced %v, %v", tg, synced, err)
 		}
-		snap, _, err := e.snapshotFor(context.Background(), tg.GVK)
+		snap, _, err := e.snapshotFor(context.Background(), tg.GVK, &cache)
 		if err != nil {
 			t.Fatal(err)
 		}

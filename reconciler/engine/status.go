@@ -234,7 +234,8 @@ func (e *Engine) deleteCopies(ctx context.Context, gvk schema.GroupVersionKind, 
 	if err != nil {
 		return false, fmt.Errorf("listing the copies of %s: %w", gvk.Kind, err)
 	}
-	snap, _, err := e.snapshotFor(ctx, gvk)
+	var cache *sourceCache
+	snap, _, err := e.snapshotFor(ctx, gvk, &cache)
 	if err != nil {
 		return false, err
 	}
