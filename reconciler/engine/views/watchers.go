@@ -44,7 +44,8 @@ func (s Scope) String() string {
 	return fmt.Sprintf("%s %s %s", c, s.GVK.Kind, ns)
 }
 
-// KeyScope is the scope of the local watch of one object by name.
+// KeyScope is the scope of the local watch of one object by name (a peer's objects are
+// not watched by name: Ensure).
 func KeyScope(gvk schema.GroupVersionKind, namespace, name string) Scope {
 	return Scope{GVK: gvk, Namespace: namespace, Name: name}
 }
@@ -159,8 +160,14 @@ type Handler func(s Scope, oldObj, newObj *Cached)
 // that runs with another selector or cap. mapper resolves the kind; client lists and
 // watches (Client.source); h receives every change. The informer runs until ctx is done
 // or the scope is stopped (Stop, Retain). A scope over the cap is not started again
-// before its retry time, unless its selector or cap changed.
+// before its retry time, unless its selector or cap changed. Only the local cluster's
+// scopes may name an object (KeyScope).
 func (ws *Watchers) Ensure(ctx context.Context, s Scope, selector string, limit int, client Client, mapper meta.RESTMapper, h Handler) error {
+	if s.Name != "" && s.Cluster != "" {
+		// Lookup reads a peer's objects from its kind's scopes only: one per object of
+		// every peer would cost every lookup a peer's.
+		return fmt.Errorf("watching %s: only the local cluster's objects are watched by name", s)
+	}
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	if w, ok := ws.all[s]; ok {
@@ -384,8 +391,13 @@ func (ws *Watchers) LookupCached(cluster string, gvk schema.GroupVersionKind, na
 	if namespace != "" {
 		key = namespace + "/" + name
 	}
-	scopes := [3]Scope{{Cluster: cluster, GVK: gvk, Namespace: namespace}, {Cluster: cluster, GVK: gvk, Namespace: namespace, Name: name}}
-	n := 2
+	// The scopes that may hold the object: its namespace's, its own (only the local
+	// cluster's objects are watched by name: Ensure), and all namespaces'.
+	scopes := [3]Scope{{Cluster: cluster, GVK: gvk, Namespace: namespace}}
+	n := 1
+	if cluster == "" {
+		scopes[n], n = Scope{GVK: gvk, Namespace: namespace, Name: name}, n+1
+	}
 	if namespace != "" {
 		scopes[n], n = Scope{Cluster: cluster, GVK: gvk}, n+1
 	}

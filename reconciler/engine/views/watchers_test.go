@@ -83,6 +83,7 @@ func TestLookupOverlappingScopes(t *testing.T) {
 	unsynced := &watcher{informer: &fakeInformer{store: toolscache.NewStore(toolscache.MetaNamespaceKeyFunc)}}
 	for _, tc := range []struct {
 		name              string
+		local             bool // looked up in the local cluster, not in peer p
 		scopes            map[Scope]*watcher
 		wantObj, wantSync bool
 	}{
@@ -97,16 +98,23 @@ func TestLookupOverlappingScopes(t *testing.T) {
 		{name: "found in one, the other not synced: found",
 			scopes:  map[Scope]*watcher{{Cluster: "p", GVK: cm, Namespace: "ns"}: listed(t, cm, web), {Cluster: "p", GVK: cm}: unsynced},
 			wantObj: true, wantSync: true},
-		{name: "the watch of the key by name",
-			scopes:  map[Scope]*watcher{{Cluster: "p", GVK: cm, Namespace: "ns"}: listed(t, cm), {Cluster: "p", GVK: cm, Namespace: "ns", Name: "web"}: listed(t, cm, web)},
+		{name: "the local watch of the key by name", local: true,
+			scopes:  map[Scope]*watcher{{GVK: cm, Namespace: "ns"}: listed(t, cm), KeyScope(cm, "ns", "web"): listed(t, cm, web)},
 			wantObj: true, wantSync: true},
+		{name: "a peer's scope by name is not read (Ensure refuses it)",
+			scopes:   map[Scope]*watcher{{Cluster: "p", GVK: cm, Namespace: "ns"}: listed(t, cm), {Cluster: "p", GVK: cm, Namespace: "ns", Name: "web"}: listed(t, cm, web)},
+			wantSync: true},
 		{name: "no scope covers it: unknown",
 			scopes: map[Scope]*watcher{{Cluster: "p", GVK: cm, Namespace: "other"}: listed(t, cm, web)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ws := New(Options{})
 			ws.all = tc.scopes
-			obj, synced, err := ws.Lookup("p", cm, "ns", "web")
+			cluster := "p"
+			if tc.local {
+				cluster = ""
+			}
+			obj, synced, err := ws.Lookup(cluster, cm, "ns", "web")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -335,5 +343,19 @@ func TestHandlerGetsEveryChange(t *testing.T) {
 	want := []string{"add a", "update 1->2 a", "delete a"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
+	}
+}
+
+// TestEnsureRefusesAPeersScopeByName: only the local cluster's objects are watched by
+// name; Lookup reads a peer's kind from its namespace's and all namespaces' scopes.
+func TestEnsureRefusesAPeersScopeByName(t *testing.T) {
+	cm := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	ws := New(Options{})
+	err := ws.Ensure(context.Background(), Scope{Cluster: "p", GVK: cm, Namespace: "ns", Name: "web"}, "", 0, Client{}, nil, nil)
+	if err == nil || !strings.Contains(err.Error(), "only the local cluster's objects are watched by name") {
+		t.Errorf("Ensure of a peer's scope by name: %v; want it refused", err)
+	}
+	if ws.Running(Scope{Cluster: "p", GVK: cm, Namespace: "ns", Name: "web"}) {
+		t.Error("the refused scope runs")
 	}
 }
