@@ -100,9 +100,16 @@ func unseenSources(unsynced, failing, firstContact, readable, connecting map[typ
 // their first contact (young), and the young readable sources whose view of the kind is
 // still syncing (unsynced, and not failing or only not started yet: unstarted).
 func connectingSources(beingMade, young, unsynced, failing, unstarted map[types.UID]bool) map[types.UID]bool {
+	// Over the sets that are small once the peers are connected, not over young: at a
+	// first sync, every peer is young for a minute, and every create asks.
 	out := map[types.UID]bool{}
-	for id := range young {
-		if young[id] && (beingMade[id] || (unsynced[id] && (!failing[id] || unstarted[id]))) {
+	for id := range beingMade {
+		if beingMade[id] && young[id] {
+			out[id] = true
+		}
+	}
+	for id := range unsynced {
+		if unsynced[id] && young[id] && (!failing[id] || unstarted[id]) {
 			out[id] = true
 		}
 	}

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"time"
 
@@ -254,6 +255,9 @@ func (e *Engine) unlistedMembers(ctx context.Context, vs *sourceViews) {
 			continue
 		}
 		if e.contacts.age(id, now) < connectWait {
+			if vs.setsShared {
+				vs.young, vs.beingMade, vs.setsShared = maps.Clone(vs.young), maps.Clone(vs.beingMade), false
+			}
 			vs.young[id], vs.beingMade[id] = true, true
 		}
 	}

@@ -34,6 +34,8 @@ type sourceViews struct {
 	// readable), young those within connectWait of their first contact, beingMade those
 	// whose connection is being made: for the wait before a create (waitSets).
 	firstContact, readable, young, beingMade map[types.UID]bool
+	// setsShared is true while the sets are the cache's, which must not be changed.
+	setsShared bool
 }
 
 // record notes what a lookup of the view of the source id met when it was not synced:
@@ -84,9 +86,11 @@ type sourceCache struct {
 	// readable are the peers listed (true: readable), for the wait before a create; read
 	// only once made.
 	readable map[types.UID]bool
-	// lastContact is the latest first contact among the peers (firstContacts): once it is
-	// connectWait old, none is in its first contact or young.
-	lastContact time.Time
+	// first are the peers' first contacts (firstContacts), in the list's order.
+	first []time.Time
+	// sets are the last sets made for the wait before a create (waitSets), read only: they
+	// hold until their until.
+	sets *waitSets
 	// vs and ctx are the views and the context of the object being planned.
 	vs  *sourceViews
 	ctx context.Context
@@ -112,16 +116,14 @@ func (e *Engine) sourcesFor(c *sourceCache, listed []peers.Peer) *sourceCache {
 		return c
 	}
 	now := e.opts.Clock.Now()
-	c = &sourceCache{peers: make([]listedPeer, len(listed)), names: make([]string, len(listed)),
+	c = &sourceCache{peers: make([]listedPeer, len(listed)), names: make([]string, len(listed)), first: make([]time.Time, len(listed)),
 		sources: make([]planner.Source, len(listed)), readable: make(map[types.UID]bool, len(listed))}
 	for i := range listed {
 		p := &listed[i]
 		name, id := p.Name, p.ClusterID
 		lp := listedOf(p)
 		c.peers[i], c.names[i], c.readable[id] = lp, name, lp.readable
-		if first := now.Add(-e.contacts.age(id, now)); first.After(c.lastContact) {
-			c.lastContact = first
-		}
+		c.first[i] = now.Add(-e.contacts.age(id, now))
 		c.sources[i] = planner.Source{
 			Name: name, ClusterID: id, Readable: lp.readable,
 			Cluster: func() map[string]any { return e.peerCluster(c.ctx, name) },
@@ -137,27 +139,55 @@ func (e *Engine) sourcesFor(c *sourceCache, listed []peers.Peer) *sourceCache {
 	return c
 }
 
-// waitSets makes the sets the wait before a create reads from the peers listed.
+// waitSets are the sets of the peers listed that the wait before a create reads, by
+// their first contact: in it (firstContact, createWait), young (connectWait), and young
+// with a connection being made (beingMade). They change only when a peer's age crosses
+// createWait or connectWait: at until.
+type waitSets struct {
+	firstContact, young, beingMade map[types.UID]bool
+	until                          time.Time
+}
+
+// waitSets sets in vs the sets the wait before a create reads from the peers listed. They
+// are the cache's, made again when a peer's age has crossed createWait or connectWait
+// since, and read only (unlistedMembers copies them before it adds to them): at a first
+// sync every create waits, and making them for each, with 100 peers young, cost as much
+// as its write.
 func (e *Engine) waitSets(vs *sourceViews) {
 	c := vs.listed
-	vs.readable = c.readable
-	vs.firstContact, vs.young, vs.beingMade = map[types.UID]bool{}, map[types.UID]bool{}, map[types.UID]bool{}
 	now := e.opts.Clock.Now()
-	if now.Sub(c.lastContact) >= connectWait {
-		return // no peer is young (createWait < connectWait)
+	if c.sets == nil || !now.Before(c.sets.until) {
+		c.sets = c.makeWaitSets(now)
 	}
-	for _, p := range c.peers {
-		age := e.contacts.age(p.id, now)
+	vs.readable, vs.firstContact, vs.young, vs.beingMade = c.readable, c.sets.firstContact, c.sets.young, c.sets.beingMade
+	vs.setsShared = true
+}
+
+// makeWaitSets makes the wait's sets of the peers at now.
+func (c *sourceCache) makeWaitSets(now time.Time) *waitSets {
+	ws := &waitSets{firstContact: map[types.UID]bool{}, young: map[types.UID]bool{}, beingMade: map[types.UID]bool{}, until: now.Add(connectWait)}
+	for i, p := range c.peers {
+		age := now.Sub(c.first[i])
 		if age < createWait {
-			vs.firstContact[p.id] = true
+			ws.firstContact[p.id] = true
+			ws.until = minTime(ws.until, c.first[i].Add(createWait))
 		}
 		if age < connectWait {
-			vs.young[p.id] = true
+			ws.young[p.id] = true
+			ws.until = minTime(ws.until, c.first[i].Add(connectWait))
 			if p.beingMade {
-				vs.beingMade[p.id] = true
+				ws.beingMade[p.id] = true
 			}
 		}
 	}
+	return ws
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // snapshotFor returns the planner's snapshot of this cluster for objects of gvk, built

@@ -9,11 +9,13 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	crfake "sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
@@ -36,7 +38,7 @@ func read(name string, id types.UID) peers.Peer {
 
 // newSourcesEngine is an engine on fakes, reading the peers ps through the views fake,
 // with a fake clock.
-func newSourcesEngine(t *testing.T, ps *peerList, fake *fakeViews) (*Engine, *clocktesting.FakeClock) {
+func newSourcesEngine(t *testing.T, ps *peerList, fake *fakeViews, objs ...client.Object) (*Engine, *clocktesting.FakeClock) {
 	t.Helper()
 	scheme := runtime.NewScheme()
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
@@ -49,7 +51,7 @@ func newSourcesEngine(t *testing.T, ps *peerList, fake *fakeViews) (*Engine, *cl
 	mapper.Add(cmGVK, meta.RESTScopeNamespace)
 	clk := clocktesting.NewFakeClock(fakeStart)
 	e, err := New(Options{LocalID: "uid-local", LocalName: "local", Namespace: v1alpha1.DefaultNamespace,
-		Client: crfake.NewClientBuilder().WithScheme(scheme).Build(), Mapper: mapper, Peers: ps, Metrics: NewMetrics(nil), Clock: clk})
+		Client: crfake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build(), Mapper: mapper, Peers: ps, Metrics: NewMetrics(nil), Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,5 +202,38 @@ func TestWaitSetsFollowFirstContacts(t *testing.T) {
 				t.Errorf("%s: %s (-want +got):\n%s", s.name, c.what, diff)
 			}
 		}
+	}
+}
+
+// TestWaitSetsKeptFromUnlistedMembers: a member the peers manager does not list yet is
+// added to one create's sets, not to the sets the worker keeps for the next.
+func TestWaitSetsKeptFromUnlistedMembers(t *testing.T) {
+	ps := &peerList{list: []peers.Peer{read("a", "uid-a")}}
+	e, clk := newSourcesEngine(t, ps, &fakeViews{}, &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "z"}, Spec: v1alpha1.ClusterSpec{ClusterID: "uid-z"}})
+	var cache *sourceCache
+	plan := func() *sourceViews {
+		_, vs, err := e.snapshotFor(context.Background(), cmGVK, &cache)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.waitSets(vs)
+		return vs
+	}
+	type ids = map[types.UID]bool
+	first := plan()
+	e.unlistedMembers(context.Background(), first)
+	if diff := cmp.Diff(ids{"uid-a": true, "uid-z": true}, first.young); diff != "" {
+		t.Errorf("young with the unlisted member (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(ids{"uid-z": true}, first.beingMade); diff != "" {
+		t.Errorf("being made with the unlisted member (-want +got):\n%s", diff)
+	}
+	clk.Step(time.Second)
+	next := plan()
+	if diff := cmp.Diff(ids{"uid-a": true}, next.young); diff != "" {
+		t.Errorf("the next create's young peers (-want +got):\n%s", diff)
+	}
+	if len(next.beingMade) != 0 {
+		t.Errorf("the next create's peers being made: %v, want none", next.beingMade)
 	}
 }
