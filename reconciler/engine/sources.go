@@ -90,7 +90,7 @@ type sourceCache struct {
 	first []time.Time
 	// sets are the last sets made for the wait before a create (waitSets), read only: they
 	// hold until their until.
-	sets *waitSets
+	sets *ageSets
 	// vs and ctx are the views and the context of the object being planned.
 	vs  *sourceViews
 	ctx context.Context
@@ -139,11 +139,11 @@ func (e *Engine) sourcesFor(c *sourceCache, listed []peers.Peer) *sourceCache {
 	return c
 }
 
-// waitSets are the sets of the peers listed that the wait before a create reads, by
+// ageSets are the sets of the peers listed that the wait before a create reads, by
 // their first contact: in it (firstContact, createWait), young (connectWait), and young
 // with a connection being made (beingMade). They change only when a peer's age crosses
 // createWait or connectWait: at until.
-type waitSets struct {
+type ageSets struct {
 	firstContact, young, beingMade map[types.UID]bool
 	until                          time.Time
 }
@@ -164,8 +164,8 @@ func (e *Engine) waitSets(vs *sourceViews) {
 }
 
 // makeWaitSets makes the wait's sets of the peers at now.
-func (c *sourceCache) makeWaitSets(now time.Time) *waitSets {
-	ws := &waitSets{firstContact: map[types.UID]bool{}, young: map[types.UID]bool{}, beingMade: map[types.UID]bool{}, until: now.Add(connectWait)}
+func (c *sourceCache) makeWaitSets(now time.Time) *ageSets {
+	ws := &ageSets{firstContact: map[types.UID]bool{}, young: map[types.UID]bool{}, beingMade: map[types.UID]bool{}, until: now.Add(connectWait)}
 	for i, p := range c.peers {
 		age := now.Sub(c.first[i])
 		if age < createWait {
