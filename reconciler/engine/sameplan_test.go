@@ -28,13 +28,13 @@ import (
 	"github.com/kubectl-registry/kubectl-registry/reconciler/planner"
 )
 
-// fakePeers are the peers of an engine under test.
-type fakePeers []peers.Peer
+// peerList are the peers of an engine under test, which a test may replace as it goes.
+type peerList struct{ list []peers.Peer }
 
-func (f fakePeers) List() []peers.Peer                { return f }
-func (f fakePeers) Shared() []peers.Peer              { return f }
-func (fakePeers) Subscribe(chan<- event.GenericEvent) {}
-func (fakePeers) WatchFeatures(bool)                  {}
+func (p *peerList) List() []peers.Peer                { return append([]peers.Peer(nil), p.list...) }
+func (p *peerList) Shared() []peers.Peer              { return p.list }
+func (*peerList) Subscribe(chan<- event.GenericEvent) {}
+func (*peerList) WatchFeatures(bool)                  {}
 
 // samePlanFixture is the snapshot of testdata/sameplan/fixture.yaml (module root), which
 // plugin/syncdiff TestSamePlan plans too.
@@ -95,7 +95,7 @@ func TestSamePlan(t *testing.T) {
 		}
 		localCMs = append(localCMs, u)
 	}
-	var ps fakePeers
+	var ps []peers.Peer
 	fake := &fakeViews{}
 	fake.hold("", cmGVK, localCMs...)
 	for _, c := range f.Clusters {
@@ -116,7 +116,7 @@ func TestSamePlan(t *testing.T) {
 	mapper := meta.NewDefaultRESTMapper(nil)
 	mapper.Add(cmGVK, meta.RESTScopeNamespace)
 	e, err := New(Options{LocalID: localID, LocalName: f.Self, Namespace: v1alpha1.DefaultNamespace,
-		Client: crfake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build(), Mapper: mapper, Peers: ps, Metrics: NewMetrics(nil)})
+		Client: crfake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build(), Mapper: mapper, Peers: &peerList{list: ps}, Metrics: NewMetrics(nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

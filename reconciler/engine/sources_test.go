@@ -17,19 +17,10 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crfake "sigs.k8s.io/controller-runtime/pkg/client/fake"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/kubectl-registry/kubectl-registry/reconciler/api/v1alpha1"
 	"github.com/kubectl-registry/kubectl-registry/reconciler/peers"
 )
-
-// peerList are the peers of an engine under test that the test replaces as it goes.
-type peerList struct{ list []peers.Peer }
-
-func (p *peerList) List() []peers.Peer                { return append([]peers.Peer(nil), p.list...) }
-func (p *peerList) Shared() []peers.Peer              { return p.list }
-func (*peerList) Subscribe(chan<- event.GenericEvent) {}
-func (*peerList) WatchFeatures(bool)                  {}
 
 // read is a peer whose objects are read.
 func read(name string, id types.UID) peers.Peer {
