@@ -24,8 +24,8 @@ func TestTokenFreshness(t *testing.T) {
 			Data:       map[string][]byte{v1alpha1.KubeconfigKey: readerKubeconfig("x", "https://x.example", nil, exp, "")},
 		}
 	}
-	issued := func(s *corev1.Secret, nanos int, note string) *corev1.Secret {
-		s.Annotations[v1alpha1.TokenIssuedAtAnnotation] = base.Add(-24*time.Hour + time.Duration(nanos)).Format(time.RFC3339Nano)
+	issued := func(s *corev1.Secret, at time.Duration, note string) *corev1.Secret {
+		s.Annotations[v1alpha1.TokenIssuedAtAnnotation] = base.Add(-24*time.Hour + at).Format(time.RFC3339Nano)
 		r, _ := kubeconfig.Read(s.Data[v1alpha1.KubeconfigKey])
 		exp, _, _ := kubeconfig.TokenTimes(r.Token)
 		s.Data[v1alpha1.KubeconfigKey] = readerKubeconfig("x", "https://x.example", nil, exp, note)
@@ -39,6 +39,11 @@ func TestTokenFreshness(t *testing.T) {
 		{"the expiry annotation says nothing", secret(base.Add(time.Hour), base, "2026-01-01T00:00:00Z"), secret(base, base, "9999-01-01T00:00:00Z")},
 		// A token for a recreated ServiceAccount issued in the same second as the revoked one.
 		{"same second: the issue time's nanoseconds", issued(secret(base, base, ""), 900, "new"), issued(secret(base, base, ""), 100, "old")},
+		// The bootstrapper's clock turned a second the API server's had not: the token
+		// annotated later has the smaller sub-second part (e2e TestGroup, a token
+		// renewed and the ServiceAccount recreated within a second).
+		{"same second of the tokens, not of the annotations", issued(secret(base, base, ""), 1200*time.Millisecond, "new"), issued(secret(base, base, ""), 900*time.Millisecond, "old")},
+		{"an issue time annotated beats none", issued(secret(base, base, ""), 0, "new"), secret(base, base, "")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -47,6 +52,16 @@ func TestTokenFreshness(t *testing.T) {
 			}
 			if (kubeconfigs{}).newer(tt.old, tt.newer) {
 				t.Fatal("order is not antisymmetric")
+			}
+			// Between two relays of the same rank, the plan takes the newer token too.
+			s := newPlanState(Input{})
+			relay := func(sec *corev1.Secret) source {
+				src := source{relayOnly: true, secret: sec}
+				src.exp, src.iat = s.kc.tokenTimes(sec)
+				return src
+			}
+			if !s.better(relay(tt.newer), relay(tt.old)) || s.better(relay(tt.old), relay(tt.newer)) {
+				t.Fatal("the plan prefers the older relay")
 			}
 		})
 	}

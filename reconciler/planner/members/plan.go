@@ -327,8 +327,8 @@ func (s *planState) better(a, b source) bool {
 		if !a.iat.Equal(b.iat) {
 			return a.iat.After(b.iat)
 		}
-		if ia, ib := issuedNanos(a.secret), issuedNanos(b.secret); ia != ib {
-			return ia > ib
+		if ia, ib := issuedAt(a.secret), issuedAt(b.secret); !ia.Equal(ib) {
+			return ia.After(ib)
 		}
 	}
 	return s.senior(a.view, b.view)

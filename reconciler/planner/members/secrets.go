@@ -59,9 +59,11 @@ func (k kubeconfigs) read(data []byte) (document.Reader, bool) {
 // later expiry, or the same and a later issue. Two tokens issued in the same second (a
 // token for a recreated ServiceAccount right after one for the old) state the same
 // times; the issue time the bootstrapper annotates, with nanoseconds, then tells them
-// apart. That annotation is written by a member and could lie, but a relayed token is
-// written only after it has authenticated against the pinned server, so a lie gains
-// nothing.
+// apart: the whole time, not its sub-second part, since the bootstrapper's clock and the
+// API server's seconds do not turn together (a token annotated 10:00:00.9 and one
+// annotated 10:00:01.2 may both state iat 10:00:01). That annotation is written by a
+// member and could lie, but a relayed token is written only after it has authenticated
+// against the pinned server, so a lie gains nothing.
 func (k kubeconfigs) newer(src, existing *corev1.Secret) bool {
 	se, si := k.tokenTimes(src)
 	ee, ei := k.tokenTimes(existing)
@@ -71,20 +73,20 @@ func (k kubeconfigs) newer(src, existing *corev1.Secret) bool {
 	case !si.Equal(ei):
 		return si.After(ei)
 	}
-	return issuedNanos(src) > issuedNanos(existing)
+	return issuedAt(src).After(issuedAt(existing))
 }
 
-// issuedNanos is the sub-second part of the issue time annotated on a reader Secret, or
-// -1.
-func issuedNanos(s *corev1.Secret) int {
+// issuedAt is the issue time annotated on a reader Secret, with its nanoseconds, or the
+// zero time (earlier than any).
+func issuedAt(s *corev1.Secret) time.Time {
 	if s == nil {
-		return -1
+		return time.Time{}
 	}
 	t, err := time.Parse(time.RFC3339Nano, s.Annotations[v1alpha1.TokenIssuedAtAnnotation])
 	if err != nil {
-		return -1
+		return time.Time{}
 	}
-	return t.Nanosecond()
+	return t
 }
 
 // tokenTimes returns what the token of a reader Secret states of its expiry and issue.
