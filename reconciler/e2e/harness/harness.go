@@ -191,7 +191,7 @@ func ServeBinary(t *testing.T, binary string, c *testbed.Cluster, extra ...strin
 	go func() { ctl.done <- cmd.Wait() }()
 	t.Cleanup(func() {
 		ctl.Stop(t)
-		if t.Failed() {
+		if t.Failed() || os.Getenv("E2E_LOG_ALWAYS") != "" {
 			t.Logf("log of the controller of %s:\n%s", c.Name, tail(logFile.Name(), logTailLines()))
 		}
 	})
@@ -442,8 +442,8 @@ func FormGroupControllers(t *testing.T, bed *testbed.Bed, serveArgs func(name st
 	return clients, controllers
 }
 
-// logTailLines is how many lines of a controller's log a failed test prints:
-// E2E_LOG_LINES, or 60.
+// logTailLines is how many lines of a controller's log a failed test prints (every
+// test, with E2E_LOG_ALWAYS set): E2E_LOG_LINES, or 60.
 func logTailLines() int {
 	if n, err := strconv.Atoi(os.Getenv("E2E_LOG_LINES")); err == nil && n > 0 {
 		return n
