@@ -109,6 +109,25 @@ func TestPlanTrust(t *testing.T) {
 			want: []write{{"update Secret cluster-registry/x from=c describes=uid-x", true}},
 		},
 		{
+			// The issue-time annotation is the relaying member's to write: a lie makes its
+			// relay the best of tokens stamped the same second, never an unverified write.
+			name: "a relay that lies its issue time is still written only once verified",
+			in: input(objs(steadyLocal, copies("c", idC)), []View{
+				peer("a", idA, objs(own("a", idA), []Object{cl("x", idX, mark(idX)), sec("x", 30, mark(idX), token("revoked"), annotate(v1alpha1.TokenIssuedAtAnnotation, "9999-01-01T00:00:00.999999999Z"))})...),
+				peer("c", idC, objs(own("c", idC), []Object{cl("x", idX, mark(idX)), sec("x", 30, mark(idX), annotate(v1alpha1.TokenIssuedAtAnnotation, t0.Format(time.RFC3339Nano)))})...),
+			}, idX),
+			want: []write{{"update Secret cluster-registry/x from=a describes=uid-x", true}},
+		},
+		{
+			name: "a relay that lies its issue time and does not authenticate is skipped for the next best",
+			in: input(objs(steadyLocal, copies("c", idC)), []View{
+				peer("a", idA, objs(own("a", idA), []Object{cl("x", idX, mark(idX)), sec("x", 30, mark(idX), token("revoked"), annotate(v1alpha1.TokenIssuedAtAnnotation, "9999-01-01T00:00:00.999999999Z"))})...),
+				peer("c", idC, objs(own("c", idC), []Object{cl("x", idX, mark(idX)), sec("x", 30, mark(idX), annotate(v1alpha1.TokenIssuedAtAnnotation, t0.Format(time.RFC3339Nano)))})...),
+			}, idX),
+			bad:  []string{"a/x/"},
+			want: []write{{"update Secret cluster-registry/x from=c describes=uid-x", true}},
+		},
+		{
 			name: "the cluster's own view may not move its pinned server either (join --server is kept); its token is taken",
 			in: input(steadyLocal, []View{
 				peer("a", idA, own("a", idA)...),
